@@ -1,0 +1,13 @@
+"""pagedviz's engine: a vLLM-v1-style scheduler, paged KV blocks, persistent batch and
+prepare_inputs, stage by stage, with a tiny paged-attention model. No web code lives here."""
+
+from core.config import EngineConfig, Limits, ModelConfig, Scenario, ScenarioError
+from core.engine import Engine, run_scenario
+from core.presets import list_presets, load_preset, preset_dict
+from core.trace import StepTrace
+
+__all__ = [
+    "Engine", "EngineConfig", "Limits", "ModelConfig", "Scenario", "ScenarioError", "StepTrace",
+    "list_presets", "load_preset", "preset_dict", "run_scenario",
+]
+__version__ = "0.1.0"

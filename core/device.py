@@ -1,0 +1,87 @@
+"""Which device runs the step, and how its stages are timed.
+
+`auto` picks CUDA when torch sees a GPU, else an Ascend NPU when `torch_npu` imports and reports a
+device, else the CPU. CPU stages are timed with perf_counter_ns; device stages on CUDA with events.
+"""
+
+from __future__ import annotations
+
+import importlib
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import torch
+
+
+def npu_available() -> bool:
+    try:
+        torch_npu = importlib.import_module("torch_npu")
+    except Exception:
+        return False
+    npu = getattr(torch, "npu", None) or getattr(torch_npu, "npu", None)
+    try:
+        return bool(npu is not None and npu.is_available() and npu.device_count() > 0)
+    except Exception:
+        return False
+
+
+class DeviceUnavailable(RuntimeError):
+    pass
+
+
+def resolve_device(name: str) -> torch.device:
+    """Map a scenario's `device` setting to a torch device; explicit choices must exist."""
+    if name == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda", 0)
+        if npu_available():
+            return torch.device("npu", 0)
+        return torch.device("cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise DeviceUnavailable("config.device: cuda was asked for but torch sees no CUDA GPU")
+    if name == "npu" and not npu_available():
+        raise DeviceUnavailable("config.device: npu was asked for but torch_npu reports no NPU")
+    return torch.device(name, 0) if name in ("cuda", "npu") else torch.device("cpu")
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    elif device.type == "npu":
+        torch.npu.synchronize()  # type: ignore[attr-defined]
+
+
+class StageTimer:
+    """Collects microseconds per named stage into a dict."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self.timings: dict[str, float] = {}
+        self._events: list[tuple[str, torch.cuda.Event, torch.cuda.Event]] = []
+
+    @contextmanager
+    def cpu(self, name: str) -> Iterator[None]:
+        t0 = time.perf_counter_ns()
+        yield
+        self.timings[name] = self.timings.get(name, 0.0) + (time.perf_counter_ns() - t0) / 1e3
+
+    @contextmanager
+    def dev(self, name: str) -> Iterator[None]:
+        if self.device.type != "cuda":
+            with self.cpu(name):
+                yield
+            return
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        yield
+        end.record()
+        self._events.append((name, start, end))
+
+    def collect(self) -> dict[str, float]:
+        if self._events:
+            torch.cuda.synchronize(self.device)
+            for name, start, end in self._events:
+                self.timings[name] = self.timings.get(name, 0.0) + start.elapsed_time(end) * 1e3
+            self._events.clear()
+        return {k: round(v, 1) for k, v in self.timings.items()}

@@ -1,0 +1,149 @@
+"""One engine step (DESIGN.md §2): schedule -> update_states -> prepare_inputs -> forward ->
+sample -> update the scheduler. `Engine.step()` returns the step's StepTrace; `run()` yields them
+until every request has finished or `max_steps` is reached (then `truncated` is True)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+
+from core.config import Scenario
+from core.device import StageTimer, resolve_device
+from core.flavors.ascend import AscendModelRunner
+from core.model import ForwardInputs, TinyTransformer
+from core.runner import ModelRunner
+from core.sampler import synthetic_tokens
+from core.scheduler import Scheduler
+from core.trace import StepTrace
+
+
+class Engine:
+    """Runs a Scenario step by step; `capture=False` skips recording arrays (for timing)."""
+
+    def __new__(cls, scenario: Scenario, capture: bool = True) -> Engine:
+        if cls is Engine and scenario.flavor == "nanovllm":
+            from core.flavors.nanovllm import NanoEngine
+
+            return super().__new__(NanoEngine)
+        return super().__new__(cls)
+
+    def __init__(self, scenario: Scenario, capture: bool = True) -> None:
+        self.scenario = scenario
+        self.capture = capture
+        cfg = scenario.config
+        self.device = resolve_device(cfg.device)
+        self.step_no = 0
+        self.truncated = False
+        self.model: TinyTransformer | None = None
+        if cfg.model is not None:
+            self.model = TinyTransformer(cfg.model, scenario.seed, cfg.num_kv_blocks, cfg.block_size, self.device)
+        # a hook for demonstrations and tests: may alter the device inputs before the forward
+        self.before_forward: Callable[[ForwardInputs], None] | None = None
+        self._setup()
+
+    def _setup(self) -> None:
+        cfg = self.scenario.config
+        self.scheduler = Scheduler(cfg, self.scenario.requests)
+        runner_cls = AscendModelRunner if self.scenario.flavor == "ascend" else ModelRunner
+        self.runner = runner_cls(cfg, self.device)
+
+    @property
+    def done(self) -> bool:
+        return not self.scheduler.has_unfinished
+
+    def run(self) -> Iterator[StepTrace]:
+        while not self.done:
+            if self.step_no >= self.scenario.max_steps:
+                self.truncated = True
+                return
+            yield self.step()
+
+    def step(self) -> StepTrace:
+        self.step_no += 1
+        timer = StageTimer(self.device)
+        out = self.scheduler.schedule(self.step_no)
+        trace = StepTrace(step=self.step_no, idle=not out.scheduled)
+        with timer.cpu("update_states"):
+            moves = self.runner.update_states(out)
+        v = self.runner.prepare_inputs(trace if self.capture else None, timer)
+        sampled: dict[str, int] = {}
+        if out.scheduled:
+            agrees = self.runner.copy_to_device(timer)
+            trace.forward = {"device": str(self.device), "slot_mapping_device_matches_cpu": agrees}
+            sampled = self._forward_and_sample(v, trace, timer)
+        else:
+            trace.forward = {"device": str(self.device)}
+        self.scheduler.update_from_output(out, sampled)
+        self.runner.append_sampled(sampled)
+        if self.capture:
+            self.runner.record_batch(trace)
+            trace.scheduler = out.to_dict()
+            trace.batch = {"req_ids": self.runner.input_batch.req_ids, "moves": moves}
+            trace.scalars = dict(v["scalars"])
+            trace.kv_cache = self._kv_view()
+        trace.sampled_token_ids = sampled
+        trace.timing_us = timer.collect()
+        return trace
+
+    def _forward_and_sample(self, v: dict[str, Any], trace: StepTrace, timer: StageTimer) -> dict[str, int]:
+        r = self.runner
+        n, T = v["num_reqs"], v["T"]
+        keep = ~v["discard_request_mask"]
+        req_ids = r.input_batch.req_ids
+        keep_ids = [rid for rid, k in zip(req_ids, keep) if k]
+        if self.model is None:
+            tokens = synthetic_tokens(self.scenario.seed, keep_ids, v["seq_lens"][keep], self.scenario.config.vocab_size)
+            return dict(zip(keep_ids, tokens.tolist()))
+        inp = ForwardInputs(
+            input_ids=r.input_ids[:T], positions=r.positions[:T], slot_mapping=r.slot_mapping[:T],
+            block_table=r.block_table[:n], seq_lens=r.seq_lens[:n],
+            query_start_loc=r.query_start_loc[: n + 1],
+            logits_indices=torch.from_numpy(v["logits_indices"]).to(self.device),
+        )
+        if self.before_forward is not None:
+            self.before_forward(inp)
+        with torch.no_grad():
+            with timer.dev("forward"):
+                hidden, logits = self.model.forward(inp)
+            with timer.dev("sample"):
+                tokens = logits.argmax(-1).cpu().numpy()
+            with timer.dev("dense_reference"):
+                diff = self._dense_diff(hidden, v)
+        trace.forward["paged_vs_dense_max_abs_diff"] = diff
+        return {rid: int(t) for rid, t, k in zip(req_ids, tokens, keep) if k}
+
+    def _dense_diff(self, hidden: torch.Tensor, v: dict[str, Any]) -> float:
+        assert self.model is not None
+        ib = self.runner.input_batch
+        qsl, seq_lens, computed = v["query_start_loc"], v["seq_lens"], ib.num_computed_tokens_cpu
+        worst = 0.0
+        for row in range(v["num_reqs"]):
+            ids = torch.from_numpy(ib.token_ids_cpu[row, : seq_lens[row]].copy()).to(self.device)
+            dense = self.model.dense_hidden(ids, int(computed[row]))
+            paged = hidden[qsl[row] : qsl[row + 1]]
+            worst = max(worst, float((dense - paged).abs().max()))
+        return worst
+
+    def _kv_view(self) -> dict[str, Any]:
+        kv = self.scheduler.kv
+        view: dict[str, Any] = kv.pool.snapshot()
+        owners: dict[str, list[str]] = {}
+        for req_id, blocks in kv.req_blocks.items():
+            for b in blocks:
+                owners.setdefault(str(b), []).append(req_id)
+        view["owners"] = owners
+        view["num_blocks"] = kv.pool.num_blocks
+        view["block_size"] = self.scenario.config.block_size
+        if self.model is not None:
+            view["written_slots"] = self.model.written_slots().cpu().tolist()
+        return view
+
+
+def run_scenario(scenario: Scenario) -> tuple[list[StepTrace], bool]:
+    """All steps of a scenario and whether the run was cut short by max_steps."""
+    engine = Engine(scenario)
+    steps = list(engine.run())
+    return steps, engine.truncated
+

@@ -1,0 +1,48 @@
+"""A request as the scheduler tracks it: its token ids, progress and status."""
+
+from __future__ import annotations
+
+import enum
+
+import numpy as np
+
+from core.config import RequestSpec
+
+
+class Status(enum.Enum):
+    WAITING = "waiting"
+    RUNNING = "running"
+    PREEMPTED = "preempted"
+    FINISHED = "finished"
+
+
+class Request:
+    """Prompt plus outputs in one preallocated array; `num_tokens` of it are valid."""
+
+    def __init__(self, spec: RequestSpec) -> None:
+        self.req_id = spec.id
+        self.num_prompt_tokens = len(spec.prompt_token_ids)
+        self.max_tokens = spec.max_tokens
+        self.arrival_step = spec.arrival_step
+        self.token_ids = np.zeros(self.num_prompt_tokens + spec.max_tokens, dtype=np.int32)
+        self.token_ids[: self.num_prompt_tokens] = spec.prompt_token_ids
+        self.num_tokens = self.num_prompt_tokens
+        self.num_computed_tokens = 0
+        self.status = Status.WAITING
+        self.num_preemptions = 0
+
+    @property
+    def num_output_tokens(self) -> int:
+        return self.num_tokens - self.num_prompt_tokens
+
+    @property
+    def all_token_ids(self) -> np.ndarray:
+        return self.token_ids[: self.num_tokens]
+
+    def append(self, token_id: int) -> None:
+        self.token_ids[self.num_tokens] = token_id
+        self.num_tokens += 1
+
+    @property
+    def is_done(self) -> bool:
+        return self.num_output_tokens >= self.max_tokens

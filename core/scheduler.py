@@ -1,0 +1,185 @@
+"""The vllm-flavour scheduler (DESIGN.md §3, "Scheduler"), one call per engine step.
+
+Running requests are served first, in running order, from a token budget; then, if nothing was
+preempted, waiting requests in queue order. When the pool runs short the last running request is
+preempted (freed, reset to recompute from scratch, put at the front of the waiting queue). The
+result, a SchedulerOutput, is everything the model runner needs to update its persistent batch.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from core.config import EngineConfig, RequestSpec
+from core.kv_cache import KVCacheManager
+from core.request import Request, Status
+
+
+@dataclass
+class ScheduledRequest:
+    """One request in a step: its kind, progress before the step, and its tokens and blocks."""
+
+    req_id: str
+    kind: str  # "new" | "running" | "resumed"
+    num_computed_tokens: int
+    num_scheduled: int
+    num_prompt_tokens: int
+    token_ids: np.ndarray  # all known ids (prompt + outputs)
+    block_ids: list[int]
+    new_block_ids: list[int]
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.token_ids)
+
+
+@dataclass
+class SchedulerOutput:
+    step: int
+    scheduled: list[ScheduledRequest] = field(default_factory=list)
+    preempted_req_ids: list[str] = field(default_factory=list)
+    finished_req_ids: list[str] = field(default_factory=list)
+    waiting_req_ids: list[str] = field(default_factory=list)
+
+    @property
+    def num_scheduled_tokens(self) -> dict[str, int]:
+        return {s.req_id: s.num_scheduled for s in self.scheduled}
+
+    @property
+    def total_num_scheduled_tokens(self) -> int:
+        return sum(s.num_scheduled for s in self.scheduled)
+
+    def ids_of(self, kind: str) -> list[str]:
+        return [s.req_id for s in self.scheduled if s.kind == kind]
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "num_scheduled_tokens": self.num_scheduled_tokens,
+            "total_num_scheduled_tokens": self.total_num_scheduled_tokens,
+            "new_req_ids": self.ids_of("new"),
+            "resumed_req_ids": self.ids_of("resumed"),
+            "preempted_req_ids": list(self.preempted_req_ids),
+            "finished_req_ids": list(self.finished_req_ids),
+            "waiting_req_ids": list(self.waiting_req_ids),
+            "new_block_ids": {s.req_id: list(s.new_block_ids) for s in self.scheduled if s.new_block_ids},
+        }
+
+
+class Scheduler:
+    def __init__(self, config: EngineConfig, requests: tuple[RequestSpec, ...]) -> None:
+        self.config = config
+        self.kv = KVCacheManager(config.num_kv_blocks, config.block_size, config.enable_prefix_caching)
+        self.arrivals: dict[int, list[Request]] = {}
+        for spec in requests:
+            self.arrivals.setdefault(spec.arrival_step, []).append(Request(spec))
+        self.requests: dict[str, Request] = {}
+        self.waiting: deque[Request] = deque()
+        self.running: list[Request] = []
+        self.finished_since_last_step: list[str] = []
+
+    @property
+    def has_unfinished(self) -> bool:
+        return bool(self.arrivals or self.waiting or self.running)
+
+    def _num_new(self, req: Request, budget: int) -> int:
+        n = req.num_tokens - req.num_computed_tokens
+        if self.config.long_prefill_token_threshold > 0:
+            n = min(n, self.config.long_prefill_token_threshold)
+        return min(n, budget)
+
+    def _preempt_last(self) -> Request:
+        victim = self.running.pop()
+        self.kv.free(victim.req_id)
+        victim.num_computed_tokens = 0
+        victim.status = Status.PREEMPTED
+        victim.num_preemptions += 1
+        self.waiting.appendleft(victim)
+        return victim
+
+    def _scheduled(self, req: Request, kind: str, computed: int, n: int, added: list[int]) -> ScheduledRequest:
+        return ScheduledRequest(
+            req_id=req.req_id,
+            kind=kind,
+            num_computed_tokens=computed,
+            num_scheduled=n,
+            num_prompt_tokens=req.num_prompt_tokens,
+            token_ids=req.all_token_ids.copy(),
+            block_ids=list(self.kv.blocks_of(req.req_id)),
+            new_block_ids=added,
+        )
+
+    def schedule(self, step: int) -> SchedulerOutput:
+        out = SchedulerOutput(step=step, finished_req_ids=self.finished_since_last_step)
+        self.finished_since_last_step = []
+        for req in self.arrivals.pop(step, []):
+            self.requests[req.req_id] = req
+            self.waiting.append(req)
+        budget = self.config.max_num_batched_tokens
+
+        i = 0
+        while i < len(self.running) and budget > 0:
+            req = self.running[i]
+            n = self._num_new(req, budget)
+            if n == 0:
+                i += 1
+                continue
+            added = None
+            while added is None:
+                added = self.kv.allocate_slots(req.req_id, req.all_token_ids, req.num_computed_tokens, n)
+                if added is None:
+                    victim = self._preempt_last()
+                    out.preempted_req_ids.append(victim.req_id)
+                    if victim is req:
+                        break
+            if added is None:
+                break
+            out.scheduled.append(self._scheduled(req, "running", req.num_computed_tokens, n, added))
+            budget -= n
+            i += 1
+
+        while not out.preempted_req_ids and self.waiting and budget > 0:
+            if len(self.running) >= self.config.max_num_reqs:
+                break
+            req = self.waiting[0]
+            hits = self.kv.computed_blocks(req.req_id, req.all_token_ids)
+            computed = len(hits) * self.config.block_size
+            req.num_computed_tokens = computed
+            n = req.num_tokens - computed
+            if self.config.long_prefill_token_threshold > 0:
+                n = min(n, self.config.long_prefill_token_threshold)
+            if n > budget and not self.config.enable_chunked_prefill:
+                req.num_computed_tokens = 0
+                break
+            n = min(n, budget)
+            added = self.kv.allocate_slots(req.req_id, req.all_token_ids, computed, n, hits)
+            if added is None:
+                req.num_computed_tokens = 0
+                break
+            self.waiting.popleft()
+            kind = "resumed" if req.status is Status.PREEMPTED else "new"
+            req.status = Status.RUNNING
+            self.running.append(req)
+            out.scheduled.append(self._scheduled(req, kind, computed, n, added))
+            budget -= n
+
+        for s in out.scheduled:
+            self.requests[s.req_id].num_computed_tokens += s.num_scheduled
+        out.waiting_req_ids = [r.req_id for r in self.waiting]
+        return out
+
+    def update_from_output(self, out: SchedulerOutput, sampled: dict[str, int]) -> list[str]:
+        """Append sampled tokens; finish and free requests that reached max_tokens."""
+        finished: list[str] = []
+        for req_id, token in sampled.items():
+            req = self.requests[req_id]
+            req.append(token)
+            if req.is_done:
+                req.status = Status.FINISHED
+                self.running.remove(req)
+                self.kv.free(req_id)
+                finished.append(req_id)
+        self.finished_since_last_step = finished
+        return finished

@@ -1,0 +1,100 @@
+"""StepTrace: everything one engine step produced, in the shape of the trace contract (§5).
+
+Each array keeps its name (vLLM's), its level (request / token / system / scalar), the stage that
+wrote it and the side it was read from (cpu or device). System tables are stored as their active
+rows plus the full shape (rows past the active ones are zero), so capturing stays cheap.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+LEVELS = ("request", "token", "system", "scalar")
+
+
+@dataclass
+class TraceArray:
+    name: str
+    level: str
+    data: np.ndarray  # for system tables: the active rows only
+    stage: str
+    side: str = "cpu"
+    shape: tuple[int, ...] | None = None  # full shape when `data` holds only leading rows
+
+    @property
+    def value(self) -> np.ndarray:
+        """The full array, zero rows restored."""
+        if self.shape is None or self.shape == self.data.shape:
+            return self.data
+        full = np.zeros(self.shape, dtype=self.data.dtype)
+        full[: self.data.shape[0]] = self.data
+        return full
+
+    @property
+    def full_shape(self) -> tuple[int, ...]:
+        return self.shape if self.shape is not None else tuple(self.data.shape)
+
+    def to_dict(self) -> dict[str, Any]:
+        v = self.value
+        return {
+            "level": self.level,
+            "dtype": str(v.dtype),
+            "shape": list(v.shape),
+            "data": v.tolist(),
+            "stage": self.stage,
+            "side": self.side,
+        }
+
+
+@dataclass
+class Stage:
+    name: str
+    reads: list[str]
+    writes: list[str]
+    formula: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "reads": self.reads, "writes": self.writes, "formula": self.formula}
+
+
+@dataclass
+class StepTrace:
+    step: int
+    idle: bool = False
+    scheduler: dict[str, Any] = field(default_factory=dict)
+    batch: dict[str, Any] = field(default_factory=dict)
+    array_entries: dict[str, TraceArray] = field(default_factory=dict)
+    scalars: dict[str, Any] = field(default_factory=dict)
+    stages: list[Stage] = field(default_factory=list)
+    sampled_token_ids: dict[str, int] = field(default_factory=dict)
+    kv_cache: dict[str, Any] = field(default_factory=dict)
+    forward: dict[str, Any] = field(default_factory=dict)
+    timing_us: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def arrays(self) -> dict[str, np.ndarray]:
+        return {name: a.value for name, a in self.array_entries.items()}
+
+    def record(
+        self, name: str, level: str, data: np.ndarray, stage: str, side: str = "cpu",
+        shape: tuple[int, ...] | None = None,
+    ) -> None:
+        self.array_entries[name] = TraceArray(name, level, np.array(data, copy=True), stage, side, shape)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "step": self.step,
+            "idle": self.idle,
+            "scheduler": self.scheduler,
+            "batch": self.batch,
+            "arrays": {n: a.to_dict() for n, a in self.array_entries.items()},
+            "scalars": self.scalars,
+            "stages": [s.to_dict() for s in self.stages],
+            "sampled_token_ids": self.sampled_token_ids,
+            "kv_cache": self.kv_cache,
+            "forward": self.forward,
+            "timing_us": self.timing_us,
+        }
