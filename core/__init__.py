@@ -7,7 +7,16 @@ from core.presets import list_presets, load_preset, preset_dict
 from core.trace import StepTrace
 
 __all__ = [
-    "Engine", "EngineConfig", "Limits", "ModelConfig", "Scenario", "ScenarioError", "StepTrace",
-    "list_presets", "load_preset", "preset_dict", "run_scenario",
+    "Engine",
+    "EngineConfig",
+    "Limits",
+    "ModelConfig",
+    "Scenario",
+    "ScenarioError",
+    "StepTrace",
+    "list_presets",
+    "load_preset",
+    "preset_dict",
+    "run_scenario",
 ]
 __version__ = "0.1.0"

@@ -158,7 +158,7 @@ class Scenario:
         return _Validator(limits or Limits.from_env()).scenario(data)
 
     def to_dict(self) -> dict[str, Any]:
-        """Canonical JSON form: prompts as token ids (text kept beside them)."""
+        """Canonical JSON form: prompts as text where given as text, else as token ids."""
         cfg = asdict(self.config)
         cfg.pop("vocab_size")
         if self.config.cudagraph_capture_sizes is not None:
@@ -167,15 +167,12 @@ class Scenario:
             cfg["model"] = None
         reqs = []
         for r in self.requests:
-            item: dict[str, Any] = {
-                "id": r.id,
-                "prompt_token_ids": list(r.prompt_token_ids),
-                "max_tokens": r.max_tokens,
-                "arrival_step": r.arrival_step,
-            }
-            if r.prompt is not None:
-                item["prompt"] = r.prompt
-            reqs.append(item)
+            prompt: dict[str, Any] = (
+                {"prompt": r.prompt}
+                if r.prompt is not None
+                else {"prompt_token_ids": list(r.prompt_token_ids)}
+            )
+            reqs.append({"id": r.id, **prompt, "max_tokens": r.max_tokens, "arrival_step": r.arrival_step})
         out: dict[str, Any] = {
             "name": self.name,
             "flavor": self.flavor,
@@ -279,12 +276,8 @@ class _Validator:
         block_size = self.int_field(raw, "block_size", loc, d.block_size, 1, lim.max_block_size)
         max_model_len = self.int_field(raw, "max_model_len", loc, d.max_model_len, 1, 1 << 20)
         max_num_reqs = self.int_field(raw, "max_num_reqs", loc, d.max_num_reqs, 1, 4096)
-        budget = self.int_field(
-            raw, "max_num_batched_tokens", loc, d.max_num_batched_tokens, 1, 1 << 20
-        )
-        num_kv_blocks = self.int_field(
-            raw, "num_kv_blocks", loc, d.num_kv_blocks, 2, lim.max_num_kv_blocks
-        )
+        budget = self.int_field(raw, "max_num_batched_tokens", loc, d.max_num_batched_tokens, 1, 1 << 20)
+        num_kv_blocks = self.int_field(raw, "num_kv_blocks", loc, d.num_kv_blocks, 2, lim.max_num_kv_blocks)
         threshold = self.int_field(
             raw, "long_prefill_token_threshold", loc, d.long_prefill_token_threshold, 0, 1 << 20
         )
@@ -342,9 +335,7 @@ class _Validator:
             return None
         return tuple(sorted(set(raw)))
 
-    def request(
-        self, raw: Any, i: int, cfg: EngineConfig, rng: np.random.Generator
-    ) -> RequestSpec | None:
+    def request(self, raw: Any, i: int, cfg: EngineConfig, rng: np.random.Generator) -> RequestSpec | None:
         loc = f"requests[{i}]"
         if not isinstance(raw, dict):
             self.err(loc, "must be an object")
@@ -404,6 +395,19 @@ class _Validator:
                 f"prompt length {len(ids)} + max_tokens {max_tokens} exceeds "
                 f"max_model_len {cfg.max_model_len}",
             )
+        if self.flavor == "nanovllm" and len(ids) + max_tokens > cfg.max_num_batched_tokens:
+            self.err(
+                loc,
+                f"nanovllm prefills whole sequences: prompt length {len(ids)} + max_tokens "
+                f"{max_tokens} exceeds max_num_batched_tokens {cfg.max_num_batched_tokens}",
+            )
+        elif not cfg.enable_chunked_prefill and len(ids) + max_tokens > cfg.max_num_batched_tokens:
+            self.err(
+                loc,
+                f"without chunked prefill a request must fit the budget whole: prompt length "
+                f"{len(ids)} + max_tokens {max_tokens} exceeds max_num_batched_tokens "
+                f"{cfg.max_num_batched_tokens}",
+            )
         need = math.ceil((len(ids) + max_tokens) / cfg.block_size)
         usable = cfg.num_kv_blocks - (0 if self.flavor == "nanovllm" else 1)
         if need > usable:
@@ -429,14 +433,16 @@ class _Validator:
         seed = self.int_field(data, "seed", "scenario", 0, 0, 2**32 - 1)
         max_steps = self.int_field(data, "max_steps", "scenario", 256, 1, self.limits.max_steps)
         cfg = self.config(data.get("config"))
+        if flavor == "nanovllm" and cfg.block_size < 2:
+            self.err(
+                "config.block_size", "nanovllm needs block_size >= 2 (may_append tests len % block_size == 1)"
+            )
         raw_reqs = data.get("requests")
         reqs: list[RequestSpec] = []
         if not isinstance(raw_reqs, list) or not raw_reqs:
             self.err("requests", "must be a non-empty list")
         elif len(raw_reqs) > self.limits.max_requests:
-            self.err(
-                "requests", f"at most {self.limits.max_requests} requests", too_large=True
-            )
+            self.err("requests", f"at most {self.limits.max_requests} requests", too_large=True)
         else:
             rng = np.random.default_rng(seed)
             seen: set[str] = set()

@@ -26,7 +26,7 @@ def npu_available() -> bool:
         return False
 
 
-class DeviceUnavailable(RuntimeError):
+class DeviceUnavailableError(RuntimeError):
     pass
 
 
@@ -39,9 +39,9 @@ def resolve_device(name: str) -> torch.device:
             return torch.device("npu", 0)
         return torch.device("cpu")
     if name == "cuda" and not torch.cuda.is_available():
-        raise DeviceUnavailable("config.device: cuda was asked for but torch sees no CUDA GPU")
+        raise DeviceUnavailableError("config.device: cuda was asked for but torch sees no CUDA GPU")
     if name == "npu" and not npu_available():
-        raise DeviceUnavailable("config.device: npu was asked for but torch_npu reports no NPU")
+        raise DeviceUnavailableError("config.device: npu was asked for but torch_npu reports no NPU")
     return torch.device(name, 0) if name in ("cuda", "npu") else torch.device("cpu")
 
 

@@ -38,7 +38,9 @@ class Engine:
         self.truncated = False
         self.model: TinyTransformer | None = None
         if cfg.model is not None:
-            self.model = TinyTransformer(cfg.model, scenario.seed, cfg.num_kv_blocks, cfg.block_size, self.device)
+            self.model = TinyTransformer(
+                cfg.model, scenario.seed, cfg.num_kv_blocks, cfg.block_size, self.device
+            )
         # a hook for demonstrations and tests: may alter the device inputs before the forward
         self.before_forward: Callable[[ForwardInputs], None] | None = None
         self._setup()
@@ -75,14 +77,14 @@ class Engine:
             sampled = self._forward_and_sample(v, trace, timer)
         else:
             trace.forward = {"device": str(self.device)}
-        self.scheduler.update_from_output(out, sampled)
-        self.runner.append_sampled(sampled)
         if self.capture:
             self.runner.record_batch(trace)
             trace.scheduler = out.to_dict()
             trace.batch = {"req_ids": self.runner.input_batch.req_ids, "moves": moves}
             trace.scalars = dict(v["scalars"])
             trace.kv_cache = self._kv_view()
+        self.scheduler.update_from_output(out, sampled)
+        self.runner.append_sampled(sampled)
         trace.sampled_token_ids = sampled
         trace.timing_us = timer.collect()
         return trace
@@ -94,11 +96,16 @@ class Engine:
         req_ids = r.input_batch.req_ids
         keep_ids = [rid for rid, k in zip(req_ids, keep) if k]
         if self.model is None:
-            tokens = synthetic_tokens(self.scenario.seed, keep_ids, v["seq_lens"][keep], self.scenario.config.vocab_size)
+            tokens = synthetic_tokens(
+                self.scenario.seed, keep_ids, v["seq_lens"][keep], self.scenario.config.vocab_size
+            )
             return dict(zip(keep_ids, tokens.tolist()))
         inp = ForwardInputs(
-            input_ids=r.input_ids[:T], positions=r.positions[:T], slot_mapping=r.slot_mapping[:T],
-            block_table=r.block_table[:n], seq_lens=r.seq_lens[:n],
+            input_ids=r.input_ids[:T],
+            positions=r.positions[:T],
+            slot_mapping=r.slot_mapping[:T],
+            block_table=r.block_table[:n],
+            seq_lens=r.seq_lens[:n],
             query_start_loc=r.query_start_loc[: n + 1],
             logits_indices=torch.from_numpy(v["logits_indices"]).to(self.device),
         )
@@ -146,4 +153,3 @@ def run_scenario(scenario: Scenario) -> tuple[list[StepTrace], bool]:
     engine = Engine(scenario)
     steps = list(engine.run())
     return steps, engine.truncated
-

@@ -49,9 +49,7 @@ class BlockTable:
 
 
 class InputBatch:
-    def __init__(
-        self, max_num_reqs: int, max_model_len: int, max_num_blocks_per_req: int, pin: bool
-    ) -> None:
+    def __init__(self, max_num_reqs: int, max_model_len: int, max_num_blocks_per_req: int, pin: bool) -> None:
         self.max_num_reqs = max_num_reqs
         self.max_model_len = max_model_len
         self.token_ids_cpu_tensor = cpu_tensor((max_num_reqs, max_model_len), torch.int32, pin)
@@ -73,7 +71,11 @@ class InputBatch:
         return len(self.req_id_to_index)
 
     def add_request(
-        self, req_id: str, token_ids: np.ndarray, num_prompt_tokens: int, num_computed: int,
+        self,
+        req_id: str,
+        token_ids: np.ndarray,
+        num_prompt_tokens: int,
+        num_computed: int,
         block_ids: list[int],
     ) -> int:
         holes = [i for i, r in enumerate(self._req_ids) if r is None]
@@ -117,8 +119,12 @@ class InputBatch:
             self._req_ids[dst] = req_id
             self._req_ids.pop()
             self.req_id_to_index[req_id] = dst
-            for arr in (self.token_ids_cpu, self.num_tokens, self.num_prompt_tokens,
-                        self.num_computed_tokens_cpu):
+            for arr in (
+                self.token_ids_cpu,
+                self.num_tokens,
+                self.num_prompt_tokens,
+                self.num_computed_tokens_cpu,
+            ):
                 arr[dst] = arr[src]
                 arr[src] = 0
             self.block_table.move_row(src, dst)

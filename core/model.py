@@ -53,9 +53,14 @@ class TinyTransformer:
         self.layers = [
             {
                 "attn_norm": torch.ones(H, device=device),
-                "wq": w(H, H), "wk": w(H, kvh * d), "wv": w(H, kvh * d), "wo": w(H, H),
+                "wq": w(H, H),
+                "wk": w(H, kvh * d),
+                "wv": w(H, kvh * d),
+                "wo": w(H, H),
                 "mlp_norm": torch.ones(H, device=device),
-                "w_gate": w(H, 2 * H), "w_up": w(H, 2 * H), "w_down": w(2 * H, H),
+                "w_gate": w(H, 2 * H),
+                "w_up": w(H, 2 * H),
+                "w_down": w(2 * H, H),
             }
             for _ in range(cfg.num_layers)
         ]
@@ -64,8 +69,7 @@ class TinyTransformer:
         inv = 1.0 / (10000 ** (torch.arange(0, d, 2, dtype=torch.float32) / d))
         self.inv_freq = inv.to(device)
         self.kv_caches = [
-            torch.zeros(2, num_kv_blocks, block_size, kvh, d, device=device)
-            for _ in range(cfg.num_layers)
+            torch.zeros(2, num_kv_blocks, block_size, kvh, d, device=device) for _ in range(cfg.num_layers)
         ]
 
     # ------------------------------------------------------------------ shared pieces
@@ -83,7 +87,9 @@ class TinyTransformer:
         v = (h @ layer["wv"]).view(-1, c.num_kv_heads, c.head_size)
         return self._rope(q, positions), self._rope(k, positions), v
 
-    def _finish_layer(self, layer: dict[str, torch.Tensor], x: torch.Tensor, attn: torch.Tensor) -> torch.Tensor:
+    def _finish_layer(
+        self, layer: dict[str, torch.Tensor], x: torch.Tensor, attn: torch.Tensor
+    ) -> torch.Tensor:
         x = x + attn.reshape(x.shape[0], -1) @ layer["wo"]
         h = _rms_norm(x, layer["mlp_norm"])
         return x + (F.silu(h @ layer["w_gate"]) * (h @ layer["w_up"])) @ layer["w_down"]

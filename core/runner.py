@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import inspect
 import textwrap
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -33,7 +34,9 @@ class StageSpec:
     formula: str
 
 
-def stage(name: str, reads: str, writes: str, formula: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
+def stage(
+    name: str, reads: str, writes: str, formula: str
+) -> Callable[[Callable[..., None]], Callable[..., None]]:
     """Mark a runner method as a stage of prepare_inputs (reads/writes are space-separated)."""
 
     def mark(fn: Callable[..., None]) -> Callable[..., None]:
@@ -44,13 +47,26 @@ def stage(name: str, reads: str, writes: str, formula: str) -> Callable[[Callabl
 
 
 LEVELS: dict[str, str] = {
-    "num_scheduled_tokens": "request", "num_computed_tokens_cpu": "request", "num_tokens": "request",
-    "cu_num_tokens": "request", "query_start_loc": "request", "seq_lens": "request",
-    "logits_indices": "request", "discard_request_mask": "request",
-    "req_indices": "token", "arange": "token", "positions": "token", "token_indices": "token",
-    "input_ids": "token", "block_table_indices": "token", "block_numbers": "token",
-    "block_offsets": "token", "slot_mapping": "token",
-    "token_ids_cpu": "system", "block_table": "system", "attn_mask": "system",
+    "num_scheduled_tokens": "request",
+    "num_computed_tokens_cpu": "request",
+    "num_tokens": "request",
+    "cu_num_tokens": "request",
+    "query_start_loc": "request",
+    "seq_lens": "request",
+    "logits_indices": "request",
+    "discard_request_mask": "request",
+    "req_indices": "token",
+    "arange": "token",
+    "positions": "token",
+    "token_indices": "token",
+    "input_ids": "token",
+    "block_table_indices": "token",
+    "block_numbers": "token",
+    "block_offsets": "token",
+    "slot_mapping": "token",
+    "token_ids_cpu": "system",
+    "block_table": "system",
+    "attn_mask": "system",
 }
 
 
@@ -59,9 +75,19 @@ class ModelRunner:
 
     flavor = "vllm"
     STAGES: tuple[str, ...] = (
-        "_req_indices", "_cu_num_tokens", "_positions", "_token_indices", "_input_ids",
-        "_block_table_indices", "_block_numbers", "_block_offsets", "_slot_mapping",
-        "_query_start_loc", "_seq_lens", "_logits_indices", "_attn_metadata",
+        "_req_indices",
+        "_cu_num_tokens",
+        "_positions",
+        "_token_indices",
+        "_input_ids",
+        "_block_table_indices",
+        "_block_numbers",
+        "_block_offsets",
+        "_slot_mapping",
+        "_query_start_loc",
+        "_seq_lens",
+        "_logits_indices",
+        "_attn_metadata",
     )
 
     def __init__(self, config: EngineConfig, device: torch.device) -> None:
@@ -96,7 +122,13 @@ class ModelRunner:
         self.req_indices = torch.zeros(T_pad, dtype=torch.int64, device=dev)
         self.block_table = torch.zeros((R, self.max_num_blocks_per_req), dtype=torch.int32, device=dev)
         self.v: dict[str, Any] = {}  # the arrays of the step being prepared, by vLLM name
-        self.stage_methods = [getattr(self, name) for name in self.STAGES]
+        self.stage_plan = []
+        for name in self.STAGES:
+            method = getattr(self, name)
+            spec: StageSpec = method.stage_spec
+            levels = [(w, LEVELS[w]) for w in spec.writes if w in LEVELS]
+            record = Stage(spec.name, list(spec.reads), list(spec.writes), spec.formula)
+            self.stage_plan.append((method, spec, record, levels))
 
     # ---------------------------------------------------------------- persistent batch
     def update_states(self, out: SchedulerOutput) -> list[dict[str, object]]:
@@ -134,15 +166,23 @@ class ModelRunner:
         ib.num_tokens[rows] += 1
 
     # ---------------------------------------------------------------- prepare_inputs stages
-    @stage("req_indices", "num_scheduled_tokens", "req_indices",
-           "req_indices = repeat(arange(num_reqs), num_scheduled_tokens)")
+    @stage(
+        "req_indices",
+        "num_scheduled_tokens",
+        "req_indices",
+        "req_indices = repeat(arange(num_reqs), num_scheduled_tokens)",
+    )
     def _req_indices(self) -> None:
         v = self.v
         v["req_indices"] = np.repeat(self.arange_np[: v["num_reqs"]], v["num_scheduled_tokens"])
 
-    @stage("cu_num_tokens", "num_scheduled_tokens", "cu_num_tokens arange",
-           "cu_num_tokens = cumsum(num_scheduled_tokens); "
-           "arange = arange(T) - repeat(cu_num_tokens - num_scheduled_tokens, num_scheduled_tokens)")
+    @stage(
+        "cu_num_tokens",
+        "num_scheduled_tokens",
+        "cu_num_tokens arange",
+        "cu_num_tokens = cumsum(num_scheduled_tokens); "
+        "arange = arange(T) - repeat(cu_num_tokens - num_scheduled_tokens, num_scheduled_tokens)",
+    )
     def _cu_num_tokens(self) -> None:
         v = self.v
         n = v["num_scheduled_tokens"]
@@ -151,41 +191,63 @@ class ModelRunner:
         v["cu_num_tokens"] = cu
         v["arange"] = self.arange_np[: v["T"]] - np.repeat(cu - n, n)
 
-    @stage("positions", "num_computed_tokens_cpu req_indices arange", "positions",
-           "positions = num_computed_tokens_cpu[req_indices] + arange")
+    @stage(
+        "positions",
+        "num_computed_tokens_cpu req_indices arange",
+        "positions",
+        "positions = num_computed_tokens_cpu[req_indices] + arange",
+    )
     def _positions(self) -> None:
         v = self.v
         out = self.positions_np[: v["T"]]
         np.add(self.input_batch.num_computed_tokens_cpu[v["req_indices"]], v["arange"], out=out)
         v["positions"] = out
 
-    @stage("token_indices", "positions req_indices", "token_indices",
-           "token_indices = positions + req_indices * M")
+    @stage(
+        "token_indices",
+        "positions req_indices",
+        "token_indices",
+        "token_indices = positions + req_indices * M",
+    )
     def _token_indices(self) -> None:
         v = self.v
         v["token_indices"] = v["positions"] + v["req_indices"] * self.max_model_len
 
-    @stage("input_ids", "token_ids_cpu token_indices", "input_ids",
-           "input_ids = token_ids_cpu.flatten()[token_indices]")
+    @stage(
+        "input_ids",
+        "token_ids_cpu token_indices",
+        "input_ids",
+        "input_ids = token_ids_cpu.flatten()[token_indices]",
+    )
     def _input_ids(self) -> None:
         v = self.v
         out = self.input_ids_cpu[: v["T"]]
         torch.index_select(
-            self.input_batch.token_ids_cpu_tensor.flatten(), 0,
-            torch.from_numpy(v["token_indices"]), out=out,
+            self.input_batch.token_ids_cpu_tensor.flatten(),
+            0,
+            torch.from_numpy(v["token_indices"]),
+            out=out,
         )
         v["input_ids"] = self.input_ids_np[: v["T"]]
 
-    @stage("block_table_indices", "req_indices positions", "block_table_indices",
-           "block_table_indices = req_indices * K + positions // block_size")
+    @stage(
+        "block_table_indices",
+        "req_indices positions",
+        "block_table_indices",
+        "block_table_indices = req_indices * K + positions // block_size",
+    )
     def _block_table_indices(self) -> None:
         v = self.v
         v["block_table_indices"] = (
             v["req_indices"] * self.max_num_blocks_per_req + v["positions"] // self.block_size
         )
 
-    @stage("block_numbers", "block_table block_table_indices", "block_numbers",
-           "block_numbers = block_table.flatten()[block_table_indices]")
+    @stage(
+        "block_numbers",
+        "block_table block_table_indices",
+        "block_numbers",
+        "block_numbers = block_table.flatten()[block_table_indices]",
+    )
     def _block_numbers(self) -> None:
         v = self.v
         v["block_numbers"] = self.input_batch.block_table.block_table_np.ravel()[v["block_table_indices"]]
@@ -195,16 +257,19 @@ class ModelRunner:
         v = self.v
         v["block_offsets"] = v["positions"] % self.block_size
 
-    @stage("slot_mapping", "block_numbers block_offsets", "slot_mapping",
-           "slot_mapping = block_numbers * block_size + block_offsets")
+    @stage(
+        "slot_mapping",
+        "block_numbers block_offsets",
+        "slot_mapping",
+        "slot_mapping = block_numbers * block_size + block_offsets",
+    )
     def _slot_mapping(self) -> None:
         v = self.v
         out = self.slot_mapping_np[: v["T"]]
         np.add(v["block_numbers"].astype(np.int64) * self.block_size, v["block_offsets"], out=out)
         v["slot_mapping"] = out
 
-    @stage("query_start_loc", "cu_num_tokens", "query_start_loc",
-           "query_start_loc = [0, *cu_num_tokens]")
+    @stage("query_start_loc", "cu_num_tokens", "query_start_loc", "query_start_loc = [0, *cu_num_tokens]")
     def _query_start_loc(self) -> None:
         v = self.v
         n = v["num_reqs"]
@@ -212,16 +277,26 @@ class ModelRunner:
         self.query_start_loc_np[1 : n + 1] = v["cu_num_tokens"]
         v["query_start_loc"] = self.query_start_loc_np[: n + 1]
 
-    @stage("seq_lens", "num_computed_tokens_cpu num_scheduled_tokens", "seq_lens",
-           "seq_lens = num_computed_tokens_cpu + num_scheduled_tokens")
+    @stage(
+        "seq_lens",
+        "num_computed_tokens_cpu num_scheduled_tokens",
+        "seq_lens",
+        "seq_lens = num_computed_tokens_cpu + num_scheduled_tokens",
+    )
     def _seq_lens(self) -> None:
         v = self.v
         n = v["num_reqs"]
-        np.add(self.input_batch.num_computed_tokens_cpu[:n], v["num_scheduled_tokens"], out=self.seq_lens_np[:n])
+        np.add(
+            self.input_batch.num_computed_tokens_cpu[:n], v["num_scheduled_tokens"], out=self.seq_lens_np[:n]
+        )
         v["seq_lens"] = self.seq_lens_np[:n]
 
-    @stage("logits_indices", "seq_lens num_tokens query_start_loc", "discard_request_mask logits_indices",
-           "discard_request_mask = seq_lens < num_tokens; logits_indices = query_start_loc[1:] - 1")
+    @stage(
+        "logits_indices",
+        "seq_lens num_tokens query_start_loc",
+        "discard_request_mask logits_indices",
+        "discard_request_mask = seq_lens < num_tokens; logits_indices = query_start_loc[1:] - 1",
+    )
     def _logits_indices(self) -> None:
         v = self.v
         n = v["num_reqs"]
@@ -229,10 +304,13 @@ class ModelRunner:
         v["discard_request_mask"] = v["seq_lens"] < v["num_tokens"]
         v["logits_indices"] = v["query_start_loc"][1:].astype(np.int64) - 1
 
-    @stage("attn_metadata", "num_scheduled_tokens seq_lens slot_mapping",
-           "num_reqs total_num_scheduled_tokens num_input_tokens max_query_len max_seq_len",
-           "num_input_tokens = pad_for_cudagraph(T) (padded slot_mapping entries = -1); "
-           "max_query_len = max(num_scheduled_tokens); max_seq_len = max(seq_lens)")
+    @stage(
+        "attn_metadata",
+        "num_scheduled_tokens seq_lens slot_mapping",
+        "num_reqs total_num_scheduled_tokens num_input_tokens max_query_len max_seq_len",
+        "num_input_tokens = pad_for_cudagraph(T) (padded slot_mapping entries = -1); "
+        "max_query_len = max(num_scheduled_tokens); max_seq_len = max(seq_lens)",
+    )
     def _attn_metadata(self) -> None:
         v = self.v
         T = v["T"]
@@ -251,32 +329,54 @@ class ModelRunner:
     # ---------------------------------------------------------------- driver
     def prepare_inputs(self, trace: StepTrace | None, timer: StageTimer) -> dict[str, Any]:
         """Run every stage in order; record written arrays into `trace` when it is given."""
-        for method in self.stage_methods:
-            spec: StageSpec = method.stage_spec
-            with timer.cpu(spec.name):
-                method()
+        timings = timer.timings
+        for method, spec, stage_rec, levels in self.stage_plan:
+            t0 = time.perf_counter_ns()
+            method()
+            timings[spec.name] = (time.perf_counter_ns() - t0) / 1e3
             if trace is not None:
-                trace.stages.append(Stage(spec.name, list(spec.reads), list(spec.writes), spec.formula))
-                for name in spec.writes:
-                    if name in self.v and name in LEVELS:
-                        trace.record(name, LEVELS[name], self.v[name], spec.name)
+                trace.stages.append(stage_rec)
+                for name, level in levels:
+                    if name in self.v:
+                        trace.record(name, level, self.v[name], spec.name)
         return self.v
 
     def record_batch(self, trace: StepTrace) -> None:
         """Record the request-level batch arrays and the system tables after update_states."""
         ib, n = self.input_batch, self.v["num_reqs"]
-        trace.stages.insert(0, Stage(
-            "update_states", ["scheduler_output"],
-            ["token_ids_cpu", "block_table", "num_computed_tokens_cpu", "num_scheduled_tokens"],
-            "remove finished/unscheduled rows; add new rows into the lowest hole; condense",
-        ))
+        trace.stages.insert(
+            0,
+            Stage(
+                "update_states",
+                ["scheduler_output"],
+                [
+                    "token_ids_cpu",
+                    "block_table",
+                    "num_computed_tokens_cpu",
+                    "num_tokens",
+                    "num_scheduled_tokens",
+                ],
+                "remove finished/unscheduled rows; add new rows into the lowest hole; condense",
+            ),
+        )
         rows = max(ib.req_id_to_index.values(), default=-1) + 1
         trace.record("num_scheduled_tokens", "request", self.v["num_scheduled_tokens"], "update_states")
         trace.record("num_computed_tokens_cpu", "request", ib.num_computed_tokens_cpu[:n], "update_states")
-        trace.record("token_ids_cpu", "system", ib.token_ids_cpu[:rows], "update_states",
-                     shape=tuple(ib.token_ids_cpu.shape))
-        trace.record("block_table", "system", ib.block_table.block_table_np[:rows], "update_states",
-                     shape=tuple(ib.block_table.block_table_np.shape))
+        trace.record("num_tokens", "request", self.v["num_tokens"], "update_states")
+        trace.record(
+            "token_ids_cpu",
+            "system",
+            ib.token_ids_cpu[:rows],
+            "update_states",
+            shape=tuple(ib.token_ids_cpu.shape),
+        )
+        trace.record(
+            "block_table",
+            "system",
+            ib.block_table.block_table_np[:rows],
+            "update_states",
+            shape=tuple(ib.block_table.block_table_np.shape),
+        )
 
     def copy_to_device(self, timer: StageTimer) -> bool:
         """Copy inputs to the device; compute slot_mapping there and check it against the CPU's."""

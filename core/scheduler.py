@@ -99,7 +99,9 @@ class Scheduler:
         self.waiting.appendleft(victim)
         return victim
 
-    def _scheduled(self, req: Request, kind: str, computed: int, n: int, added: list[int]) -> ScheduledRequest:
+    def _scheduled(
+        self, req: Request, kind: str, computed: int, n: int, added: list[int]
+    ) -> ScheduledRequest:
         return ScheduledRequest(
             req_id=req.req_id,
             kind=kind,

@@ -15,7 +15,7 @@ import numpy as np
 LEVELS = ("request", "token", "system", "scalar")
 
 
-@dataclass
+@dataclass(slots=True)
 class TraceArray:
     name: str
     level: str
@@ -79,10 +79,18 @@ class StepTrace:
         return {name: a.value for name, a in self.array_entries.items()}
 
     def record(
-        self, name: str, level: str, data: np.ndarray, stage: str, side: str = "cpu",
+        self,
+        name: str,
+        level: str,
+        data: np.ndarray,
+        stage: str,
+        side: str = "cpu",
         shape: tuple[int, ...] | None = None,
     ) -> None:
-        self.array_entries[name] = TraceArray(name, level, np.array(data, copy=True), stage, side, shape)
+        # arrays a stage made afresh are kept as they are; views of persistent buffers are copied
+        if data.base is not None:
+            data = data.copy()
+        self.array_entries[name] = TraceArray(name, level, data, stage, side, shape)
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -22,10 +22,13 @@ class AscendModelRunner(ModelRunner):
     flavor = "ascend"
     STAGES = (*ModelRunner.STAGES, "_attn_mask")
 
-    @stage("attn_mask", "num_computed_tokens_cpu num_scheduled_tokens positions seq_lens",
-           "attn_state attn_mask",
-           "PrefillNoCache: causal[max_seq_len, max_seq_len]; ChunkedPrefill: causal[positions] "
-           "-> [T, max_seq_len]; DecodeOnly: none")
+    @stage(
+        "attn_mask",
+        "num_computed_tokens_cpu num_scheduled_tokens positions seq_lens",
+        "attn_state attn_mask",
+        "PrefillNoCache: causal[max_seq_len, max_seq_len]; ChunkedPrefill: causal[positions] "
+        "-> [T, max_seq_len]; DecodeOnly: none",
+    )
     def _attn_mask(self) -> None:
         v = self.v
         n = v["num_reqs"]

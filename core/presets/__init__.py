@@ -22,8 +22,13 @@ def _all() -> dict[str, dict[str, Any]]:
 def list_presets() -> list[dict[str, str]]:
     """id, title, summary, document and flavour of every preset."""
     return [
-        {"id": pid, "title": d.get("title", pid), "summary": d.get("summary", ""),
-         "document": d.get("document", ""), "flavor": d.get("flavor", "vllm")}
+        {
+            "id": pid,
+            "title": d.get("title", pid),
+            "summary": d.get("summary", ""),
+            "document": d.get("document", ""),
+            "flavor": d.get("flavor", "vllm"),
+        }
         for pid, d in _all().items()
     ]
 

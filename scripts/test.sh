@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Set up everything the tests need, then run the whole suite (engine, API, server, browser).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh --test
+.venv/bin/ruff check core app tests benchmarks
+exec .venv/bin/python -m pytest -q "$@"

@@ -1,0 +1,96 @@
+"""The `pagedviz` command as a user runs it: a real subprocess."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+
+def pagedviz(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "core.cli", *args], capture_output=True, text=True, timeout=120
+    )
+
+
+def test_run_seed_001_step_2_shows_the_documents_numbers() -> None:
+    r = pagedviz("run", "seed-001", "--step", "2")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    slot_row = next(line for line in lines if line.strip().startswith("|        slot_mapping"))
+    assert [int(c) for c in slot_row.split("|")[2:-1]] == [5, 14, 13, 16, 17]
+    assert "new_block_ids: {'1': [7], '2': [8]}" in r.stdout
+    # the block table drawn as the documents draw it
+    assert "| 3  | 7  | 0  | 0  | 0  | 0  |" in r.stdout
+    assert "| 4  | 5  | 6  | 8  | 0  | 0  |" in r.stdout
+    assert "=== step 1" not in r.stdout
+
+
+def test_run_json_prints_the_trace_contract() -> None:
+    r = pagedviz("run", "seed-001", "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["scenario"]["name"] == "seed-001" and doc["truncated"] is False
+    step2 = doc["steps"][1]
+    assert step2["step"] == 2 and step2["idle"] is False
+    assert step2["arrays"]["slot_mapping"] == {
+        "level": "token",
+        "dtype": "int64",
+        "shape": [5],
+        "data": [5, 14, 13, 16, 17],
+        "stage": "slot_mapping",
+        "side": "cpu",
+    }
+    assert step2["scheduler"]["new_block_ids"] == {"1": [7], "2": [8]}
+    assert {
+        "scheduler",
+        "batch",
+        "arrays",
+        "scalars",
+        "stages",
+        "sampled_token_ids",
+        "kv_cache",
+        "forward",
+        "timing_us",
+    } <= set(step2)
+    assert [s["name"] for s in step2["stages"]][:5] == [
+        "update_states",
+        "req_indices",
+        "cu_num_tokens",
+        "positions",
+        "token_indices",
+    ]
+
+
+def test_presets_lists_every_preset_with_its_document() -> None:
+    r = pagedviz("presets")
+    assert r.returncode == 0
+    for pid, doc in [
+        ("seed-000", "000_67918e1e51b93ef2.txt"),
+        ("seed-001", "001_8a4008a8117428f7.txt"),
+        ("seed-004", "004_bb1918dda1248f63.txt"),
+    ]:
+        assert pid in r.stdout and doc in r.stdout
+
+
+def test_bad_scenario_file_exits_non_zero_naming_the_field(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text(
+        json.dumps({"name": "x", "config": {"block_size": -1}, "requests": [{"id": "a", "prompt_len": 3}]})
+    )
+    r = pagedviz("run", str(bad))
+    assert r.returncode == 2
+    assert "config.block_size: must be >= 1 (got -1)" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_unknown_preset_and_broken_json_exit_non_zero(tmp_path: Path) -> None:
+    r = pagedviz("run", "no-such-preset")
+    assert r.returncode == 2 and "unknown preset 'no-such-preset'" in r.stderr
+    broken = tmp_path / "broken.json"
+    broken.write_text("{not json")
+    r = pagedviz("run", str(broken))
+    assert r.returncode == 2 and "is not valid JSON" in r.stderr
+    r = pagedviz("run", "seed-001", "--step", "999")
+    assert r.returncode == 2 and "--step" in r.stderr and "Traceback" not in r.stderr

@@ -1,0 +1,203 @@
+"""Engine invariants over random scenarios (hypothesis): tiny blocks, tight budgets, pools small
+enough to preempt, staggered arrivals, prefix caching on and off, every flavour."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from core import Engine, Scenario
+
+
+@st.composite
+def scenarios(draw: st.DrawFn, flavor: str = "vllm", with_model: bool = False) -> Scenario:
+    bs = draw(st.integers(2 if flavor == "nanovllm" else 1, 4))
+    M = draw(st.integers(6, 24))
+    prefix = draw(st.booleans()) if flavor == "vllm" else False
+    chunked = draw(st.booleans()) if flavor != "nanovllm" else False
+    n = draw(st.integers(1, 6))
+    shared = draw(st.lists(st.integers(3, 20), min_size=0, max_size=M // 2))
+    reqs: list[dict[str, Any]] = []
+    need = 1
+    longest = 1
+    for i in range(n):
+        max_tokens = draw(st.integers(1, 4))
+        plen = draw(st.integers(1, M - max_tokens))
+        tail = draw(st.lists(st.integers(3, 20), min_size=plen, max_size=plen))
+        ids = (shared + tail)[:plen] if prefix else tail
+        reqs.append(
+            {
+                "id": f"r{i}",
+                "prompt_token_ids": ids,
+                "max_tokens": max_tokens,
+                "arrival_step": draw(st.integers(1, 4)),
+            }
+        )
+        need = max(need, -(-(plen + max_tokens) // bs))
+        longest = max(longest, plen + max_tokens)
+    min_budget = 1 if chunked else longest
+    cfg = {
+        "block_size": bs,
+        "max_model_len": M,
+        "max_num_reqs": draw(st.integers(1, 5)),
+        "max_num_batched_tokens": draw(st.integers(min_budget, min_budget + 30)),
+        "num_kv_blocks": max(2, need + (0 if flavor == "nanovllm" else 1) + draw(st.integers(0, 8))),
+        "long_prefill_token_threshold": draw(st.sampled_from([0, 0, 2, 5])) if flavor != "nanovllm" else 0,
+        "enable_chunked_prefill": chunked,
+        "enable_prefix_caching": prefix,
+        "model": {"num_layers": 1, "num_heads": 2, "num_kv_heads": 1, "head_size": 4, "vocab_size": 32}
+        if with_model
+        else None,
+        "cudagraph_capture_sizes": draw(st.sampled_from([None, [1, 2, 4, 8, 16, 32, 64]])),
+    }
+    return Scenario.from_dict(
+        {
+            "name": "prop",
+            "flavor": flavor,
+            "seed": draw(st.integers(0, 99)),
+            "config": cfg,
+            "requests": reqs,
+            "max_steps": 2000,
+        }
+    )
+
+
+def check_vllm_step(
+    scenario: Scenario, requests: dict[str, Any], t: Any, prev_sampled: dict[str, int]
+) -> None:
+    """Invariants of one step, against the KV cache as the step's forward saw it (t.kv_cache)."""
+    cfg = scenario.config
+    a = t.arrays
+    T = t.scalars["total_num_scheduled_tokens"]
+    slots = a["slot_mapping"][:T]
+    req_ids = t.batch["req_ids"]
+    held: dict[str, list[int]] = {}
+    for b, owners in t.kv_cache["owners"].items():
+        for rid in owners:
+            held.setdefault(rid, []).append(int(b))
+    # slots unique within the step; padding (if any) is -1
+    assert len(set(slots.tolist())) == T
+    assert (a["slot_mapping"][T:] == -1).all()
+    assert t.scalars["num_input_tokens"] >= T
+    # budget and batch size
+    assert cfg.max_num_batched_tokens >= T
+    assert t.scalars["num_reqs"] <= cfg.max_num_reqs and len(req_ids) == t.scalars["num_reqs"]
+    # query_start_loc strictly increasing from 0 to T
+    qsl = a["query_start_loc"]
+    assert qsl[0] == 0 and qsl[-1] == T and (np.diff(qsl) > 0).all()
+    # positions stay inside the model length
+    assert (a["positions"] < cfg.max_model_len).all()
+    for tok in range(T):
+        row = int(a["req_indices"][tok])
+        rid = req_ids[row]
+        pos = int(a["positions"][tok])
+        # each slot lies in a block held by its request
+        assert slots[tok] // cfg.block_size in held[rid]
+        assert a["block_table"][row, pos // cfg.block_size] == slots[tok] // cfg.block_size
+        # input ids are the token table's entries, which are the request's own tokens
+        assert a["input_ids"][tok] == a["token_ids_cpu"][row, pos] == requests[rid].token_ids[pos]
+    # a decode step's input is the token sampled for that request one step earlier
+    for row, rid in enumerate(req_ids):
+        decode = (
+            a["num_scheduled_tokens"][row] == 1
+            and a["num_computed_tokens_cpu"][row] == a["num_tokens"][row] - 1
+        )
+        if decode and rid in prev_sampled:
+            assert a["input_ids"][qsl[row]] == prev_sampled[rid]
+    # ref counts match the holders; a block is shared only through the prefix cache
+    holders: dict[int, int] = {}
+    for blocks in held.values():
+        for b in blocks:
+            holders[b] = holders.get(b, 0) + 1
+    ref = t.kv_cache["ref_cnt"]
+    for b, count in holders.items():
+        assert ref[b] == count
+        if count > 1:
+            assert cfg.enable_prefix_caching and str(b) in t.kv_cache["block_hash"]
+    # free plus held is the whole pool (minus the null block), with no overlap
+    free = t.kv_cache["free_block_queue"]
+    assert len(free) == len(set(free))
+    assert set(free).isdisjoint(holders) and set(free) | set(holders) == set(range(1, cfg.num_kv_blocks))
+    assert all(ref[b] == 0 for b in free)
+
+
+def run_checked(scenario: Scenario) -> None:
+    engine = Engine(scenario)
+    prev: dict[str, int] = {}
+    while not engine.done:
+        t = engine.step()
+        assert engine.step_no <= scenario.max_steps
+        if not t.idle:
+            check_vllm_step(scenario, engine.scheduler.requests, t, prev)
+        prev = t.sampled_token_ids
+    # every request finished, and every block came back
+    assert len(engine.scheduler.requests) == len(scenario.requests)
+    assert all(r.is_done for r in engine.scheduler.requests.values())
+    assert engine.scheduler.kv.pool.num_free == scenario.config.num_kv_blocks - 1
+
+
+SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@SETTINGS
+@given(scenarios())
+def test_vllm_invariants_hold_at_every_step(scenario: Scenario) -> None:
+    run_checked(scenario)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios(flavor="ascend"))
+def test_ascend_mask_rows_follow_positions(scenario: Scenario) -> None:
+    engine = Engine(scenario)
+    for t in engine.run():
+        if t.idle:
+            continue
+        a = t.arrays
+        state = t.scalars["attn_state"]
+        if state in ("ChunkedPrefill", "PrefillCacheHit"):
+            S = t.scalars["max_seq_len"]
+            assert a["attn_mask"].shape == (t.scalars["total_num_scheduled_tokens"], S)
+            assert ((a["attn_mask"] == 0).sum(1) == np.minimum(a["positions"] + 1, S)).all()
+        elif state == "PrefillNoCache":
+            assert (a["num_computed_tokens_cpu"] == 0).all()
+            assert a["attn_mask"].shape == (t.scalars["max_seq_len"],) * 2
+        else:
+            assert state == "DecodeOnly" and (a["num_scheduled_tokens"] == 1).all()
+    assert engine.done
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios(flavor="nanovllm"))
+def test_nanovllm_steps_never_mix_and_slots_stay_in_owned_blocks(scenario: Scenario) -> None:
+    engine = Engine(scenario)
+    bs = scenario.config.block_size
+    for t in engine.run():
+        if t.idle:
+            continue
+        a = t.arrays
+        slots = a["slot_mapping"]
+        assert len(set(slots.tolist())) == len(slots)
+        owners = t.kv_cache["owners"]
+        if t.scalars["is_prefill"]:
+            assert a["cu_seqlens_q"].tolist() == a["cu_seqlens_k"].tolist()
+            req_of = np.repeat(np.arange(len(t.batch["req_ids"])), np.diff(a["cu_seqlens_q"]))
+        else:
+            assert len(slots) == len(t.batch["req_ids"])
+            req_of = np.arange(len(slots))
+        for s, r in zip(slots.tolist(), req_of.tolist()):
+            assert owners[str(s // bs)] == [t.batch["req_ids"][r]]
+        bt = a["block_tables"]
+        assert ((bt == -1) | (bt >= 0)).all()
+    assert engine.done and not engine.truncated
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios(with_model=True))
+def test_paged_attention_matches_dense_at_every_step(scenario: Scenario) -> None:
+    for t in Engine(scenario).run():
+        if not t.idle:
+            assert t.forward["paged_vs_dense_max_abs_diff"] < 1e-4
+            assert t.forward["slot_mapping_device_matches_cpu"] is True

@@ -1,0 +1,159 @@
+"""Preemption, condense and prefix-cache hits, each pinned to the ids §3's rules give."""
+
+from __future__ import annotations
+
+from conftest import make_scenario, run_all
+
+
+def test_preemption_recomputes_the_last_running_request() -> None:
+    steps = run_all(
+        make_scenario(
+            [{"id": "A", "prompt_len": 4, "max_tokens": 4}, {"id": "B", "prompt_len": 4, "max_tokens": 4}]
+        )
+    )
+    s1, s2, s3, s4, s5 = steps[:5]
+    assert s1.scheduler["new_block_ids"] == {"A": [1, 2], "B": [3, 4]}
+    # step 2: A needs a third block (5); B then finds the pool empty and preempts itself
+    assert s2.scheduler["num_scheduled_tokens"] == {"A": 1}
+    assert s2.scheduler["preempted_req_ids"] == ["B"]
+    assert s2.scheduler["waiting_req_ids"] == ["B"]
+    assert s2.kv_cache["free_block_queue"] == [4, 3]  # B's blocks, freed in reverse
+    assert s2.batch["req_ids"] == ["A"] and s2.arrays["slot_mapping"].tolist() == [10]
+    # step 3: B (5 tokens now) cannot get 3 blocks from 2 free ones
+    assert s3.scheduler["num_scheduled_tokens"] == {"A": 1}
+    assert s4.scheduler["new_block_ids"] == {"A": [4]}
+    # A finished at step 4 and freed [1, 2, 5, 4] in reverse; B resumes and recomputes 5 tokens
+    assert s5.scheduler["resumed_req_ids"] == ["B"]
+    assert s5.scheduler["num_scheduled_tokens"] == {"B": 5}
+    assert s5.scheduler["new_block_ids"] == {"B": [3, 4, 5]}
+    assert s5.kv_cache["free_block_queue"] == [2, 1]
+    assert s5.arrays["num_computed_tokens_cpu"].tolist() == [0]
+    assert s5.arrays["slot_mapping"].tolist() == [6, 7, 8, 9, 10]
+
+
+def test_condense_moves_the_last_row_into_the_hole() -> None:
+    steps = run_all(
+        make_scenario(
+            [
+                {"id": "A", "prompt_len": 2, "max_tokens": 1},
+                {"id": "B", "prompt_len": 2, "max_tokens": 3},
+                {"id": "C", "prompt_len": 2, "max_tokens": 3},
+            ],
+            num_kv_blocks=16,
+        )
+    )
+    s1, s2 = steps[:2]
+    assert s1.batch["req_ids"] == ["A", "B", "C"]
+    assert s1.arrays["block_table"][:3, :2].tolist() == [[1, 0], [2, 0], [3, 0]]
+    assert s2.scheduler["finished_req_ids"] == ["A"]
+    assert s2.batch["moves"] == [{"req_id": "C", "from": 2, "to": 0}]
+    assert s2.batch["req_ids"] == ["C", "B"]
+    assert s2.arrays["block_table"][:3, :2].tolist() == [[3, 5], [2, 4], [0, 0]]
+    assert s2.arrays["num_scheduled_tokens"].tolist() == [1, 1]
+
+
+def test_new_request_takes_the_lowest_hole_so_nothing_moves() -> None:
+    steps = run_all(
+        make_scenario(
+            [
+                {"id": "A", "prompt_len": 2, "max_tokens": 1},
+                {"id": "B", "prompt_len": 2, "max_tokens": 3},
+                {"id": "C", "prompt_len": 2, "max_tokens": 3},
+                {"id": "D", "prompt_len": 2, "max_tokens": 2, "arrival_step": 2},
+            ],
+            num_kv_blocks=16,
+        )
+    )
+    s2 = steps[1]
+    assert s2.scheduler["new_req_ids"] == ["D"]
+    assert s2.batch["req_ids"] == ["D", "B", "C"] and s2.batch["moves"] == []
+
+
+def test_prefix_cache_hits_within_a_step_and_across_steps() -> None:
+    shared = list(range(10, 18))
+    steps = run_all(
+        make_scenario(
+            [
+                {"id": "A", "prompt_token_ids": [*shared, 18, 19], "max_tokens": 1},
+                {"id": "B", "prompt_token_ids": [*shared, 40, 41], "max_tokens": 1},
+                {"id": "C", "prompt_token_ids": [*shared, 50, 51, 52], "max_tokens": 1, "arrival_step": 2},
+            ],
+            block_size=4,
+            max_model_len=16,
+            num_kv_blocks=10,
+            enable_prefix_caching=True,
+        )
+    )
+    s1, s2 = steps
+    # A fills and hashes blocks 1 and 2 at allocation; B, later in the same step, hits them
+    assert s1.scheduler["new_block_ids"] == {"A": [1, 2, 3], "B": [1, 2, 4]}
+    assert s1.scheduler["num_scheduled_tokens"] == {"A": 10, "B": 2}
+    assert s1.arrays["num_computed_tokens_cpu"].tolist() == [0, 8]
+    assert s1.kv_cache["ref_cnt"][1:5] == [2, 2, 1, 1]
+    assert s1.arrays["slot_mapping"].tolist() == [*range(4, 14), 16, 17]
+    # C arrives after both finished: 1 and 2 wait hashed at the tail; 4 and 3 unhashed at the head
+    assert s2.scheduler["new_block_ids"] == {"C": [1, 2, 4]}
+    assert s2.kv_cache["free_block_queue"] == [3, 5, 6, 7, 8, 9]
+    assert s2.arrays["slot_mapping"].tolist() == [16, 17, 18]
+
+
+def test_idle_steps_keep_step_numbers_aligned_with_arrivals() -> None:
+    steps = run_all(make_scenario([{"id": "late", "prompt_len": 2, "max_tokens": 1, "arrival_step": 3}]))
+    assert [s.idle for s in steps] == [True, True, False]
+    assert steps[0].arrays["slot_mapping"].tolist() == [] and steps[0].scalars["num_reqs"] == 0
+    assert steps[2].scheduler["new_req_ids"] == ["late"]
+
+
+def test_without_chunked_prefill_a_prompt_over_the_budget_waits() -> None:
+    steps = run_all(
+        make_scenario(
+            [
+                {"id": "A", "prompt_len": 4, "max_tokens": 2},
+                {"id": "B", "prompt_len": 5, "max_tokens": 1},
+            ],
+            max_num_batched_tokens=6,
+            enable_chunked_prefill=False,
+            max_model_len=8,
+            num_kv_blocks=16,
+        )
+    )
+    assert steps[0].scheduler["num_scheduled_tokens"] == {"A": 4}
+    assert steps[0].scheduler["waiting_req_ids"] == ["B"]
+    assert steps[1].scheduler["num_scheduled_tokens"] == {"A": 1, "B": 5}
+
+
+def test_long_prefill_threshold_caps_each_chunk() -> None:
+    steps = run_all(
+        make_scenario(
+            [{"id": "A", "prompt_len": 7, "max_tokens": 1}], long_prefill_token_threshold=3, num_kv_blocks=16
+        )
+    )
+    assert [s.scheduler["num_scheduled_tokens"]["A"] for s in steps] == [3, 3, 1]
+    assert [bool(s.arrays["discard_request_mask"][0]) for s in steps] == [True, True, False]
+    assert [len(s.sampled_token_ids) for s in steps] == [0, 0, 1]
+
+
+def test_max_num_reqs_bounds_the_batch() -> None:
+    steps = run_all(
+        make_scenario(
+            [{"id": str(i), "prompt_len": 1, "max_tokens": 2} for i in range(3)],
+            max_num_reqs=2,
+            num_kv_blocks=16,
+        )
+    )
+    assert steps[0].scheduler["num_scheduled_tokens"] == {"0": 1, "1": 1}
+    assert steps[0].scheduler["waiting_req_ids"] == ["2"]
+
+
+def test_same_scenario_gives_the_same_trace() -> None:
+    from core import load_preset
+
+    def strip(steps: list) -> list:
+        out = []
+        for s in steps:
+            d = s.to_dict()
+            d.pop("timing_us")
+            out.append(d)
+        return out
+
+    assert strip(run_all(load_preset("seed-000"))) == strip(run_all(load_preset("seed-000")))
