@@ -30,19 +30,23 @@ class DeviceUnavailableError(RuntimeError):
     pass
 
 
-def resolve_device(name: str) -> torch.device:
-    """Map a scenario's `device` setting to a torch device; explicit choices must exist."""
+def pick_device_type(name: str) -> str:
+    """The device type a scenario's `device` setting means here; explicit choices must exist."""
     if name == "auto":
         if torch.cuda.is_available():
-            return torch.device("cuda", 0)
-        if npu_available():
-            return torch.device("npu", 0)
-        return torch.device("cpu")
+            return "cuda"
+        return "npu" if npu_available() else "cpu"
     if name == "cuda" and not torch.cuda.is_available():
         raise DeviceUnavailableError("config.device: cuda was asked for but torch sees no CUDA GPU")
     if name == "npu" and not npu_available():
         raise DeviceUnavailableError("config.device: npu was asked for but torch_npu reports no NPU")
-    return torch.device(name, 0) if name in ("cuda", "npu") else torch.device("cpu")
+    return name
+
+
+def resolve_device(name: str) -> torch.device:
+    """The torch device to run on (torch knows "npu" once torch_npu is imported)."""
+    kind = pick_device_type(name)
+    return torch.device("cpu") if kind == "cpu" else torch.device(f"{kind}:0")
 
 
 def synchronize(device: torch.device) -> None:

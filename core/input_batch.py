@@ -78,9 +78,8 @@ class InputBatch:
         num_computed: int,
         block_ids: list[int],
     ) -> int:
-        holes = [i for i, r in enumerate(self._req_ids) if r is None]
-        if holes:
-            row = holes[0]
+        if None in self._req_ids:
+            row = self._req_ids.index(None)
             self._req_ids[row] = req_id
         else:
             row = len(self._req_ids)

@@ -265,9 +265,16 @@ class ModelRunner:
     )
     def _slot_mapping(self) -> None:
         v = self.v
-        out = self.slot_mapping_np[: v["T"]]
-        np.add(v["block_numbers"].astype(np.int64) * self.block_size, v["block_offsets"], out=out)
-        v["slot_mapping"] = out
+        T = v["T"]
+        np.add(
+            v["block_numbers"].astype(np.int64) * self.block_size,
+            v["block_offsets"],
+            out=self.slot_mapping_np[:T],
+        )
+        # with CUDA graphs the batch is padded to a capture size; padded slots are -1 (written nowhere)
+        v["num_input_tokens"] = self.config.pad_for_cudagraph(T) if T else 0
+        self.slot_mapping_np[T : v["num_input_tokens"]] = -1
+        v["slot_mapping"] = self.slot_mapping_np[: v["num_input_tokens"]]
 
     @stage("query_start_loc", "cu_num_tokens", "query_start_loc", "query_start_loc = [0, *cu_num_tokens]")
     def _query_start_loc(self) -> None:
@@ -313,15 +320,10 @@ class ModelRunner:
     )
     def _attn_metadata(self) -> None:
         v = self.v
-        T = v["T"]
-        padded = self.config.pad_for_cudagraph(T) if T else 0
-        self.slot_mapping_np[T:padded] = -1
-        if padded > T:
-            v["slot_mapping"] = self.slot_mapping_np[:padded]
         v["scalars"] = {
             "num_reqs": v["num_reqs"],
-            "total_num_scheduled_tokens": T,
-            "num_input_tokens": padded,
+            "total_num_scheduled_tokens": v["T"],
+            "num_input_tokens": v["num_input_tokens"],
             "max_query_len": int(v["num_scheduled_tokens"].max()) if v["num_reqs"] else 0,
             "max_seq_len": int(v["seq_lens"].max()) if v["num_reqs"] else 0,
         }

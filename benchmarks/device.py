@@ -1,0 +1,86 @@
+"""prepare_inputs on CPU vs CUDA, host-to-device copy, forward time and the paged-vs-dense check.
+
+For each (requests, tokens) of the engine benchmark, one engine step runs on every device this
+machine has (CPU always; CUDA when torch sees a GPU), with the tiny model on. Figures come from
+the step's own `timing_us` (perf_counter on the CPU, CUDA events on the GPU). Run:
+
+    .venv/bin/python benchmarks/device.py [--sizes 8x256,64x2048]
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+
+from core import Engine, Limits, Scenario
+from core.runner import ModelRunner
+
+PREPARE_STAGES = [s.lstrip("_") for s in ModelRunner.STAGES]
+
+
+def scenario(requests: int, tokens: int, device: str) -> Scenario:
+    per = tokens // requests
+    return Scenario.from_dict(
+        {
+            "name": f"bench-{requests}x{tokens}",
+            "seed": 0,
+            "config": {
+                "block_size": 16,
+                "max_model_len": per * 4,
+                "max_num_reqs": requests,
+                "max_num_batched_tokens": tokens,
+                "num_kv_blocks": requests * (per // 4 + 2) + 1,
+                "device": device,
+            },
+            "requests": [{"id": str(i), "prompt_len": per, "max_tokens": 1} for i in range(requests)],
+            "max_steps": 4,
+        },
+        Limits(max_requests=requests),
+    )
+
+
+def one_step(requests: int, tokens: int, device: str) -> dict[str, float]:
+    engine = Engine(scenario(requests, tokens, device))
+    t = engine.step()
+    timing = t.timing_us
+    return {
+        "prepare_us": sum(timing[name] for name in PREPARE_STAGES),
+        "update_states_us": timing["update_states"],
+        "copy_us": timing["copy_to_device"],
+        "device_slot_mapping_us": timing["device_slot_mapping"],
+        "forward_us": timing["forward"],
+        "diff": t.forward["paged_vs_dense_max_abs_diff"],
+        "agree": t.forward["slot_mapping_device_matches_cpu"],
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sizes", default="8x256,64x2048,256x8192,1024x16384")
+    args = ap.parse_args()
+    sizes = [tuple(int(x) for x in s.split("x")) for s in args.sizes.split(",")]
+    devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+    if len(devices) == 1:
+        print("(no CUDA GPU here: CPU figures only)")
+    for dev in devices:
+        one_step(8, 256, dev)  # warm up lazy initialisation
+    print(
+        f"{'device':>6} {'reqs':>5} {'tokens':>6} | {'prepare us':>10} {'update us':>9} {'H2D copy us':>11} "
+        f"{'dev slots us':>12} {'forward us':>11} | {'paged-dense':>11} agree"
+    )
+    for R, T in sizes:
+        rows = {dev: one_step(R, T, dev) for dev in devices}
+        for dev, r in rows.items():
+            print(
+                f"{dev:>6} {R:>5} {T:>6} | {r['prepare_us']:>10.1f} {r['update_states_us']:>9.1f} "
+                f"{r['copy_us']:>11.1f} {r['device_slot_mapping_us']:>12.1f} {r['forward_us']:>11.1f} | "
+                f"{r['diff']:>11.2e} {r['agree']}"
+            )
+        if "cuda" in rows:
+            c, g = rows["cpu"], rows["cuda"]
+            print(f"{'ratio':>6} {R:>5} {T:>6} | forward cpu/cuda {c['forward_us'] / g['forward_us']:.1f}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,137 @@
+"""Device choice, the paged-attention model against its dense twin, CUDA-graph padding, KV view."""
+
+from __future__ import annotations
+
+import sys
+import types
+
+import pytest
+import torch
+from conftest import make_scenario, run_all
+
+from core import Engine, load_preset
+from core.device import DeviceUnavailableError, pick_device_type, resolve_device
+from core.model import ForwardInputs
+from core.presets import list_presets
+
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+def test_auto_picks_cpu_without_accelerators() -> None:
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA GPU is present")
+    assert resolve_device("auto") == torch.device("cpu")
+
+
+def test_auto_picks_the_npu_when_torch_npu_reports_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake_npu = types.SimpleNamespace(is_available=lambda: True, device_count=lambda: 1)
+    monkeypatch.setitem(sys.modules, "torch_npu", types.SimpleNamespace(npu=fake_npu))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.delattr(torch, "npu", raising=False)
+    assert pick_device_type("auto") == "npu"
+
+
+def test_asking_for_a_missing_device_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(DeviceUnavailableError, match="config.device: cuda"):
+        resolve_device("cuda")
+    with pytest.raises(DeviceUnavailableError, match="config.device: npu"):
+        resolve_device("npu")
+    with pytest.raises(DeviceUnavailableError, match="config.device: cuda"):
+        Engine(make_scenario([{"id": "a", "prompt_len": 2, "max_tokens": 2}], device="cuda"))
+
+
+@pytest.mark.parametrize("preset", [p["id"] for p in list_presets()])
+def test_paged_forward_agrees_with_dense_attention_on_every_preset(preset: str) -> None:
+    for t in Engine(load_preset(preset)).run():
+        assert t.forward["paged_vs_dense_max_abs_diff"] < 1e-4
+        assert "forward" in t.timing_us and t.timing_us["forward"] > 0
+
+
+def test_a_corrupted_slot_mapping_entry_breaks_the_check() -> None:
+    engine = Engine(load_preset("seed-001"))
+    assert engine.step().forward["paged_vs_dense_max_abs_diff"] < 1e-4
+
+    def corrupt(inp: ForwardInputs) -> None:
+        inp.slot_mapping[2] = 30  # request 2's token at position 5 goes to a slot nobody reads
+
+    engine.before_forward = corrupt
+    diff = engine.step().forward["paged_vs_dense_max_abs_diff"]
+    assert diff > 1e-2
+
+
+def test_kv_view_reads_written_slots_back_from_the_cache_tensor() -> None:
+    engine = Engine(load_preset("seed-001"))
+    t1 = engine.step()
+    kv = t1.kv_cache
+    # 10 tokens written: blocks 1, 3, 4, 5 full (2 slots), blocks 2 and 6 hold one slot each
+    assert kv["written_slots"][:8] == [0, 2, 1, 2, 2, 2, 1, 0]
+    assert kv["owners"] == {"1": ["0"], "2": ["0"], "3": ["1"], "4": ["2"], "5": ["2"], "6": ["2"]}
+    assert kv["ref_cnt"][:8] == [0, 1, 1, 1, 1, 1, 1, 0]
+    assert kv["free_block_queue"][0] == 7
+    t2 = engine.step()
+    assert t2.kv_cache["written_slots"][:9] == [0, 2, 2, 2, 2, 2, 2, 1, 2]
+
+
+def test_cudagraph_padding_pads_slot_mapping_with_minus_one() -> None:
+    steps = run_all(
+        make_scenario(
+            [{"id": "a", "prompt_len": 5, "max_tokens": 2}], cudagraph_capture_sizes=[4, 8], num_kv_blocks=16
+        )
+    )
+    t1, t2 = steps
+    assert t1.scalars["total_num_scheduled_tokens"] == 5 and t1.scalars["num_input_tokens"] == 8
+    assert t1.arrays["slot_mapping"].tolist()[5:] == [-1, -1, -1]
+    assert t2.scalars["num_input_tokens"] == 4 and t2.arrays["slot_mapping"].tolist()[1:] == [-1, -1, -1]
+
+
+def test_default_capture_sizes_follow_vllm_and_are_capped_by_the_budget() -> None:
+    s = make_scenario(
+        [{"id": "a", "prompt_len": 3, "max_tokens": 1}],
+        cudagraph_capture_sizes="default",
+        max_num_batched_tokens=40,
+    )
+    assert s.config.cudagraph_capture_sizes == (1, 2, 4, 8, 16, 24, 32, 40)
+    t = run_all(s)[0]
+    assert t.scalars["num_input_tokens"] == 4
+
+
+def test_timing_and_device_are_recorded() -> None:
+    t = Engine(load_preset("seed-001")).step()
+    for stage in ("update_states", "positions", "slot_mapping", "copy_to_device", "device_slot_mapping"):
+        assert t.timing_us[stage] >= 0
+    assert t.forward["device"] == str(resolve_device("auto"))
+    assert t.forward["slot_mapping_device_matches_cpu"] is True
+
+
+def _strip(steps: list) -> list:
+    out = []
+    for s in steps:
+        d = s.to_dict()
+        d.pop("timing_us")
+        d["forward"].pop("device")
+        d["forward"].pop("paged_vs_dense_max_abs_diff", None)
+        out.append(d)
+    return out
+
+
+@cuda
+@pytest.mark.parametrize("preset", [p["id"] for p in list_presets()])
+def test_cpu_and_cuda_give_identical_traces(preset: str) -> None:
+    from core import Scenario
+    from core.presets import preset_dict
+
+    def on(device: str) -> list:
+        d = preset_dict(preset)
+        d["config"]["device"] = device
+        return _strip(list(Engine(Scenario.from_dict(d)).run()))
+
+    assert on("cpu") == on("cuda")
+
+
+@cuda
+def test_cuda_staging_tensors_are_pinned() -> None:
+    engine = Engine(load_preset("seed-001"))
+    assert engine.device.type == "cuda"
+    assert engine.runner.input_batch.token_ids_cpu_tensor.is_pinned()
+    assert engine.runner.slot_mapping.device.type == "cuda"
