@@ -216,10 +216,32 @@ def cmd_presets(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_serve(args: argparse.Namespace) -> int:
-    from app.serve import serve
+SERVE_LIMITS = {
+    "max_runs": "PAGEDVIZ_MAX_RUNS",
+    "max_store_mb": "PAGEDVIZ_MAX_STORE_MB",
+    "max_body_kb": "PAGEDVIZ_MAX_BODY_KB",
+    "max_requests": "PAGEDVIZ_MAX_REQUESTS",
+    "max_cells": "PAGEDVIZ_MAX_CELLS",
+    "max_total_tokens": "PAGEDVIZ_MAX_TOTAL_TOKENS",
+    "max_steps": "PAGEDVIZ_MAX_STEPS",
+}
 
-    return serve(host=args.host, port=args.port, workers=args.workers)
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    try:
+        from app.serve import serve
+    except ImportError as e:
+        raise CliError(
+            f"the web app needs its dependencies ({e.name} is missing): pip install pagedviz"
+        ) from e
+    if not 1 <= args.port <= 65535:
+        raise CliError(f"--port must be between 1 and 65535 (got {args.port})")
+    if args.workers < 1:
+        raise CliError(f"--workers must be at least 1 (got {args.workers})")
+    env = {
+        var: str(getattr(args, key)) for key, var in SERVE_LIMITS.items() if getattr(args, key) is not None
+    }
+    return serve(host=args.host, port=args.port, workers=args.workers, env=env)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -235,6 +257,14 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument("--workers", type=int, default=1)
+    for key in SERVE_LIMITS:
+        serve.add_argument(
+            f"--{key.replace('_', '-')}",
+            dest=key,
+            type=int,
+            metavar="N",
+            help=f"limit (also ${SERVE_LIMITS[key]})",
+        )
     serve.set_defaults(fn=cmd_serve)
     args = parser.parse_args(argv)
     try:

@@ -7,12 +7,13 @@ import types
 
 import pytest
 import torch
-from conftest import make_scenario, run_all
 
 from core import Engine, load_preset
 from core.device import DeviceUnavailableError, pick_device_type, resolve_device
 from core.model import ForwardInputs
 from core.presets import list_presets
+
+from conftest import make_scenario, run_all
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 

@@ -1,0 +1,59 @@
+"""One error shape for every failure: {"error": ..., "detail": [{"field", "message"}]}."""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from core import ScenarioError
+from core.device import DeviceUnavailableError
+
+log = logging.getLogger("pagedviz")
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, error: str, field: str, message: str) -> None:
+        self.status, self.error, self.field, self.message = status, error, field, message
+
+
+def body(error: str, items: list[tuple[str, str]]) -> dict[str, object]:
+    return {"error": error, "detail": [{"field": f, "message": m} for f, m in items]}
+
+
+def install(app: FastAPI) -> None:
+    @app.exception_handler(ApiError)
+    async def api_error(_: Request, e: ApiError) -> JSONResponse:
+        return JSONResponse(body(e.error, [(e.field, e.message)]), status_code=e.status)
+
+    @app.exception_handler(ScenarioError)
+    async def scenario_error(_: Request, e: ScenarioError) -> JSONResponse:
+        status = 413 if e.too_large else 422
+        return JSONResponse(
+            body("scenario_too_large" if e.too_large else "invalid_scenario", e.errors), status_code=status
+        )
+
+    @app.exception_handler(DeviceUnavailableError)
+    async def device_error(_: Request, e: DeviceUnavailableError) -> JSONResponse:
+        return JSONResponse(body("device_unavailable", [("config.device", str(e))]), status_code=422)
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(_: Request, e: RequestValidationError) -> JSONResponse:
+        items = [
+            (".".join(str(p) for p in err.get("loc", ())), str(err.get("msg", ""))) for err in e.errors()
+        ]
+        return JSONResponse(body("invalid_request", items), status_code=422)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_: Request, e: StarletteHTTPException) -> JSONResponse:
+        return JSONResponse(body("http_error", [("", str(e.detail))]), status_code=e.status_code)
+
+    @app.exception_handler(Exception)
+    async def internal(_: Request, e: Exception) -> JSONResponse:
+        log.exception("unexpected error")
+        return JSONResponse(
+            body("internal_error", [("", "the server hit an unexpected error")]), status_code=500
+        )

@@ -1,0 +1,29 @@
+"""The FastAPI application: REST routes, pages and static files over one run store."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+from fastapi.middleware.gzip import GZipMiddleware
+
+from app import errors
+from app.routes import health, presets, runs
+from app.settings import Settings
+from app.store import RunStore
+from core import __version__
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or Settings.from_env()
+    app = FastAPI(
+        title="pagedviz",
+        version=__version__,
+        description="How a vLLM-v1-style engine prepares model inputs over a paged KV cache, "
+        "step by step and stage by stage.",
+    )
+    app.state.settings = settings
+    app.state.store = RunStore(settings.max_runs, settings.max_store_bytes, settings.max_scenarios)
+    app.add_middleware(GZipMiddleware, minimum_size=1024)
+    errors.install(app)
+    for r in (health.router, presets.router, runs.router):
+        app.include_router(r)
+    return app

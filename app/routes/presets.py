@@ -1,0 +1,24 @@
+"""GET /api/presets, GET /api/presets/{id}: the scenarios shipped with the package."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from app.errors import ApiError
+from app.schemas import ErrorOut, PresetDetail, PresetSummary
+from core.presets import list_presets, preset_dict
+
+router = APIRouter(prefix="/api/presets", tags=["presets"])
+
+
+@router.get("", response_model=list[PresetSummary])
+def presets() -> list[dict[str, str]]:
+    return list_presets()
+
+
+@router.get("/{preset_id}", response_model=PresetDetail, responses={404: {"model": ErrorOut}})
+def preset(preset_id: str) -> dict[str, object]:
+    for p in list_presets():
+        if p["id"] == preset_id:
+            return {**p, "scenario": preset_dict(preset_id)}
+    raise ApiError(404, "not_found", "preset_id", f"unknown preset {preset_id[:80]!r}")

@@ -1,0 +1,283 @@
+"""Runs: create from a scenario (or a packed link), read the overview, a step, or one array
+as JSON, CSV or NPY. Engine stage sources for the page's code panel."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from typing import Any
+
+import numpy as np
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import JSONResponse, Response
+
+from app.errors import ApiError
+from app.links import LinkError, pack, unpack
+from app.schemas import (
+    ArrayNamed,
+    ErrorOut,
+    RunCreated,
+    RunOverview,
+    ScenarioValid,
+    StageSource,
+    StepOut,
+    StepSummary,
+)
+from app.settings import Settings
+from app.store import Run, RunStore
+from core import Scenario
+from core.flavors.ascend import AscendModelRunner
+from core.flavors.nanovllm import NanoEngine
+from core.runner import ModelRunner, stage_source
+from core.trace import StepTrace
+
+router = APIRouter(prefix="/api", tags=["runs"])
+
+ERRORS: dict[int | str, dict[str, Any]] = {
+    404: {"model": ErrorOut},
+    413: {"model": ErrorOut},
+    422: {"model": ErrorOut},
+}
+SCENARIO_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/json": {
+                "schema": {"type": "object", "description": "a scenario (DESIGN.md §6)"},
+                "example": {
+                    "name": "demo",
+                    "flavor": "vllm",
+                    "seed": 0,
+                    "config": {"block_size": 2, "max_model_len": 12, "max_num_batched_tokens": 10},
+                    "requests": [
+                        {"id": "0", "prompt": "Hi!", "max_tokens": 4},
+                        {"id": "1", "prompt_len": 8, "max_tokens": 4, "arrival_step": 2},
+                    ],
+                },
+            }
+        },
+    }
+}
+
+
+def _store(request: Request) -> RunStore:
+    return request.app.state.store
+
+
+def _settings(request: Request) -> Settings:
+    return request.app.state.settings
+
+
+async def read_json(request: Request) -> Any:
+    limit = _settings(request).max_body_bytes
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise ApiError(413, "body_too_large", "body", f"the body is over {limit} bytes")
+        chunks.append(chunk)
+    try:
+        return json.loads(b"".join(chunks))
+    except RecursionError:
+        raise ApiError(422, "invalid_json", "body", "the JSON is nested too deeply") from None
+    except (ValueError, UnicodeDecodeError) as e:
+        raise ApiError(422, "invalid_json", "body", f"not valid JSON: {str(e)[:120]}") from None
+
+
+def _scenario(data: Any, request: Request) -> Scenario:
+    return Scenario.from_dict(data, _settings(request).limits)
+
+
+async def _run(request: Request, run_id: str) -> Run:
+    run = await _store(request).get(run_id)
+    if run is None:
+        raise ApiError(404, "not_found", "run_id", f"unknown run {run_id[:40]!r} (post its scenario again)")
+    return run
+
+
+def _created(run: Run) -> dict[str, Any]:
+    link = pack(run.scenario.to_dict())
+    return RunCreated(
+        run_id=run.run_id,
+        num_steps=len(run.steps),
+        device=run.device,
+        flavor=run.scenario.flavor,
+        truncated=run.truncated,
+        url=f"/run?s={link}",
+        link=link,
+    ).model_dump()
+
+
+@router.post(
+    "/runs", status_code=201, response_model=RunCreated, responses=ERRORS, openapi_extra=SCENARIO_BODY
+)
+async def create_run(request: Request) -> JSONResponse:
+    """Run a scenario. The run id is a content hash: the same scenario gives the same id."""
+    scenario = _scenario(await read_json(request), request)
+    run = await _run(request, _store(request).remember(scenario))
+    return JSONResponse(_created(run), status_code=201, headers={"Location": f"/api/runs/{run.run_id}"})
+
+
+@router.post(
+    "/scenarios/validate", response_model=ScenarioValid, responses=ERRORS, openapi_extra=SCENARIO_BODY
+)
+async def validate(request: Request) -> ScenarioValid:
+    """Check a scenario without running it (the editor's live validation)."""
+    from app.store import run_id_of
+
+    scenario = _scenario(await read_json(request), request)
+    return ScenarioValid(run_id=run_id_of(scenario), num_requests=len(scenario.requests))
+
+
+@router.get("/runs/from-link", response_model=RunCreated, responses=ERRORS)
+async def from_link(request: Request, s: str = Query(..., description="scenario packed by the page")) -> dict:
+    """Open a run from a scenario packed into a link: works on any server."""
+    settings = _settings(request)
+    if len(s) > settings.max_link_chars:
+        raise ApiError(
+            413, "link_too_large", "s", f"the packed scenario is over {settings.max_link_chars} chars"
+        )
+    try:
+        data = unpack(s, settings.max_body_bytes)
+    except LinkError as e:
+        raise ApiError(422, "invalid_link", "s", str(e)) from None
+    run = await _run(request, _store(request).remember(_scenario(data, request)))
+    return _created(run)
+
+
+def step_kind(t: StepTrace) -> str:
+    if t.idle:
+        return "idle"
+    a = t.arrays
+    if "num_tokens" in a:
+        decode = (a["num_scheduled_tokens"] == 1) & (a["num_computed_tokens_cpu"] == a["num_tokens"] - 1)
+    else:  # nanovllm
+        decode = np.full(len(t.batch["req_ids"]), not t.scalars.get("is_prefill"))
+    return "decode" if decode.all() else "prefill" if not decode.any() else "mixed"
+
+
+@router.get("/runs/{run_id}", response_model=RunOverview, responses=ERRORS)
+async def overview(request: Request, run_id: str) -> dict:
+    run = await _run(request, run_id)
+    steps = [
+        StepSummary(
+            step=t.step,
+            idle=t.idle,
+            kind=step_kind(t),
+            num_reqs=len(t.batch["req_ids"]),
+            num_tokens=int(t.scheduler.get("total_num_scheduled_tokens", 0)),
+            new_req_ids=t.scheduler.get("new_req_ids", []),
+            resumed_req_ids=t.scheduler.get("resumed_req_ids", []),
+            finished_req_ids=t.scheduler.get("finished_req_ids", []),
+            preempted_req_ids=t.scheduler.get("preempted_req_ids", []),
+        )
+        for t in run.steps
+    ]
+    return RunOverview(
+        run_id=run.run_id,
+        scenario=run.scenario.to_dict(),
+        num_steps=len(run.steps),
+        truncated=run.truncated,
+        device=run.device,
+        flavor=run.scenario.flavor,
+        link=pack(run.scenario.to_dict()),
+        steps=steps,
+    ).model_dump()
+
+
+def _step(run: Run, n: int) -> StepTrace:
+    if not 1 <= n <= len(run.steps):
+        raise ApiError(404, "not_found", "n", f"step {n} is outside 1..{len(run.steps)}")
+    return run.steps[n - 1]
+
+
+@router.get("/runs/{run_id}/steps/{n}", response_model=StepOut, responses=ERRORS)
+async def step(request: Request, run_id: str, n: int) -> Response:
+    """One step in the trace contract (DESIGN.md §5)."""
+    t = _step(await _run(request, run_id), n)
+    return Response(json.dumps(t.to_dict(), separators=(",", ":")), media_type="application/json")
+
+
+def _csv(name: str, arr: np.ndarray) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    if arr.ndim <= 1:
+        w.writerow(["index", name])
+        w.writerows(enumerate(np.atleast_1d(arr).tolist()))
+    else:
+        flat = arr.reshape(arr.shape[0], -1)
+        w.writerow(["row", *(f"col{j}" for j in range(flat.shape[1]))])
+        w.writerows([i, *row] for i, row in enumerate(flat.tolist()))
+    return buf.getvalue()
+
+
+@router.get(
+    "/runs/{run_id}/steps/{n}/arrays/{name}",
+    response_model=ArrayNamed,
+    responses={**ERRORS, 200: {"content": {"text/csv": {}, "application/octet-stream": {}}}},
+)
+async def array(
+    request: Request, run_id: str, n: int, name: str, format: str = Query("json", pattern="^(json|csv|npy)$")
+) -> Response:
+    """One array of a step as JSON, CSV (opens in a spreadsheet) or NPY (loads with numpy.load)."""
+    t = _step(await _run(request, run_id), n)
+    entry = t.array_entries.get(name)
+    if entry is None:
+        known = ", ".join(sorted(t.array_entries)) or "none (idle step)"
+        raise ApiError(404, "not_found", "name", f"step {n} has no array {name[:60]!r}; it has {known}")
+    arr = entry.value
+    stem = f"{run_id[:12]}-step{n}-{name}"
+    if format == "npy":
+        buf = io.BytesIO()
+        np.save(buf, arr, allow_pickle=False)
+        return Response(
+            buf.getvalue(),
+            media_type="application/octet-stream",
+            headers={"Content-Disposition": f'attachment; filename="{stem}.npy"'},
+        )
+    if format == "csv":
+        return Response(
+            _csv(name, arr),
+            media_type="text/csv; charset=utf-8",
+            headers={"Content-Disposition": f'attachment; filename="{stem}.csv"'},
+        )
+    return JSONResponse({"name": name, **entry.to_dict()})
+
+
+RUNNERS = {"vllm": ModelRunner, "ascend": AscendModelRunner, "nanovllm": NanoEngine}
+
+
+@router.get("/stages", response_model=list[StageSource], responses=ERRORS)
+def stages(flavor: str = Query("vllm", pattern="^(vllm|ascend|nanovllm)$")) -> list[dict[str, Any]]:
+    """Each stage of prepare_inputs in order, with its formula and the engine's own source."""
+    cls = RUNNERS[flavor]
+    out = []
+    if cls is not NanoEngine:
+        out.append(
+            {
+                "name": "update_states",
+                "reads": ["scheduler_output"],
+                "writes": [
+                    "token_ids_cpu",
+                    "block_table",
+                    "num_computed_tokens_cpu",
+                    "num_tokens",
+                    "num_scheduled_tokens",
+                ],
+                "formula": "remove finished/unscheduled rows; add new rows into the lowest hole; condense",
+                "source": stage_source(cls, "update_states"),
+            }
+        )
+    for method_name in cls.STAGES:
+        spec = getattr(cls, method_name).stage_spec
+        out.append(
+            {
+                "name": spec.name,
+                "reads": list(spec.reads),
+                "writes": list(spec.writes),
+                "formula": spec.formula,
+                "source": stage_source(cls, spec.name),
+            }
+        )
+    return out

@@ -1,0 +1,142 @@
+"""Pydantic models of every REST response, so /docs shows the real shapes with examples."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class ErrorItem(BaseModel):
+    field: str = Field(examples=["config.block_size"])
+    message: str = Field(examples=["must be >= 1 (got -1)"])
+
+
+class ErrorOut(BaseModel):
+    error: str = Field(examples=["invalid_scenario"])
+    detail: list[ErrorItem]
+
+
+class Health(BaseModel):
+    status: str = Field(examples=["ok"])
+    version: str = Field(examples=["0.1.0"])
+    device: str = Field(examples=["cpu"])
+
+
+class PresetSummary(BaseModel):
+    id: str = Field(examples=["seed-001"])
+    title: str
+    summary: str
+    document: str = Field(examples=["001_8a4008a8117428f7.txt"])
+    flavor: str = Field(examples=["vllm"])
+
+
+class PresetDetail(PresetSummary):
+    scenario: dict[str, Any]
+
+
+class RunCreated(BaseModel):
+    run_id: str = Field(examples=["3f1c0d9a6b2e4c7d8e9f"])
+    num_steps: int = Field(examples=[5])
+    device: str = Field(examples=["cpu"])
+    flavor: str = Field(examples=["vllm"])
+    truncated: bool = False
+    url: str = Field(description="the run page", examples=["/run?s=eNqr..."])
+    link: str = Field(description="the scenario packed for URLs (zlib + base64url)")
+
+
+class ScenarioValid(BaseModel):
+    valid: bool = True
+    run_id: str
+    num_requests: int
+
+
+class StepSummary(BaseModel):
+    step: int
+    idle: bool
+    kind: str = Field(description="idle | prefill | decode | mixed", examples=["mixed"])
+    num_reqs: int
+    num_tokens: int
+    new_req_ids: list[str]
+    resumed_req_ids: list[str]
+    finished_req_ids: list[str]
+    preempted_req_ids: list[str]
+
+
+class RunOverview(BaseModel):
+    run_id: str
+    scenario: dict[str, Any]
+    num_steps: int
+    truncated: bool
+    device: str
+    flavor: str
+    link: str
+    steps: list[StepSummary]
+
+
+class ArrayOut(BaseModel):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "example": {
+                "level": "token",
+                "dtype": "int64",
+                "shape": [5],
+                "data": [5, 14, 13, 16, 17],
+                "stage": "slot_mapping",
+                "side": "cpu",
+            }
+        }
+    )
+    level: str
+    dtype: str
+    shape: list[int]
+    data: list[Any]
+    stage: str
+    side: str
+
+
+class ArrayNamed(ArrayOut):
+    name: str
+
+
+class StageOut(BaseModel):
+    name: str = Field(examples=["positions"])
+    reads: list[str]
+    writes: list[str]
+    formula: str = Field(examples=["positions = num_computed_tokens_cpu[req_indices] + arange"])
+
+
+class StageSource(StageOut):
+    source: str = Field(description="the engine's own code for this stage, read from the running module")
+
+
+class SchedulerOut(BaseModel):
+    num_scheduled_tokens: dict[str, int] = Field(examples=[{"0": 1, "1": 1, "2": 3}])
+    total_num_scheduled_tokens: int = 0
+    new_req_ids: list[str] = []
+    resumed_req_ids: list[str] = []
+    preempted_req_ids: list[str] = []
+    finished_req_ids: list[str] = []
+    waiting_req_ids: list[str] = []
+    new_block_ids: dict[str, list[int]] = Field(default_factory=dict, examples=[{"1": [7], "2": [8]}])
+
+
+class BatchOut(BaseModel):
+    req_ids: list[str]
+    moves: list[dict[str, Any]] = Field(examples=[[{"req_id": "3", "from": 3, "to": 1}]])
+
+
+class StepOut(BaseModel):
+    """One step in the trace contract (DESIGN.md §5)."""
+
+    step: int
+    idle: bool
+    scheduler: SchedulerOut
+    batch: BatchOut
+    arrays: dict[str, ArrayOut]
+    scalars: dict[str, Any] = Field(examples=[{"num_reqs": 3, "total_num_scheduled_tokens": 5}])
+    stages: list[StageOut]
+    sampled_token_ids: dict[str, int]
+    kv_cache: dict[str, Any]
+    forward: dict[str, Any] = Field(examples=[{"device": "cpu", "paged_vs_dense_max_abs_diff": 9.5e-07}])
+    timing_us: dict[str, float]

@@ -1,0 +1,96 @@
+"""The run store: computed runs in an LRU bounded by count and bytes, the scenarios behind them in
+a larger LRU, so an evicted run is recomputed on demand. Engine work runs in a worker thread;
+concurrent requests for one run share one computation."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from core import Engine, Scenario, __version__
+from core.trace import StepTrace
+
+
+def run_id_of(scenario: Scenario) -> str:
+    """Content hash of the canonical scenario and the engine version."""
+    canon = json.dumps(scenario.to_dict(), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(f"pagedviz {__version__}\n{canon}".encode()).hexdigest()[:20]
+
+
+@dataclass
+class Run:
+    run_id: str
+    scenario: Scenario
+    steps: list[StepTrace]
+    truncated: bool
+    device: str
+    nbytes: int
+
+
+def compute(run_id: str, scenario: Scenario) -> Run:
+    engine = Engine(scenario)
+    steps = list(engine.run())
+    nbytes = 0
+    for t in steps:
+        nbytes += 2048 + sum(a.data.nbytes for a in t.array_entries.values())
+        nbytes += 16 * len(t.kv_cache.get("ref_cnt", ()))
+    return Run(run_id, scenario, steps, engine.truncated, str(engine.device), nbytes)
+
+
+class RunStore:
+    def __init__(self, max_runs: int, max_bytes: int, max_scenarios: int) -> None:
+        self.max_runs, self.max_bytes, self.max_scenarios = max_runs, max_bytes, max_scenarios
+        self.runs: OrderedDict[str, Run] = OrderedDict()
+        self.scenarios: OrderedDict[str, Scenario] = OrderedDict()
+        self.in_flight: dict[str, asyncio.Future[Run]] = {}
+        self.bytes = 0
+        self.computations = 0
+
+    def remember(self, scenario: Scenario) -> str:
+        run_id = run_id_of(scenario)
+        self.scenarios[run_id] = scenario
+        self.scenarios.move_to_end(run_id)
+        while len(self.scenarios) > self.max_scenarios:
+            self.scenarios.popitem(last=False)
+        return run_id
+
+    def knows(self, run_id: str) -> bool:
+        return run_id in self.runs or run_id in self.scenarios
+
+    async def get(self, run_id: str) -> Run | None:
+        """The computed run, computing (once) from the remembered scenario if needed."""
+        run = self.runs.get(run_id)
+        if run is not None:
+            self.runs.move_to_end(run_id)
+            return run
+        if run_id in self.in_flight:
+            return await asyncio.shield(self.in_flight[run_id])
+        scenario = self.scenarios.get(run_id)
+        if scenario is None:
+            return None
+        fut: asyncio.Future[Run] = asyncio.get_running_loop().create_future()
+        self.in_flight[run_id] = fut
+        try:
+            self.computations += 1
+            run = await asyncio.to_thread(compute, run_id, scenario)
+        except BaseException as e:
+            fut.set_exception(e)
+            fut.exception()  # mark retrieved: waiters re-raise it themselves
+            raise
+        finally:
+            self.in_flight.pop(run_id, None)
+        fut.set_result(run)
+        self._put(run)
+        return run
+
+    def _put(self, run: Run) -> None:
+        self.runs[run.run_id] = run
+        self.bytes += run.nbytes
+        while self.runs and (len(self.runs) > self.max_runs or self.bytes > self.max_bytes):
+            if len(self.runs) == 1:
+                break  # always keep the newest run, whatever its size
+            _, old = self.runs.popitem(last=False)
+            self.bytes -= old.nbytes

@@ -1,0 +1,204 @@
+"""Every REST route, through FastAPI, on the real engine."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from typing import Any
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+
+from app.links import pack
+from app.main import create_app
+from app.settings import Settings
+from core import Limits
+from core.presets import preset_dict
+
+
+@pytest.fixture()
+def client() -> TestClient:
+    return TestClient(create_app(Settings(max_runs=4)))
+
+
+def post(client: TestClient, scenario: Any) -> Any:
+    return client.post("/api/runs", json=scenario)
+
+
+def test_healthz_reports_status_version_and_device(client: TestClient) -> None:
+    r = client.get("/healthz")
+    assert r.status_code == 200
+    assert r.json()["status"] == "ok" and r.json()["device"] in ("cpu", "cuda:0", "npu:0")
+
+
+def test_presets_list_and_detail(client: TestClient) -> None:
+    ids = [p["id"] for p in client.get("/api/presets").json()]
+    assert {"seed-000", "seed-001", "seed-001-ascend", "seed-004"} <= set(ids)
+    d = client.get("/api/presets/seed-001").json()
+    assert d["document"] == "001_8a4008a8117428f7.txt" and d["scenario"]["config"]["block_size"] == 2
+    r = client.get("/api/presets/nope")
+    assert r.status_code == 404 and r.json()["detail"][0]["field"] == "preset_id"
+
+
+def test_post_run_is_content_addressed_and_computes_once(client: TestClient) -> None:
+    r1 = post(client, preset_dict("seed-001"))
+    r2 = post(client, preset_dict("seed-001"))
+    assert r1.status_code == r2.status_code == 201
+    body = r1.json()
+    assert body["run_id"] == r2.json()["run_id"]
+    assert body["num_steps"] == 5 and body["flavor"] == "vllm" and body["url"].startswith("/run?s=")
+    assert r1.headers["location"] == f"/api/runs/{body['run_id']}"
+    assert client.app.state.store.computations == 1
+    other = preset_dict("seed-001")
+    other["seed"] = 2
+    assert post(client, other).json()["run_id"] != body["run_id"]
+
+
+def test_run_overview_lists_step_kinds(client: TestClient) -> None:
+    rid = post(client, preset_dict("seed-000")).json()["run_id"]
+    ov = client.get(f"/api/runs/{rid}").json()
+    assert ov["scenario"]["name"] == "seed-000" and ov["num_steps"] == len(ov["steps"])
+    kinds = [s["kind"] for s in ov["steps"]]
+    assert kinds[:3] == ["prefill", "mixed", "mixed"]
+    assert ov["steps"][1]["new_req_ids"] == ["2", "3", "4"] and ov["steps"][1]["num_tokens"] == 200
+
+
+def test_step_follows_the_trace_contract(client: TestClient) -> None:
+    rid = post(client, preset_dict("seed-001")).json()["run_id"]
+    s = client.get(f"/api/runs/{rid}/steps/2").json()
+    assert s["step"] == 2 and s["idle"] is False
+    assert s["arrays"]["slot_mapping"]["data"] == [5, 14, 13, 16, 17]
+    assert s["arrays"]["slot_mapping"]["level"] == "token"
+    assert s["arrays"]["block_table"]["level"] == "system" and s["arrays"]["block_table"]["shape"] == [4, 6]
+    assert s["scheduler"]["new_block_ids"] == {"1": [7], "2": [8]}
+    assert s["scalars"]["num_reqs"] == 3
+    assert client.get(f"/api/runs/{rid}/steps/0").status_code == 404
+    assert client.get(f"/api/runs/{rid}/steps/99").status_code == 404
+    assert client.get("/api/runs/deadbeef/steps/1").status_code == 404
+
+
+def test_array_formats_json_csv_npy(client: TestClient) -> None:
+    rid = post(client, preset_dict("seed-001")).json()["run_id"]
+    base = f"/api/runs/{rid}/steps/2/arrays"
+    j = client.get(f"{base}/slot_mapping?format=json").json()
+    assert j["name"] == "slot_mapping" and j["data"] == [5, 14, 13, 16, 17] and j["dtype"] == "int64"
+    r = client.get(f"{base}/slot_mapping?format=npy")
+    assert r.headers["content-type"] == "application/octet-stream"
+    assert r.headers["content-disposition"].endswith('-step2-slot_mapping.npy"')
+    assert np.load(io.BytesIO(r.content)).tolist() == [5, 14, 13, 16, 17]
+    r = client.get(f"{base}/block_table?format=csv")
+    assert r.headers["content-type"].startswith("text/csv")
+    assert r.headers["content-disposition"].endswith('-step2-block_table.csv"')
+    rows = list(csv.reader(io.StringIO(r.text)))
+    assert rows[0][:3] == ["row", "col0", "col1"] and rows[2] == ["1", "3", "7", "0", "0", "0", "0"]
+    rows = list(csv.reader(io.StringIO(client.get(f"{base}/positions?format=csv").text)))
+    assert rows == [["index", "positions"], ["0", "3"], ["1", "2"], ["2", "5"], ["3", "6"], ["4", "7"]]
+    assert client.get(f"{base}/nope").status_code == 404
+    assert client.get(f"{base}/slot_mapping?format=xml").status_code == 422
+
+
+def test_links_reopen_a_run_without_the_cache() -> None:
+    a = TestClient(create_app())
+    b = TestClient(create_app())  # another server that never saw the scenario
+    created = a.post("/api/runs", json=preset_dict("seed-004")).json()
+    r = b.get("/api/runs/from-link", params={"s": created["link"]})
+    assert r.status_code == 200 and r.json()["run_id"] == created["run_id"]
+    assert b.get("/api/runs/from-link", params={"s": "!!notbase64"}).status_code == 422
+    bomb = pack({"x": "a" * 5_000_000})
+    assert b.get("/api/runs/from-link", params={"s": bomb}).status_code == 422
+
+
+def test_evicted_runs_are_recomputed_from_their_scenario() -> None:
+    client = TestClient(create_app(Settings(max_runs=1)))
+    first = client.post("/api/runs", json=preset_dict("seed-001")).json()["run_id"]
+    client.post("/api/runs", json=preset_dict("seed-004"))
+    store = client.app.state.store
+    assert first not in store.runs and store.knows(first)
+    s = client.get(f"/api/runs/{first}/steps/2").json()
+    assert s["arrays"]["slot_mapping"]["data"] == [5, 14, 13, 16, 17]
+    assert store.computations == 3
+
+
+def test_errors_name_the_field_with_the_right_status(client: TestClient) -> None:
+    bad = preset_dict("seed-001")
+    bad["config"]["block_size"] = 0
+    r = post(client, bad)
+    assert r.status_code == 422
+    assert r.json() == {
+        "error": "invalid_scenario",
+        "detail": [{"field": "config.block_size", "message": "must be >= 1 (got 0)"}],
+    }
+    assert client.post("/api/runs", content=b"{oops").status_code == 422
+    huge = preset_dict("seed-001")
+    huge["config"]["num_kv_blocks"] = 10**9
+    assert post(client, huge).status_code == 413
+    small = TestClient(create_app(Settings(max_body_bytes=100)))
+    r = small.post("/api/runs", json=preset_dict("seed-001"))
+    assert r.status_code == 413 and r.json()["detail"][0]["field"] == "body"
+
+
+def test_limits_are_configurable() -> None:
+    client = TestClient(create_app(Settings(limits=Limits(max_requests=2))))
+    r = client.post("/api/runs", json=preset_dict("seed-001"))
+    assert r.status_code == 413 and "at most 2 requests" in r.json()["detail"][0]["message"]
+
+
+def test_validate_checks_without_running(client: TestClient) -> None:
+    r = client.post("/api/scenarios/validate", json=preset_dict("seed-001"))
+    assert r.status_code == 200 and r.json()["valid"] is True
+    assert client.app.state.store.computations == 0
+    r = client.post("/api/scenarios/validate", json={"name": "x", "requests": [{"id": "a"}]})
+    assert r.status_code == 422
+    assert r.json()["detail"][0]["message"] == "give exactly one of prompt_token_ids, prompt, prompt_len"
+
+
+def test_stages_carry_the_engines_own_source(client: TestClient) -> None:
+    stages = client.get("/api/stages?flavor=vllm").json()
+    names = [s["name"] for s in stages]
+    assert names[0] == "update_states" and names.index("positions") < names.index("slot_mapping")
+    slot = next(s for s in stages if s["name"] == "slot_mapping")
+    assert "def _slot_mapping(self)" in slot["source"] and "block_offsets" in slot["source"]
+    assert client.get("/api/stages?flavor=nanovllm").json()[0]["name"] == "positions"
+    assert client.get("/api/stages?flavor=tpu").status_code == 422
+
+
+def test_large_responses_are_gzipped(client: TestClient) -> None:
+    rid = post(client, preset_dict("seed-000")).json()["run_id"]
+    r = client.get(f"/api/runs/{rid}/steps/2", headers={"Accept-Encoding": "gzip"})
+    assert r.headers.get("content-encoding") == "gzip"
+    assert json.loads(r.text)["arrays"]["seq_lens"]["data"] == [55, 146, 93, 75, 30]
+
+
+def test_openapi_documents_every_route(client: TestClient) -> None:
+    spec = client.get("/openapi.json").json()
+    for path in (
+        "/api/presets",
+        "/api/presets/{preset_id}",
+        "/api/runs",
+        "/api/runs/{run_id}",
+        "/api/runs/{run_id}/steps/{n}",
+        "/api/runs/{run_id}/steps/{n}/arrays/{name}",
+        "/api/runs/from-link",
+        "/healthz",
+    ):
+        assert path in spec["paths"], path
+    schema = spec["paths"]["/api/runs/{run_id}/steps/{n}"]["get"]["responses"]["200"]["content"]
+    assert schema["application/json"]["schema"]["$ref"].endswith("/StepOut")
+
+
+def test_concurrent_requests_for_one_run_compute_once() -> None:
+    import asyncio
+
+    from app.store import RunStore
+    from core import load_preset
+
+    async def go() -> tuple[set[str], int]:
+        store = RunStore(4, 1 << 30, 16)
+        rid = store.remember(load_preset("seed-000"))
+        runs = await asyncio.gather(*(store.get(rid) for _ in range(6)))
+        return {r.run_id for r in runs if r is not None}, store.computations
+
+    ids, computations = asyncio.run(go())
+    assert len(ids) == 1 and computations == 1

@@ -1,0 +1,45 @@
+"""A real uvicorn in a subprocess on a free loopback port, driven with httpx."""
+
+from __future__ import annotations
+
+import io
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import numpy as np
+
+from core.presets import preset_dict
+
+from server import running_server
+
+
+def test_real_server_runs_a_preset_end_to_end() -> None:
+    with running_server("--max-runs", "2") as url, httpx.Client(base_url=url, timeout=60) as c:
+        assert c.get("/healthz").json()["status"] == "ok"
+        # concurrent posts of one scenario get one id
+        with ThreadPoolExecutor(4) as pool:
+            ids = set(
+                pool.map(
+                    lambda _: c.post("/api/runs", json=preset_dict("seed-001")).json()["run_id"], range(4)
+                )
+            )
+        assert len(ids) == 1
+        rid = ids.pop()
+        r = c.get(f"/api/runs/{rid}/steps/2/arrays/slot_mapping", params={"format": "npy"})
+        assert np.load(io.BytesIO(r.content)).tolist() == [5, 14, 13, 16, 17]
+        assert c.get("/docs").status_code == 200
+        bad = c.post("/api/runs", json={"name": "x", "requests": "no"})
+        assert bad.status_code == 422 and "Traceback" not in bad.text
+
+
+def test_serve_refuses_a_bad_port() -> None:
+    import subprocess
+    import sys
+
+    r = subprocess.run(
+        [sys.executable, "-m", "core.cli", "serve", "--port", "70000"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 2 and "--port must be between 1 and 65535" in r.stderr
