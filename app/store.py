@@ -28,6 +28,7 @@ class Run:
     truncated: bool
     device: str
     nbytes: int
+    overview: dict | None = None  # the overview response, built once
 
 
 def compute(run_id: str, scenario: Scenario) -> Run:

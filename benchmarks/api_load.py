@@ -1,0 +1,119 @@
+"""Load on a real server: N concurrent clients step through every step of every preset and fetch
+arrays, on loopback, bounded in clients, rounds and seconds. Prints p50/p99 latency per request
+kind, throughput, the error count and the server's peak memory (VmHWM). Run:
+
+    .venv/bin/python benchmarks/api_load.py --clients 32 --seconds 30
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import numpy as np
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def peak_rss_mb(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return float("nan")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--clients", type=int, default=32)
+    ap.add_argument("--seconds", type=float, default=30)
+    ap.add_argument("--rounds", type=int, default=5, help="passes over every preset per client, at most")
+    args = ap.parse_args()
+    clients = max(1, min(args.clients, 256))
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "core.cli", "serve", "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=dict(os.environ),
+    )
+    try:
+        for _ in range(120):
+            try:
+                if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.25)
+        presets = httpx.get(f"{base}/api/presets").json()
+        runs = []
+        for p in presets:
+            scenario = httpx.get(f"{base}/api/presets/{p['id']}").json()["scenario"]
+            created = httpx.post(f"{base}/api/runs", json=scenario, timeout=120).json()
+            runs.append((created["run_id"], created["num_steps"]))
+        lat: dict[str, list[float]] = {"step": [], "array": [], "overview": []}
+        errors = 0
+        lock = threading.Lock()
+        deadline = time.monotonic() + args.seconds
+
+        def client(_: int) -> None:
+            nonlocal errors
+            with httpx.Client(base_url=base, timeout=30) as c:
+                for _round in range(args.rounds):
+                    for run_id, num_steps in runs:
+                        for kind, url in [("overview", f"/api/runs/{run_id}")] + [
+                            x
+                            for n in range(1, num_steps + 1)
+                            for x in (
+                                ("step", f"/api/runs/{run_id}/steps/{n}"),
+                                ("array", f"/api/runs/{run_id}/steps/{n}/arrays/slot_mapping?format=npy"),
+                            )
+                        ]:
+                            if time.monotonic() > deadline:
+                                return
+                            t0 = time.perf_counter()
+                            try:
+                                ok = c.get(url).status_code == 200
+                            except httpx.HTTPError:
+                                ok = False
+                            dt = (time.perf_counter() - t0) * 1e3
+                            with lock:
+                                lat[kind].append(dt)
+                                errors += not ok
+
+        t0 = time.perf_counter()
+        with ThreadPoolExecutor(clients) as pool:
+            list(pool.map(client, range(clients)))
+        wall = time.perf_counter() - t0
+        total = sum(len(v) for v in lat.values())
+        print(
+            f"clients {clients}, {total} requests in {wall:.1f} s: {total / wall:.0f} req/s, errors {errors}"
+        )
+        for kind, v in lat.items():
+            if v:
+                print(
+                    f"  {kind:>8}: n={len(v):>6}  p50 {np.percentile(v, 50):7.1f} ms"
+                    f"  p99 {np.percentile(v, 99):7.1f} ms"
+                )
+        print(f"  server peak memory (VmHWM): {peak_rss_mb(proc.pid):.0f} MB")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+if __name__ == "__main__":
+    main()
