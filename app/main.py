@@ -6,7 +6,7 @@ from fastapi import FastAPI
 from fastapi.middleware.gzip import GZipMiddleware
 
 from app import errors
-from app.routes import health, presets, runs
+from app.routes import health, pages, presets, runs
 from app.settings import Settings
 from app.store import RunStore
 from core import __version__
@@ -26,4 +26,5 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     errors.install(app)
     for r in (health.router, presets.router, runs.router):
         app.include_router(r)
+    pages.mount(app)
     return app

@@ -45,10 +45,14 @@ class RunCreated(BaseModel):
     link: str = Field(description="the scenario packed for URLs (zlib + base64url)")
 
 
-class ScenarioValid(BaseModel):
-    valid: bool = True
-    run_id: str
-    num_requests: int
+class ScenarioCheck(BaseModel):
+    """The answer of the validator: valid with the run id it would get, or the problems found."""
+
+    valid: bool
+    run_id: str | None = None
+    num_requests: int = 0
+    error: str | None = Field(default=None, examples=["invalid_scenario"])
+    detail: list[ErrorItem] = []
 
 
 class StepSummary(BaseModel):

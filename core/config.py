@@ -139,6 +139,7 @@ class RequestSpec:
     max_tokens: int
     arrival_step: int
     prompt: str | None = None  # the text, when the prompt was given as text
+    drawn: bool = False  # ids drawn from the seed (given as prompt_len)
 
 
 @dataclass(frozen=True)
@@ -158,7 +159,7 @@ class Scenario:
         return _Validator(limits or Limits.from_env()).scenario(data)
 
     def to_dict(self) -> dict[str, Any]:
-        """Canonical JSON form: prompts as text where given as text, else as token ids."""
+        """Canonical JSON form; prompts as they were given (text, seed-drawn length or token ids)."""
         cfg = asdict(self.config)
         cfg.pop("vocab_size")
         if self.config.cudagraph_capture_sizes is not None:
@@ -167,11 +168,13 @@ class Scenario:
             cfg["model"] = None
         reqs = []
         for r in self.requests:
-            prompt: dict[str, Any] = (
-                {"prompt": r.prompt}
-                if r.prompt is not None
-                else {"prompt_token_ids": list(r.prompt_token_ids)}
-            )
+            prompt: dict[str, Any]
+            if r.prompt is not None:
+                prompt = {"prompt": r.prompt}
+            elif r.drawn:
+                prompt = {"prompt_len": len(r.prompt_token_ids)}
+            else:
+                prompt = {"prompt_token_ids": list(r.prompt_token_ids)}
             reqs.append({"id": r.id, **prompt, "max_tokens": r.max_tokens, "arrival_step": r.arrival_step})
         out: dict[str, Any] = {
             "name": self.name,
@@ -416,7 +419,7 @@ class _Validator:
                 f"needs {need} KV blocks but the pool has {usable} usable blocks "
                 f"(num_kv_blocks {cfg.num_kv_blocks})",
             )
-        return RequestSpec(rid, tuple(ids), max_tokens, arrival, text)
+        return RequestSpec(rid, tuple(ids), max_tokens, arrival, text, given[0] == "prompt_len")
 
     def scenario(self, data: Any) -> Scenario:
         if not isinstance(data, dict):

@@ -14,9 +14,10 @@ if ! .venv/bin/python -c "import torch" >/dev/null 2>&1; then
 fi
 if [ "${1:-}" = "--test" ]; then
   .venv/bin/python -m pip install -q -e ".[test]"
-  if [ ! -x /usr/bin/chromium ]; then
+  if [ ! -x /usr/bin/chromium ] || [ ! -d /usr/share/fonts/opentype/noto ]; then
     if [ "$(id -u)" = "0" ]; then
-      (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium) >/dev/null
+      # chromium for the browser tests; Noto CJK so that 简体中文 renders in their screenshots
+      (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium fonts-noto-cjk) >/dev/null
     else
       echo "note: /usr/bin/chromium is missing and this is not root; browser tests will be skipped" >&2
     fi

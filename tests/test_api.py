@@ -150,8 +150,11 @@ def test_validate_checks_without_running(client: TestClient) -> None:
     assert r.status_code == 200 and r.json()["valid"] is True
     assert client.app.state.store.computations == 0
     r = client.post("/api/scenarios/validate", json={"name": "x", "requests": [{"id": "a"}]})
-    assert r.status_code == 422
-    assert r.json()["detail"][0]["message"] == "give exactly one of prompt_token_ids, prompt, prompt_len"
+    assert r.status_code == 200 and r.json()["valid"] is False and r.json()["error"] == "invalid_scenario"
+    assert r.json()["detail"] == [
+        {"field": "requests[0]", "message": "give exactly one of prompt_token_ids, prompt, prompt_len"}
+    ]
+    assert client.post("/api/scenarios/validate", content=b"{").status_code == 422
 
 
 def test_stages_carry_the_engines_own_source(client: TestClient) -> None:

@@ -111,3 +111,9 @@ def test_nanovllm_needs_whole_sequences_within_the_budget() -> None:
     d["config"]["max_num_batched_tokens"] = 6
     errs = errors_of(d)
     assert any("nanovllm prefills whole sequences" in msg for _, msg in errs)
+
+
+def test_canonical_dict_keeps_seed_drawn_prompts_short() -> None:
+    s = Scenario.from_dict(base(seed=3))
+    assert s.to_dict()["requests"][0] == {"id": "a", "prompt_len": 5, "max_tokens": 3, "arrival_step": 1}
+    assert Scenario.from_dict(s.to_dict()) == s

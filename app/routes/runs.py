@@ -16,17 +16,18 @@ from app.errors import ApiError
 from app.links import LinkError, pack, unpack
 from app.schemas import (
     ArrayNamed,
+    ErrorItem,
     ErrorOut,
     RunCreated,
     RunOverview,
-    ScenarioValid,
+    ScenarioCheck,
     StageSource,
     StepOut,
     StepSummary,
 )
 from app.settings import Settings
-from app.store import Run, RunStore
-from core import Scenario
+from app.store import Run, RunStore, run_id_of
+from core import Scenario, ScenarioError
 from core.flavors.ascend import AscendModelRunner
 from core.flavors.nanovllm import NanoEngine
 from core.runner import ModelRunner, stage_source
@@ -120,14 +121,21 @@ async def create_run(request: Request) -> JSONResponse:
 
 
 @router.post(
-    "/scenarios/validate", response_model=ScenarioValid, responses=ERRORS, openapi_extra=SCENARIO_BODY
+    "/scenarios/validate", response_model=ScenarioCheck, responses=ERRORS, openapi_extra=SCENARIO_BODY
 )
-async def validate(request: Request) -> ScenarioValid:
-    """Check a scenario without running it (the editor's live validation)."""
-    from app.store import run_id_of
-
-    scenario = _scenario(await read_json(request), request)
-    return ScenarioValid(run_id=run_id_of(scenario), num_requests=len(scenario.requests))
+async def validate(request: Request) -> ScenarioCheck:
+    """Check a scenario without running it (the editor's live validation). A scenario that breaks
+    rules is still a 200: the answer is the list of problems. A body that is not JSON is a 422."""
+    data = await read_json(request)
+    try:
+        scenario = _scenario(data, request)
+    except ScenarioError as e:
+        return ScenarioCheck(
+            valid=False,
+            error="scenario_too_large" if e.too_large else "invalid_scenario",
+            detail=[ErrorItem(field=f, message=m) for f, m in e.errors],
+        )
+    return ScenarioCheck(valid=True, run_id=run_id_of(scenario), num_requests=len(scenario.requests))
 
 
 @router.get("/runs/from-link", response_model=RunCreated, responses=ERRORS)

@@ -1,0 +1,48 @@
+"""The HTML pages (Jinja2, autoescaped) and the static files, Plotly served from its package."""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+import plotly
+from fastapi import APIRouter, FastAPI, Request
+from fastapi.responses import FileResponse, HTMLResponse
+from fastapi.staticfiles import StaticFiles
+from fastapi.templating import Jinja2Templates
+
+from core import __version__
+
+router = APIRouter(include_in_schema=False)
+
+
+def _dir(name: str) -> Path:
+    """templates/ and static/ beside the package in a checkout, inside it once installed."""
+    here = Path(__file__).resolve().parents[2] / name
+    return here if here.is_dir() else Path(str(resources.files(f"app.{name}")))
+
+
+templates = Jinja2Templates(directory=str(_dir("templates")))
+PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+
+
+@router.get("/", response_class=HTMLResponse)
+def landing(request: Request) -> HTMLResponse:
+    return templates.TemplateResponse(request, "index.html", {"version": __version__, "page": "landing"})
+
+
+@router.get("/run", response_class=HTMLResponse)
+def run_page(request: Request) -> HTMLResponse:
+    return templates.TemplateResponse(request, "run.html", {"version": __version__, "page": "run"})
+
+
+@router.get("/vendor/plotly.min.js")
+def plotly_js() -> FileResponse:
+    return FileResponse(
+        PLOTLY_JS, media_type="text/javascript", headers={"Cache-Control": "public, max-age=86400"}
+    )
+
+
+def mount(app: FastAPI) -> None:
+    app.include_router(router)
+    app.mount("/static", StaticFiles(directory=str(_dir("static"))), name="static")

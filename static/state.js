@@ -1,0 +1,42 @@
+// The page's state, declared once: every field round-trips through the URL, so a copied link
+// reopens exactly this view (scenario, step, stage, language, presentation mode) on any server.
+
+export const FIELDS = [
+  { key: "s", type: "str", def: "" },        // the scenario, packed (zlib + base64url)
+  { key: "preset", type: "str", def: "" },   // or a preset id
+  { key: "step", type: "int", def: 1 },
+  { key: "stage", type: "str", def: "" },
+  { key: "lang", type: "str", def: "en" },
+  { key: "present", type: "bool", def: false },
+  { key: "tok", type: "int", def: -1 },      // the selected token (-1: none)
+];
+
+export function readState(search = window.location.search) {
+  const params = new URLSearchParams(search);
+  const state = {};
+  for (const f of FIELDS) {
+    const raw = params.get(f.key);
+    if (raw === null) { state[f.key] = f.def; continue; }
+    if (f.type === "int") { const n = parseInt(raw, 10); state[f.key] = Number.isFinite(n) ? n : f.def; }
+    else if (f.type === "bool") state[f.key] = raw === "1" || raw === "true";
+    else state[f.key] = raw;
+  }
+  if (state.lang !== "zh") state.lang = "en";
+  return state;
+}
+
+export function toSearch(state) {
+  const params = new URLSearchParams();
+  for (const f of FIELDS) {
+    const v = state[f.key];
+    if (v === f.def || v === undefined || v === null) continue;
+    params.set(f.key, f.type === "bool" ? (v ? "1" : "0") : String(v));
+  }
+  return "?" + params.toString();
+}
+
+export function writeState(state) {
+  const url = window.location.pathname + toSearch(state);
+  window.history.replaceState(null, "", url);
+  return url;
+}

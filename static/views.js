@@ -1,0 +1,85 @@
+// DOM and Plotly helpers. Text always goes in through textContent, never innerHTML, so scenario
+// names and prompts are shown as the user typed them and never run as markup.
+
+// Okabe-Ito: a palette that stays distinct for colour-blind viewers and on a projector.
+export const PALETTE = ["#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7", "#999999"];
+export const TINTS = ["#fbe3b3", "#cde8f8", "#b3e2d5", "#faf6c2", "#b3d4e8", "#f3ccb3", "#f0d7e6", "#e0e0e0"];
+
+export function colorOf(i) { return PALETTE[((i % PALETTE.length) + PALETTE.length) % PALETTE.length]; }
+export function tintOf(i) { return TINTS[((i % TINTS.length) + TINTS.length) % TINTS.length]; }
+
+export function el(tag, attrs = {}, children = []) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k === "text") node.textContent = v;
+    else if (k === "class") node.className = v;
+    else if (k === "style") node.style.cssText = v;
+    else if (k === "dataset") Object.assign(node.dataset, v);
+    else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
+    else node.setAttribute(k, v === true ? "" : String(v));
+  }
+  for (const c of [].concat(children)) {
+    if (c === null || c === undefined) continue;
+    node.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return node;
+}
+
+export function clear(node) { while (node.firstChild) node.removeChild(node.firstChild); return node; }
+
+export function fmtList(data, max = 40) {
+  const flat = Array.isArray(data) ? data : [data];
+  const shown = flat.slice(0, max).map((x) => (Array.isArray(x) ? `[${x.join(", ")}]` : String(x)));
+  return `[${shown.join(", ")}${flat.length > max ? `, … (${flat.length - max} more)` : ""}]`;
+}
+
+// A grid table for a 2-D array, cells tagged with data-r / data-c for linked highlighting.
+export function gridTable(id, rows, { label, maxRows = 64, maxCols = 512, cellText, cellClass, rowHeader }) {
+  const table = el("table", { id, class: "grid-table", "aria-label": label });
+  const nR = Math.min(rows.length, maxRows);
+  const nC = rows.length ? Math.min(rows[0].length, maxCols) : 0;
+  const head = el("tr", {}, [el("th", { scope: "col", text: "" })]);
+  for (let c = 0; c < nC; c++) head.append(el("th", { scope: "col", text: c }));
+  table.append(el("thead", {}, head));
+  const body = el("tbody");
+  for (let r = 0; r < nR; r++) {
+    const tr = el("tr", { dataset: { r } }, [el("th", { scope: "row", text: rowHeader ? rowHeader(r) : r })]);
+    for (let c = 0; c < nC; c++) {
+      tr.append(el("td", { class: cellClass ? cellClass(r, c) : "", dataset: { r, c },
+                            text: cellText ? cellText(r, c) : rows[r][c] }));
+    }
+    body.append(tr);
+  }
+  table.append(body);
+  return table;
+}
+
+// A Plotly heatmap drawn (or redrawn in place) in `div`; `shapes` outline highlighted cells.
+export function heatmap(div, z, { title, colorscale = "Viridis", zmin, zmax, text, hover, xTitle, yTitle, shapes = [] }) {
+  const trace = {
+    type: "heatmap", z, colorscale, zmin, zmax, text, hoverongaps: false,
+    hovertemplate: hover || "row %{y}, col %{x}: %{z}<extra></extra>", xgap: 1, ygap: 1,
+    colorbar: { thickness: 10 },
+  };
+  const layout = {
+    title: { text: title, font: { size: 13 } }, margin: { l: 48, r: 8, t: 30, b: 36 },
+    yaxis: { autorange: "reversed", title: yTitle, dtick: z.length <= 24 ? 1 : undefined },
+    xaxis: { title: xTitle, side: "bottom", dtick: z[0] && z[0].length <= 24 ? 1 : undefined }, shapes, height: Math.max(180, Math.min(420, 28 * z.length + 80)),
+    paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "#ffffff", font: { family: "inherit" },
+  };
+  const config = { displaylogo: false, responsive: true,
+                   modeBarButtonsToRemove: ["select2d", "lasso2d", "autoScale2d"],
+                   toImageButtonOptions: { format: "png", filename: div.id } };
+  return window.Plotly.react(div, [trace], layout, config);
+}
+
+export function cellShape(x, y, color = "#000000", dash = "solid", width = 3) {
+  return { type: "rect", x0: x - 0.5, x1: x + 0.5, y0: y - 0.5, y1: y + 0.5,
+           line: { color, width, dash }, fillcolor: "rgba(0,0,0,0)" };
+}
+
+export function rowShape(y, x1, color = "#000000") {
+  return { type: "rect", x0: -0.5, x1: x1 - 0.5, y0: y - 0.5, y1: y + 0.5,
+           line: { color, width: 2 }, fillcolor: "rgba(0,0,0,0)" };
+}

@@ -1,0 +1,202 @@
+"""The pages in a real Chromium (Debian's, driven by Playwright) against a real uvicorn."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from server import running_server
+
+CHROMIUM = os.environ.get("PAGEDVIZ_CHROMIUM", "/usr/bin/chromium")
+ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(
+        not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is not installed (apt-get install chromium)"
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def base_url() -> Iterator[str]:
+    with running_server() as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(
+            executable_path=CHROMIUM,
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+            ],
+        )
+        yield b
+        b.close()
+
+
+@pytest.fixture()
+def page(browser: object, base_url: str) -> Iterator[object]:
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})  # type: ignore[attr-defined]
+    pg = context.new_page()
+    problems: list[str] = []
+    pg.on("console", lambda m: problems.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
+    pg.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+    pg.base = base_url
+    yield pg
+    context.close()
+    assert problems == [], problems  # no console errors on any page
+
+
+def open_run(page: object, query: str) -> None:
+    page.goto(f"{page.base}/run?{query}")
+    page.wait_for_selector("body[data-ready='1']", timeout=30_000)
+
+
+def shot(page: object, name: str) -> Path:
+    ARTIFACTS.mkdir(exist_ok=True)
+    path = ARTIFACTS / name
+    page.screenshot(path=str(path), full_page=True)
+    assert path.stat().st_size > 10_000
+    return path
+
+
+def test_seed_001_step_2_stage_slot_mapping_shows_the_documents_slots(page: object) -> None:
+    open_run(page, "preset=seed-001")
+    page.click("#timeline [data-step='2']")
+    page.wait_for_function("document.getElementById('step-label').textContent.includes('2 / 5')")
+    page.click(".stage-btn[data-stage='slot_mapping']")
+    line = page.locator("#stage-values [data-array='slot_mapping']")
+    assert line.inner_text() == "slot_mapping = [5, 14, 13, 16, 17]"
+    cells = page.locator("#token-table tr[data-array='slot_mapping'] td").all_inner_texts()
+    assert cells == ["5", "14", "13", "16", "17"]
+    assert "new blocks: 1 → [7], 2 → [8]" in page.locator("#changes").inner_text()
+    assert page.locator("#badge-dense").inner_text().startswith("paged = dense ✓")
+    shot(page, "run.png")
+
+
+def test_hovering_the_third_token_lights_up_its_block_table_cell_and_slot(page: object) -> None:
+    open_run(page, "preset=seed-001&step=2&stage=slot_mapping")
+    page.hover("#token-table th.tok-head[data-t='2']")
+    cell = page.locator("#table-block_table td[data-r='2'][data-c='2']")
+    assert cell.inner_text() == "6"
+    assert "hl" in cell.get_attribute("class").split()
+    assert page.locator("#token-table td.hl").count() == 9  # the whole column of token 2
+    assert page.locator("#request-table tr.hl").get_attribute("data-r") == "2"
+    shapes = page.evaluate(
+        "document.getElementById('hm-kv').layout.shapes.filter(s => s.line.color === '#000000')"
+        ".map(s => [s.x0 + 0.5, s.y0 + 0.5])"
+    )
+    assert [1, 6] in shapes  # slot 13 = block 6, offset 1
+    assert "slot 13 = 6 × 2 + 1" in page.locator("#selection").inner_text()
+    assert page.locator("#stage-sub").inner_text() == (
+        "slot_mapping[2] = block_numbers[2] * 2 + block_offsets[2] = 6 * 2 + 1 = 13"
+    )
+    # the KV table view marks the same slot
+    page.click("#token-table th.tok-head[data-t='2']")
+    page.click("#card-kv button:has-text('Table')")
+    assert "hl" in page.locator("#table-kv td[data-slot='13']").get_attribute("class").split()
+
+
+def test_chinese_stage_titles_and_the_copied_link_reopen_the_same_view(page: object, browser: object) -> None:
+    open_run(page, "preset=seed-001")
+    page.click("#timeline [data-step='2']")
+    page.click(".stage-btn[data-stage='slot_mapping']")
+    page.click("[data-lang='zh']")
+    titles = page.locator(".stage-title").all_inner_texts()
+    assert all(re.search(r"[\u4e00-\u9fff]", title) for title in titles), titles
+    assert "槽位映射" in titles
+    assert page.evaluate("document.documentElement.lang") == "zh-CN"
+    page.click("#btn-copy")
+    link = page.input_value("#link-out")
+    assert "step=2" in link and "stage=slot_mapping" in link and "lang=zh" in link and "s=" in link
+    shot(page, "run-zh.png")
+    other = browser.new_page()  # type: ignore[attr-defined]
+    other.goto(link)
+    other.wait_for_selector("body[data-ready='1']", timeout=30_000)
+    assert other.locator(".stage-btn.active").get_attribute("data-stage") == "slot_mapping"
+    assert other.locator("#timeline .tl-step.active").get_attribute("data-step") == "2"
+    assert "槽位映射" in other.locator("#stage-title").inner_text()
+    assert (
+        other.locator("#stage-values [data-array='slot_mapping']")
+        .inner_text()
+        .endswith("[5, 14, 13, 16, 17]")
+    )
+    other.close()
+
+
+def test_keyboard_moves_steps_and_stages(page: object) -> None:
+    open_run(page, "preset=seed-001")
+    page.keyboard.press("ArrowRight")
+    page.wait_for_function("document.getElementById('step-label').textContent.includes('2 / 5')")
+    page.keyboard.press("ArrowDown")
+    assert page.locator(".stage-btn.active").get_attribute("data-stage") == "req_indices"
+    page.keyboard.press("?")
+    assert page.locator("#help").is_visible()
+
+
+def test_editor_refuses_a_bad_scenario_with_the_apis_message(page: object) -> None:
+    page.goto(page.base + "/")
+    page.wait_for_selector("body[data-ready='1']", timeout=30_000)
+    assert page.locator(".preset-card").count() >= 4
+    page.wait_for_selector("#validation.ok")
+    shot(page, "landing.png")
+    page.fill("#f-block_size", "0")
+    page.wait_for_selector("#validation.bad")
+    assert "config.block_size: must be >= 1 (got 0)" in page.locator("#validation").inner_text()
+    assert page.locator("#btn-run").is_disabled()
+    page.fill("#f-block_size", "2")
+    page.wait_for_selector("#validation.ok")
+    page.click("#btn-run")
+    page.wait_for_url(re.compile(r"/run\?s="))
+    page.wait_for_selector("body[data-ready='1']", timeout=30_000)
+    assert page.locator("#timeline .tl-step").count() == 5
+
+
+def test_names_and_prompts_are_shown_as_text_never_as_markup(page: object) -> None:
+    page.goto(page.base + "/")
+    page.wait_for_selector("body[data-ready='1']", timeout=30_000)
+    page.fill("#f-name", "<img src=x onerror=alert(1)>")
+    page.wait_for_selector("#validation.ok")
+    page.click("#btn-run")
+    page.wait_for_selector("body[data-ready='1']", timeout=30_000)
+    page.wait_for_url(re.compile(r"/run\?s="))
+    page.wait_for_function("document.getElementById('run-title').textContent.length > 0")
+    assert page.locator("#run-title").inner_text() == "<img src=x onerror=alert(1)>" or page.locator(
+        "#run-title"
+    ).inner_text().startswith("Prepare inputs")
+    assert page.locator("img[src='x']").count() == 0
+
+
+def test_presentation_mode_hides_the_editor(page: object) -> None:
+    open_run(page, "preset=seed-000&present=1&step=2")
+    assert page.locator("#editor-panel").is_hidden()
+    assert page.locator("#timeline").is_visible() and page.locator("#btn-next").is_visible()
+    size = page.evaluate("parseFloat(getComputedStyle(document.body).fontSize)")
+    assert size >= 20
+    shot(page, "present.png")
+    page.click("#btn-present")
+    assert page.locator("#editor-panel").is_visible()
+
+
+def test_ascend_mask_row_follows_the_hovered_token(page: object) -> None:
+    open_run(page, "preset=seed-001-ascend&step=2&stage=attn_mask")
+    assert "attn_state: ChunkedPrefill" in page.locator("#badges").inner_text()
+    page.hover("#token-table th.tok-head[data-t='2']")
+    rows = page.evaluate("document.getElementById('hm-attn_mask').layout.shapes.map(s => s.y0 + 0.5)")
+    assert rows == [2]
+    assert page.locator("#stage-sub").inner_text().startswith("attn_mask[2] = causal row of position 5")
