@@ -4,7 +4,7 @@
 import { errorLines, getJSON, postJSON } from "./api.js";
 import { applyI18n, stageText, t } from "./i18n.js";
 import { readState, writeState } from "./state.js";
-import { cellShape, clear, el, fmtList, gridTable, heatmap, rowShape, tintOf } from "./views.js";
+import { cellShape, clear, el, fmtList, gridTable, heatmap, plotlyReady, rowShape, tintOf } from "./views.js";
 
 const state = readState();
 const S = {
@@ -66,7 +66,11 @@ function showError(data) {
 // ------------------------------------------------------------------ step and stage
 const stageNames = () => (S.trace ? S.trace.stages.map((s) => s.name) : S.stages.map((s) => s.name));
 
+// timings the UI benchmark reads: first render since navigation, and the last step change
+window.pagedvizTiming = { firstRenderMs: null, heatmapsMs: null, lastStepMs: null };
+
 async function showStep(n) {
+  const t0 = performance.now();
   const total = S.overview.num_steps;
   n = Math.max(1, Math.min(total, n || 1));
   const [trace, prev] = await Promise.all([fetchStep(n), n > 1 ? fetchStep(n - 1) : Promise.resolve(null)]);
@@ -80,6 +84,8 @@ async function showStep(n) {
   S.hover = null;
   renderStep();
   writeState(state);
+  window.pagedvizTiming.lastStepMs = performance.now() - t0;
+  document.body.dataset.step = String(n);
 }
 
 function setStage(name) {
@@ -370,7 +376,7 @@ function card(id, titleKey, { toggle = true, extra = null } = {}) {
     tools.append(el("button", { class: "small", "aria-pressed": S.view[id] === "table" ? "true" : "false",
       onclick: () => { S.view[id] = S.view[id] === "table" ? "heatmap" : "table"; renderSystem(); applySelection(); },
       text: S.view[id] === "table" ? L("heatmap") : L("table") }));
-    tools.append(el("button", { class: "small", onclick: () => window.Plotly.downloadImage($(`hm-${id}`), { format: "png", filename: `${id}-step${state.step}` }),
+    tools.append(el("button", { class: "small", onclick: () => window.Plotly && window.Plotly.downloadImage($(`hm-${id}`), { format: "png", filename: `${id}-step${state.step}` }),
       text: L("png"), "aria-label": `${id} PNG`, disabled: S.view[id] === "table" }));
   }
   return el("section", { class: "card", id: `card-${id}`, "aria-label": L(titleKey) }, [
@@ -775,6 +781,14 @@ async function boot() {
   } catch (err) {
     showError({ detail: [{ field: "", message: String(err.message || err) }] });
   }
+  window.pagedvizTiming.firstRenderMs = performance.now();
+  document.body.dataset.content = "1";
+  await plotlyReady;
+  if (S.trace) {
+    renderSystem();
+    applySelection();
+  }
+  window.pagedvizTiming.heatmapsMs = performance.now();
   document.body.dataset.ready = "1";
 }
 

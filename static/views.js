@@ -55,6 +55,13 @@ export function gridTable(id, rows, { label, maxRows = 64, maxCols = 512, cellTe
   return table;
 }
 
+// Plotly loads without blocking the page: tables come first, heatmaps once the library is in.
+export const plotlyReady = new Promise((resolve) => {
+  if (window.Plotly) { resolve(); return; }
+  const script = document.getElementById("plotly-js");
+  if (script) script.addEventListener("load", () => resolve(), { once: true });
+});
+
 // A Plotly heatmap drawn (or redrawn in place) in `div`; `shapes` outline highlighted cells.
 export function heatmap(div, z, { title, colorscale = "Viridis", zmin, zmax, text, hover, xTitle, yTitle, shapes = [] }) {
   const trace = {
@@ -68,6 +75,7 @@ export function heatmap(div, z, { title, colorscale = "Viridis", zmin, zmax, tex
     xaxis: { title: xTitle, side: "bottom", dtick: z[0] && z[0].length <= 24 ? 1 : undefined }, shapes, height: Math.max(180, Math.min(420, 28 * z.length + 80)),
     paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "#ffffff", font: { family: "inherit" },
   };
+  if (!window.Plotly) { div.dataset.pending = "1"; return null; }
   const config = { displaylogo: false, responsive: true,
                    modeBarButtonsToRemove: ["select2d", "lasso2d", "autoScale2d"],
                    toImageButtonOptions: { format: "png", filename: div.id } };

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import gzip
+from functools import cache
 from importlib import resources
 from pathlib import Path
 
 import plotly
 from fastapi import APIRouter, FastAPI, Request
-from fastapi.responses import FileResponse, HTMLResponse
+from fastapi.responses import FileResponse, HTMLResponse, Response
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
@@ -36,11 +38,19 @@ def run_page(request: Request) -> HTMLResponse:
     return templates.TemplateResponse(request, "run.html", {"version": __version__, "page": "run"})
 
 
+@cache
+def _plotly_gz() -> bytes:
+    return gzip.compress(PLOTLY_JS.read_bytes(), compresslevel=6)
+
+
 @router.get("/vendor/plotly.min.js")
-def plotly_js() -> FileResponse:
-    return FileResponse(
-        PLOTLY_JS, media_type="text/javascript", headers={"Cache-Control": "public, max-age=86400"}
-    )
+def plotly_js(request: Request) -> Response:
+    """Plotly from the installed package (no CDN), gzipped once and then served from memory."""
+    headers = {"Cache-Control": "public, max-age=86400", "Vary": "Accept-Encoding"}
+    if "gzip" in request.headers.get("accept-encoding", ""):
+        headers["Content-Encoding"] = "gzip"
+        return Response(_plotly_gz(), media_type="text/javascript", headers=headers)
+    return FileResponse(PLOTLY_JS, media_type="text/javascript", headers=headers)
 
 
 def mount(app: FastAPI) -> None:

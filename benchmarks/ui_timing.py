@@ -1,0 +1,108 @@
+"""First render of the run page and the redraw per step change, in Debian's Chromium.
+
+Starts a real server, opens the run page of a preset (seed-000 by default) and reads the page's
+own timings: first render (navigation start to the step's tables drawn; Plotly loads without
+blocking them), the heatmaps drawn (Plotly parsed and every heatmap up), and each
+step change (→ key to the step drawn, its fetch included; a second pass over cached steps too).
+Targets: first render under 1.5 s, a step change under 150 ms. Run:
+
+    .venv/bin/python benchmarks/ui_timing.py [--preset seed-000] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from server import free_port  # noqa: E402
+
+
+def main() -> None:
+    from playwright.sync_api import sync_playwright
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--preset", default="seed-000")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--chromium", default="/usr/bin/chromium")
+    args = ap.parse_args()
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "core.cli", "serve", "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        for _ in range(120):
+            try:
+                if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.25)
+        # the run is computed once by the first visit; later visits measure the page itself
+        httpx.post(
+            f"{base}/api/runs",
+            json=httpx.get(f"{base}/api/presets/{args.preset}").json()["scenario"],
+            timeout=120,
+        )
+        with sync_playwright() as p:
+            browser = p.chromium.launch(
+                executable_path=args.chromium,
+                args=[
+                    "--no-sandbox",
+                    "--disable-gpu",
+                    "--no-first-run",
+                    "--disable-background-networking",
+                    "--disable-component-update",
+                    "--disable-sync",
+                ],
+            )
+            first, drawn, fresh, cached = [], [], [], []
+            for _ in range(args.repeat):
+                page = browser.new_page(viewport={"width": 1400, "height": 1000})
+                page.goto(f"{base}/run?preset={args.preset}")
+                page.wait_for_selector("body[data-ready='1']", timeout=60_000)
+                first.append(page.evaluate("window.pagedvizTiming.firstRenderMs"))
+                drawn.append(page.evaluate("window.pagedvizTiming.heatmapsMs"))
+                total = int(page.evaluate("document.querySelectorAll('#timeline .tl-step').length"))
+                # forward: each step fetched then drawn; back again: drawn from the page's cache
+                for key, targets, into in (
+                    ("ArrowRight", range(2, total + 1), fresh),
+                    ("ArrowLeft", range(total - 1, 0, -1), cached),
+                ):
+                    for target in targets:
+                        page.keyboard.press(key)
+                        page.wait_for_selector(f"body[data-step='{target}']")
+                        into.append(page.evaluate("window.pagedvizTiming.lastStepMs"))
+                page.close()
+            browser.close()
+        print(f"preset {args.preset}, {args.repeat} page loads")
+        print(
+            f"  first render (tables):    median {statistics.median(first):7.1f} ms  max {max(first):7.1f} ms"
+            f"  (target < 1500 ms)"
+        )
+        print(
+            f"  heatmaps drawn (Plotly):  median {statistics.median(drawn):7.1f} ms  max {max(drawn):7.1f} ms"
+        )
+        print(
+            f"  step change (fetch+draw): median {statistics.median(fresh):7.1f} ms  max {max(fresh):7.1f} ms"
+            f"  (target < 150 ms)"
+        )
+        print(
+            f"  step change (cached):     median {statistics.median(cached):7.1f} ms"
+            f"  max {max(cached):7.1f} ms"
+        )
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+if __name__ == "__main__":
+    main()
