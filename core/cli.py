@@ -139,14 +139,14 @@ def render_step(t: StepTrace, scenario: Scenario) -> str:
     out.append("\n-- scalars --")
     out.append("  ".join(f"{k}={v}" for k, v in t.scalars.items()))
     out.append("\n-- system level --")
-    n = len(req_ids)
+    num_rows = len(req_ids)
     if "token_ids_cpu" in a:
         filled = np.array([len(scenario_tokens) for scenario_tokens in _row_tokens(t, a)])
         out.append("token_ids_cpu (max_num_reqs x max_model_len):")
         out.append(
             draw_grid(
                 a["token_ids_cpu"],
-                min(n + 1, a["token_ids_cpu"].shape[0]),
+                min(num_rows + 1, a["token_ids_cpu"].shape[0]),
                 np.concatenate([filled, np.zeros(a["token_ids_cpu"].shape[0], dtype=int)]),
             )
         )
@@ -155,7 +155,7 @@ def render_step(t: StepTrace, scenario: Scenario) -> str:
     bt_name = "block_table" if "block_table" in a else "block_tables"
     if bt_name in a:
         out.append(f"{bt_name}:")
-        out.append(draw_grid(a[bt_name], min(n + 1, a[bt_name].shape[0])))
+        out.append(draw_grid(a[bt_name], min(num_rows + 1, a[bt_name].shape[0])))
     if "attn_mask" in a:
         out.append(f"attn_mask {a['attn_mask'].shape[0]} x {a['attn_mask'].shape[1]} (1 = masked):")
         out.append(draw_grid(a["attn_mask"], a["attn_mask"].shape[0]))
@@ -172,7 +172,7 @@ def render_step(t: StepTrace, scenario: Scenario) -> str:
 
 def _row_tokens(t: StepTrace, a: dict[str, np.ndarray]) -> list[np.ndarray]:
     """Known tokens of each active row: num_tokens when recorded, else up to seq_lens."""
-    lens = a.get("num_tokens", a.get("seq_lens"))
+    lens = a["num_tokens"] if "num_tokens" in a else a["seq_lens"]
     return [a["token_ids_cpu"][i, : int(lens[i])] for i in range(len(t.batch["req_ids"]))]
 
 

@@ -406,7 +406,7 @@ class ModelRunner:
         self.slot_mapping[T:P] = -1
 
 
-def stage_source(runner_cls: type, name: str) -> str:
+def stage_source(runner_cls: type[Any], name: str) -> str:
     """The engine's own source of one stage, read from the running code."""
     if name == "update_states":
         return textwrap.dedent(inspect.getsource(runner_cls.update_states))

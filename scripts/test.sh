@@ -4,4 +4,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh --test
 .venv/bin/ruff check core app tests benchmarks
+.venv/bin/mypy core app
 exec .venv/bin/python -m pytest -q "$@"

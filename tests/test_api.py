@@ -211,7 +211,7 @@ def test_pages_and_plotly_are_served_locally(client: TestClient) -> None:
     landing = client.get("/")
     assert landing.status_code == 200 and "pagedviz" in landing.text and "cdn" not in landing.text.lower()
     run = client.get("/run?preset=seed-001")
-    assert run.status_code == 200 and '/vendor/plotly.min.js' in run.text
+    assert run.status_code == 200 and "/vendor/plotly.min.js" in run.text
     js = client.get("/vendor/plotly.min.js", headers={"Accept-Encoding": "gzip"})
     assert js.status_code == 200 and js.headers["content-encoding"] == "gzip"
     assert len(js.content) > 1_000_000 and "plotly" in js.text[:2000].lower()

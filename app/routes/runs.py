@@ -253,7 +253,7 @@ async def array(
     return JSONResponse({"name": name, **entry.to_dict()})
 
 
-RUNNERS = {"vllm": ModelRunner, "ascend": AscendModelRunner, "nanovllm": NanoEngine}
+RUNNERS: dict[str, type[Any]] = {"vllm": ModelRunner, "ascend": AscendModelRunner, "nanovllm": NanoEngine}
 
 
 @router.get("/stages", response_model=list[StageSource], responses=ERRORS)

@@ -290,7 +290,7 @@ class NanoEngine(Engine):
             with timer.dev("forward"):
                 hidden, logits = self.model.forward(inp)
             with timer.dev("sample"):
-                tokens = logits.argmax(-1).cpu().tolist()
+                greedy = logits.argmax(-1).cpu().tolist()
             with timer.dev("dense_reference"):
                 worst = 0.0
                 cu = v["query_start_loc"]
@@ -299,7 +299,7 @@ class NanoEngine(Engine):
                     dense = self.model.dense_hidden(full, int(v["positions"][cu[i]]))
                     worst = max(worst, float((dense - hidden[cu[i] : cu[i + 1]]).abs().max()))
         trace.forward["paged_vs_dense_max_abs_diff"] = worst
-        return dict(zip(ids, tokens))
+        return dict(zip(ids, greedy))
 
     def _nano_kv_view(self) -> dict[str, Any]:
         owners: dict[str, list[str]] = {}
