@@ -12,12 +12,20 @@ PORT=$("$WORK/venv/bin/python" -c "import socket; s=socket.socket(); s.bind(('12
 cd "$WORK"
 "$WORK/venv/bin/pagedviz" serve --host 0.0.0.0 --port "$PORT" > "$WORK/server.log" 2>&1 &
 PID=$!
-for _ in $(seq 1 60); do
+up=0
+for _ in $(seq 1 90); do
   if "$WORK/venv/bin/python" -c "import sys, urllib.request; sys.exit(urllib.request.urlopen('http://127.0.0.1:$PORT/healthz', timeout=2).status != 200)" 2>/dev/null; then
+    up=1
     break
   fi
+  kill -0 "$PID" 2>/dev/null || break
   sleep 1
 done
+if [ "$up" != 1 ]; then
+  echo "docker steps: the server did not come up; its log:" >&2
+  cat "$WORK/server.log" >&2
+  exit 1
+fi
 "$WORK/venv/bin/python" - "$PORT" <<'PYEOF'
 import io, json, sys, urllib.request
 import numpy as np

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gzip
 from functools import cache
-from importlib import resources
 from pathlib import Path
 
 import plotly
@@ -19,9 +18,10 @@ router = APIRouter(include_in_schema=False)
 
 
 def _dir(name: str) -> Path:
-    """templates/ and static/ beside the package in a checkout, inside it once installed."""
-    here = Path(__file__).resolve().parents[2] / name
-    return here if here.is_dir() else Path(str(resources.files(f"app.{name}")))
+    """templates/ and static/: inside the installed package (app/NAME), else beside it in a checkout."""
+    app_dir = Path(__file__).resolve().parents[1]
+    installed = app_dir / name
+    return installed if installed.is_dir() else app_dir.parent / name
 
 
 templates = Jinja2Templates(directory=str(_dir("templates")))
