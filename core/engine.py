@@ -73,7 +73,13 @@ class Engine:
         sampled: dict[str, int] = {}
         if out.scheduled:
             agrees = self.runner.copy_to_device(timer)
-            trace.forward = {"device": str(self.device), "slot_mapping_device_matches_cpu": agrees}
+            trace.forward = {
+                "device": str(self.device),
+                # what the forward read: copies of the CPU arrays, and slot_mapping computed on the device
+                "device_inputs": ["input_ids", "positions", "query_start_loc", "seq_lens", "block_table"],
+                "slot_mapping_source": "device (from the device block table)",
+                "slot_mapping_device_matches_cpu": agrees,
+            }
             sampled = self._forward_and_sample(v, trace, timer)
         else:
             trace.forward = {"device": str(self.device)}
