@@ -1,8 +1,17 @@
-"""`pagedviz serve`: start uvicorn on the app, printing the URL and the device first."""
+"""`pagedviz serve`: start uvicorn on the app, printing the URL and the device first; and
+`running_server`, the same in a subprocess for tests and benchmarks."""
 
 from __future__ import annotations
 
 import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 
 import uvicorn
 
@@ -29,3 +38,53 @@ def serve(
         access_log=False,
     )
     return 0
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass(frozen=True)
+class RunningServer:
+    url: str
+    pid: int
+
+
+@contextmanager
+def running_server(
+    *extra: str, env: dict[str, str] | None = None, timeout: float = 60
+) -> Iterator[RunningServer]:
+    """`pagedviz serve` in a subprocess on a free loopback port, until /healthz answers; yields
+    its URL and pid and stops it afterwards (for tests, benchmarks and notebooks)."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "core.cli", "serve", "--host", "127.0.0.1", "--port", str(port), *extra],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"pagedviz serve exited: {proc.stdout.read() if proc.stdout else ''}")
+            try:
+                with urllib.request.urlopen(f"{url}/healthz", timeout=1) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"pagedviz serve did not answer within {timeout} s")
+            time.sleep(0.2)
+        yield RunningServer(url, proc.pid)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()

@@ -8,10 +8,6 @@ kind, throughput, the error count and the server's peak memory (VmHWM). Run:
 from __future__ import annotations
 
 import argparse
-import os
-import socket
-import subprocess
-import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -19,11 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import numpy as np
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from app.serve import running_server
 
 
 def peak_rss_mb(pid: int) -> float:
@@ -44,21 +36,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5, help="passes over every preset per client, at most")
     args = ap.parse_args()
     clients = max(1, min(args.clients, 256))
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "core.cli", "serve", "--port", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env=dict(os.environ),
-    )
-    try:
-        for _ in range(120):
-            try:
-                if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.25)
+    with running_server() as server:
+        base = server.url
         presets = httpx.get(f"{base}/api/presets").json()
         runs = []
         for p in presets:
@@ -109,10 +88,7 @@ def main() -> None:
                     f"  {kind:>8}: n={len(v):>6}  p50 {np.percentile(v, 50):7.1f} ms"
                     f"  p99 {np.percentile(v, 99):7.1f} ms"
                 )
-        print(f"  server peak memory (VmHWM): {peak_rss_mb(proc.pid):.0f} MB")
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+        print(f"  server peak memory (VmHWM): {peak_rss_mb(server.pid):.0f} MB")
 
 
 if __name__ == "__main__":

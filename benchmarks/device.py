@@ -12,36 +12,16 @@ from __future__ import annotations
 import argparse
 
 import torch
+from common import SIZES, bench_scenario
 
-from core import Engine, Limits, Scenario
+from core import Engine
 from core.runner import ModelRunner
 
 PREPARE_STAGES = [s.lstrip("_") for s in ModelRunner.STAGES]
 
 
-def scenario(requests: int, tokens: int, device: str) -> Scenario:
-    per = tokens // requests
-    return Scenario.from_dict(
-        {
-            "name": f"bench-{requests}x{tokens}",
-            "seed": 0,
-            "config": {
-                "block_size": 16,
-                "max_model_len": per * 4,
-                "max_num_reqs": requests,
-                "max_num_batched_tokens": tokens,
-                "num_kv_blocks": requests * (per // 4 + 2) + 1,
-                "device": device,
-            },
-            "requests": [{"id": str(i), "prompt_len": per, "max_tokens": 1} for i in range(requests)],
-            "max_steps": 4,
-        },
-        Limits(max_requests=requests),
-    )
-
-
 def one_step(requests: int, tokens: int, device: str) -> dict[str, float]:
-    engine = Engine(scenario(requests, tokens, device))
+    engine = Engine(bench_scenario(requests, tokens, device))
     t = engine.step()
     timing = t.timing_us
     return {
@@ -57,7 +37,7 @@ def one_step(requests: int, tokens: int, device: str) -> dict[str, float]:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--sizes", default="8x256,64x2048,256x8192,1024x16384")
+    ap.add_argument("--sizes", default=",".join(f"{r}x{t}" for r, t in SIZES))
     args = ap.parse_args()
     sizes = [tuple(int(x) for x in s.split("x")) for s in args.sizes.split(",")]
     devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])

@@ -14,34 +14,15 @@ import argparse
 import time
 
 import numpy as np
+from common import SIZES, bench_scenario
 
-from core import Engine, Limits, Scenario
+from core import Engine
 from core.device import StageTimer
 from core.trace import StepTrace
 
-SIZES = [(8, 256), (64, 2048), (256, 8192), (1024, 16384)]
-
 
 def build(requests: int, tokens: int) -> Engine:
-    per = tokens // requests
-    scenario = Scenario.from_dict(
-        {
-            "name": f"bench-{requests}x{tokens}",
-            "seed": 0,
-            "config": {
-                "block_size": 16,
-                "max_model_len": per * 4,
-                "max_num_reqs": requests,
-                "max_num_batched_tokens": tokens,
-                "num_kv_blocks": requests * (per // 4 + 2) + 1,
-                "device": "cpu",
-                "model": None,
-            },
-            "requests": [{"id": str(i), "prompt_len": per, "max_tokens": 1} for i in range(requests)],
-            "max_steps": 4,
-        },
-        Limits(max_requests=requests),
-    )
+    scenario = bench_scenario(requests, tokens, model=False)
     engine = Engine(scenario)
     out = engine.scheduler.schedule(1)
     engine.runner.update_states(out)

@@ -13,15 +13,10 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import subprocess
-import sys
-import time
-from pathlib import Path
 
 import httpx
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from server import free_port  # noqa: E402
+from app.serve import running_server
 
 
 def main() -> None:
@@ -32,20 +27,8 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--chromium", default="/usr/bin/chromium")
     args = ap.parse_args()
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "core.cli", "serve", "--port", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        for _ in range(120):
-            try:
-                if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.25)
+    with running_server() as server:
+        base = server.url
         # the run is computed once by the first visit; later visits measure the page itself
         httpx.post(
             f"{base}/api/runs",
@@ -99,9 +82,6 @@ def main() -> None:
             f"  step change (cached):     median {statistics.median(cached):7.1f} ms"
             f"  max {max(cached):7.1f} ms"
         )
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from server import running_server
+from app.serve import running_server
 
 CHROMIUM = os.environ.get("PAGEDVIZ_CHROMIUM", "/usr/bin/chromium")
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
@@ -24,8 +24,8 @@ pytestmark = [
 
 @pytest.fixture(scope="module")
 def base_url() -> Iterator[str]:
-    with running_server() as url:
-        yield url
+    with running_server() as server:
+        yield server.url
 
 
 @pytest.fixture(scope="module")

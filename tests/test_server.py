@@ -8,13 +8,12 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import numpy as np
 
+from app.serve import running_server
 from core.presets import preset_dict
-
-from server import running_server
 
 
 def test_real_server_runs_a_preset_end_to_end() -> None:
-    with running_server("--max-runs", "2") as url, httpx.Client(base_url=url, timeout=60) as c:
+    with running_server("--max-runs", "2") as server, httpx.Client(base_url=server.url, timeout=60) as c:
         assert c.get("/healthz").json()["status"] == "ok"
         # concurrent posts of one scenario get one id
         with ThreadPoolExecutor(4) as pool:
