@@ -11,6 +11,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from core import ScenarioError
 from core.device import DeviceUnavailableError
+from core.engine import RunTooLongError
 
 log = logging.getLogger("pagedviz")
 
@@ -39,6 +40,14 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(DeviceUnavailableError)
     async def device_error(_: Request, e: DeviceUnavailableError) -> JSONResponse:
         return JSONResponse(body("device_unavailable", [("config.device", str(e))]), status_code=422)
+
+    @app.exception_handler(RunTooLongError)
+    async def too_long(_: Request, e: RunTooLongError) -> JSONResponse:
+        msg = (
+            f"the run was still computing after {app.state.settings.max_run_seconds} s "
+            f'({e.steps_done} steps): lower max_steps or the sizes, or set "model": null'
+        )
+        return JSONResponse(body("run_too_long", [("scenario", msg)]), status_code=413)
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(_: Request, e: RequestValidationError) -> JSONResponse:

@@ -21,7 +21,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         "step by step and stage by stage.",
     )
     app.state.settings = settings
-    app.state.store = RunStore(settings.max_runs, settings.max_store_bytes, settings.max_scenarios)
+    app.state.store = RunStore(
+        settings.max_runs, settings.max_store_bytes, settings.max_scenarios, settings.max_run_seconds
+    )
     app.add_middleware(GZipMiddleware, minimum_size=1024)
     errors.install(app)
     for r in (health.router, presets.router, runs.router):

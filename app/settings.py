@@ -21,6 +21,7 @@ class Settings:
     max_scenarios: int = 4096  # scenarios remembered so evicted runs can be recomputed
     max_body_bytes: int = 1 << 20  # largest POST body
     max_link_chars: int = 64 << 10  # largest packed scenario in a link
+    max_run_seconds: int = 60  # a run still computing after this long is refused (413)
     limits: Limits = field(default_factory=Limits.from_env)
 
     @classmethod
@@ -32,5 +33,6 @@ class Settings:
             max_scenarios=_env_int("PAGEDVIZ_MAX_SCENARIOS", d.max_scenarios),
             max_body_bytes=_env_int("PAGEDVIZ_MAX_BODY_KB", d.max_body_bytes >> 10) << 10,
             max_link_chars=_env_int("PAGEDVIZ_MAX_LINK_CHARS", d.max_link_chars),
+            max_run_seconds=_env_int("PAGEDVIZ_MAX_RUN_SECONDS", d.max_run_seconds),
             limits=Limits.from_env(),
         )

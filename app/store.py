@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import time
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -31,9 +32,9 @@ class Run:
     overview: dict | None = None  # the overview response, built once
 
 
-def compute(run_id: str, scenario: Scenario) -> Run:
+def compute(run_id: str, scenario: Scenario, max_seconds: float | None = None) -> Run:
     engine = Engine(scenario)
-    steps = list(engine.run())
+    steps = list(engine.run(None if max_seconds is None else time.monotonic() + max_seconds))
     nbytes = 0
     for t in steps:
         nbytes += 2048 + sum(a.data.nbytes for a in t.array_entries.values())
@@ -42,8 +43,11 @@ def compute(run_id: str, scenario: Scenario) -> Run:
 
 
 class RunStore:
-    def __init__(self, max_runs: int, max_bytes: int, max_scenarios: int) -> None:
+    def __init__(
+        self, max_runs: int, max_bytes: int, max_scenarios: int, max_seconds: float | None = None
+    ) -> None:
         self.max_runs, self.max_bytes, self.max_scenarios = max_runs, max_bytes, max_scenarios
+        self.max_seconds = max_seconds
         self.runs: OrderedDict[str, Run] = OrderedDict()
         self.scenarios: OrderedDict[str, Scenario] = OrderedDict()
         self.in_flight: dict[str, asyncio.Future[Run]] = {}
@@ -76,7 +80,7 @@ class RunStore:
         self.in_flight[run_id] = fut
         try:
             self.computations += 1
-            run = await asyncio.to_thread(compute, run_id, scenario)
+            run = await asyncio.to_thread(compute, run_id, scenario, self.max_seconds)
         except BaseException as e:
             fut.set_exception(e)
             fut.exception()  # mark retrieved: waiters re-raise it themselves

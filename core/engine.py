@@ -4,6 +4,7 @@ until every request has finished or `max_steps` is reached (then `truncated` is 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -17,6 +18,16 @@ from core.runner import ModelRunner
 from core.sampler import synthetic_tokens
 from core.scheduler import Scheduler
 from core.trace import StepTrace
+
+
+class RunTooLongError(RuntimeError):
+    def __init__(self, steps_done: int) -> None:
+        self.steps_done = steps_done
+        super().__init__(f"the run passed its time budget after {steps_done} steps")
+
+
+# the dense reference recomputes whole sequences; past this many tokens in a step it is skipped
+DENSE_CHECK_MAX_TOKENS = 16384
 
 
 class Engine:
@@ -55,11 +66,15 @@ class Engine:
     def done(self) -> bool:
         return not self.scheduler.has_unfinished
 
-    def run(self) -> Iterator[StepTrace]:
+    def run(self, deadline: float | None = None) -> Iterator[StepTrace]:
+        """Steps until every request finished or max_steps; past `deadline` (time.monotonic())
+        it raises RunTooLongError rather than run on."""
         while not self.done:
             if self.step_no >= self.scenario.max_steps:
                 self.truncated = True
                 return
+            if deadline is not None and time.monotonic() > deadline:
+                raise RunTooLongError(self.step_no)
             yield self.step()
 
     def step(self) -> StepTrace:
@@ -122,9 +137,11 @@ class Engine:
                 hidden, logits = self.model.forward(inp)
             with timer.dev("sample"):
                 tokens = logits.argmax(-1).cpu().numpy()
-            with timer.dev("dense_reference"):
-                diff = self._dense_diff(hidden, v)
-        trace.forward["paged_vs_dense_max_abs_diff"] = diff
+            if int(v["seq_lens"].sum()) <= DENSE_CHECK_MAX_TOKENS:
+                with timer.dev("dense_reference"):
+                    trace.forward["paged_vs_dense_max_abs_diff"] = self._dense_diff(hidden, v)
+            else:
+                trace.forward["dense_check"] = f"skipped: over {DENSE_CHECK_MAX_TOKENS} tokens of context"
         return {rid: int(t) for rid, t, k in zip(req_ids, tokens, keep) if k}
 
     def _dense_diff(self, hidden: torch.Tensor, v: dict[str, Any]) -> float:

@@ -216,3 +216,12 @@ def test_pages_and_plotly_are_served_locally(client: TestClient) -> None:
     assert js.status_code == 200 and js.headers["content-encoding"] == "gzip"
     assert len(js.content) > 1_000_000 and "plotly" in js.text[:2000].lower()
     assert client.get("/static/run.js").status_code == 200
+
+
+def test_a_run_over_its_time_budget_is_refused_with_413() -> None:
+    client = TestClient(create_app(Settings(max_run_seconds=0)))
+    r = client.post("/api/runs", json=preset_dict("seed-000"))
+    assert r.status_code == 413
+    assert r.json()["error"] == "run_too_long" and "model" in r.json()["detail"][0]["message"]
+    # nothing half-done was kept: the same scenario still answers the same way
+    assert client.post("/api/runs", json=preset_dict("seed-000")).status_code == 413
