@@ -29,6 +29,8 @@ export const STRINGS = {
     truncated: "The run was cut short at max_steps.", free: "free", not_run_yet: "later stage",
     unknown_run: "Could not load the run", close: "Close", null_block: "null block",
     kv_note_cap: "showing the first {n} blocks",
+    ax_position: "position", ax_row: "row", ax_logical: "logical block", ax_physical: "physical block",
+    ax_slot: "slot in block", ax_key: "key position", more_tokens: "{n} more tokens: use the export links",
   },
   zh: {
     tagline: "逐步观察类 vLLM 引擎如何基于分页 KV cache 为模型前向准备输入。",
@@ -57,6 +59,8 @@ export const STRINGS = {
     truncated: "运行在 max_steps 处被截断。", free: "空闲", not_run_yet: "后续阶段",
     unknown_run: "无法加载该运行", close: "关闭", null_block: "空块（null block）",
     kv_note_cap: "仅显示前 {n} 个块",
+    ax_position: "位置", ax_row: "行", ax_logical: "逻辑块", ax_physical: "物理块",
+    ax_slot: "块内槽位", ax_key: "key 位置", more_tokens: "还有 {n} 个 token：请用导出链接查看",
   },
 };
 

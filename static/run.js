@@ -364,7 +364,7 @@ function renderTokenTable() {
   }
   table.append(body);
   box.append(table);
-  if (T > MAX_TOKEN_COLS) box.append(el("p", { class: "muted", text: `${T - MAX_TOKEN_COLS} more tokens: use the export links` }));
+  if (T > MAX_TOKEN_COLS) box.append(el("p", { class: "muted", text: L("more_tokens").replace("{n}", T - MAX_TOKEN_COLS) }));
 }
 
 // ------------------------------------------------------------------ system level
@@ -442,7 +442,7 @@ function drawTokenIds() {
       cellClass: (r, c) => (fresh.has(`${r},${c}`) ? "new" : rows[r][c] === null ? "empty" : ""),
     }));
   } else {
-    heatmap($("hm-token_ids_cpu"), rows, { title: "token_ids_cpu", xTitle: "position", yTitle: "row", shapes: S.shapes.token_ids_cpu,
+    heatmap($("hm-token_ids_cpu"), rows, { title: "token_ids_cpu", xTitle: L("ax_position"), yTitle: L("ax_row"), shapes: S.shapes.token_ids_cpu,
       hover: "row %{y}, position %{x}: id %{z}<extra></extra>" });
   }
 }
@@ -466,7 +466,7 @@ function drawBlockTable() {
     }));
   } else {
     const z = data.map((row) => row.map((v) => (v === empty ? null : v)));
-    heatmap($("hm-block_table"), z, { title: name, xTitle: "logical block", yTitle: "row", shapes: S.shapes.block_table,
+    heatmap($("hm-block_table"), z, { title: name, xTitle: L("ax_logical"), yTitle: L("ax_row"), shapes: S.shapes.block_table,
       hover: "row %{y}, logical block %{x}: physical block %{z}<extra></extra>" });
   }
 }
@@ -518,7 +518,7 @@ function drawKv() {
     const owner = S.kvMetric === "owner";
     const nReq = Math.max(1, S.trace.batch.req_ids.length);
     const colorscale = owner ? discreteScale(nReq) : "Viridis";
-    heatmap($("hm-kv"), z, { title: `KV cache (${L("m_" + S.kvMetric)})`, xTitle: "slot in block", yTitle: "physical block", text,
+    heatmap($("hm-kv"), z, { title: `KV cache (${L("m_" + S.kvMetric)})`, xTitle: L("ax_slot"), yTitle: L("ax_physical"), text,
       hover: "%{text}<extra></extra>", colorscale, zmin: owner ? -0.5 : undefined, zmax: owner ? nReq - 0.5 : undefined, shapes: S.shapes.kv });
   }
   if (S.trace.kv_cache.num_blocks > MAX_KV_BLOCKS) $("tbl-kv").after(el("p", { class: "muted", text: L("kv_note_cap").replace("{n}", MAX_KV_BLOCKS) }));
@@ -556,7 +556,7 @@ function drawMask() {
   if (showView("attn_mask")) {
     clear($("tbl-attn_mask")).append(gridTable("table-attn_mask", m, { label: L("attn_mask"), cellClass: (r, c) => (m[r][c] ? "masked" : "") }));
   } else {
-    heatmap($("hm-attn_mask"), m, { title: `attn_mask ${m.length} × ${m[0] ? m[0].length : 0}`, xTitle: "key position", yTitle: "row",
+    heatmap($("hm-attn_mask"), m, { title: `attn_mask ${m.length} × ${m[0] ? m[0].length : 0}`, xTitle: L("ax_key"), yTitle: L("ax_row"),
       colorscale: [[0, "#ffffff"], [1, "#0072B2"]], zmin: 0, zmax: 1, hover: "row %{y}, key %{x}: %{z}<extra></extra>" });
   }
 }

@@ -66,7 +66,8 @@ export const plotlyReady = new Promise((resolve) => {
 export function heatmap(div, z, { title, colorscale = "Viridis", zmin, zmax, text, hover, xTitle, yTitle, shapes = [] }) {
   const trace = {
     type: "heatmap", z, colorscale, zmin, zmax, text, hoverongaps: false,
-    hovertemplate: hover || "row %{y}, col %{x}: %{z}<extra></extra>", xgap: 1, ygap: 1,
+    hovertemplate: hover || "row %{y}, col %{x}: %{z}<extra></extra>",
+    xgap: z[0] && z[0].length > 64 ? 0 : 1, ygap: z.length > 64 ? 0 : 1,
     colorbar: { thickness: 10 },
   };
   const layout = {
@@ -75,6 +76,8 @@ export function heatmap(div, z, { title, colorscale = "Viridis", zmin, zmax, tex
     xaxis: { title: xTitle, side: "bottom", dtick: z[0] && z[0].length <= 24 ? 1 : undefined }, shapes, height: Math.max(180, Math.min(420, 28 * z.length + 80)),
     paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "#ffffff", font: { family: "inherit" },
   };
+  div.setAttribute("role", "img");
+  div.setAttribute("aria-label", `${title}: ${z.length} × ${z[0] ? z[0].length : 0} heatmap; the Table button shows the numbers`);
   if (!window.Plotly) { div.dataset.pending = "1"; return null; }
   const config = { displaylogo: false, responsive: true,
                    modeBarButtonsToRemove: ["select2d", "lasso2d", "autoScale2d"],

@@ -200,3 +200,48 @@ def test_ascend_mask_row_follows_the_hovered_token(page: object) -> None:
     rows = page.evaluate("document.getElementById('hm-attn_mask').layout.shapes.map(s => s.y0 + 0.5)")
     assert rows == [2]
     assert page.locator("#stage-sub").inner_text().startswith("attn_mask[2] = causal row of position 5")
+
+
+def test_nanovllm_run_shows_its_own_arrays(page: object) -> None:
+    open_run(page, "preset=seed-004&stage=slot_mapping")
+    slots = page.locator("#stage-values [data-array='slot_mapping']").inner_text()
+    assert slots.startswith("slot_mapping = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 256, 257")
+    page.keyboard.press("ArrowRight")
+    page.wait_for_selector("body[data-step='2']")
+    assert (
+        page.locator("#stage-values [data-array='slot_mapping']").inner_text() == "slot_mapping = [11, 273]"
+    )
+    page.hover("#token-table th.tok-head[data-t='1']")
+    assert "slot 273 = 1 × 256 + 17" in page.locator("#selection").inner_text()
+
+
+def test_preemption_and_condense_are_marked(page: object) -> None:
+    import httpx
+
+    scenario = {
+        "name": "preempt",
+        "seed": 0,
+        "config": {
+            "block_size": 2,
+            "max_model_len": 8,
+            "max_num_reqs": 4,
+            "max_num_batched_tokens": 16,
+            "num_kv_blocks": 6,
+            "model": None,
+        },
+        "requests": [
+            {"id": "A", "prompt_len": 4, "max_tokens": 4},
+            {"id": "B", "prompt_len": 4, "max_tokens": 4},
+        ],
+    }
+    created = httpx.post(f"{page.base}/api/runs", json=scenario, timeout=60).json()
+    open_run(page, f"s={created['link']}")
+    step2 = page.locator("#timeline [data-step='2']")
+    assert step2.locator(".mark-preempt").count() == 1
+    assert "preempted B" in step2.get_attribute("aria-label")
+    step2.click()
+    page.wait_for_selector("body[data-step='2']")
+    assert "preempted: B" in page.locator("#changes").inner_text()
+    page.click("#timeline [data-step='5']")
+    page.wait_for_selector("body[data-step='5']")
+    assert "resumed: B" in page.locator("#changes").inner_text()
