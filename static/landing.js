@@ -143,7 +143,7 @@ function upload(e) {
 }
 
 async function gallery() {
-  const r = await getJSON("/api/presets");
+  const r = await getJSON(`/api/presets?lang=${state.lang}`);
   const box = clear($("gallery"));
   if (!r.ok) { box.append(el("p", { class: "error-text", text: errorLines(r.data).join("; ") })); return; }
   for (const p of r.data) {

@@ -37,12 +37,21 @@ async function loadRun() {
   S.stages = stages.data;
   const sc = ov.data.scenario;
   $("run-title").textContent = sc.title || sc.name;
+  if (state.lang === "zh") localTitle(sc);
   $("flavor-badge").textContent = sc.flavor;
   $("scenario-json").value = JSON.stringify(sc, null, 2);
   $("truncated").hidden = !ov.data.truncated;
   buildTimeline();
   setStatus("");
   await showStep(state.step);
+}
+
+// a preset's own title in Chinese, when the scenario is a preset's (same name and title)
+async function localTitle(sc) {
+  const [en, zh] = await Promise.all([getJSON("/api/presets"), getJSON("/api/presets?lang=zh")]);
+  if (!en.ok || !zh.ok) return;
+  const i = en.data.findIndex((p) => p.id === sc.name && p.title === sc.title);
+  if (i >= 0) $("run-title").textContent = zh.data[i].title;
 }
 
 async function fetchStep(n) {
@@ -688,7 +697,13 @@ function setLang(lang) {
   state.lang = lang;
   applyI18n(document, lang);
   document.querySelectorAll("[data-lang]").forEach((b) => b.setAttribute("aria-pressed", b.dataset.lang === lang ? "true" : "false"));
-  if (S.overview) { buildTimeline(); renderStep(); }
+  if (S.overview) {
+    const sc = S.overview.scenario;
+    $("run-title").textContent = sc.title || sc.name;
+    if (lang === "zh") localTitle(sc);
+    buildTimeline();
+    renderStep();
+  }
   writeState(state);
 }
 

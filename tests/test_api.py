@@ -225,3 +225,11 @@ def test_a_run_over_its_time_budget_is_refused_with_413() -> None:
     assert r.json()["error"] == "run_too_long" and "model" in r.json()["detail"][0]["message"]
     # nothing half-done was kept: the same scenario still answers the same way
     assert client.post("/api/runs", json=preset_dict("seed-000")).status_code == 413
+
+
+def test_preset_titles_in_chinese(client: TestClient) -> None:
+    zh = {p["id"]: p for p in client.get("/api/presets?lang=zh").json()}
+    assert zh["seed-001"]["title"].startswith("准备模型输入")
+    assert "块大小" in zh["seed-000"]["title"] and zh["seed-004"]["document"] == "004_bb1918dda1248f63.txt"
+    assert client.get("/api/presets/seed-001?lang=zh").json()["title"] == zh["seed-001"]["title"]
+    assert client.get("/api/presets?lang=fr").status_code == 422

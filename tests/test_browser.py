@@ -121,6 +121,7 @@ def test_chinese_stage_titles_and_the_copied_link_reopen_the_same_view(page: obj
     assert all(re.search(r"[\u4e00-\u9fff]", title) for title in titles), titles
     assert "槽位映射" in titles
     assert page.evaluate("document.documentElement.lang") == "zh-CN"
+    page.wait_for_function("document.getElementById('run-title').textContent.startsWith('准备模型输入')")
     page.click("#btn-copy")
     link = page.input_value("#link-out")
     assert "step=2" in link and "stage=slot_mapping" in link and "lang=zh" in link and "s=" in link

@@ -1,4 +1,5 @@
-"""Scenario presets shipped with the package: each follows one of the seed documents."""
+"""Scenario presets shipped with the package: each follows one of the seed documents.
+Titles and summaries come in English (in each preset) and 简体中文 (zh.json)."""
 
 from __future__ import annotations
 
@@ -14,23 +15,31 @@ from core.config import Scenario
 def _all() -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for entry in sorted(resources.files(__name__).iterdir(), key=lambda p: p.name):
-        if entry.name.endswith(".json"):
+        if entry.name.endswith(".json") and entry.name != "zh.json":
             out[entry.name[:-5]] = json.loads(entry.read_text(encoding="utf-8"))
     return out
 
 
-def list_presets() -> list[dict[str, str]]:
-    """id, title, summary, document and flavour of every preset."""
-    return [
-        {
-            "id": pid,
-            "title": d.get("title", pid),
-            "summary": d.get("summary", ""),
-            "document": d.get("document", ""),
-            "flavor": d.get("flavor", "vllm"),
-        }
-        for pid, d in _all().items()
-    ]
+@cache
+def _zh() -> dict[str, dict[str, str]]:
+    return json.loads(resources.files(__name__).joinpath("zh.json").read_text(encoding="utf-8"))
+
+
+def list_presets(lang: str = "en") -> list[dict[str, str]]:
+    """id, title, summary, document and flavour of every preset; title and summary in `lang`."""
+    out = []
+    for pid, d in _all().items():
+        text = _zh().get(pid, {}) if lang == "zh" else {}
+        out.append(
+            {
+                "id": pid,
+                "title": text.get("title", d.get("title", pid)),
+                "summary": text.get("summary", d.get("summary", "")),
+                "document": d.get("document", ""),
+                "flavor": d.get("flavor", "vllm"),
+            }
+        )
+    return out
 
 
 def preset_dict(preset_id: str) -> dict[str, Any]:
