@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -176,17 +177,40 @@ def _row_tokens(t: StepTrace, a: dict[str, np.ndarray]) -> list[np.ndarray]:
     return [a["token_ids_cpu"][i, : int(lens[i])] for i in range(len(t.batch["req_ids"]))]
 
 
+class Progress:
+    """A one-line step counter on a terminal's stderr, shown only when a run takes a while."""
+
+    def __init__(self, max_steps: int, after_s: float = 1.5) -> None:
+        self.max_steps, self.start, self.after_s = max_steps, time.monotonic(), after_s
+        self.shown = False
+        self.tty = sys.stderr.isatty()
+
+    def update(self, step: int) -> None:
+        if self.tty and time.monotonic() - self.start > self.after_s:
+            sys.stderr.write(f"\rpagedviz: step {step} (at most {self.max_steps})")
+            sys.stderr.flush()
+            self.shown = True
+
+    def done(self) -> None:
+        if self.shown:
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario)
     engine = Engine(scenario)
     if args.step is not None and not 1 <= args.step <= scenario.max_steps:
         raise CliError(f"--step must be between 1 and max_steps={scenario.max_steps} (got {args.step})")
     traces: list[StepTrace] = []
+    progress = Progress(scenario.max_steps)
     for t in engine.run():
+        progress.update(t.step)
         if args.step is None or t.step == args.step:
             traces.append(t)
         if args.step is not None and t.step >= args.step:
             break
+    progress.done()
     if args.step is not None and not traces:
         raise CliError(f"--step {args.step}: the run has only {engine.step_no} steps")
     if args.json:
