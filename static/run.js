@@ -453,6 +453,7 @@ function drawTokenIds() {
   } else {
     heatmap($("hm-token_ids_cpu"), rows, { title: "token_ids_cpu", xTitle: L("ax_position"), yTitle: L("ax_row"), shapes: S.shapes.token_ids_cpu,
       hover: "row %{y}, position %{x}: id %{z}<extra></extra>" });
+    onCellClick("token_ids_cpu", (r) => (r < S.trace.batch.req_ids.length ? { kind: "request", index: r } : null));
   }
 }
 
@@ -477,6 +478,7 @@ function drawBlockTable() {
     const z = data.map((row) => row.map((v) => (v === empty ? null : v)));
     heatmap($("hm-block_table"), z, { title: name, xTitle: L("ax_logical"), yTitle: L("ax_row"), shapes: S.shapes.block_table,
       hover: "row %{y}, logical block %{x}: physical block %{z}<extra></extra>" });
+    onCellClick("block_table", (r, c, v) => (v !== null && v !== undefined ? { kind: "block", index: Number(v) } : null));
   }
 }
 
@@ -529,6 +531,7 @@ function drawKv() {
     const colorscale = owner ? discreteScale(nReq) : "Viridis";
     heatmap($("hm-kv"), z, { title: `KV cache (${L("m_" + S.kvMetric)})`, xTitle: L("ax_slot"), yTitle: L("ax_physical"), text,
       hover: "%{text}<extra></extra>", colorscale, zmin: owner ? -0.5 : undefined, zmax: owner ? nReq - 0.5 : undefined, shapes: S.shapes.kv });
+    onCellClick("kv", (r) => ({ kind: "block", index: r }));
   }
   if (S.trace.kv_cache.num_blocks > MAX_KV_BLOCKS) $("tbl-kv").after(el("p", { class: "muted", text: L("kv_note_cap").replace("{n}", MAX_KV_BLOCKS) }));
 }
@@ -549,6 +552,18 @@ function blockRunShape(lo, hi, width, color) {
 
 function spanShape(from, to, r, color) {
   return { type: "rect", x0: from - 0.5, x1: to - 0.5, y0: r - 0.5, y1: r + 0.5, line: { color, width: 2, dash: "dot" }, fillcolor: "rgba(0,0,0,0)" };
+}
+
+// clicking a heatmap cell selects what it stands for, as clicking the table view does
+function onCellClick(id, pick) {
+  const div = $(`hm-${id}`);
+  if (!div || !div.on) return;
+  if (div.removeAllListeners) div.removeAllListeners("plotly_click");
+  div.on("plotly_click", (ev) => {
+    const pt = ev.points && ev.points[0];
+    const sel = pt ? pick(Number(pt.y), Number(pt.x), pt.z) : null;
+    if (sel) select(sel);
+  });
 }
 
 function discreteScale(n) {

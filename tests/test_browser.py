@@ -246,3 +246,13 @@ def test_preemption_and_condense_are_marked(page: object) -> None:
     page.click("#timeline [data-step='5']")
     page.wait_for_selector("body[data-step='5']")
     assert "resumed: B" in page.locator("#changes").inner_text()
+
+
+def test_clicking_a_kv_block_selects_the_tokens_in_it(page: object) -> None:
+    open_run(page, "preset=seed-001&step=1&stage=slot_mapping")
+    page.click("#card-kv button:has-text('Table')")
+    page.click("#table-kv td[data-slot='10']")  # block 5 holds request 2's positions 2 and 3
+    assert page.locator("#selection").inner_text().startswith("block 5")
+    heads = page.locator("#token-table th.tok-head.hl").all_inner_texts()
+    assert heads == ["7", "8"]
+    assert page.locator("#request-table tr.hl").get_attribute("data-r") == "2"
