@@ -71,7 +71,7 @@ export function heatmap(div, z, { title, colorscale = "Viridis", zmin, zmax, tex
     colorbar: { thickness: 10 },
   };
   const layout = {
-    title: { text: title, font: { size: 13 } }, margin: { l: 48, r: 8, t: 30, b: 36 },
+    title: { text: title, font: { size: 13 }, x: 0.01, xanchor: "left" }, margin: { l: 48, r: 8, t: 30, b: 36 },
     yaxis: { autorange: "reversed", title: yTitle, dtick: z.length <= 24 ? 1 : undefined },
     xaxis: { title: xTitle, side: "bottom", dtick: z[0] && z[0].length <= 24 ? 1 : undefined }, shapes, height: Math.max(180, Math.min(420, 28 * z.length + 80)),
     paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "#ffffff", font: { family: "inherit" },
