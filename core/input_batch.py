@@ -10,6 +10,8 @@ memory, pinned when the device is CUDA.
 
 from __future__ import annotations
 
+import heapq
+
 import numpy as np
 import torch
 
@@ -60,6 +62,7 @@ class InputBatch:
         self.num_prompt_tokens = np.zeros(max_num_reqs, dtype=np.int32)
         self.block_table = BlockTable(max_num_reqs, max_num_blocks_per_req, pin)
         self._req_ids: list[str | None] = []
+        self._holes: list[int] = []  # a min-heap of the rows left by removed requests
         self.req_id_to_index: dict[str, int] = {}
 
     @property
@@ -78,8 +81,8 @@ class InputBatch:
         num_computed: int,
         block_ids: list[int],
     ) -> int:
-        if None in self._req_ids:
-            row = self._req_ids.index(None)
+        if self._holes:
+            row = heapq.heappop(self._holes)
             self._req_ids[row] = req_id
         else:
             row = len(self._req_ids)
@@ -99,6 +102,7 @@ class InputBatch:
         if row is None:
             return None
         self._req_ids[row] = None
+        heapq.heappush(self._holes, row)
         self.token_ids_cpu[row] = 0
         self.num_tokens[row] = 0
         self.num_computed_tokens_cpu[row] = 0
@@ -108,15 +112,16 @@ class InputBatch:
     def condense(self) -> list[dict[str, object]]:
         """Move the last active row into the lowest hole until the rows are dense."""
         moves: list[dict[str, object]] = []
-        while self._req_ids and self._req_ids[-1] is None:
-            self._req_ids.pop()
-        while None in self._req_ids:
-            dst = self._req_ids.index(None)
+        while self._holes:
+            while self._req_ids and self._req_ids[-1] is None:
+                self._req_ids.pop()
+            dst = heapq.heappop(self._holes)
+            if dst >= len(self._req_ids):
+                continue  # the hole was past the last active row
             src = len(self._req_ids) - 1
-            req_id = self._req_ids[src]
+            req_id = self._req_ids.pop()
             assert req_id is not None
             self._req_ids[dst] = req_id
-            self._req_ids.pop()
             self.req_id_to_index[req_id] = dst
             for arr in (
                 self.token_ids_cpu,
@@ -128,8 +133,8 @@ class InputBatch:
                 arr[src] = 0
             self.block_table.move_row(src, dst)
             moves.append({"req_id": req_id, "from": src, "to": dst})
-            while self._req_ids and self._req_ids[-1] is None:
-                self._req_ids.pop()
+        while self._req_ids and self._req_ids[-1] is None:
+            self._req_ids.pop()
         return moves
 
     def append_token(self, row: int, token_id: int) -> None:
