@@ -144,7 +144,7 @@ function renderStep() {
   renderRequestTable();
   renderTokenTable();
   renderSystem();
-  applySelection();
+  applySelection({ plots: false });  // the heatmaps were drawn with the selection already
 }
 
 function buildTimeline() {
@@ -399,20 +399,31 @@ function showView(id) {
   return table;
 }
 
+function kvMetricSelect() {
+  return el("label", { class: "small" }, [`${L("metric")} `, el("select", {
+    id: "kv-metric", onchange: (e) => { S.kvMetric = e.target.value; renderSystem(); applySelection(); },
+  }, ["owner", "ref_cnt", "written", "free"].map((m) => el("option", { value: m, selected: m === S.kvMetric, text: L(`m_${m}`) })))]);
+}
+
+// The cards are rebuilt only when their set, views or language change; a step change redraws
+// into the same plot divs, which Plotly updates far faster than it draws new ones.
 function renderSystem() {
-  const grid = clear($("sys-grid"));
-  S.shapes = {};
   const tr = S.trace;
-  if (tr.arrays.token_ids_cpu) { grid.append(card("token_ids_cpu", "token_ids_cpu")); drawTokenIds(); }
   const bt = btName();
-  if (tr.arrays[bt]) { grid.append(card("block_table", bt)); drawBlockTable(); }
-  if (tr.kv_cache && tr.kv_cache.num_blocks) {
-    const metric = el("label", { class: "small" }, [`${L("metric")} `, el("select", { id: "kv-metric", onchange: (e) => { S.kvMetric = e.target.value; drawKv(); applySelection(); } },
-      ["owner", "ref_cnt", "written", "free"].map((m) => el("option", { value: m, selected: m === S.kvMetric, text: L(`m_${m}`) })))]);
-    grid.append(card("kv", "kv_cache", { extra: metric }));
-    drawKv();
+  const cards = [];
+  if (tr.arrays.token_ids_cpu) cards.push(["token_ids_cpu", "token_ids_cpu"]);
+  if (tr.arrays[bt]) cards.push(["block_table", bt]);
+  if (tr.kv_cache && tr.kv_cache.num_blocks) cards.push(["kv", "kv_cache"]);
+  if (tr.arrays.attn_mask) cards.push(["attn_mask", "attn_mask"]);
+  const key = JSON.stringify([cards, S.view, state.lang, S.kvMetric, Boolean(window.Plotly)]);
+  if (key !== S.sysKey) {
+    S.sysKey = key;
+    const grid = clear($("sys-grid"));
+    for (const [id, titleKey] of cards) grid.append(card(id, titleKey, id === "kv" ? { extra: kvMetricSelect() } : {}));
   }
-  if (tr.arrays.attn_mask) { grid.append(card("attn_mask", "attn_mask")); drawMask(); }
+  S.shapes = {};
+  const draw = { token_ids_cpu: drawTokenIds, block_table: drawBlockTable, kv: drawKv, attn_mask: drawMask };
+  for (const [id] of cards) draw[id]();
 }
 
 function rowLens() {
@@ -451,8 +462,8 @@ function drawTokenIds() {
       cellClass: (r, c) => (fresh.has(`${r},${c}`) ? "new" : rows[r][c] === null ? "empty" : ""),
     }));
   } else {
-    heatmap($("hm-token_ids_cpu"), rows, { title: "token_ids_cpu", xTitle: L("ax_position"), yTitle: L("ax_row"), shapes: S.shapes.token_ids_cpu,
-      hover: "row %{y}, position %{x}: id %{z}<extra></extra>" });
+    heatmap($("hm-token_ids_cpu"), rows, { title: "token_ids_cpu", xTitle: L("ax_position"), yTitle: L("ax_row"), shapes: shapesFor("token_ids_cpu"),
+      hover: "row %{y}, position %{x}: id %{z}<extra></extra>", showscale: false });
     onCellClick("token_ids_cpu", (r) => (r < S.trace.batch.req_ids.length ? { kind: "request", index: r } : null));
   }
 }
@@ -476,7 +487,7 @@ function drawBlockTable() {
     }));
   } else {
     const z = data.map((row) => row.map((v) => (v === empty ? null : v)));
-    heatmap($("hm-block_table"), z, { title: name, xTitle: L("ax_logical"), yTitle: L("ax_row"), shapes: S.shapes.block_table,
+    heatmap($("hm-block_table"), z, { title: name, xTitle: L("ax_logical"), yTitle: L("ax_row"), shapes: shapesFor("block_table"),
       hover: "row %{y}, logical block %{x}: physical block %{z}<extra></extra>" });
     onCellClick("block_table", (r, c, v) => (v !== null && v !== undefined ? { kind: "block", index: Number(v) } : null));
   }
@@ -530,10 +541,12 @@ function drawKv() {
     const nReq = Math.max(1, S.trace.batch.req_ids.length);
     const colorscale = owner ? discreteScale(nReq) : "Viridis";
     heatmap($("hm-kv"), z, { title: `KV cache (${L("m_" + S.kvMetric)})`, xTitle: L("ax_slot"), yTitle: L("ax_physical"), text,
-      hover: "%{text}<extra></extra>", colorscale, zmin: owner ? -0.5 : undefined, zmax: owner ? nReq - 0.5 : undefined, shapes: S.shapes.kv });
+      hover: "%{text}<extra></extra>", colorscale, zmin: owner ? -0.5 : undefined, zmax: owner ? nReq - 0.5 : undefined, shapes: shapesFor("kv") });
     onCellClick("kv", (r) => ({ kind: "block", index: r }));
   }
-  if (S.trace.kv_cache.num_blocks > MAX_KV_BLOCKS) $("tbl-kv").after(el("p", { class: "muted", text: L("kv_note_cap").replace("{n}", MAX_KV_BLOCKS) }));
+  if (S.trace.kv_cache.num_blocks > MAX_KV_BLOCKS && !$("kv-note")) {
+    $("tbl-kv").after(el("p", { id: "kv-note", class: "muted", text: L("kv_note_cap").replace("{n}", MAX_KV_BLOCKS) }));
+  }
 }
 
 // contiguous runs [lo, hi] of sorted block ids, so adjacent new blocks get one outline
@@ -580,7 +593,7 @@ function drawMask() {
   if (showView("attn_mask")) {
     clear($("tbl-attn_mask")).append(gridTable("table-attn_mask", m, { label: L("attn_mask"), cellClass: (r, c) => (m[r][c] ? "masked" : "") }));
   } else {
-    heatmap($("hm-attn_mask"), m, { title: `attn_mask ${m.length} × ${m[0] ? m[0].length : 0}`, xTitle: L("ax_key"), yTitle: L("ax_row"),
+    heatmap($("hm-attn_mask"), m, { shapes: shapesFor("attn_mask"), title: `attn_mask ${m.length} × ${m[0] ? m[0].length : 0}`, xTitle: L("ax_key"), yTitle: L("ax_row"),
       colorscale: [[0, "#ffffff"], [1, "#0072B2"]], zmin: 0, zmax: 1, hover: "row %{y}, key %{x}: %{z}<extra></extra>" });
   }
 }
@@ -627,7 +640,7 @@ function targets(sel) {
   return out;
 }
 
-function applySelection() {
+function applySelection({ plots = true } = {}) {
   if (!S.trace) return;
   const sel = S.hover || S.sel;
   const tg = targets(sel);
@@ -649,26 +662,37 @@ function applySelection() {
   }
   const maskTable = $("table-attn_mask");
   if (maskTable) tg.maskRows.forEach((r) => { const row = maskTable.querySelector(`tr[data-r="${r}"]`); if (row) row.classList.add("hl"); });
-  relayoutShapes(tg);
+  if (plots) relayoutShapes(tg);
   renderSelection(sel, tg);
   renderSubstituted();
 }
 
-function relayoutShapes(tg) {
+// the outlines a selection puts on each heatmap
+function selectionShapes(tg) {
   const bs = blockSize();
   const HL = "#000000";
-  const plot = (id, extra) => {
-    const div = $(`hm-${id}`);
-    if (!div || div.hidden || !div.data) return;
-    window.Plotly.relayout(div, { shapes: [...(S.shapes[id] || []), ...extra] });
-  };
-  plot("token_ids_cpu", tg.tokCells.map(([r, c]) => cellShape(c, r, HL)));
-  plot("block_table", tg.btCells.map(([r, c]) => cellShape(c, r, HL)));
-  const kvExtra = tg.kvSlots.map((s) => cellShape(s % bs, Math.floor(s / bs), HL));
-  tg.kvBlocks.forEach((b) => kvExtra.push(rowShape(b, Math.min(bs, 512), HL)));
-  plot("kv", kvExtra);
+  const kv = tg.kvSlots.map((s) => cellShape(s % bs, Math.floor(s / bs), HL));
+  tg.kvBlocks.forEach((b) => kv.push(rowShape(b, Math.min(bs, 512), HL)));
   const m = A("attn_mask");
-  plot("attn_mask", m ? [...tg.maskRows].map((r) => rowShape(r, m[0].length, HL)) : []);
+  return {
+    token_ids_cpu: tg.tokCells.map(([r, c]) => cellShape(c, r, HL)),
+    block_table: tg.btCells.map(([r, c]) => cellShape(c, r, HL)),
+    kv,
+    attn_mask: m ? [...tg.maskRows].map((r) => rowShape(r, m[0].length, HL)) : [],
+  };
+}
+
+// change marks plus selection outlines, for drawing a heatmap in one go
+function shapesFor(id) {
+  return [...(S.shapes[id] || []), ...selectionShapes(targets(S.hover || S.sel))[id]];
+}
+
+function relayoutShapes(tg) {
+  const extra = selectionShapes(tg);
+  for (const id of Object.keys(extra)) {
+    const div = $(`hm-${id}`);
+    if (div && !div.hidden && div.data) window.Plotly.relayout(div, { shapes: [...(S.shapes[id] || []), ...extra[id]] });
+  }
 }
 
 function renderSelection(sel, tg) {

@@ -63,12 +63,12 @@ export const plotlyReady = new Promise((resolve) => {
 });
 
 // A Plotly heatmap drawn (or redrawn in place) in `div`; `shapes` outline highlighted cells.
-export function heatmap(div, z, { title, colorscale = "Viridis", zmin, zmax, text, hover, xTitle, yTitle, shapes = [] }) {
+export function heatmap(div, z, { title, colorscale = "Viridis", zmin, zmax, text, hover, xTitle, yTitle, shapes = [], showscale = true }) {
   const trace = {
     type: "heatmap", z, colorscale, zmin, zmax, text, hoverongaps: false,
     hovertemplate: hover || "row %{y}, col %{x}: %{z}<extra></extra>",
     xgap: z[0] && z[0].length > 64 ? 0 : 1, ygap: z.length > 64 ? 0 : 1,
-    colorbar: { thickness: 10 },
+    colorbar: { thickness: 10 }, showscale,
   };
   const layout = {
     title: { text: title, font: { size: 13 }, x: 0.01, xanchor: "left" }, margin: { l: 48, r: 8, t: 30, b: 36 },
