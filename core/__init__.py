@@ -2,7 +2,7 @@
 prepare_inputs, stage by stage, with a tiny paged-attention model. No web code lives here."""
 
 from core.config import EngineConfig, Limits, ModelConfig, Scenario, ScenarioError
-from core.engine import Engine, run_scenario
+from core.engine import Engine
 from core.presets import list_presets, load_preset, preset_dict
 from core.trace import StepTrace
 
@@ -17,6 +17,5 @@ __all__ = [
     "list_presets",
     "load_preset",
     "preset_dict",
-    "run_scenario",
 ]
 __version__ = "0.1.0"

@@ -169,10 +169,3 @@ class Engine:
         if self.model is not None:
             view["written_slots"] = self.model.written_slots().cpu().tolist()
         return view
-
-
-def run_scenario(scenario: Scenario) -> tuple[list[StepTrace], bool]:
-    """All steps of a scenario and whether the run was cut short by max_steps."""
-    engine = Engine(scenario)
-    steps = list(engine.run())
-    return steps, engine.truncated

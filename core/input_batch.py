@@ -136,7 +136,3 @@ class InputBatch:
         while self._req_ids and self._req_ids[-1] is None:
             self._req_ids.pop()
         return moves
-
-    def append_token(self, row: int, token_id: int) -> None:
-        self.token_ids_cpu[row, self.num_tokens[row]] = token_id
-        self.num_tokens[row] += 1

@@ -33,7 +33,7 @@ class BlockPool:
         self.enable_prefix_caching = enable_prefix_caching
         self.ref_cnt = np.zeros(num_blocks, dtype=np.int32)
         # OrderedDict as a doubly linked list: O(1) pop at the head, append, prepend and removal
-        self.free_queue: OrderedDict[int, None] = OrderedDict.fromkeys(range(1, num_blocks))
+        self.free_queue: OrderedDict[int, None] = OrderedDict.fromkeys(range(NULL_BLOCK + 1, num_blocks))
         self.block_hash: dict[int, str] = {}
         self.cached: dict[str, int] = {}
 

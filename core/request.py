@@ -29,7 +29,6 @@ class Request:
         self.num_tokens = self.num_prompt_tokens
         self.num_computed_tokens = 0
         self.status = Status.WAITING
-        self.num_preemptions = 0
 
     @property
     def num_output_tokens(self) -> int:

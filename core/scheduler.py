@@ -95,7 +95,6 @@ class Scheduler:
         self.kv.free(victim.req_id)
         victim.num_computed_tokens = 0
         victim.status = Status.PREEMPTED
-        victim.num_preemptions += 1
         self.waiting.appendleft(victim)
         return victim
 

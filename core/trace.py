@@ -12,8 +12,6 @@ from typing import Any
 
 import numpy as np
 
-LEVELS = ("request", "token", "system", "scalar")
-
 
 @dataclass(slots=True)
 class TraceArray:
