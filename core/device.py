@@ -82,7 +82,14 @@ class StageTimer:
         end.record()
         self._events.append((name, start, end))
 
-    def collect(self) -> dict[str, float]:
+    def collect(self, total_of: tuple[str, ...] = (), total_name: str = "prepare_inputs") -> dict[str, float]:
+        """Microseconds per stage (device events read back), plus the total of `total_of`."""
+        timings = self._collect()
+        if total_of:
+            timings[total_name] = round(sum(timings.get(n, 0.0) for n in total_of), 1)
+        return timings
+
+    def _collect(self) -> dict[str, float]:
         if self._events:
             torch.cuda.synchronize(self.device)
             for name, start, end in self._events:

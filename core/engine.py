@@ -107,7 +107,7 @@ class Engine:
         self.scheduler.update_from_output(out, sampled)
         self.runner.append_sampled(sampled)
         trace.sampled_token_ids = sampled
-        trace.timing_us = timer.collect()
+        trace.timing_us = timer.collect(tuple(spec.name for _, spec, _, _ in self.runner.stage_plan))
         return trace
 
     def _forward_and_sample(self, v: dict[str, Any], trace: StepTrace, timer: StageTimer) -> dict[str, int]:

@@ -176,7 +176,7 @@ function renderBadges() {
   const tr = S.trace;
   const box = clear($("badges"));
   box.append(el("span", { class: "badge", text: `${L("device")}: ${tr.forward.device || S.created.device}` }));
-  const prep = stageNames().reduce((sum, n) => sum + (n !== "update_states" ? (tr.timing_us[n] || 0) : 0), 0);
+  const prep = tr.timing_us.prepare_inputs || 0;
   box.append(el("span", { class: "badge", text: `${L("prepare_us")}: ${prep.toFixed(0)} µs` }));
   const diff = tr.forward.paged_vs_dense_max_abs_diff;
   if (diff !== undefined) {

@@ -101,6 +101,8 @@ def test_timing_and_device_are_recorded() -> None:
     t = Engine(load_preset("seed-001")).step()
     for stage in ("update_states", "positions", "slot_mapping", "copy_to_device", "device_slot_mapping"):
         assert t.timing_us[stage] >= 0
+    stages = [s.name for s in t.stages if s.name != "update_states"]
+    assert t.timing_us["prepare_inputs"] == pytest.approx(sum(t.timing_us[s] for s in stages), abs=0.2)
     assert t.forward["device"] == str(resolve_device("auto"))
     assert t.forward["slot_mapping_device_matches_cpu"] is True
 

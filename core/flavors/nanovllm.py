@@ -263,7 +263,7 @@ class NanoEngine(Engine):
                 **self.v.get("scalars", {}),
             }
         trace.sampled_token_ids = sampled
-        trace.timing_us = timer.collect()
+        trace.timing_us = timer.collect(tuple(getattr(self, n).stage_spec.name for n in self.STAGES))
         return trace
 
     def _forward_and_sample_nano(
