@@ -80,7 +80,8 @@ def main() -> None:
         (cold_tables, cold_maps), warm = loads[0], loads[1:]
         print(f"preset {args.preset}: 1 cold page load, {len(warm)} warm ones (same browser)")
         print(
-            f"  first render, cold:  tables {cold_tables:7.1f} ms, heatmaps {cold_maps:7.1f} ms  (target < 1500 ms)"
+            f"  first render, cold:  tables {cold_tables:7.1f} ms, heatmaps {cold_maps:7.1f} ms"
+            "  (target < 1500 ms)"
         )
         print(
             f"  first render, warm:  tables {statistics.median(t for t, _ in warm):7.1f} ms, heatmaps "
@@ -91,7 +92,8 @@ def main() -> None:
             f"  (target < 150 ms)"
         )
         print(
-            f"  step change (cached):     median {statistics.median(cached):7.1f} ms  max {max(cached):7.1f} ms"
+            f"  step change (cached):     median {statistics.median(cached):7.1f} ms"
+            f"  max {max(cached):7.1f} ms"
         )
 
 
