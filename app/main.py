@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from fastapi import FastAPI
 from fastapi.middleware.gzip import GZipMiddleware
 
@@ -21,8 +23,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         "step by step and stage by stage.",
     )
     app.state.settings = settings
+    shared = Path(settings.shared_dir) if settings.shared_dir else None
+    if shared is not None:
+        shared.mkdir(parents=True, exist_ok=True)
     app.state.store = RunStore(
-        settings.max_runs, settings.max_store_bytes, settings.max_scenarios, settings.max_run_seconds
+        settings.max_runs, settings.max_store_bytes, settings.max_scenarios, settings.max_run_seconds, shared
     )
     app.add_middleware(GZipMiddleware, minimum_size=1024)
     errors.install(app)

@@ -7,6 +7,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -23,6 +24,9 @@ def serve(
 ) -> int:
     for key, value in (env or {}).items():
         os.environ[key] = value  # read by Settings.from_env in every worker
+    if workers > 1 and not os.environ.get("PAGEDVIZ_SHARED_DIR"):
+        # workers keep their own run caches; a shared folder of scenarios lets each recompute any run
+        os.environ["PAGEDVIZ_SHARED_DIR"] = tempfile.mkdtemp(prefix="pagedviz-scenarios-")
     shown = "localhost" if host in ("127.0.0.1", "0.0.0.0") else host
     print(
         f"pagedviz: serving on http://{shown}:{port}/ (device: {resolve_device('auto')}, workers: {workers})",

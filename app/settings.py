@@ -22,6 +22,7 @@ class Settings:
     max_body_bytes: int = 1 << 20  # largest POST body
     max_link_chars: int = 64 << 10  # largest packed scenario in a link
     max_run_seconds: int = 60  # a run still computing after this long is refused (413)
+    shared_dir: str = ""  # where workers share remembered scenarios ("" = not shared)
     limits: Limits = field(default_factory=Limits.from_env)
 
     @classmethod
@@ -34,5 +35,6 @@ class Settings:
             max_body_bytes=_env_int("PAGEDVIZ_MAX_BODY_KB", d.max_body_bytes >> 10) << 10,
             max_link_chars=_env_int("PAGEDVIZ_MAX_LINK_CHARS", d.max_link_chars),
             max_run_seconds=_env_int("PAGEDVIZ_MAX_RUN_SECONDS", d.max_run_seconds),
+            shared_dir=os.environ.get("PAGEDVIZ_SHARED_DIR", ""),
             limits=Limits.from_env(),
         )

@@ -7,9 +7,11 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import os
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
+from pathlib import Path
 
 from core import Engine, Scenario, __version__
 from core.trace import StepTrace
@@ -44,10 +46,17 @@ def compute(run_id: str, scenario: Scenario, max_seconds: float | None = None) -
 
 class RunStore:
     def __init__(
-        self, max_runs: int, max_bytes: int, max_scenarios: int, max_seconds: float | None = None
+        self,
+        max_runs: int,
+        max_bytes: int,
+        max_scenarios: int,
+        max_seconds: float | None = None,
+        shared_dir: Path | None = None,
     ) -> None:
         self.max_runs, self.max_bytes, self.max_scenarios = max_runs, max_bytes, max_scenarios
         self.max_seconds = max_seconds
+        # with several workers, scenarios are also written here so any worker can recompute a run
+        self.shared_dir = shared_dir
         self.runs: OrderedDict[str, Run] = OrderedDict()
         self.scenarios: OrderedDict[str, Scenario] = OrderedDict()
         self.in_flight: dict[str, asyncio.Future[Run]] = {}
@@ -60,7 +69,30 @@ class RunStore:
         self.scenarios.move_to_end(run_id)
         while len(self.scenarios) > self.max_scenarios:
             self.scenarios.popitem(last=False)
+        if self.shared_dir is not None:
+            self._share(run_id, scenario)
         return run_id
+
+    def _share(self, run_id: str, scenario: Scenario) -> None:
+        path = self.shared_dir / f"{run_id}.json"  # type: ignore[operator]
+        if not path.exists():
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(scenario.to_dict()), encoding="utf-8")
+            tmp.replace(path)
+        files = sorted(self.shared_dir.glob("*.json"), key=lambda p: p.stat().st_mtime)  # type: ignore[union-attr]
+        for old in files[: max(0, len(files) - self.max_scenarios)]:
+            old.unlink(missing_ok=True)
+
+    def _shared(self, run_id: str) -> Scenario | None:
+        """A scenario another worker remembered (run ids are hex, so the name is safe)."""
+        if self.shared_dir is None or not run_id.isalnum():
+            return None
+        try:
+            return Scenario.from_dict(
+                json.loads((self.shared_dir / f"{run_id}.json").read_text(encoding="utf-8"))
+            )
+        except (OSError, ValueError):
+            return None
 
     def knows(self, run_id: str) -> bool:
         return run_id in self.runs or run_id in self.scenarios
@@ -73,9 +105,10 @@ class RunStore:
             return run
         if run_id in self.in_flight:
             return await asyncio.shield(self.in_flight[run_id])
-        scenario = self.scenarios.get(run_id)
+        scenario = self.scenarios.get(run_id) or self._shared(run_id)
         if scenario is None:
             return None
+        self.scenarios[run_id] = scenario
         fut: asyncio.Future[Run] = asyncio.get_running_loop().create_future()
         self.in_flight[run_id] = fut
         try:

@@ -233,3 +233,14 @@ def test_preset_titles_in_chinese(client: TestClient) -> None:
     assert "块大小" in zh["seed-000"]["title"] and zh["seed-004"]["document"] == "004_bb1918dda1248f63.txt"
     assert client.get("/api/presets/seed-001?lang=zh").json()["title"] == zh["seed-001"]["title"]
     assert client.get("/api/presets?lang=fr").status_code == 422
+
+
+def test_workers_sharing_a_folder_recompute_each_others_runs(tmp_path) -> None:
+    a = TestClient(create_app(Settings(shared_dir=str(tmp_path))))
+    b = TestClient(create_app(Settings(shared_dir=str(tmp_path))))  # another worker, its own cache
+    rid = a.post("/api/runs", json=preset_dict("seed-001")).json()["run_id"]
+    s = b.get(f"/api/runs/{rid}/steps/2").json()
+    assert s["arrays"]["slot_mapping"]["data"] == [5, 14, 13, 16, 17]
+    assert b.get("/api/runs/..%2Fetc/steps/1").status_code == 404
+    alone = TestClient(create_app())
+    assert alone.get(f"/api/runs/{rid}").status_code == 404

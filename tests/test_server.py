@@ -42,3 +42,13 @@ def test_serve_refuses_a_bad_port() -> None:
         timeout=60,
     )
     assert r.returncode == 2 and "--port must be between 1 and 65535" in r.stderr
+
+
+def test_two_workers_answer_for_each_others_runs() -> None:
+    with running_server("--workers", "2") as server, httpx.Client(base_url=server.url, timeout=60) as c:
+        rid = c.post("/api/runs", json=preset_dict("seed-004")).json()["run_id"]
+        codes = set()
+        for _ in range(12):  # new connections spread over both workers
+            with httpx.Client(base_url=server.url, timeout=60) as fresh:
+                codes.add(fresh.get(f"/api/runs/{rid}/steps/2").status_code)
+        assert codes == {200}
