@@ -11,6 +11,8 @@ import pytest
 
 from app.serve import running_server
 
+from conftest import make_scenario
+
 CHROMIUM = os.environ.get("PAGEDVIZ_CHROMIUM", "/usr/bin/chromium")
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
 
@@ -219,22 +221,9 @@ def test_nanovllm_run_shows_its_own_arrays(page: object) -> None:
 def test_preemption_and_condense_are_marked(page: object) -> None:
     import httpx
 
-    scenario = {
-        "name": "preempt",
-        "seed": 0,
-        "config": {
-            "block_size": 2,
-            "max_model_len": 8,
-            "max_num_reqs": 4,
-            "max_num_batched_tokens": 16,
-            "num_kv_blocks": 6,
-            "model": None,
-        },
-        "requests": [
-            {"id": "A", "prompt_len": 4, "max_tokens": 4},
-            {"id": "B", "prompt_len": 4, "max_tokens": 4},
-        ],
-    }
+    scenario = make_scenario(
+        [{"id": "A", "prompt_len": 4, "max_tokens": 4}, {"id": "B", "prompt_len": 4, "max_tokens": 4}]
+    ).to_dict()
     created = httpx.post(f"{page.base}/api/runs", json=scenario, timeout=60).json()
     open_run(page, f"s={created['link']}")
     step2 = page.locator("#timeline [data-step='2']")
