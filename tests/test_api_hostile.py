@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from typing import Any
+from urllib.parse import quote
 
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
@@ -122,3 +123,13 @@ def test_html_in_names_and_prompts_round_trips_as_data() -> None:
     ov = CLIENT.get(f"/api/runs/{r.json()['run_id']}").json()
     assert ov["scenario"]["name"] == "<img src=x onerror=alert(1)>"
     assert r.headers["content-type"] == "application/json"
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.text(max_size=200), st.integers(-5, 10**9), st.text(max_size=40))
+def test_hostile_links_steps_and_array_names_never_get_a_5xx(s: str, n: int, name: str) -> None:
+    assert CLIENT.get("/api/runs/from-link", params={"s": s}).status_code in (413, 422)
+    rid = CLIENT.post("/api/runs", json=preset_dict("seed-001")).json()["run_id"]
+    assert CLIENT.get(f"/api/runs/{rid}/steps/{n}").status_code in (200, 404)
+    r = CLIENT.get(f"/api/runs/{rid}/steps/1/arrays/{quote(name, safe='')}", params={"format": "csv"})
+    assert r.status_code < 500
