@@ -245,3 +245,16 @@ def test_clicking_a_kv_block_selects_the_tokens_in_it(page: object) -> None:
     heads = page.locator("#token-table th.tok-head.hl").all_inner_texts()
     assert heads == ["7", "8"]
     assert page.locator("#request-table tr.hl").get_attribute("data-r") == "2"
+
+
+def test_keyboard_only_selection_with_a_visible_focus(page: object) -> None:
+    open_run(page, "preset=seed-001&step=2&stage=slot_mapping")
+    page.focus("#token-table th.tok-head[data-t='0']")
+    for _ in range(2):
+        page.keyboard.press("Tab")
+    focused = page.evaluate("document.activeElement.dataset.t")
+    assert focused == "2"
+    outline = page.evaluate("getComputedStyle(document.activeElement).outlineStyle")
+    assert outline != "none"
+    assert "slot 13" in page.locator("#selection").inner_text()
+    assert page.locator("#table-block_table td[data-r='2'][data-c='2'].hl").count() == 1
