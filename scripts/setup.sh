@@ -17,7 +17,13 @@ if [ "${1:-}" = "--test" ]; then
   if [ ! -x /usr/bin/chromium ] || [ ! -d /usr/share/fonts/opentype/noto ]; then
     if [ "$(id -u)" = "0" ]; then
       # chromium for the browser tests; Noto CJK so that 简体中文 renders in their screenshots
-      (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium fonts-noto-cjk) >/dev/null
+      log=$(mktemp)
+      if ! (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium fonts-noto-cjk) >"$log" 2>&1; then
+        cat "$log" >&2
+        echo "setup: installing chromium and fonts-noto-cjk with apt failed (see above)" >&2
+        exit 1
+      fi
+      rm -f "$log"
     else
       echo "note: /usr/bin/chromium is missing and this is not root; browser tests will be skipped" >&2
     fi
