@@ -147,25 +147,30 @@ class Engine:
     def _dense_diff(self, hidden: torch.Tensor, v: dict[str, Any]) -> float:
         assert self.model is not None
         ib = self.runner.input_batch
-        qsl, seq_lens, computed = v["query_start_loc"], v["seq_lens"], ib.num_computed_tokens_cpu
-        worst = 0.0
-        for row in range(v["num_reqs"]):
-            ids = torch.from_numpy(ib.token_ids_cpu[row, : seq_lens[row]].copy()).to(self.device)
-            dense = self.model.dense_hidden(ids, int(computed[row]))
-            paged = hidden[qsl[row] : qsl[row + 1]]
-            worst = max(worst, float((dense - paged).abs().max()))
-        return worst
+        seqs = [
+            (ib.token_ids_cpu[row, : v["seq_lens"][row]], int(ib.num_computed_tokens_cpu[row]))
+            for row in range(v["num_reqs"])
+        ]
+        return self.model.max_dense_diff(hidden, seqs, v["query_start_loc"])
 
     def _kv_view(self) -> dict[str, Any]:
         kv = self.scheduler.kv
-        view: dict[str, Any] = kv.pool.snapshot()
+        return self.kv_view(kv.pool.snapshot(), kv.req_blocks, kv.pool.num_blocks)
+
+    def kv_view(
+        self, snapshot: dict[str, Any], block_lists: dict[str, list[int]], num_blocks: int
+    ) -> dict[str, Any]:
+        """The pool's snapshot plus each block's owners and, with a model, its written slots."""
         owners: dict[str, list[str]] = {}
-        for req_id, blocks in kv.req_blocks.items():
+        for req_id, blocks in block_lists.items():
             for b in blocks:
                 owners.setdefault(str(b), []).append(req_id)
-        view["owners"] = owners
-        view["num_blocks"] = kv.pool.num_blocks
-        view["block_size"] = self.scenario.config.block_size
+        view = {
+            **snapshot,
+            "owners": owners,
+            "num_blocks": num_blocks,
+            "block_size": self.scenario.config.block_size,
+        }
         if self.model is not None:
             view["written_slots"] = self.model.written_slots().cpu().tolist()
         return view

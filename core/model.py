@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -144,6 +145,18 @@ class TinyTransformer:
             q, k, v = self._qkv(layer, x, pos)
             x = self._finish_layer(layer, x, self._attend(q, k, v, pos))
         return _rms_norm(x, self.final_norm)[start:]
+
+    def max_dense_diff(
+        self, hidden: torch.Tensor, seqs: list[tuple[np.ndarray, int]], query_start_loc: np.ndarray
+    ) -> float:
+        """Largest |paged - dense| over the step's tokens; seqs[i] is request i's whole token ids
+        and where its tokens of this step start, query_start_loc where they sit in `hidden`."""
+        worst = 0.0
+        for i, (ids, start) in enumerate(seqs):
+            dense = self.dense_hidden(torch.from_numpy(np.ascontiguousarray(ids)).to(self.device), start)
+            paged = hidden[query_start_loc[i] : query_start_loc[i + 1]]
+            worst = max(worst, float((dense - paged).abs().max()))
+        return worst
 
     def written_slots(self) -> torch.Tensor:
         """Per physical block, how many slots of layer 0's K cache hold nonzero data."""

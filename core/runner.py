@@ -55,6 +55,9 @@ LEVELS: dict[str, str] = {
     "seq_lens": "request",
     "logits_indices": "request",
     "discard_request_mask": "request",
+    "cu_seqlens_q": "request",
+    "cu_seqlens_k": "request",
+    "context_lens": "request",
     "req_indices": "token",
     "arange": "token",
     "positions": "token",
@@ -67,6 +70,7 @@ LEVELS: dict[str, str] = {
     "token_ids_cpu": "system",
     "block_table": "system",
     "attn_mask": "system",
+    "block_tables": "system",
 }
 
 

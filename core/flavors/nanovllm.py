@@ -20,7 +20,7 @@ from core.device import StageTimer
 from core.engine import Engine
 from core.model import ForwardInputs
 from core.request import Request, Status
-from core.runner import stage
+from core.runner import LEVELS, stage
 from core.sampler import synthetic_tokens
 from core.trace import Stage, StepTrace
 
@@ -225,14 +225,7 @@ class NanoEngine(Engine):
                     trace.stages.append(Stage(spec.name, list(spec.reads), list(spec.writes), spec.formula))
                     for w in spec.writes:
                         if w in self.v:
-                            level = (
-                                "system"
-                                if w == "block_tables"
-                                else (
-                                    "token" if w in ("positions", "input_ids", "slot_mapping") else "request"
-                                )
-                            )
-                            trace.record(w, level, self.v[w], spec.name)
+                            trace.record(w, LEVELS[w], self.v[w], spec.name)
             sampled = self._forward_and_sample_nano(seqs, lens, is_prefill, trace, timer)
             for s in seqs:
                 s.num_computed_tokens = s.num_tokens
@@ -292,28 +285,16 @@ class NanoEngine(Engine):
             with timer.dev("sample"):
                 greedy = logits.argmax(-1).cpu().tolist()
             with timer.dev("dense_reference"):
-                worst = 0.0
                 cu = v["query_start_loc"]
-                for i, s in enumerate(seqs):
-                    full = torch.from_numpy(s.all_token_ids.copy()).to(dev)
-                    dense = self.model.dense_hidden(full, int(v["positions"][cu[i]]))
-                    worst = max(worst, float((dense - hidden[cu[i] : cu[i + 1]]).abs().max()))
+                starts = [(s.all_token_ids, int(v["positions"][cu[i]])) for i, s in enumerate(seqs)]
+                worst = self.model.max_dense_diff(hidden, starts, cu)
         trace.forward["paged_vs_dense_max_abs_diff"] = worst
         return dict(zip(ids, greedy))
 
     def _nano_kv_view(self) -> dict[str, Any]:
-        owners: dict[str, list[str]] = {}
-        for req_id, table in self.bm.block_tables.items():
-            for b in table:
-                owners.setdefault(str(b), []).append(req_id)
-        view: dict[str, Any] = {
+        snapshot = {
             "free_block_queue": list(self.bm.free_block_ids),
             "ref_cnt": self.bm.ref_cnt.tolist(),
             "block_hash": {},
-            "owners": owners,
-            "num_blocks": len(self.bm.ref_cnt),
-            "block_size": self.scenario.config.block_size,
         }
-        if self.model is not None:
-            view["written_slots"] = self.model.written_slots().cpu().tolist()
-        return view
+        return self.kv_view(snapshot, self.bm.block_tables, len(self.bm.ref_cnt))
