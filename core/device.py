@@ -73,8 +73,12 @@ class StageTimer:
     @contextmanager
     def dev(self, name: str) -> Iterator[None]:
         if self.device.type != "cuda":
+            # CPU: the wall clock. An NPU runs asynchronously and has no events here, so its stage is
+            # bracketed by synchronisations; otherwise only the launch would be timed.
+            synchronize(self.device)
             with self.cpu(name):
                 yield
+                synchronize(self.device)
             return
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
