@@ -4,7 +4,7 @@
 import { errorLines, getJSON, postJSON } from "./api.js";
 import { applyI18n, stageText, t } from "./i18n.js";
 import { readState, writeState } from "./state.js";
-import { cellShape, clear, el, fmtList, gridTable, heatmap, plotlyReady, rowShape, tintOf } from "./views.js";
+import { cellShape, clear, colorOf, el, fmtList, gridTable, heatmap, plotlyReady, plotlyText, rowShape, tintOf } from "./views.js";
 
 const state = readState();
 const S = {
@@ -495,53 +495,70 @@ function drawBlockTable() {
 
 const MAX_KV_BLOCKS = 256;
 
+// Owner colours: one category per request of this step's batch (its row), and one more, grey,
+// for blocks held by a request that is not in the batch this step (waiting to be scheduled again).
 function kvGrid() {
   const kv = S.trace.kv_cache;
   const nb = Math.min(kv.num_blocks, MAX_KV_BLOCKS);
   const bs = Math.min(kv.block_size, 512);
   const reqRow = {};
   S.trace.batch.req_ids.forEach((rid, r) => { reqRow[rid] = r; });
+  const other = S.trace.batch.req_ids.length;
+  let hasOther = false;
   const freePos = {};
   kv.free_block_queue.forEach((b, i) => { freePos[b] = i; });
-  const z = [], text = [];
+  const z = [], text = [], owned = [];
   for (let b = 0; b < nb; b++) {
     const owners = kv.owners[String(b)] || [];
     const written = kv.written_slots ? kv.written_slots[b] : null;
+    let ownerCat = null;
+    if (owners.length) {
+      ownerCat = reqRow[owners[0]] !== undefined ? reqRow[owners[0]] : other;
+      if (ownerCat === other) hasOther = true;
+    }
+    const label = `block ${b}` + (owners.length ? `, ${L("req")} ${owners.map(plotlyText).join("+")}` : freePos[b] !== undefined ? `, ${L("free")} #${freePos[b]}` : "") +
+      `, ref ${kv.ref_cnt[b]}` + (written !== null ? `, written ${written}/${kv.block_size}` : "") + (b === 0 && S.overview.flavor !== "nanovllm" ? ` (${L("null_block")})` : "");
     const zr = [], tr = [];
     for (let s = 0; s < bs; s++) {
       let v;
-      if (S.kvMetric === "owner") v = owners.length ? (reqRow[owners[0]] !== undefined ? reqRow[owners[0]] : -1) : null;
+      if (S.kvMetric === "owner") v = ownerCat;
       else if (S.kvMetric === "ref_cnt") v = kv.ref_cnt[b];
       else if (S.kvMetric === "written") v = written === null ? null : s < written ? 1 : 0;
       else v = freePos[b] !== undefined ? freePos[b] : null;
       zr.push(v);
-      tr.push(`block ${b}, slot ${b * kv.block_size + s}` + (owners.length ? `, ${L("req")} ${owners.join("+")}` : freePos[b] !== undefined ? `, ${L("free")} #${freePos[b]}` : "") +
-        `, ref ${kv.ref_cnt[b]}` + (written !== null ? `, written ${written}/${kv.block_size}` : "") + (b === 0 && S.overview.flavor !== "nanovllm" ? ` (${L("null_block")})` : ""));
+      tr.push(`slot ${b * kv.block_size + s}, ${label}`);
     }
-    z.push(zr); text.push(tr);
+    z.push(zr); text.push(tr); owned.push(owners.join("+"));
   }
-  return { z, text, nb, bs };
+  return { z, text, nb, bs, owned, hasOther };
 }
 
 function drawKv() {
-  const { z, text, nb } = kvGrid();
+  const { z, text, nb, owned, hasOther } = kvGrid();
   const fresh = newBlockSet();
   const bs = S.trace.kv_cache.block_size;
   S.shapes.kv = runs([...fresh].filter((b) => b < nb)).map(([lo, hi]) => blockRunShape(lo, hi, Math.min(bs, 512), "#D55E00"));
   const id = "kv";
+  const owner = S.kvMetric === "owner";
   if (showView(id)) {
+    // the table names the owner request itself; the other metrics are numbers
     clear($("tbl-kv")).append(gridTable("table-kv", z, {
       label: L("kv_cache"), rowHeader: (r) => `block ${r}`, maxRows: MAX_KV_BLOCKS,
-      cellText: (r, c) => (z[r][c] === null ? "·" : z[r][c]),
+      cellText: (r, c) => (z[r][c] === null ? "·" : owner ? owned[r] : z[r][c]),
       cellClass: (r, c) => (fresh.has(r) ? "new" : ""),
     }));
     $("tbl-kv").querySelectorAll("td").forEach((td) => { td.dataset.slot = Number(td.dataset.r) * bs + Number(td.dataset.c); });
   } else {
-    const owner = S.kvMetric === "owner";
-    const nReq = Math.max(1, S.trace.batch.req_ids.length);
-    const colorscale = owner ? discreteScale(nReq) : "Viridis";
+    const ids = S.trace.batch.req_ids;
+    const nCat = Math.max(1, ids.length + (hasOther ? 1 : 0));
+    const colors = ids.map((_, i) => colorOf(i));
+    if (hasOther) colors.push("#bbbbbb");
+    const colorbar = owner
+      ? { tickmode: "array", tickvals: colors.map((_, i) => i), ticktext: [...ids.map(plotlyText), ...(hasOther ? [L("not_in_batch")] : [])] }
+      : {};
     heatmap($("hm-kv"), z, { title: `KV cache (${L("m_" + S.kvMetric)})`, xTitle: L("ax_slot"), yTitle: L("ax_physical"), text,
-      hover: "%{text}<extra></extra>", colorscale, zmin: owner ? -0.5 : undefined, zmax: owner ? nReq - 0.5 : undefined, shapes: shapesFor("kv") });
+      hover: "%{text}<extra></extra>", colorscale: owner ? discreteScale(colors.length ? colors : ["#bbbbbb"]) : "Viridis",
+      zmin: owner ? -0.5 : undefined, zmax: owner ? nCat - 0.5 : undefined, colorbar, shapes: shapesFor("kv") });
     onCellClick("kv", (r) => ({ kind: "block", index: r }));
   }
   if (S.trace.kv_cache.num_blocks > MAX_KV_BLOCKS && !$("kv-note")) {
@@ -579,12 +596,10 @@ function onCellClick(id, pick) {
   });
 }
 
-function discreteScale(n) {
-  const out = [];
-  for (let i = 0; i < n; i++) {
-    const c = ["#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7", "#999999"][i % 8];
-    out.push([i / n, c], [(i + 1) / n, c]);
-  }
+// a stepwise colour scale: category i (of colors.length) takes colors[i]
+function discreteScale(colors) {
+  const out = [], n = colors.length;
+  colors.forEach((c, i) => out.push([i / n, c], [(i + 1) / n, c]));
   return out;
 }
 

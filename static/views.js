@@ -62,18 +62,26 @@ export const plotlyReady = new Promise((resolve) => {
   if (script) script.addEventListener("load", () => resolve(), { once: true });
 });
 
+// Plotly reads a subset of HTML in labels and hover text; user text (request ids) goes in as
+// entities, which Plotly shows as the characters themselves.
+export function plotlyText(s) {
+  return String(s).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
+}
+
 // A Plotly heatmap drawn (or redrawn in place) in `div`; `shapes` outline highlighted cells.
-export function heatmap(div, z, { title, colorscale = "Viridis", zmin, zmax, text, hover, xTitle, yTitle, shapes = [], showscale = true }) {
+export function heatmap(div, z, { title, colorscale = "Viridis", zmin, zmax, text, hover, xTitle, yTitle, shapes = [], showscale = true, colorbar = {} }) {
   const trace = {
     type: "heatmap", z, colorscale, zmin, zmax, text, hoverongaps: false,
     hovertemplate: hover || "row %{y}, col %{x}: %{z}<extra></extra>",
     xgap: z[0] && z[0].length > 64 ? 0 : 1, ygap: z.length > 64 ? 0 : 1,
-    colorbar: { thickness: 10 }, showscale,
+    colorbar: { thickness: 10, ...colorbar }, showscale,
   };
+  // no zero lines: they would show through the empty (null) cells as stray rules
   const layout = {
     title: { text: title, font: { size: 13 }, x: 0.01, xanchor: "left" }, margin: { l: 48, r: 8, t: 30, b: 36 },
-    yaxis: { autorange: "reversed", title: yTitle, dtick: z.length <= 24 ? 1 : undefined },
-    xaxis: { title: xTitle, side: "bottom", dtick: z[0] && z[0].length <= 24 ? 1 : undefined }, shapes, height: Math.max(180, Math.min(420, 28 * z.length + 80)),
+    yaxis: { autorange: "reversed", title: yTitle, dtick: z.length <= 24 ? 1 : undefined, zeroline: false },
+    xaxis: { title: xTitle, side: "bottom", dtick: z[0] && z[0].length <= 24 ? 1 : undefined, zeroline: false },
+    shapes, height: Math.max(180, Math.min(420, 28 * z.length + 80)),
     paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "#ffffff", font: { family: "inherit" },
   };
   div.setAttribute("role", "img");

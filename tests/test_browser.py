@@ -170,19 +170,41 @@ def test_editor_refuses_a_bad_scenario_with_the_apis_message(page: object) -> No
     assert page.locator("#timeline .tl-step").count() == 5
 
 
+HOSTILE_NAME = "<img src=x onerror=alert(1)>"
+
+
 def test_names_and_prompts_are_shown_as_text_never_as_markup(page: object) -> None:
-    page.goto(page.base + "/")
+    import httpx
+
+    scenario = {
+        "name": HOSTILE_NAME,
+        "config": {"block_size": 2, "max_model_len": 16, "max_num_reqs": 4, "max_num_batched_tokens": 6,
+                   "num_kv_blocks": 12},
+        "requests": [
+            {"id": "<b>bold</b>", "prompt": "a<i>b", "max_tokens": 3},
+            {"id": "x&amp;y", "prompt_len": 7, "max_tokens": 4},
+        ],
+    }
+    created = httpx.post(f"{page.base}/api/runs", json=scenario, timeout=60)
+    assert created.status_code == 201, created.text
+    page.goto(page.base + created.json()["url"] + "&step=2")
     page.wait_for_selector("body[data-ready='1']", timeout=30_000)
-    page.fill("#f-name", "<img src=x onerror=alert(1)>")
-    page.wait_for_selector("#validation.ok")
-    page.click("#btn-run")
-    page.wait_for_selector("body[data-ready='1']", timeout=30_000)
-    page.wait_for_url(re.compile(r"/run\?s="))
-    page.wait_for_function("document.getElementById('run-title').textContent.length > 0")
-    assert page.locator("#run-title").inner_text() == "<img src=x onerror=alert(1)>" or page.locator(
-        "#run-title"
-    ).inner_text().startswith("Prepare inputs")
+    assert page.locator("#run-title").inner_text() == HOSTILE_NAME
+    ids = page.locator("#request-table td.req-cell").all_inner_texts()
+    assert ids == ["<b>bold</b>", "x&amp;y"]
+    assert "new blocks: x&amp;y → [5, 6]" in page.locator("#changes").inner_text()
+    # the KV heatmap names the owners on its colour bar: as the characters typed, not as markup
+    page.wait_for_function("document.getElementById('hm-kv') && document.getElementById('hm-kv').data")
+    ticks = page.evaluate(
+        "[...document.querySelectorAll('#hm-kv g.colorbar text')].map(t => t.textContent)"
+    )
+    assert "<b>bold</b>" in ticks and "x&amp;y" in ticks
+    assert page.locator("#hm-kv tspan[style*='bold']").count() == 0
+    # and so does the table view
+    page.click("#card-kv button:has-text('Table')")
+    assert page.locator("#table-kv td[data-slot='2']").inner_text() == "<b>bold</b>"
     assert page.locator("img[src='x']").count() == 0
+    assert page.locator("#main b, #main i").count() == 0
 
 
 def test_presentation_mode_hides_the_editor(page: object) -> None:
@@ -216,6 +238,34 @@ def test_nanovllm_run_shows_its_own_arrays(page: object) -> None:
     )
     page.hover("#token-table th.tok-head[data-t='1']")
     assert "slot 273 = 1 × 256 + 17" in page.locator("#selection").inner_text()
+
+
+def test_kv_owners_outside_the_step_batch_get_their_own_colour(page: object) -> None:
+    import httpx
+
+    # nano-vllm runs prefill-only steps: while "late" prefills in step 3, "early" holds its blocks
+    # without being in the batch
+    scenario = {
+        "name": "prefill while another decodes",
+        "flavor": "nanovllm",
+        "config": {"block_size": 4, "max_model_len": 32, "max_num_reqs": 4, "max_num_batched_tokens": 32,
+                   "num_kv_blocks": 12},
+        "requests": [
+            {"id": "early", "prompt_len": 6, "max_tokens": 6},
+            {"id": "late", "prompt_len": 5, "max_tokens": 2, "arrival_step": 3},
+        ],
+    }
+    created = httpx.post(f"{page.base}/api/runs", json=scenario, timeout=60)
+    assert created.status_code == 201, created.text
+    page.goto(page.base + created.json()["url"] + "&step=3")
+    page.wait_for_selector("body[data-ready='1']", timeout=30_000)
+    assert page.locator("#request-table td.req-cell").all_inner_texts() == ["late"]
+    page.wait_for_function("document.getElementById('hm-kv') && document.getElementById('hm-kv').data")
+    ticks = page.evaluate("[...document.querySelectorAll('#hm-kv g.colorbar text')].map(t => t.textContent)")
+    assert ticks == ["late", "not in this step's batch"]
+    z = page.evaluate("document.getElementById('hm-kv').data[0].z.map(row => row[0])")
+    # early's two blocks are the grey category (1), late's two are row 0, the rest are free (null)
+    assert sorted(v for v in z if v is not None) == [0, 0, 1, 1]
 
 
 def test_preemption_and_condense_are_marked(page: object) -> None:
