@@ -40,7 +40,7 @@ function buildConfigFields() {
 function reqRow(req = {}) {
   const kind = req.prompt !== undefined ? "prompt" : req.prompt_token_ids !== undefined ? "prompt_token_ids" : "prompt_len";
   const value = kind === "prompt" ? req.prompt : kind === "prompt_token_ids" ? req.prompt_token_ids.join(", ") : String(req.prompt_len ?? 8);
-  const cell = (input) => el("td", {}, input);
+  const cell = (input, cls) => el("td", cls ? { class: cls } : {}, input);
   const inputs = {
     id: el("input", { type: "text", value: req.id ?? "", "aria-label": "id", class: "r-id" }),
     kind: el("select", { "aria-label": "prompt kind", class: "r-kind" },
@@ -49,7 +49,7 @@ function reqRow(req = {}) {
     max_tokens: el("input", { type: "text", value: String(req.max_tokens ?? 4), "aria-label": "max_tokens", class: "r-max" }),
     arrival: el("input", { type: "text", value: String(req.arrival_step ?? 1), "aria-label": "arrival_step", class: "r-arrival" }),
   };
-  const tr = el("tr", {}, [cell(inputs.id), cell(inputs.kind), cell(inputs.value), cell(inputs.max_tokens), cell(inputs.arrival),
+  const tr = el("tr", {}, [cell(inputs.id), cell(inputs.kind), cell(inputs.value, "r-value-cell"), cell(inputs.max_tokens), cell(inputs.arrival),
     cell(el("button", { type: "button", class: "small", text: L("remove"), onclick: () => { tr.remove(); scheduleValidate(); } }))]);
   Object.values(inputs).forEach((i) => { i.addEventListener("input", scheduleValidate); i.addEventListener("change", scheduleValidate); });
   return tr;
