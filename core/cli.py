@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -301,6 +302,10 @@ def main(argv: list[str] | None = None) -> int:
     except (CliError, DeviceUnavailableError) as e:
         print(f"pagedviz: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # the reader (`| head`) went away: stop quietly, as other command-line tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":

@@ -94,3 +94,20 @@ def test_unknown_preset_and_broken_json_exit_non_zero(tmp_path: Path) -> None:
     assert r.returncode == 2 and "is not valid JSON" in r.stderr
     r = pagedviz("run", "seed-001", "--step", "999")
     assert r.returncode == 2 and "--step" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_a_reader_that_stops_early_ends_the_command_quietly() -> None:
+    # `pagedviz run ... --json | head -c 100`: the pipe closes long before the trace is written
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "core.cli", "run", "seed-000", "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    head = proc.stdout.read(100)
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    proc.wait(timeout=120)
+    assert head.startswith(b'{"scenario"')
+    assert "Traceback" not in err and err == ""
+    assert proc.returncode == 141
