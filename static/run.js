@@ -4,7 +4,7 @@
 import { errorLines, getJSON, postJSON } from "./api.js";
 import { applyI18n, stageText, t } from "./i18n.js";
 import { readState, writeState } from "./state.js";
-import { cellShape, clear, colorOf, el, fmtList, gridTable, heatmap, plotlyReady, plotlyText, rowShape, tintOf } from "./views.js";
+import { cellShape, clear, colorOf, el, fmtList, gridTable, heatmap, loadPlotly, plotlyText, rowShape, tintOf } from "./views.js";
 
 const state = readState();
 const S = {
@@ -852,7 +852,9 @@ async function boot() {
   }
   window.pagedvizTiming.firstRenderMs = performance.now();
   document.body.dataset.content = "1";
-  await plotlyReady;
+  // let the tables paint before Plotly's evaluation takes the main thread
+  await new Promise((resolve) => requestAnimationFrame(() => setTimeout(resolve, 0)));
+  await loadPlotly();
   if (S.trace) {
     renderSystem();
     applySelection();

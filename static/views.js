@@ -55,12 +55,23 @@ export function gridTable(id, rows, { label, maxRows = 64, maxCols = 512, cellTe
   return table;
 }
 
-// Plotly loads without blocking the page: tables come first, heatmaps once the library is in.
-export const plotlyReady = new Promise((resolve) => {
-  if (window.Plotly) { resolve(); return; }
-  const script = document.getElementById("plotly-js");
-  if (script) script.addEventListener("load", () => resolve(), { once: true });
-});
+// Plotly (a large script) downloads alongside the run's data (a preload in the page's head) but
+// runs only once the tables are drawn: evaluating it takes the main thread for about a second.
+let plotlyLoading = null;
+export function loadPlotly() {
+  if (window.Plotly) return Promise.resolve();
+  if (!plotlyLoading) {
+    plotlyLoading = new Promise((resolve) => {
+      const script = document.createElement("script");
+      script.id = "plotly-js";
+      script.src = "/vendor/plotly.min.js";
+      // without Plotly the heatmaps stay pending and every table still works
+      script.onload = script.onerror = () => resolve();
+      document.head.append(script);
+    });
+  }
+  return plotlyLoading;
+}
 
 // Plotly reads a subset of HTML in labels and hover text; user text (request ids) goes in as
 // entities, which Plotly shows as the characters themselves.
