@@ -218,6 +218,17 @@ def test_presentation_mode_hides_the_editor(page: object) -> None:
     assert page.locator("#editor-panel").is_visible()
 
 
+@pytest.mark.parametrize("query", ["preset=seed-001&step=2", "preset=seed-001&step=2&present=1"])
+def test_a_narrow_window_gets_one_column_and_no_sideways_page_scroll(page: object, query: str) -> None:
+    page.set_viewport_size({"width": 800, "height": 1000})
+    open_run(page, query)
+    # the stages sit above the panels, and nothing makes the page itself wider than the window
+    stages = page.locator("aside.stages").bounding_box()
+    panels = page.locator("section.panels").bounding_box()
+    assert panels["y"] >= stages["y"] + stages["height"] - 1
+    assert page.evaluate("document.documentElement.scrollWidth") <= 800
+
+
 def test_ascend_mask_row_follows_the_hovered_token(page: object) -> None:
     open_run(page, "preset=seed-001-ascend&step=2&stage=attn_mask")
     assert "attn_state: ChunkedPrefill" in page.locator("#badges").inner_text()
