@@ -39,7 +39,7 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(DeviceUnavailableError)
     async def device_error(_: Request, e: DeviceUnavailableError) -> JSONResponse:
-        return JSONResponse(body("device_unavailable", [("config.device", str(e))]), status_code=422)
+        return JSONResponse(body("device_unavailable", [(e.field, str(e))]), status_code=422)
 
     @app.exception_handler(RunTooLongError)
     async def too_long(_: Request, e: RunTooLongError) -> JSONResponse:

@@ -299,7 +299,10 @@ def main(argv: list[str] | None = None) -> int:
         for loc, msg in e.errors:
             print(f"  {loc}: {msg}", file=sys.stderr)
         return 2
-    except (CliError, DeviceUnavailableError) as e:
+    except DeviceUnavailableError as e:
+        print(f"pagedviz: {e.field}: {e}", file=sys.stderr)
+        return 2
+    except CliError as e:
         print(f"pagedviz: {e}", file=sys.stderr)
         return 2
     except BrokenPipeError:

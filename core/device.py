@@ -27,7 +27,9 @@ def npu_available() -> bool:
 
 
 class DeviceUnavailableError(RuntimeError):
-    pass
+    """An explicit `config.device` that this machine does not have."""
+
+    field = "config.device"
 
 
 def pick_device_type(name: str) -> str:
@@ -37,9 +39,9 @@ def pick_device_type(name: str) -> str:
             return "cuda"
         return "npu" if npu_available() else "cpu"
     if name == "cuda" and not torch.cuda.is_available():
-        raise DeviceUnavailableError("config.device: cuda was asked for but torch sees no CUDA GPU")
+        raise DeviceUnavailableError("cuda was asked for but torch sees no CUDA GPU")
     if name == "npu" and not npu_available():
-        raise DeviceUnavailableError("config.device: npu was asked for but torch_npu reports no NPU")
+        raise DeviceUnavailableError("npu was asked for but torch_npu reports no NPU")
     return name
 
 

@@ -13,7 +13,7 @@ const CONFIG = [
   ["name", "text"], ["flavor", ["vllm", "ascend", "nanovllm"]], ["seed", "int"], ["max_steps", "int"],
   ["block_size", "int"], ["max_model_len", "int"], ["max_num_reqs", "int"], ["max_num_batched_tokens", "int"],
   ["num_kv_blocks", "int"], ["long_prefill_token_threshold", "int"], ["enable_chunked_prefill", "bool"],
-  ["enable_prefix_caching", "bool"], ["model", "bool"],
+  ["enable_prefix_caching", "bool"], ["model", "bool"], ["device", ["auto", "cpu", "cuda", "npu"]],
 ];
 const TOP = new Set(["name", "flavor", "seed", "max_steps"]);
 let extras = {};  // fields of a loaded scenario the form does not show (title, summary, model sizes, ...)
@@ -62,6 +62,7 @@ function load(scenario) {
     const input = $(`f-${key}`);
     const value = TOP.has(key) ? scenario[key] : key === "model" ? cfg.model !== null : cfg[key];
     if (kind === "bool") input.checked = value === undefined ? key !== "enable_prefix_caching" : Boolean(value);
+    else if (Array.isArray(kind)) input.value = value === undefined ? kind[0] : String(value);
     else input.value = value === undefined ? "" : String(value);
   }
   const rows = clear($("req-rows"));

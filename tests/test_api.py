@@ -157,6 +157,27 @@ def test_validate_checks_without_running(client: TestClient) -> None:
     assert client.post("/api/scenarios/validate", content=b"{").status_code == 422
 
 
+def test_a_device_this_server_lacks_is_refused_before_running(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    scenario = preset_dict("seed-001")
+    scenario["config"]["device"] = "cuda"
+    want = [{"field": "config.device", "message": "cuda was asked for but torch sees no CUDA GPU"}]
+    # the editor's live validation says so while the user types
+    r = client.post("/api/scenarios/validate", json=scenario)
+    assert r.status_code == 200 and r.json()["valid"] is False
+    assert r.json()["error"] == "device_unavailable" and r.json()["detail"] == want
+    # and a run is a 422 that stores and computes nothing
+    r = post(client, scenario)
+    assert r.status_code == 422 and r.json() == {"error": "device_unavailable", "detail": want}
+    r = client.get("/api/runs/from-link", params={"s": pack(scenario)})
+    assert r.status_code == 422 and r.json()["detail"] == want
+    assert client.app.state.store.computations == 0
+
+
 def test_stages_carry_the_engines_own_source(client: TestClient) -> None:
     stages = client.get("/api/stages?flavor=vllm").json()
     names = [s["name"] for s in stages]

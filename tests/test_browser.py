@@ -170,6 +170,24 @@ def test_editor_refuses_a_bad_scenario_with_the_apis_message(page: object) -> No
     assert page.locator("#timeline .tl-step").count() == 5
 
 
+def test_editor_device_choice_is_checked_against_this_server(page: object) -> None:
+    import torch
+
+    page.goto(page.base + "/")
+    page.wait_for_selector("#validation.ok", timeout=30_000)
+    assert page.locator("#f-device").input_value() == "auto"
+    page.select_option("#f-device", "cpu")
+    page.wait_for_selector("#validation.ok")
+    if torch.cuda.is_available():
+        return
+    page.select_option("#f-device", "cuda")
+    page.wait_for_selector("#validation.bad")
+    assert page.locator("#validation").inner_text() == (
+        "config.device: cuda was asked for but torch sees no CUDA GPU"
+    )
+    assert page.locator("#btn-run").is_disabled()
+
+
 HOSTILE_NAME = "<img src=x onerror=alert(1)>"
 
 

@@ -111,3 +111,21 @@ def test_a_reader_that_stops_early_ends_the_command_quietly() -> None:
     assert head.startswith(b'{"scenario"')
     assert "Traceback" not in err and err == ""
     assert proc.returncode == 141
+
+
+def test_a_device_this_machine_lacks_exits_non_zero_naming_the_field(tmp_path: Path) -> None:
+    import pytest
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a CUDA GPU")
+    from core.presets import preset_dict
+
+    scenario = preset_dict("seed-001")
+    scenario["config"]["device"] = "cuda"
+    path = tmp_path / "on-cuda.json"
+    path.write_text(json.dumps(scenario))
+    r = pagedviz("run", str(path))
+    assert r.returncode == 2
+    assert r.stderr.strip() == "pagedviz: config.device: cuda was asked for but torch sees no CUDA GPU"
+    assert r.stdout == ""

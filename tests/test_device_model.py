@@ -34,11 +34,11 @@ def test_auto_picks_the_npu_when_torch_npu_reports_one(monkeypatch: pytest.Monke
 
 def test_asking_for_a_missing_device_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    with pytest.raises(DeviceUnavailableError, match="config.device: cuda"):
+    with pytest.raises(DeviceUnavailableError, match="cuda was asked for"):
         resolve_device("cuda")
-    with pytest.raises(DeviceUnavailableError, match="config.device: npu"):
+    with pytest.raises(DeviceUnavailableError, match="npu was asked for"):
         resolve_device("npu")
-    with pytest.raises(DeviceUnavailableError, match="config.device: cuda"):
+    with pytest.raises(DeviceUnavailableError, match="cuda was asked for"):
         Engine(make_scenario([{"id": "a", "prompt_len": 2, "max_tokens": 2}], device="cuda"))
 
 

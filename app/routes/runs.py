@@ -28,6 +28,7 @@ from app.schemas import (
 from app.settings import Settings
 from app.store import Run, RunStore, run_id_of
 from core import Scenario, ScenarioError
+from core.device import DeviceUnavailableError, pick_device_type
 from core.flavors.ascend import AscendModelRunner
 from core.flavors.nanovllm import NanoEngine
 from core.runner import ModelRunner, stage_source
@@ -87,7 +88,11 @@ async def read_json(request: Request) -> Any:
 
 
 def _scenario(data: Any, request: Request) -> Scenario:
-    return Scenario.from_dict(data, _settings(request).limits)
+    """A valid scenario that this server can run: an explicit device it lacks is refused here,
+    before anything is stored or computed (DeviceUnavailableError, a 422)."""
+    scenario = Scenario.from_dict(data, _settings(request).limits)
+    pick_device_type(scenario.config.device)
+    return scenario
 
 
 async def _run(request: Request, run_id: str) -> Run:
@@ -134,6 +139,10 @@ async def validate(request: Request) -> ScenarioCheck:
             valid=False,
             error="scenario_too_large" if e.too_large else "invalid_scenario",
             detail=[ErrorItem(field=f, message=m) for f, m in e.errors],
+        )
+    except DeviceUnavailableError as e:
+        return ScenarioCheck(
+            valid=False, error="device_unavailable", detail=[ErrorItem(field=e.field, message=str(e))]
         )
     return ScenarioCheck(valid=True, run_id=run_id_of(scenario), num_requests=len(scenario.requests))
 
