@@ -6,6 +6,7 @@ from pathlib import Path
 
 from fastapi import FastAPI
 from fastapi.middleware.gzip import GZipMiddleware
+from fastapi_offline import FastAPIOffline
 
 from app import errors
 from app.routes import health, pages, presets, runs
@@ -16,7 +17,9 @@ from core import __version__
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings.from_env()
-    app = FastAPI(
+    # /docs and /redoc with Swagger UI and ReDoc from a Python package, not from a CDN: offline too
+    app = FastAPIOffline(
+        static_url="/vendor/docs",
         title="pagedviz",
         version=__version__,
         description="How a vLLM-v1-style engine prepares model inputs over a paged KV cache, "

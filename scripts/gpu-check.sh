@@ -16,7 +16,7 @@ if not torch.cuda.is_available():
     sys.exit("gpu-check: torch sees no CUDA GPU here; the CUDA tests would only skip")
 print("GPU:", torch.cuda.get_device_name(0))
 PYCODE
-if "$PY" -c "import fastapi, uvicorn, plotly, pydantic, jinja2, httpx" 2>/dev/null; then
+if "$PY" -c "import fastapi, fastapi_offline, uvicorn, plotly, pydantic, jinja2, httpx" 2>/dev/null; then
     "$PY" -m pytest -q -rs tests
 else
     echo "(web stack not importable: running the engine's tests only)"

@@ -212,6 +212,19 @@ def test_openapi_documents_every_route(client: TestClient) -> None:
     assert schema["application/json"]["schema"]["$ref"].endswith("/StepOut")
 
 
+@pytest.mark.parametrize("page", ["/docs", "/redoc"])
+def test_api_docs_pages_load_their_scripts_from_this_server(client: TestClient, page: str) -> None:
+    import re
+
+    html = client.get(page).text
+    assets = re.findall(r'(?:src|href)="([^"]+)"', html)
+    assert assets and all(a.startswith("/vendor/docs/") for a in assets), assets
+    assert "//cdn" not in html and "https://" not in html
+    for a in assets:
+        r = client.get(a)
+        assert r.status_code == 200 and len(r.content) > 1000, a
+
+
 def test_concurrent_requests_for_one_run_compute_once() -> None:
     import asyncio
 

@@ -188,6 +188,28 @@ def test_editor_device_choice_is_checked_against_this_server(page: object) -> No
     assert page.locator("#btn-run").is_disabled()
 
 
+def test_rest_api_docs_render_with_no_network_beyond_the_server(page: object) -> None:
+    # every request that would leave the server fails: the docs must not need a CDN
+    left: list[str] = []
+
+    def only_local(route: object) -> None:
+        url = route.request.url  # type: ignore[attr-defined]
+        if url.startswith(page.base):
+            route.continue_()  # type: ignore[attr-defined]
+        else:
+            left.append(url)
+            route.abort()  # type: ignore[attr-defined]
+
+    page.route("**/*", only_local)
+    page.goto(page.base + "/")
+    page.click("a:has-text('REST API')")
+    page.wait_for_url(re.compile(r"/docs$"))
+    page.wait_for_selector(".opblock", timeout=30_000)
+    paths = page.locator(".opblock-summary-path").all_inner_texts()
+    assert "/api/runs" in [p.replace("\u200b", "") for p in paths]
+    assert left == []
+
+
 HOSTILE_NAME = "<img src=x onerror=alert(1)>"
 
 
