@@ -477,13 +477,17 @@ function newBlockSet() {
 function drawBlockTable() {
   const name = btName();
   const data = S.trace.arrays[name].data.slice(0, 64);
-  const fresh = newBlockSet();
+  // a block is new in the row of the request it was added to (a prefix-cache hit is new to the
+  // request that found it, not to the one that wrote it)
+  const added = S.trace.scheduler.new_block_ids || {};
+  const freshIn = S.trace.batch.req_ids.map((rid) => new Set(added[rid] || []));
+  const isNew = (r, v) => Boolean(freshIn[r] && freshIn[r].has(v));
   const empty = name === "block_table" ? 0 : -1;
   S.shapes.block_table = [];
-  data.forEach((row, r) => row.forEach((v, c) => { if (v !== empty && fresh.has(v)) S.shapes.block_table.push(cellShape(c, r, "#D55E00", "dot", 2)); }));
+  data.forEach((row, r) => row.forEach((v, c) => { if (v !== empty && isNew(r, v)) S.shapes.block_table.push(cellShape(c, r, "#D55E00", "dot", 2)); }));
   if (showView("block_table")) {
     clear($("tbl-block_table")).append(gridTable("table-block_table", data, {
-      label: L(name), cellClass: (r, c) => (data[r][c] === empty ? "zero" : fresh.has(data[r][c]) ? "new" : ""),
+      label: L(name), cellClass: (r, c) => (data[r][c] === empty ? "zero" : isNew(r, data[r][c]) ? "new" : ""),
     }));
   } else {
     const z = data.map((row) => row.map((v) => (v === empty ? null : v)));
@@ -495,53 +499,60 @@ function drawBlockTable() {
 
 const MAX_KV_BLOCKS = 256;
 
-// Owner colours: one category per request of this step's batch (its row), and one more, grey,
-// for blocks held by a request that is not in the batch this step (waiting to be scheduled again).
+// Owner colours: one category per request of this step's batch (its row), then, when present, one
+// for blocks shared by several requests (prefix-cache hits) and one, grey, for blocks held by a
+// request that is not in the batch this step (waiting to be scheduled again, or a nano-vllm decode).
+const OWNER_SHARED = "#444444", OWNER_OTHER = "#bbbbbb";
+
 function kvGrid() {
   const kv = S.trace.kv_cache;
   const nb = Math.min(kv.num_blocks, MAX_KV_BLOCKS);
   const bs = Math.min(kv.block_size, 512);
   const reqRow = {};
   S.trace.batch.req_ids.forEach((rid, r) => { reqRow[rid] = r; });
-  const other = S.trace.batch.req_ids.length;
-  let hasOther = false;
   const freePos = {};
   kv.free_block_queue.forEach((b, i) => { freePos[b] = i; });
-  const z = [], text = [], owned = [];
+  const ownerKind = [], owned = [];
+  for (let b = 0; b < nb; b++) {
+    const owners = kv.owners[String(b)] || [];
+    owned.push(owners.join("+"));
+    ownerKind.push(!owners.length ? null : owners.length > 1 ? "shared" : reqRow[owners[0]] !== undefined ? reqRow[owners[0]] : "other");
+  }
+  const cats = S.trace.batch.req_ids.map((rid, r) => ({ value: r, label: plotlyText(rid), color: colorOf(r) }));
+  for (const [kind, color] of [["shared", OWNER_SHARED], ["other", OWNER_OTHER]]) {
+    if (ownerKind.includes(kind)) cats.push({ value: cats.length, kind, label: L(kind === "shared" ? "shared_block" : "not_in_batch"), color });
+  }
+  const catOf = (k) => (k === null ? null : typeof k === "number" ? k : cats.find((c) => c.kind === k).value);
+  const z = [], text = [];
   for (let b = 0; b < nb; b++) {
     const owners = kv.owners[String(b)] || [];
     const written = kv.written_slots ? kv.written_slots[b] : null;
-    let ownerCat = null;
-    if (owners.length) {
-      ownerCat = reqRow[owners[0]] !== undefined ? reqRow[owners[0]] : other;
-      if (ownerCat === other) hasOther = true;
-    }
     const label = `block ${b}` + (owners.length ? `, ${L("req")} ${owners.map(plotlyText).join("+")}` : freePos[b] !== undefined ? `, ${L("free")} #${freePos[b]}` : "") +
       `, ref ${kv.ref_cnt[b]}` + (written !== null ? `, written ${written}/${kv.block_size}` : "") + (b === 0 && S.overview.flavor !== "nanovllm" ? ` (${L("null_block")})` : "");
     const zr = [], tr = [];
     for (let s = 0; s < bs; s++) {
       let v;
-      if (S.kvMetric === "owner") v = ownerCat;
+      if (S.kvMetric === "owner") v = catOf(ownerKind[b]);
       else if (S.kvMetric === "ref_cnt") v = kv.ref_cnt[b];
       else if (S.kvMetric === "written") v = written === null ? null : s < written ? 1 : 0;
       else v = freePos[b] !== undefined ? freePos[b] : null;
       zr.push(v);
       tr.push(`slot ${b * kv.block_size + s}, ${label}`);
     }
-    z.push(zr); text.push(tr); owned.push(owners.join("+"));
+    z.push(zr); text.push(tr);
   }
-  return { z, text, nb, bs, owned, hasOther };
+  return { z, text, nb, bs, owned, cats };
 }
 
 function drawKv() {
-  const { z, text, nb, owned, hasOther } = kvGrid();
+  const { z, text, nb, owned, cats } = kvGrid();
   const fresh = newBlockSet();
   const bs = S.trace.kv_cache.block_size;
   S.shapes.kv = runs([...fresh].filter((b) => b < nb)).map(([lo, hi]) => blockRunShape(lo, hi, Math.min(bs, 512), "#D55E00"));
   const id = "kv";
   const owner = S.kvMetric === "owner";
   if (showView(id)) {
-    // the table names the owner request itself; the other metrics are numbers
+    // the table names the owner request(s) itself; the other metrics are numbers
     clear($("tbl-kv")).append(gridTable("table-kv", z, {
       label: L("kv_cache"), rowHeader: (r) => `block ${r}`, maxRows: MAX_KV_BLOCKS,
       cellText: (r, c) => (z[r][c] === null ? "·" : owner ? owned[r] : z[r][c]),
@@ -549,16 +560,11 @@ function drawKv() {
     }));
     $("tbl-kv").querySelectorAll("td").forEach((td) => { td.dataset.slot = Number(td.dataset.r) * bs + Number(td.dataset.c); });
   } else {
-    const ids = S.trace.batch.req_ids;
-    const nCat = Math.max(1, ids.length + (hasOther ? 1 : 0));
-    const colors = ids.map((_, i) => colorOf(i));
-    if (hasOther) colors.push("#bbbbbb");
-    const colorbar = owner
-      ? { tickmode: "array", tickvals: colors.map((_, i) => i), ticktext: [...ids.map(plotlyText), ...(hasOther ? [L("not_in_batch")] : [])] }
-      : {};
+    const colors = cats.length ? cats.map((c) => c.color) : [OWNER_OTHER];
+    const colorbar = owner ? { tickmode: "array", tickvals: cats.map((c) => c.value), ticktext: cats.map((c) => c.label) } : {};
     heatmap($("hm-kv"), z, { title: `KV cache (${L("m_" + S.kvMetric)})`, xTitle: L("ax_slot"), yTitle: L("ax_physical"), text,
-      hover: "%{text}<extra></extra>", colorscale: owner ? discreteScale(colors.length ? colors : ["#bbbbbb"]) : "Viridis",
-      zmin: owner ? -0.5 : undefined, zmax: owner ? nCat - 0.5 : undefined, colorbar, shapes: shapesFor("kv") });
+      hover: "%{text}<extra></extra>", colorscale: owner ? discreteScale(colors) : "Viridis",
+      zmin: owner ? -0.5 : undefined, zmax: owner ? colors.length - 0.5 : undefined, colorbar, shapes: shapesFor("kv") });
     onCellClick("kv", (r) => ({ kind: "block", index: r }));
   }
   if (S.trace.kv_cache.num_blocks > MAX_KV_BLOCKS && !$("kv-note")) {

@@ -319,6 +319,35 @@ def test_kv_owners_outside_the_step_batch_get_their_own_colour(page: object) -> 
     assert sorted(v for v in z if v is not None) == [0, 0, 1, 1]
 
 
+def test_prefix_cache_hits_are_new_to_the_request_that_found_them_and_shown_as_shared(page: object) -> None:
+    import httpx
+
+    scenario = {
+        "name": "prefix cache",
+        "config": {"block_size": 4, "max_model_len": 32, "max_num_reqs": 4, "max_num_batched_tokens": 64,
+                   "num_kv_blocks": 24, "enable_prefix_caching": True},
+        "requests": [
+            {"id": "a", "prompt": "the same long prefix!", "max_tokens": 3},
+            {"id": "b", "prompt": "the same long prefix?", "max_tokens": 3, "arrival_step": 2},
+        ],
+    }
+    created = httpx.post(f"{page.base}/api/runs", json=scenario, timeout=60)
+    assert created.status_code == 201, created.text
+    page.goto(page.base + created.json()["url"] + "&step=2")
+    page.wait_for_selector("body[data-ready='1']", timeout=30_000)
+    # b found a's five full prefix blocks and got one block of its own
+    assert "new blocks: b → [1, 2, 3, 4, 5, 7]" in page.locator("#changes").inner_text()
+    new_cells = page.locator("#table-block_table td.new")
+    assert {(c.get_attribute("data-r"), c.inner_text()) for c in new_cells.all()} == {
+        ("1", "1"), ("1", "2"), ("1", "3"), ("1", "4"), ("1", "5"), ("1", "7")
+    }
+    page.wait_for_function("document.getElementById('hm-kv') && document.getElementById('hm-kv').data")
+    ticks = page.evaluate("[...document.querySelectorAll('#hm-kv g.colorbar text')].map(t => t.textContent)")
+    assert ticks == ["a", "b", "shared (prefix cache)"]
+    owner_of_block = page.evaluate("document.getElementById('hm-kv').data[0].z.map(row => row[0])")
+    assert owner_of_block[1:8] == [2, 2, 2, 2, 2, 0, 1]
+
+
 def test_preemption_and_condense_are_marked(page: object) -> None:
     import httpx
 
