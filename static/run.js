@@ -385,7 +385,7 @@ function card(id, titleKey, { toggle = true, extra = null } = {}) {
     tools.append(el("button", { class: "small", "aria-pressed": S.view[id] === "table" ? "true" : "false",
       onclick: () => { S.view[id] = S.view[id] === "table" ? "heatmap" : "table"; renderSystem(); applySelection(); },
       text: S.view[id] === "table" ? L("heatmap") : L("table") }));
-    tools.append(el("button", { class: "small", onclick: () => window.Plotly && window.Plotly.downloadImage($(`hm-${id}`), { format: "png", filename: `${id}-step${state.step}` }),
+    tools.append(el("button", { class: "small", onclick: () => window.Plotly && $(`hm-${id}`).data && window.Plotly.downloadImage($(`hm-${id}`), { format: "png", filename: `${id}-step${state.step}` }),
       text: L("png"), "aria-label": `${id} PNG`, disabled: S.view[id] === "table" }));
   }
   return el("section", { class: "card", id: `card-${id}`, "aria-label": L(titleKey) }, [

@@ -81,17 +81,20 @@ export function plotlyText(s) {
 
 // A Plotly heatmap drawn (or redrawn in place) in `div`; `shapes` outline highlighted cells.
 export function heatmap(div, z, { title, colorscale = "Viridis", zmin, zmax, text, hover, xTitle, yTitle, shapes = [], showscale = true, colorbar = {} }) {
+  const rows = z.length, cols = rows ? z[0].length : 0;
   const trace = {
     type: "heatmap", z, colorscale, zmin, zmax, text, hoverongaps: false,
     hovertemplate: hover || "row %{y}, col %{x}: %{z}<extra></extra>",
     xgap: z[0] && z[0].length > 64 ? 0 : 1, ygap: z.length > 64 ? 0 : 1,
     colorbar: { thickness: 10, ...colorbar }, showscale,
   };
-  // no zero lines: they would show through the empty (null) cells as stray rules
+  // no zero lines: they would show through the empty (null) cells as stray rules; the ranges are
+  // the array's own, so a view whose cells are all empty (a KV cache with every block free) still
+  // shows its rows and columns
   const layout = {
     title: { text: title, font: { size: 13 }, x: 0.01, xanchor: "left" }, margin: { l: 48, r: 8, t: 30, b: 36 },
-    yaxis: { autorange: "reversed", title: yTitle, dtick: z.length <= 24 ? 1 : undefined, zeroline: false },
-    xaxis: { title: xTitle, side: "bottom", dtick: z[0] && z[0].length <= 24 ? 1 : undefined, zeroline: false },
+    yaxis: { range: [rows - 0.5, -0.5], title: yTitle, dtick: rows <= 24 ? 1 : undefined, zeroline: false },
+    xaxis: { title: xTitle, side: "bottom", range: [-0.5, cols - 0.5], dtick: cols <= 24 ? 1 : undefined, zeroline: false },
     shapes, height: Math.max(180, Math.min(420, 28 * z.length + 80)),
     paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "#ffffff", font: { family: "inherit" },
   };

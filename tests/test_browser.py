@@ -348,6 +348,30 @@ def test_prefix_cache_hits_are_new_to_the_request_that_found_them_and_shown_as_s
     assert owner_of_block[1:8] == [2, 2, 2, 2, 2, 0, 1]
 
 
+def test_an_idle_step_still_draws_the_empty_tables_on_their_own_axes(page: object) -> None:
+    import httpx
+
+    scenario = {
+        "name": "late arrival",
+        "config": {"block_size": 2, "max_model_len": 16, "max_num_reqs": 4, "max_num_batched_tokens": 16,
+                   "num_kv_blocks": 12},
+        "requests": [{"id": "a", "prompt_len": 4, "max_tokens": 2, "arrival_step": 3}],
+    }
+    created = httpx.post(f"{page.base}/api/runs", json=scenario, timeout=60)
+    assert created.status_code == 201, created.text
+    page.goto(page.base + created.json()["url"] + "&step=1")
+    page.wait_for_selector("body[data-ready='1']", timeout=30_000)
+    assert "Idle step" in page.locator("#main").inner_text()
+    # every cell is empty, yet the axes are the tables' own: twelve free blocks, four batch rows
+    ranges = page.evaluate(
+        "['hm-kv', 'hm-token_ids_cpu'].map(id => document.getElementById(id).layout)"
+        ".map(l => [l.yaxis.range, l.xaxis.range])"
+    )
+    assert ranges == [[[11.5, -0.5], [-0.5, 1.5]], [[3.5, -0.5], [-0.5, 15.5]]]
+    ticks = page.evaluate("[...document.querySelectorAll('#hm-kv .ytick text')].map(t => t.textContent)")
+    assert sorted(int(t) for t in ticks) == list(range(12))
+
+
 def test_preemption_and_condense_are_marked(page: object) -> None:
     import httpx
 
