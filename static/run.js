@@ -192,8 +192,25 @@ function renderBadges() {
   if (k) box.append(el("span", { class: "badge", text: `attn_state: ${k}` }));
 }
 
-function chip(cls, label, ids) {
-  return el("span", { class: `chip ${cls}` }, [`${label}: `, ids.join(", ")]);
+// A change chip lists at most `max` items; the whole list is in its tooltip.
+function chip(cls, label, items, max = 12) {
+  const full = `${label}: ${items.join(", ")}`;
+  const shown = items.length > max ? `${items.slice(0, max).join(", ")} … (+${items.length - max} ${L("more")})` : items.join(", ");
+  return el("span", { class: `chip ${cls}`, title: full }, [`${label}: `, shown]);
+}
+
+// block ids as listed; a long list writes its runs of consecutive ids as first–last
+function blockList(ids) {
+  if (ids.length <= 8) return ids.join(", ");
+  const out = [];
+  for (let i = 0; i < ids.length;) {
+    let j = i;
+    while (j + 1 < ids.length && ids[j + 1] === ids[j] + 1) j++;
+    if (j - i >= 2) out.push(`${ids[i]}–${ids[j]}`);
+    else for (let k = i; k <= j; k++) out.push(String(ids[k]));
+    i = j + 1;
+  }
+  return out.join(", ");
 }
 
 function renderChanges() {
@@ -205,11 +222,11 @@ function renderChanges() {
   if (sch.preempted_req_ids && sch.preempted_req_ids.length) box.append(chip("preempted", L("preempted"), sch.preempted_req_ids));
   if (sch.finished_req_ids && sch.finished_req_ids.length) box.append(chip("finished", L("finished"), sch.finished_req_ids));
   const nb = sch.new_block_ids || {};
-  const parts = Object.entries(nb).map(([r, b]) => `${r} → [${b.join(", ")}]`);
-  if (parts.length) box.append(chip("newblocks", L("new_blocks"), parts));
-  for (const m of S.trace.batch.moves || []) {
-    box.append(el("span", { class: "chip moved", text: `${L("moved")}: ${L("req")} ${m.req_id} ${L("row")} ${m.from} → ${m.to}` }));
-  }
+  const parts = Object.entries(nb).map(([r, b]) => `${r} → [${blockList(b)}]`);
+  if (parts.length) box.append(chip("newblocks", L("new_blocks"), parts, 8));
+  const moves = (S.trace.batch.moves || []).map((m) => `${L("req")} ${m.req_id} ${L("row")} ${m.from} → ${m.to}`);
+  if (moves.length > 4) box.append(chip("moved", L("moved"), moves, 4));
+  else for (const m of moves) box.append(el("span", { class: "chip moved", text: `${L("moved")}: ${m}` }));
 }
 
 function renderStages() {

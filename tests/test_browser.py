@@ -372,6 +372,26 @@ def test_an_idle_step_still_draws_the_empty_tables_on_their_own_axes(page: objec
     assert sorted(int(t) for t in ticks) == list(range(12))
 
 
+def test_a_big_step_lists_its_changes_in_brief_with_the_rest_in_the_tooltip(page: object) -> None:
+    import httpx
+
+    scenario = {
+        "name": "many requests",
+        "config": {"block_size": 16, "max_model_len": 512, "max_num_reqs": 128,
+                   "max_num_batched_tokens": 4096, "num_kv_blocks": 4096, "model": None},
+        "requests": [{"id": f"r{i}", "prompt_len": 40 + (i * 7) % 300, "max_tokens": 20} for i in range(120)],
+    }
+    created = httpx.post(f"{page.base}/api/runs", json=scenario, timeout=60)
+    assert created.status_code == 201, created.text
+    page.goto(page.base + created.json()["url"] + "&step=2")
+    page.wait_for_selector("body[data-ready='1']", timeout=30_000)
+    chip = page.locator("#changes .chip.newblocks")
+    shown = chip.inner_text()
+    assert "r29 → [272–281]" in shown and shown.endswith("… (+11 more)")
+    full = chip.get_attribute("title")
+    assert full.count("→") == 19 and "r45 → [531, 532, 533]" in full
+
+
 def test_preemption_and_condense_are_marked(page: object) -> None:
     import httpx
 
