@@ -578,7 +578,10 @@ function drawKv() {
     $("tbl-kv").querySelectorAll("td").forEach((td) => { td.dataset.slot = Number(td.dataset.r) * bs + Number(td.dataset.c); });
   } else {
     const colors = cats.length ? cats.map((c) => c.color) : [OWNER_OTHER];
-    const colorbar = owner ? { tickmode: "array", tickvals: cats.map((c) => c.value), ticktext: cats.map((c) => c.label) } : {};
+    // one labelled tick per category; past 16 requests every k-th request keeps its label
+    const every = Math.ceil(cats.filter((c) => !c.kind).length / 16);
+    const ticks = cats.filter((c) => c.kind || c.value % every === 0);
+    const colorbar = owner ? { tickmode: "array", tickvals: ticks.map((c) => c.value), ticktext: ticks.map((c) => c.label) } : {};
     heatmap($("hm-kv"), z, { title: `KV cache (${L("m_" + S.kvMetric)})`, xTitle: L("ax_slot"), yTitle: L("ax_physical"), text,
       hover: "%{text}<extra></extra>", colorscale: owner ? discreteScale(colors) : "Viridis",
       zmin: owner ? -0.5 : undefined, zmax: owner ? colors.length - 0.5 : undefined, colorbar, shapes: shapesFor("kv") });
