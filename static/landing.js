@@ -136,6 +136,7 @@ function upload(e) {
   reader.onload = () => {
     try { load(JSON.parse(reader.result)); } catch (err) {
       const box = clear($("validation"));
+      box.classList.remove("ok");
       box.classList.add("bad");
       box.append(el("span", { text: `${file.name}: ${err.message}` }));
     }

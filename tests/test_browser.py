@@ -210,6 +210,59 @@ def test_rest_api_docs_render_with_no_network_beyond_the_server(page: object) ->
     assert left == []
 
 
+def test_scenario_json_downloads_and_uploads_round_trip(page: object, tmp_path: Path) -> None:
+    import json
+
+    page.goto(page.base + "/")
+    page.wait_for_selector("#validation.ok", timeout=30_000)
+    with page.expect_download() as dl:
+        page.click("#btn-download")
+    saved = tmp_path / "scenario.json"
+    dl.value.save_as(saved)
+    scenario = json.loads(saved.read_text())
+    assert scenario["name"] == "seed-001" and scenario["config"]["block_size"] == 2
+    assert [r["prompt"] for r in scenario["requests"]] == ["Hi!", "Go", "KV cache"]
+    # edit the file as a user would, then load it back
+    scenario["name"] = "from a file"
+    scenario["config"]["block_size"] = 4
+    scenario["requests"].append({"id": "3", "prompt_len": 5, "max_tokens": 2, "arrival_step": 2})
+    saved.write_text(json.dumps(scenario))
+    page.set_input_files("#upload", str(saved))
+    page.wait_for_function("document.getElementById('f-name').value === 'from a file'")
+    assert page.locator("#f-block_size").input_value() == "4"
+    assert page.locator("#req-rows tr").count() == 4
+    page.wait_for_function("document.getElementById('validation').textContent.includes('4 requests')")
+    assert page.locator("#validation.ok").count() == 1
+    # a file that is not JSON is refused with its name, and the form keeps what it had
+    broken = tmp_path / "broken.json"
+    broken.write_text("{not json")
+    page.set_input_files("#upload", str(broken))
+    page.wait_for_selector("#validation.bad")
+    assert page.locator("#validation").inner_text().startswith("broken.json: ")
+    assert page.locator("#f-name").input_value() == "from a file"
+
+
+def test_run_page_editor_reruns_an_edited_scenario_and_refuses_a_bad_one(page: object) -> None:
+    import json
+
+    open_run(page, "preset=seed-001&step=2")
+    page.click("#editor-panel summary")
+    scenario = json.loads(page.locator("#scenario-json").input_value())
+    assert scenario["name"] == "seed-001"
+    scenario["config"]["max_num_batched_tokens"] = 0
+    page.fill("#scenario-json", json.dumps(scenario))
+    page.click("#btn-rerun")
+    page.wait_for_selector("#editor-msg li")
+    assert "config.max_num_batched_tokens: must be >= 1 (got 0)" in page.locator("#editor-msg").inner_text()
+    scenario["config"]["max_num_batched_tokens"] = 4  # a smaller budget: more, smaller steps
+    page.fill("#scenario-json", json.dumps(scenario))
+    with page.expect_navigation():
+        page.click("#btn-rerun")
+    page.wait_for_selector("body[data-ready='1']", timeout=30_000)
+    assert page.locator("#timeline .tl-step").count() > 5
+    assert page.locator("#step-label").inner_text().startswith("Step 1 /")
+
+
 HOSTILE_NAME = "<img src=x onerror=alert(1)>"
 
 
