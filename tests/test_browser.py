@@ -152,6 +152,40 @@ def test_keyboard_moves_steps_and_stages(page: object) -> None:
     assert page.locator("#help").is_visible()
 
 
+def test_timeline_kinds_play_source_and_exports(page: object, tmp_path: Path) -> None:
+    import httpx
+
+    open_run(page, "preset=seed-001&stage=slot_mapping")
+    kinds = page.evaluate(
+        "[...document.querySelectorAll('#timeline .tl-step')]"
+        ".map(b => [...b.classList].find(c => c.startsWith('kind-')))"
+    )
+    assert kinds == ["kind-prefill", "kind-mixed", "kind-decode", "kind-decode", "kind-decode"]
+    # the stage shows its explanation and the engine's own source
+    assert "block number × block_size + offset" in page.locator("#stage-expl").inner_text()
+    page.click("#stage-detail details.source summary")
+    assert "def _slot_mapping(self)" in page.locator("#stage-source").inner_text()
+    # play at x4 runs to the last step and stops there
+    page.select_option("#speed", "4")
+    page.click("#btn-play")
+    page.wait_for_selector("body[data-step='5']", timeout=10_000)
+    page.wait_for_function("document.getElementById('btn-play').textContent === '▶'")
+    # the export links serve the step's array; the heatmap's PNG button saves a PNG
+    href = page.locator("#token-table a[aria-label='slot_mapping csv']").get_attribute("href")
+    assert "/steps/5/arrays/slot_mapping?format=csv" in href
+    from core import Engine, load_preset
+
+    last = list(Engine(load_preset("seed-001")).run())[-1].arrays["slot_mapping"]
+    rows = httpx.get(page.base + href).text.split()
+    assert rows[0] == "index,slot_mapping" and rows[1:] == [f"{i},{v}" for i, v in enumerate(last)]
+    page.wait_for_function("Boolean(document.getElementById('hm-kv').data)")
+    with page.expect_download() as dl:
+        page.click("#card-kv button[aria-label='kv PNG']")
+    png = tmp_path / "kv.png"
+    dl.value.save_as(png)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
 def test_editor_refuses_a_bad_scenario_with_the_apis_message(page: object) -> None:
     page.goto(page.base + "/")
     page.wait_for_selector("body[data-ready='1']", timeout=30_000)
