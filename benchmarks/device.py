@@ -1,15 +1,17 @@
 """prepare_inputs on CPU vs CUDA, host-to-device copy, forward time and the paged-vs-dense check.
 
 For each (requests, tokens) of the engine benchmark, one engine step runs on every device this
-machine has (CPU always; CUDA when torch sees a GPU), with the tiny model on. Figures come from
-the step's own `timing_us` (perf_counter on the CPU, CUDA events on the GPU). Run:
+machine has (CPU always; CUDA when torch sees a GPU), with the tiny model on; each figure is the
+median over `--repeat` fresh engines, and with a GPU a ratio line compares the devices. Figures come
+from the step's own `timing_us` (perf_counter on the CPU, CUDA events on the GPU). Run:
 
-    .venv/bin/python benchmarks/device.py [--sizes 8x256,64x2048]
+    .venv/bin/python benchmarks/device.py [--sizes 8x256,64x2048] [--repeat 3]
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 
 import torch
 from common import SIZES, bench_scenario
@@ -32,9 +34,19 @@ def one_step(requests: int, tokens: int, device: str) -> dict[str, float]:
     }
 
 
+def median_step(requests: int, tokens: int, device: str, repeat: int) -> dict[str, float]:
+    """Each figure's median over `repeat` fresh engines; the worst paged-vs-dense difference."""
+    runs = [one_step(requests, tokens, device) for _ in range(repeat)]
+    out = {k: statistics.median(r[k] for r in runs) for k in runs[0] if k not in ("diff", "agree")}
+    out["diff"] = max(r["diff"] for r in runs)
+    out["agree"] = all(r["agree"] for r in runs)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default=",".join(f"{r}x{t}" for r, t in SIZES))
+    ap.add_argument("--repeat", type=int, default=3, help="fresh engines per size and device (medians)")
     args = ap.parse_args()
     sizes = [tuple(int(x) for x in s.split("x")) for s in args.sizes.split(",")]
     devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
@@ -47,7 +59,7 @@ def main() -> None:
         f"{'dev slots us':>12} {'forward us':>11} | {'paged-dense':>11} agree"
     )
     for R, T in sizes:
-        rows = {dev: one_step(R, T, dev) for dev in devices}
+        rows = {dev: median_step(R, T, dev, max(1, args.repeat)) for dev in devices}
         for dev, r in rows.items():
             print(
                 f"{dev:>6} {R:>5} {T:>6} | {r['prepare_us']:>10.1f} {r['update_states_us']:>9.1f} "
@@ -56,7 +68,12 @@ def main() -> None:
             )
         if "cuda" in rows:
             c, g = rows["cpu"], rows["cuda"]
-            print(f"{'ratio':>6} {R:>5} {T:>6} | forward cpu/cuda {c['forward_us'] / g['forward_us']:.1f}x")
+            print(
+                f"{'ratio':>6} {R:>5} {T:>6} | cpu/cuda: "
+                f"prepare_inputs {c['prepare_us'] / g['prepare_us']:.2f}x, "
+                f"device slot_mapping {c['device_slot_mapping_us'] / g['device_slot_mapping_us']:.2f}x, "
+                f"forward {c['forward_us'] / g['forward_us']:.1f}x"
+            )
 
 
 if __name__ == "__main__":
