@@ -237,7 +237,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_presets(args: argparse.Namespace) -> int:
     for p in list_presets():
         print(f"{p['id']:<18} {p['flavor']:<9} {p['title']}")
-        print(f"{'':<18} follows {p['document']}")
+        if p["document"]:
+            print(f"{'':<18} follows {p['document']}")
     return 0
 
 

@@ -152,7 +152,8 @@ async function gallery() {
     const lang = state.lang === "zh" ? "&lang=zh" : "";
     box.append(el("article", { class: "preset-card", dataset: { preset: p.id } }, [
       el("h3", {}, [el("a", { href: `/run?preset=${encodeURIComponent(p.id)}${lang}`, text: p.title })]),
-      el("p", { class: "meta" }, [el("code", { text: p.id }), " · ", el("span", { class: "badge", text: p.flavor }), ` · ${L("follows")} `, el("code", { text: p.document })]),
+      el("p", { class: "meta" }, [el("code", { text: p.id }), " · ", el("span", { class: "badge", text: p.flavor }),
+        ...(p.document ? [` · ${L("follows")} `, el("code", { text: p.document })] : [])]),
       el("p", { text: p.summary }),
       el("div", { class: "card-actions" }, [
         el("a", { class: "button primary", href: `/run?preset=${encodeURIComponent(p.id)}${lang}`, text: L("open") }),

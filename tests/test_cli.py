@@ -72,6 +72,7 @@ def test_presets_lists_every_preset_with_its_document() -> None:
         ("seed-004", "004_bb1918dda1248f63.txt"),
     ]:
         assert pid in r.stdout and doc in r.stdout
+    assert "demo-prefix-cache" in r.stdout and "follows \n" not in r.stdout + "\n"
 
 
 def test_bad_scenario_file_exits_non_zero_naming_the_field(tmp_path: Path) -> None:

@@ -1,4 +1,5 @@
-"""Scenario presets shipped with the package: each follows one of the seed documents.
+"""Scenario presets shipped with the package: the seed-* presets follow the seed documents, the
+demo-* ones show what the documents mention but do not work through (prefix caching, preemption).
 Titles and summaries come in English (in each preset) and 简体中文 (zh.json)."""
 
 from __future__ import annotations
@@ -14,7 +15,11 @@ from core.config import Scenario
 @cache
 def _all() -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
-    for entry in sorted(resources.files(__name__).iterdir(), key=lambda p: p.name):
+    # the document presets first, then the demos
+    files = sorted(
+        resources.files(__name__).iterdir(), key=lambda p: (not p.name.startswith("seed-"), p.name)
+    )
+    for entry in files:
         if entry.name.endswith(".json") and entry.name != "zh.json":
             out[entry.name[:-5]] = json.loads(entry.read_text(encoding="utf-8"))
     return out

@@ -1,0 +1,52 @@
+"""The demo presets do what their summaries say (prefix caching; preemption, recompute, condense)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from core import Engine, load_preset
+from core.presets import list_presets
+
+
+def run(preset: str) -> list:
+    return list(Engine(load_preset(preset)).run())
+
+
+def test_prefix_cache_demo_computes_the_shared_prefix_once() -> None:
+    steps = run("demo-prefix-cache")
+    s1, s3, s5 = steps[0], steps[2], steps[4]
+    assert s1.scheduler["new_block_ids"] == {"a": list(range(1, 12))}  # 44 bytes, block size 4
+    assert s3.scheduler["new_req_ids"] == ["b"]
+    # b finds 9 full blocks in the cache and prefills only its last 7 tokens, into 2 new blocks
+    assert s3.scheduler["new_block_ids"]["b"][:9] == list(range(1, 10))
+    assert len(s3.scheduler["new_block_ids"]["b"]) == 11
+    assert s3.scheduler["num_scheduled_tokens"]["b"] == 7
+    assert s3.arrays["num_computed_tokens_cpu"].tolist() == [45, 36]
+    ref = np.array(s3.kv_cache["ref_cnt"])
+    assert (ref[1:10] == 2).all() and (ref[10:15] == 1).all()
+    assert s3.forward["paged_vs_dense_max_abs_diff"] < 1e-4  # the cached K/V are the right ones
+    # when a finishes, b's row moves up
+    assert s5.scheduler["finished_req_ids"] == ["a"]
+    assert s5.batch["moves"] == [{"req_id": "b", "from": 1, "to": 0}]
+
+
+def test_preemption_demo_preempts_recomputes_and_condenses() -> None:
+    steps = run("demo-preemption")
+    s3, s4, s6 = steps[2], steps[3], steps[5]
+    assert s3.scheduler["preempted_req_ids"] == ["c"] and s3.batch["req_ids"] == ["a", "b"]
+    assert s4.scheduler["resumed_req_ids"] == ["c"] and s4.scheduler["finished_req_ids"] == ["a"]
+    assert s4.scheduler["num_scheduled_tokens"]["c"] == 6  # prompt 4 + 2 sampled, recomputed
+    assert s4.batch["req_ids"] == ["c", "b"]  # c takes the lowest hole, a's row
+    assert s6.scheduler["preempted_req_ids"] == ["c"]
+    assert s6.batch["moves"] == [{"req_id": "b", "from": 1, "to": 0}]
+    assert all(t.forward["paged_vs_dense_max_abs_diff"] < 1e-4 for t in steps if not t.idle)
+
+
+def test_demos_come_after_the_document_presets_and_name_no_document() -> None:
+    presets = list_presets()
+    ids = [p["id"] for p in presets]
+    assert ids[-2:] == ["demo-preemption", "demo-prefix-cache"]
+    assert all(p["document"] for p in presets if p["id"].startswith("seed-"))
+    assert all(not p["document"] for p in presets if p["id"].startswith("demo-"))
+    zh = {p["id"]: p for p in list_presets("zh")}
+    assert "前缀缓存" in zh["demo-prefix-cache"]["title"] and "抢占" in zh["demo-preemption"]["title"]
