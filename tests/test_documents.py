@@ -141,3 +141,23 @@ def test_seed_004_nanovllm_matches_document_004() -> None:
     assert b["context_lens"].tolist() == [12, 18]
     assert b["input_ids"].tolist() == [t1.sampled_token_ids["0"], t1.sampled_token_ids["1"]]
     assert b["block_tables"].tolist() == [[0], [1]]
+
+
+def test_seed_002_matches_the_example_in_document_002() -> None:
+    # 002's comments: [2, 5, 3] -> req_indices [0, 0, 1, 1, 1, 1, 1, 2, 2, 2], cu_num_tokens
+    # [2, 7, 10], arange [0, 1, 0, 1, 2, 3, 4, 0, 1, 2]
+    first, second = steps_of("seed-002", 2)
+    a = first.arrays
+    assert a["num_scheduled_tokens"].tolist() == [2, 5, 3]
+    assert a["req_indices"].tolist() == [0, 0, 1, 1, 1, 1, 1, 2, 2, 2]
+    assert a["cu_num_tokens"].tolist() == [2, 7, 10]
+    assert a["arange"].tolist() == [0, 1, 0, 1, 2, 3, 4, 0, 1, 2]
+    # positions = num_computed_tokens_cpu[req_indices] + arange, all computed counts 0 here
+    assert a["positions"].tolist() == a["arange"].tolist()
+    assert a["query_start_loc"].tolist() == [0, 2, 7, 10]
+    assert a["seq_lens"].tolist() == [2, 5, 3]
+    assert not a["discard_request_mask"].any()
+    assert a["logits_indices"].tolist() == [1, 6, 9]
+    # and then each request decodes one token a step
+    assert second.arrays["num_scheduled_tokens"].tolist() == [1, 1, 1]
+    assert second.arrays["positions"].tolist() == [2, 5, 3]

@@ -11,7 +11,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from core import Engine, Scenario  # noqa: E402
 from core.presets import preset_dict  # noqa: E402
 
-GOLDEN = ["seed-001", "seed-001-ascend", "seed-004", "demo-prefix-cache", "demo-preemption"]
+GOLDEN = ["seed-001", "seed-001-ascend", "seed-002", "seed-004", "demo-prefix-cache", "demo-preemption"]
 
 
 def stable_trace(preset: str) -> list[dict]:
