@@ -110,6 +110,7 @@ def render_step(t: StepTrace, scenario: Scenario) -> str:
             "num_computed_tokens_cpu",
             "num_scheduled_tokens",
             "num_tokens",
+            "cu_num_tokens",
             "seq_lens",
             "context_lens",
             "logits_indices",
@@ -128,6 +129,7 @@ def render_step(t: StepTrace, scenario: Scenario) -> str:
             a,
             [
                 "req_indices",
+                "arange",
                 "positions",
                 "token_indices",
                 "input_ids",
@@ -138,6 +140,12 @@ def render_step(t: StepTrace, scenario: Scenario) -> str:
             ],
         )
     )
+    scheduled = int(t.scalars.get("total_num_scheduled_tokens", 0))
+    if "slot_mapping" in a and len(a["slot_mapping"]) > scheduled:
+        # CUDA-graph padding: the padded entries are -1 (written nowhere)
+        out.append(
+            f"slot_mapping padded to num_input_tokens={len(a['slot_mapping'])}: {a['slot_mapping'].tolist()}"
+        )
     out.append("\n-- scalars --")
     out.append("  ".join(f"{k}={v}" for k, v in t.scalars.items()))
     out.append("\n-- system level --")

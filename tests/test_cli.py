@@ -130,3 +130,21 @@ def test_a_device_this_machine_lacks_exits_non_zero_naming_the_field(tmp_path: P
     assert r.returncode == 2
     assert r.stderr.strip() == "pagedviz: config.device: cuda was asked for but torch sees no CUDA GPU"
     assert r.stdout == ""
+
+
+def test_run_shows_arange_cu_num_tokens_and_the_padded_slot_mapping(tmp_path: Path) -> None:
+    scenario = {
+        "name": "padded",
+        "config": {"block_size": 2, "max_model_len": 16, "max_num_reqs": 4, "max_num_batched_tokens": 16,
+                   "num_kv_blocks": 12, "cudagraph_capture_sizes": [4, 8]},
+        "requests": [{"id": "a", "prompt_len": 5, "max_tokens": 2}],
+    }
+    path = tmp_path / "padded.json"
+    path.write_text(json.dumps(scenario))
+    r = pagedviz("run", str(path), "--step", "1")
+    assert r.returncode == 0, r.stderr
+    rows = [line.split("|") for line in r.stdout.splitlines() if line.startswith("|")]
+    arange_row = next(cells for cells in rows if cells[1].strip() == "arange")
+    assert [int(c) for c in arange_row[2:-1]] == [0, 1, 2, 3, 4]
+    assert "cu_num_tokens" in r.stdout
+    assert "slot_mapping padded to num_input_tokens=8: [2, 3, 4, 5, 6, -1, -1, -1]" in r.stdout
