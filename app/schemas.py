@@ -45,6 +45,17 @@ class RunCreated(BaseModel):
     link: str = Field(description="the scenario packed for URLs (zlib + base64url)")
 
 
+class RunProgress(BaseModel):
+    """Where a run stands: done, computing (steps so far), or waiting to be computed."""
+
+    run_id: str
+    state: str = Field(examples=["computing"], description="done | computing | waiting")
+    steps_done: int = Field(examples=[120])
+    max_steps: int = Field(examples=[256], description="the scenario's bound on steps")
+    elapsed_s: float | None = Field(default=None, description="seconds spent computing so far")
+    max_seconds: float | None = Field(default=None, description="the server's time bound per run")
+
+
 class ScenarioCheck(BaseModel):
     """The answer of the validator: valid with the run id it would get, or the problems found."""
 

@@ -34,9 +34,24 @@ class Run:
     overview: dict | None = None  # the overview response, built once
 
 
-def compute(run_id: str, scenario: Scenario, max_seconds: float | None = None) -> Run:
+@dataclass
+class Progress:
+    """How far a computation in flight has come (written by the worker thread, read by routes)."""
+
+    max_steps: int
+    started: float
+    steps_done: int = 0
+
+
+def compute(
+    run_id: str, scenario: Scenario, max_seconds: float | None = None, progress: Progress | None = None
+) -> Run:
     engine = Engine(scenario)
-    steps = list(engine.run(None if max_seconds is None else time.monotonic() + max_seconds))
+    steps = []
+    for t in engine.run(None if max_seconds is None else time.monotonic() + max_seconds):
+        steps.append(t)
+        if progress is not None:
+            progress.steps_done = len(steps)
     nbytes = 0
     for t in steps:
         nbytes += 2048 + sum(a.data.nbytes for a in t.array_entries.values())
@@ -60,6 +75,7 @@ class RunStore:
         self.runs: OrderedDict[str, Run] = OrderedDict()
         self.scenarios: OrderedDict[str, Scenario] = OrderedDict()
         self.in_flight: dict[str, asyncio.Future[Run]] = {}
+        self.progress: dict[str, Progress] = {}
         self.bytes = 0
         self.computations = 0
 
@@ -111,18 +127,40 @@ class RunStore:
         self.scenarios[run_id] = scenario
         fut: asyncio.Future[Run] = asyncio.get_running_loop().create_future()
         self.in_flight[run_id] = fut
+        progress = self.progress[run_id] = Progress(scenario.max_steps, time.monotonic())
         try:
             self.computations += 1
-            run = await asyncio.to_thread(compute, run_id, scenario, self.max_seconds)
+            run = await asyncio.to_thread(compute, run_id, scenario, self.max_seconds, progress)
         except BaseException as e:
             fut.set_exception(e)
             fut.exception()  # mark retrieved: waiters re-raise it themselves
             raise
         finally:
             self.in_flight.pop(run_id, None)
+            self.progress.pop(run_id, None)
         fut.set_result(run)
         self._put(run)
         return run
+
+    def status(self, run_id: str) -> dict | None:
+        """done (with its steps), computing (steps so far, seconds), waiting (known, not computed:
+        the next read computes it), or None for a run this server does not know."""
+        run = self.runs.get(run_id)
+        if run is not None:
+            return {"state": "done", "steps_done": len(run.steps), "max_steps": run.scenario.max_steps}
+        p = self.progress.get(run_id)
+        if p is not None:
+            elapsed = round(time.monotonic() - p.started, 2)
+            return {
+                "state": "computing",
+                "steps_done": p.steps_done,
+                "max_steps": p.max_steps,
+                "elapsed_s": elapsed,
+            }
+        scenario = self.scenarios.get(run_id) or self._shared(run_id)
+        if scenario is not None:
+            return {"state": "waiting", "steps_done": 0, "max_steps": scenario.max_steps}
+        return None
 
     def _put(self, run: Run) -> None:
         self.runs[run.run_id] = run

@@ -22,3 +22,31 @@ export function errorLines(data) {
   if (!data || !Array.isArray(data.detail)) return ["unexpected response from the server"];
   return data.detail.map((d) => (d.field ? `${d.field}: ${d.message}` : d.message));
 }
+
+// While `work` (a request that computes a run) is pending, ask the server how far the run has come
+// and hand each answer to `onProgress`: the first ask after `delayMs`, then every `everyMs`.
+export async function withProgress(runId, work, onProgress, { delayMs = 400, everyMs = 500 } = {}) {
+  let done = false;
+  const poll = async () => {
+    while (!done && runId) {
+      const p = await getJSON(`/api/runs/${encodeURIComponent(runId)}/progress`);
+      if (!done && p.ok && p.data.state === "computing") onProgress(p.data);
+      await new Promise((resolve) => setTimeout(resolve, everyMs));
+    }
+  };
+  const timer = setTimeout(poll, delayMs);
+  try { return await work; } finally { done = true; clearTimeout(timer); }
+}
+
+// The scenario inside a packed link (zlib + base64url), or null where the browser cannot inflate.
+export async function unpackLink(packed) {
+  if (typeof DecompressionStream === "undefined") return null;
+  try {
+    const b64 = packed.replace(/-/g, "+").replace(/_/g, "/") + "===".slice((packed.length + 3) % 4);
+    const bytes = Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
+    const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("deflate"));
+    return JSON.parse(await new Response(stream).text());
+  } catch (_) {
+    return null;  // the server says what is wrong with the link
+  }
+}

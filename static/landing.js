@@ -1,6 +1,6 @@
 // The landing page: the preset gallery and a scenario editor checked live by the API.
 
-import { errorLines, getJSON, postJSON } from "./api.js";
+import { errorLines, getJSON, postJSON, withProgress } from "./api.js";
 import { applyI18n, t } from "./i18n.js";
 import { readState, writeState } from "./state.js";
 import { clear, el } from "./views.js";
@@ -95,6 +95,7 @@ function collect() {
 
 let timer = null;
 let seq = 0;
+let lastCheck = null;  // the validator's latest answer (its run id lets a long run show progress)
 function scheduleValidate() {
   clearTimeout(timer);
   timer = setTimeout(validate, 250);
@@ -105,6 +106,7 @@ async function validate() {
   const r = await postJSON("/api/scenarios/validate", collect());
   if (mine !== seq) return r;  // a newer edit is on its way
   const valid = r.ok && r.data.valid;
+  lastCheck = valid ? r.data : null;
   const box = clear($("validation"));
   box.classList.toggle("ok", valid);
   box.classList.toggle("bad", !valid);
@@ -116,7 +118,13 @@ async function validate() {
 
 async function runIt() {
   if (!(await validate())) return;
-  const r = await postJSON("/api/runs", collect());
+  $("btn-run").disabled = true;
+  const status = $("run-status");
+  const r = await withProgress(lastCheck && lastCheck.run_id, postJSON("/api/runs", collect()), (p) => {
+    status.textContent = L("computing").replace("{n}", p.steps_done).replace("{max}", p.max_steps).replace("{t}", Math.round(p.elapsed_s));
+  });
+  status.textContent = "";
+  $("btn-run").disabled = false;
   if (!r.ok) { await validate(); return; }
   window.location.href = r.data.url + (state.lang === "zh" ? "&lang=zh" : "");
 }

@@ -1,7 +1,7 @@
 // The run page: steps, stages and linked views of one run. State lives in state.js and the URL;
 // the numbers come from the REST API; this file only arranges and highlights them.
 
-import { errorLines, getJSON, postJSON } from "./api.js";
+import { errorLines, getJSON, postJSON, unpackLink, withProgress } from "./api.js";
 import { applyI18n, stageText, t } from "./i18n.js";
 import { readState, writeState } from "./state.js";
 import { cellShape, clear, colorOf, el, fmtList, gridTable, heatmap, loadPlotly, plotlyText, rowShape, tintOf } from "./views.js";
@@ -18,14 +18,20 @@ const L = (key) => t(state.lang, key);
 // ------------------------------------------------------------------ loading
 async function loadRun() {
   setStatus(L("loading"));
-  let created;
+  let created, scenario, request;
   if (state.s) {
-    created = await getJSON(`/api/runs/from-link?s=${encodeURIComponent(state.s)}`);
+    request = getJSON(`/api/runs/from-link?s=${encodeURIComponent(state.s)}`);
+    scenario = await unpackLink(state.s);
   } else {
     const preset = await getJSON(`/api/presets/${encodeURIComponent(state.preset || "seed-001")}`);
     if (!preset.ok) return showError(preset.data);
-    created = await postJSON("/api/runs", preset.data.scenario);
+    scenario = preset.data.scenario;
+    request = postJSON("/api/runs", scenario);
   }
+  // a long run says how far it has come while the request waits for it
+  const check = scenario ? await postJSON("/api/scenarios/validate", scenario) : null;
+  const runId = check && check.ok && check.data.valid ? check.data.run_id : null;
+  created = await withProgress(runId, request, showProgress);
   if (!created.ok) return showError(created.data);
   S.created = created.data;
   state.s = created.data.link;
@@ -64,6 +70,10 @@ async function fetchStep(n) {
 }
 
 function setStatus(text) { $("status").textContent = text; }
+
+function showProgress(p) {
+  setStatus(L("computing").replace("{n}", p.steps_done).replace("{max}", p.max_steps).replace("{t}", Math.round(p.elapsed_s)));
+}
 
 function showError(data) {
   setStatus("");

@@ -205,6 +205,7 @@ def test_openapi_documents_every_route(client: TestClient) -> None:
         "/api/runs/{run_id}/steps/{n}",
         "/api/runs/{run_id}/steps/{n}/arrays/{name}",
         "/api/runs/from-link",
+        "/api/runs/{run_id}/progress",
         "/healthz",
     ):
         assert path in spec["paths"], path

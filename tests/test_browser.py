@@ -297,6 +297,48 @@ def test_run_page_editor_reruns_an_edited_scenario_and_refuses_a_bad_one(page: o
     assert page.locator("#step-label").inner_text().startswith("Step 1 /")
 
 
+LONG_RUN = {
+    "name": "long",
+    "max_steps": 120,
+    "config": {"block_size": 16, "max_model_len": 512, "max_num_reqs": 8, "max_num_batched_tokens": 512,
+               "num_kv_blocks": 256},
+    "requests": [{"id": str(i), "prompt_len": 32, "max_tokens": 300} for i in range(8)],
+}
+
+
+def test_a_long_run_shows_its_progress_while_it_computes(page: object) -> None:
+    from app.links import pack
+
+    page.goto(f"{page.base}/run?s={pack(LONG_RUN)}")
+    page.wait_for_function(
+        "/Computing the run: step [0-9]+ of at most 120/.test(document.getElementById('status').textContent)",
+        timeout=30_000,
+    )
+    page.wait_for_selector("body[data-ready='1']", timeout=60_000)
+    assert page.locator("#status").inner_text() == ""
+    assert page.locator("#timeline .tl-step").count() == 120
+
+
+def test_the_landing_run_button_shows_progress_of_a_long_run(page: object) -> None:
+    import json
+
+    page.goto(page.base + "/")
+    page.wait_for_selector("#validation.ok", timeout=30_000)
+    page.set_input_files(
+        "#upload", files=[{"name": "long.json", "mimeType": "application/json",
+                           "buffer": json.dumps({**LONG_RUN, "seed": 5}).encode()}]
+    )
+    page.wait_for_function("document.getElementById('f-name').value === 'long'")
+    page.wait_for_function("document.getElementById('validation').textContent.includes('8 requests')")
+    page.click("#btn-run")
+    page.wait_for_function(
+        "document.getElementById('run-status').textContent.startsWith('Computing the run: step')",
+        timeout=30_000,
+    )
+    page.wait_for_url(re.compile(r"/run\?s="), timeout=60_000)
+    page.wait_for_selector("body[data-ready='1']", timeout=60_000)
+
+
 HOSTILE_NAME = "<img src=x onerror=alert(1)>"
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
@@ -52,3 +53,35 @@ def test_two_workers_answer_for_each_others_runs() -> None:
             with httpx.Client(base_url=server.url, timeout=60) as fresh:
                 codes.add(fresh.get(f"/api/runs/{rid}/steps/2").status_code)
         assert codes == {200}
+
+
+def test_progress_of_a_long_run_while_it_computes() -> None:
+    long_run = {
+        "name": "long",
+        "max_steps": 120,
+        "config": {"block_size": 16, "max_model_len": 512, "max_num_reqs": 8, "max_num_batched_tokens": 512,
+                   "num_kv_blocks": 256},
+        "requests": [{"id": str(i), "prompt_len": 32, "max_tokens": 300} for i in range(8)],
+    }
+    with running_server("--max-runs", "1") as server, httpx.Client(base_url=server.url, timeout=60) as c:
+        rid = c.post("/api/scenarios/validate", json=long_run).json()["run_id"]
+        assert c.get(f"/api/runs/{rid}/progress").status_code == 404  # not posted yet
+        with ThreadPoolExecutor(1) as pool:
+            posted = pool.submit(c.post, "/api/runs", json=long_run)
+            seen = []
+            while not posted.done():
+                p = c.get(f"/api/runs/{rid}/progress")
+                if p.status_code == 200:
+                    seen.append(p.json())
+                time.sleep(0.1)
+            assert posted.result().status_code == 201
+        computing = [p for p in seen if p["state"] == "computing"]
+        assert computing, seen[:3]
+        done_counts = [p["steps_done"] for p in computing]
+        assert done_counts == sorted(done_counts) and 0 < done_counts[-1] <= 120
+        assert all(p["max_steps"] == 120 and p["elapsed_s"] >= 0 for p in computing)
+        assert c.get(f"/api/runs/{rid}/progress").json()["state"] == "done"
+        assert c.get(f"/api/runs/{rid}/progress").json()["steps_done"] == 120
+        # evicted by another run, it is remembered: the next read computes it again
+        c.post("/api/runs", json=preset_dict("seed-001"))
+        assert c.get(f"/api/runs/{rid}/progress").json()["state"] == "waiting"

@@ -20,6 +20,7 @@ from app.schemas import (
     ErrorOut,
     RunCreated,
     RunOverview,
+    RunProgress,
     ScenarioCheck,
     StageSource,
     StepOut,
@@ -172,6 +173,16 @@ def step_kind(t: StepTrace) -> str:
     else:  # nanovllm
         decode = np.full(len(t.batch["req_ids"]), not t.scalars.get("is_prefill"))
     return "decode" if decode.all() else "prefill" if not decode.any() else "mixed"
+
+
+@router.get("/runs/{run_id}/progress", response_model=RunProgress, responses=ERRORS)
+async def progress(request: Request, run_id: str) -> dict:
+    """How far the run's computation has come; answers at once, computes nothing. A page polls it
+    while its request for the run is still waiting."""
+    status = _store(request).status(run_id)
+    if status is None:
+        raise ApiError(404, "not_found", "run_id", f"unknown run {run_id[:40]!r} (post its scenario again)")
+    return RunProgress(run_id=run_id, max_seconds=_store(request).max_seconds, **status).model_dump()
 
 
 @router.get("/runs/{run_id}", response_model=RunOverview, responses=ERRORS)
