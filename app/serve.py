@@ -19,6 +19,14 @@ import uvicorn
 from core.device import resolve_device
 
 
+def check_listen(host: str, port: int) -> None:
+    """Raise OSError (with its reason) when host:port cannot be listened on, before anything starts."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind((host, port))
+
+
 def serve(
     host: str = "127.0.0.1", port: int = 8000, workers: int = 1, env: dict[str, str] | None = None
 ) -> int:

@@ -263,7 +263,7 @@ SERVE_LIMITS = {
 
 def cmd_serve(args: argparse.Namespace) -> int:
     try:
-        from app.serve import serve
+        from app.serve import check_listen, serve
     except ImportError as e:
         raise CliError(
             f"the web app needs its dependencies ({e.name} is missing): pip install pagedviz"
@@ -275,6 +275,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     env = {
         var: str(getattr(args, key)) for key, var in SERVE_LIMITS.items() if getattr(args, key) is not None
     }
+    try:
+        check_listen(args.host, args.port)
+    except OSError as e:  # the port is taken, or the host is not this machine's
+        reason = e.strerror or str(e)
+        raise CliError(
+            f"cannot listen on {args.host}:{args.port}: {reason} (choose another --port or --host)"
+        ) from e
     return serve(host=args.host, port=args.port, workers=args.workers, env=env)
 
 

@@ -85,3 +85,23 @@ def test_progress_of_a_long_run_while_it_computes() -> None:
         # evicted by another run, it is remembered: the next read computes it again
         c.post("/api/runs", json=preset_dict("seed-001"))
         assert c.get(f"/api/runs/{rid}/progress").json()["state"] == "waiting"
+
+
+def test_serve_on_a_taken_port_says_so_and_exits_non_zero() -> None:
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        r = subprocess.run(
+            [sys.executable, "-m", "core.cli", "serve", "--port", str(port)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert r.returncode == 2
+    assert r.stderr.strip().startswith(f"pagedviz: cannot listen on 127.0.0.1:{port}: ")
+    assert "serving on" not in r.stdout and "Traceback" not in r.stderr
