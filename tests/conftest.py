@@ -24,3 +24,13 @@ def make_scenario(requests: list[dict[str, Any]], flavor: str = "vllm", **config
 
 def run_all(scenario: Scenario) -> list:
     return list(Engine(scenario).run())
+
+
+# a run that takes a few seconds on a small CPU (120 steps with the model on): for progress tests
+LONG_RUN: dict[str, Any] = {
+    "name": "long",
+    "max_steps": 120,
+    "config": {"block_size": 16, "max_model_len": 512, "max_num_reqs": 8, "max_num_batched_tokens": 512,
+               "num_kv_blocks": 256},
+    "requests": [{"id": str(i), "prompt_len": 32, "max_tokens": 300} for i in range(8)],
+}

@@ -11,7 +11,7 @@ import pytest
 
 from app.serve import running_server
 
-from conftest import make_scenario
+from conftest import LONG_RUN, make_scenario
 
 CHROMIUM = os.environ.get("PAGEDVIZ_CHROMIUM", "/usr/bin/chromium")
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
@@ -295,15 +295,6 @@ def test_run_page_editor_reruns_an_edited_scenario_and_refuses_a_bad_one(page: o
     page.wait_for_selector("body[data-ready='1']", timeout=30_000)
     assert page.locator("#timeline .tl-step").count() > 5
     assert page.locator("#step-label").inner_text().startswith("Step 1 /")
-
-
-LONG_RUN = {
-    "name": "long",
-    "max_steps": 120,
-    "config": {"block_size": 16, "max_model_len": 512, "max_num_reqs": 8, "max_num_batched_tokens": 512,
-               "num_kv_blocks": 256},
-    "requests": [{"id": str(i), "prompt_len": 32, "max_tokens": 300} for i in range(8)],
-}
 
 
 def test_a_long_run_shows_its_progress_while_it_computes(page: object) -> None:

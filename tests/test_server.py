@@ -12,6 +12,8 @@ import numpy as np
 from app.serve import running_server
 from core.presets import preset_dict
 
+from conftest import LONG_RUN
+
 
 def test_real_server_runs_a_preset_end_to_end() -> None:
     with running_server("--max-runs", "2") as server, httpx.Client(base_url=server.url, timeout=60) as c:
@@ -56,13 +58,7 @@ def test_two_workers_answer_for_each_others_runs() -> None:
 
 
 def test_progress_of_a_long_run_while_it_computes() -> None:
-    long_run = {
-        "name": "long",
-        "max_steps": 120,
-        "config": {"block_size": 16, "max_model_len": 512, "max_num_reqs": 8, "max_num_batched_tokens": 512,
-                   "num_kv_blocks": 256},
-        "requests": [{"id": str(i), "prompt_len": 32, "max_tokens": 300} for i in range(8)],
-    }
+    long_run = LONG_RUN
     with running_server("--max-runs", "1") as server, httpx.Client(base_url=server.url, timeout=60) as c:
         rid = c.post("/api/scenarios/validate", json=long_run).json()["run_id"]
         assert c.get(f"/api/runs/{rid}/progress").status_code == 404  # not posted yet
