@@ -539,10 +539,10 @@ function kvGrid() {
   S.trace.batch.req_ids.forEach((rid, r) => { reqRow[rid] = r; });
   const freePos = {};
   kv.free_block_queue.forEach((b, i) => { freePos[b] = i; });
-  const ownerKind = [], owned = [];
+  const ownersOf = [], ownerKind = [];
   for (let b = 0; b < nb; b++) {
     const owners = kv.owners[String(b)] || [];
-    owned.push(owners.join("+"));
+    ownersOf.push(owners);
     ownerKind.push(!owners.length ? null : owners.length > 1 ? "shared" : reqRow[owners[0]] !== undefined ? reqRow[owners[0]] : "other");
   }
   const cats = S.trace.batch.req_ids.map((rid, r) => ({ value: r, label: plotlyText(rid), color: colorOf(r) }));
@@ -552,7 +552,7 @@ function kvGrid() {
   const catOf = (k) => (k === null ? null : typeof k === "number" ? k : cats.find((c) => c.kind === k).value);
   const z = [], text = [];
   for (let b = 0; b < nb; b++) {
-    const owners = kv.owners[String(b)] || [];
+    const owners = ownersOf[b];
     const written = kv.written_slots ? kv.written_slots[b] : null;
     const label = `block ${b}` + (owners.length ? `, ${L("req")} ${owners.map(plotlyText).join("+")}` : freePos[b] !== undefined ? `, ${L("free")} #${freePos[b]}` : "") +
       `, ref ${kv.ref_cnt[b]}` + (written !== null ? `, written ${written}/${kv.block_size}` : "") + (b === 0 && S.overview.flavor !== "nanovllm" ? ` (${L("null_block")})` : "");
@@ -568,7 +568,7 @@ function kvGrid() {
     }
     z.push(zr); text.push(tr);
   }
-  return { z, text, nb, bs, owned, cats };
+  return { z, text, nb, bs, owned: ownersOf.map((o) => o.join("+")), cats };
 }
 
 function drawKv() {

@@ -85,7 +85,7 @@ export function heatmap(div, z, { title, colorscale = "Viridis", zmin, zmax, tex
   const trace = {
     type: "heatmap", z, colorscale, zmin, zmax, text, hoverongaps: false,
     hovertemplate: hover || "row %{y}, col %{x}: %{z}<extra></extra>",
-    xgap: z[0] && z[0].length > 64 ? 0 : 1, ygap: z.length > 64 ? 0 : 1,
+    xgap: cols > 64 ? 0 : 1, ygap: rows > 64 ? 0 : 1,
     colorbar: { thickness: 10, ...colorbar }, showscale,
   };
   // no zero lines: they would show through the empty (null) cells as stray rules; the ranges are
@@ -95,11 +95,11 @@ export function heatmap(div, z, { title, colorscale = "Viridis", zmin, zmax, tex
     title: { text: title, font: { size: 13 }, x: 0.01, xanchor: "left" }, margin: { l: 48, r: 8, t: 30, b: 36 },
     yaxis: { range: [rows - 0.5, -0.5], title: yTitle, dtick: rows <= 24 ? 1 : undefined, zeroline: false },
     xaxis: { title: xTitle, side: "bottom", range: [-0.5, cols - 0.5], dtick: cols <= 24 ? 1 : undefined, zeroline: false },
-    shapes, height: Math.max(180, Math.min(420, 28 * z.length + 80)),
+    shapes, height: Math.max(180, Math.min(420, 28 * rows + 80)),
     paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "#ffffff", font: { family: "inherit" },
   };
   div.setAttribute("role", "img");
-  div.setAttribute("aria-label", `${title}: ${z.length} × ${z[0] ? z[0].length : 0} heatmap; the Table button shows the numbers`);
+  div.setAttribute("aria-label", `${title}: ${rows} × ${cols} heatmap; the Table button shows the numbers`);
   if (!window.Plotly) { div.dataset.pending = "1"; return null; }
   const config = { displaylogo: false, responsive: true,
                    modeBarButtonsToRemove: ["select2d", "lasso2d", "autoScale2d"],
