@@ -107,6 +107,11 @@ export function t(lang, key) {
   return (STRINGS[lang] && STRINGS[lang][key]) || STRINGS.en[key] || key;
 }
 
+// The status line of a run still computing (an answer of /api/runs/{id}/progress).
+export function progressText(lang, p) {
+  return t(lang, "computing").replace("{n}", p.steps_done).replace("{max}", p.max_steps).replace("{t}", Math.round(p.elapsed_s));
+}
+
 export function stageText(lang, name) {
   return (STAGES[lang] && STAGES[lang][name]) || STAGES.en[name] || [name, ""];
 }

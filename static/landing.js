@@ -1,7 +1,7 @@
 // The landing page: the preset gallery and a scenario editor checked live by the API.
 
 import { errorLines, getJSON, postJSON, withProgress } from "./api.js";
-import { applyI18n, t } from "./i18n.js";
+import { applyI18n, progressText, t } from "./i18n.js";
 import { readState, writeState } from "./state.js";
 import { clear, el } from "./views.js";
 
@@ -121,7 +121,7 @@ async function runIt() {
   $("btn-run").disabled = true;
   const status = $("run-status");
   const r = await withProgress(lastCheck && lastCheck.run_id, postJSON("/api/runs", collect()), (p) => {
-    status.textContent = L("computing").replace("{n}", p.steps_done).replace("{max}", p.max_steps).replace("{t}", Math.round(p.elapsed_s));
+    status.textContent = progressText(state.lang, p);
   });
   status.textContent = "";
   $("btn-run").disabled = false;

@@ -2,7 +2,7 @@
 // the numbers come from the REST API; this file only arranges and highlights them.
 
 import { errorLines, getJSON, postJSON, unpackLink, withProgress } from "./api.js";
-import { applyI18n, stageText, t } from "./i18n.js";
+import { applyI18n, progressText, stageText, t } from "./i18n.js";
 import { readState, writeState } from "./state.js";
 import { cellShape, clear, colorOf, el, fmtList, gridTable, heatmap, loadPlotly, plotlyText, rowShape, tintOf } from "./views.js";
 
@@ -31,7 +31,7 @@ async function loadRun() {
   // a long run says how far it has come while the request waits for it
   const check = scenario ? await postJSON("/api/scenarios/validate", scenario) : null;
   const runId = check && check.ok && check.data.valid ? check.data.run_id : null;
-  created = await withProgress(runId, request, showProgress);
+  created = await withProgress(runId, request, (p) => setStatus(progressText(state.lang, p)));
   if (!created.ok) return showError(created.data);
   S.created = created.data;
   state.s = created.data.link;
@@ -70,10 +70,6 @@ async function fetchStep(n) {
 }
 
 function setStatus(text) { $("status").textContent = text; }
-
-function showProgress(p) {
-  setStatus(L("computing").replace("{n}", p.steps_done).replace("{max}", p.max_steps).replace("{t}", Math.round(p.elapsed_s)));
-}
 
 function showError(data) {
   setStatus("");
