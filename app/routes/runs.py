@@ -96,10 +96,14 @@ def _scenario(data: Any, request: Request) -> Scenario:
     return scenario
 
 
+def _unknown_run(run_id: str) -> ApiError:
+    return ApiError(404, "not_found", "run_id", f"unknown run {run_id[:40]!r} (post its scenario again)")
+
+
 async def _run(request: Request, run_id: str) -> Run:
     run = await _store(request).get(run_id)
     if run is None:
-        raise ApiError(404, "not_found", "run_id", f"unknown run {run_id[:40]!r} (post its scenario again)")
+        raise _unknown_run(run_id)
     return run
 
 
@@ -181,7 +185,7 @@ async def progress(request: Request, run_id: str) -> dict:
     while its request for the run is still waiting."""
     status = _store(request).status(run_id)
     if status is None:
-        raise ApiError(404, "not_found", "run_id", f"unknown run {run_id[:40]!r} (post its scenario again)")
+        raise _unknown_run(run_id)
     return RunProgress(run_id=run_id, max_seconds=_store(request).max_seconds, **status).model_dump()
 
 
