@@ -9,9 +9,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from core import ScenarioError
-from core.device import DeviceUnavailableError
-from core.engine import RunTooLongError
+from pagedviz.core import ScenarioError
+from pagedviz.core.device import DeviceUnavailableError
+from pagedviz.core.engine import RunTooLongError
 
 log = logging.getLogger("pagedviz")
 

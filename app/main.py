@@ -8,11 +8,11 @@ from fastapi import FastAPI
 from fastapi.middleware.gzip import GZipMiddleware
 from fastapi_offline import FastAPIOffline
 
-from app import errors
-from app.routes import health, pages, presets, runs
-from app.settings import Settings
-from app.store import RunStore
-from core import __version__
+from pagedviz.app import errors
+from pagedviz.app.routes import health, pages, presets, runs
+from pagedviz.app.settings import Settings
+from pagedviz.app.store import RunStore
+from pagedviz.core import __version__
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:

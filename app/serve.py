@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import uvicorn
 
-from core.device import resolve_device
+from pagedviz.core.device import resolve_device
 
 
 def check_listen(host: str, port: int) -> None:
@@ -41,7 +41,7 @@ def serve(
         flush=True,
     )
     uvicorn.run(
-        "app.main:create_app",
+        "pagedviz.app.main:create_app",
         factory=True,
         host=host,
         port=port,
@@ -72,7 +72,8 @@ def running_server(
     its URL and pid and stops it afterwards (for tests, benchmarks and notebooks)."""
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "core.cli", "serve", "--host", "127.0.0.1", "--port", str(port), *extra],
+        [sys.executable, "-m", "pagedviz.app.cli", "serve", "--host", "127.0.0.1", "--port", str(port)]
+        + list(extra),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from core.config import Limits
+from pagedviz.core.config import Limits
 
 
 def _env_int(name: str, default: int) -> int:

@@ -13,8 +13,8 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
-from core import Engine, Scenario, __version__
-from core.trace import StepTrace
+from pagedviz.core import Scenario, __version__, make_engine
+from pagedviz.core.trace import StepTrace
 
 
 def run_id_of(scenario: Scenario) -> str:
@@ -46,7 +46,7 @@ class Progress:
 def compute(
     run_id: str, scenario: Scenario, max_seconds: float | None = None, progress: Progress | None = None
 ) -> Run:
-    engine = Engine(scenario)
+    engine = make_engine(scenario)
     steps = []
     for t in engine.run(None if max_seconds is None else time.monotonic() + max_seconds):
         steps.append(t)

@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import numpy as np
 
-from app.serve import running_server
+from pagedviz.app.serve import running_server
 
 
 def peak_rss_mb(pid: int) -> float:

@@ -3,7 +3,7 @@ schedules exactly that many requests and tokens (each request prefills tokens/re
 
 from __future__ import annotations
 
-from core import Limits, Scenario
+from pagedviz.core import Limits, Scenario
 
 SIZES = [(8, 256), (64, 2048), (256, 8192), (1024, 16384)]
 

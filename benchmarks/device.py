@@ -16,11 +16,11 @@ import statistics
 import torch
 from common import SIZES, bench_scenario
 
-from core import Engine
+from pagedviz.core import make_engine
 
 
 def one_step(requests: int, tokens: int, device: str) -> dict[str, float]:
-    engine = Engine(bench_scenario(requests, tokens, device))
+    engine = make_engine(bench_scenario(requests, tokens, device))
     t = engine.step()
     timing = t.timing_us
     return {

@@ -16,14 +16,14 @@ import time
 import numpy as np
 from common import SIZES, bench_scenario
 
-from core import Engine
-from core.device import StageTimer
-from core.trace import StepTrace
+from pagedviz.core import Engine, make_engine
+from pagedviz.core.device import StageTimer
+from pagedviz.core.trace import StepTrace
 
 
 def build(requests: int, tokens: int) -> Engine:
     scenario = bench_scenario(requests, tokens, model=False)
-    engine = Engine(scenario)
+    engine = make_engine(scenario)
     out = engine.scheduler.schedule(1)
     engine.runner.update_states(out)
     return engine

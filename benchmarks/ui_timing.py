@@ -17,7 +17,7 @@ import statistics
 
 import httpx
 
-from app.serve import running_server
+from pagedviz.app.serve import running_server
 
 
 def main() -> None:

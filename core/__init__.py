@@ -1,10 +1,11 @@
 """pagedviz's engine: a vLLM-v1-style scheduler, paged KV blocks, persistent batch and
 prepare_inputs, stage by stage, with a tiny paged-attention model. No web code lives here."""
 
-from core.config import EngineConfig, Limits, ModelConfig, Scenario, ScenarioError
-from core.engine import Engine
-from core.presets import list_presets, load_preset, preset_dict
-from core.trace import StepTrace
+from pagedviz.core.config import EngineConfig, Limits, ModelConfig, Scenario, ScenarioError
+from pagedviz.core.engine import Engine
+from pagedviz.core.presets import list_presets, load_preset, preset_dict
+from pagedviz.core.registry import engine_class, make_engine
+from pagedviz.core.trace import StepTrace
 
 __all__ = [
     "Engine",
@@ -14,6 +15,8 @@ __all__ = [
     "Scenario",
     "ScenarioError",
     "StepTrace",
+    "engine_class",
+    "make_engine",
     "list_presets",
     "load_preset",
     "preset_dict",

@@ -1,5 +1,6 @@
-"""`pagedviz`: run a scenario or preset in the terminal (tables or the trace contract as JSON),
-list the presets, or serve the web app."""
+"""`pagedviz`'s engine commands: run a scenario or preset in the terminal (tables or the trace
+contract as JSON) and list the presets. The web app adds `serve` (pagedviz.app.cli); this module
+imports nothing from the web app, so it runs where only torch and numpy are installed."""
 
 from __future__ import annotations
 
@@ -13,11 +14,11 @@ from typing import Any
 
 import numpy as np
 
-from core.config import Scenario, ScenarioError, decode_ids
-from core.device import DeviceUnavailableError
-from core.engine import Engine
-from core.presets import list_presets, preset_dict
-from core.trace import StepTrace
+from pagedviz.core.config import Scenario, ScenarioError, decode_ids
+from pagedviz.core.device import DeviceUnavailableError
+from pagedviz.core.presets import list_presets, preset_dict
+from pagedviz.core.registry import make_engine
+from pagedviz.core.trace import StepTrace
 
 
 class CliError(Exception):
@@ -208,7 +209,7 @@ class Progress:
 
 def cmd_run(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario)
-    engine = Engine(scenario)
+    engine = make_engine(scenario)
     if args.step is not None and not 1 <= args.step <= scenario.max_steps:
         raise CliError(f"--step must be between 1 and max_steps={scenario.max_steps} (got {args.step})")
     traces: list[StepTrace] = []
@@ -250,42 +251,8 @@ def cmd_presets(args: argparse.Namespace) -> int:
     return 0
 
 
-SERVE_LIMITS = {
-    "max_runs": "PAGEDVIZ_MAX_RUNS",
-    "max_store_mb": "PAGEDVIZ_MAX_STORE_MB",
-    "max_body_kb": "PAGEDVIZ_MAX_BODY_KB",
-    "max_requests": "PAGEDVIZ_MAX_REQUESTS",
-    "max_cells": "PAGEDVIZ_MAX_CELLS",
-    "max_total_tokens": "PAGEDVIZ_MAX_TOTAL_TOKENS",
-    "max_steps": "PAGEDVIZ_MAX_STEPS",
-}
-
-
-def cmd_serve(args: argparse.Namespace) -> int:
-    try:
-        from app.serve import check_listen, serve
-    except ImportError as e:
-        raise CliError(
-            f"the web app needs its dependencies ({e.name} is missing): pip install pagedviz"
-        ) from e
-    if not 1 <= args.port <= 65535:
-        raise CliError(f"--port must be between 1 and 65535 (got {args.port})")
-    if args.workers < 1:
-        raise CliError(f"--workers must be at least 1 (got {args.workers})")
-    env = {
-        var: str(getattr(args, key)) for key, var in SERVE_LIMITS.items() if getattr(args, key) is not None
-    }
-    try:
-        check_listen(args.host, args.port)
-    except OSError as e:  # the port is taken, or the host is not this machine's
-        reason = e.strerror or str(e)
-        raise CliError(
-            f"cannot listen on {args.host}:{args.port}: {reason} (choose another --port or --host)"
-        ) from e
-    return serve(host=args.host, port=args.port, workers=args.workers, env=env)
-
-
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> tuple[argparse.ArgumentParser, Any]:
+    """The parser of the engine's commands; the web app adds `serve` to it (pagedviz.app.cli)."""
     parser = argparse.ArgumentParser(prog="pagedviz", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run a scenario file or a preset")
@@ -294,19 +261,12 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--json", action="store_true", help="print the trace contract as JSON")
     run.set_defaults(fn=cmd_run)
     sub.add_parser("presets", help="list the presets").set_defaults(fn=cmd_presets)
-    serve = sub.add_parser("serve", help="serve the web app")
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8000)
-    serve.add_argument("--workers", type=int, default=1)
-    for key in SERVE_LIMITS:
-        serve.add_argument(
-            f"--{key.replace('_', '-')}",
-            dest=key,
-            type=int,
-            metavar="N",
-            help=f"limit (also ${SERVE_LIMITS[key]})",
-        )
-    serve.set_defaults(fn=cmd_serve)
+    return parser, sub
+
+
+def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None = None) -> int:
+    if parser is None:
+        parser, _ = build_parser()
     args = parser.parse_args(argv)
     try:
         return int(args.fn(args))

@@ -10,14 +10,14 @@ from typing import Any
 
 import torch
 
-from core.config import Scenario
-from core.device import StageTimer, resolve_device
-from core.flavors.ascend import AscendModelRunner
-from core.model import ForwardInputs, TinyTransformer
-from core.runner import ModelRunner
-from core.sampler import synthetic_tokens
-from core.scheduler import Scheduler
-from core.trace import StepTrace
+from pagedviz.core.config import Scenario
+from pagedviz.core.device import StageTimer, resolve_device
+from pagedviz.core.model import ForwardInputs, TinyTransformer
+from pagedviz.core.registry import register_flavor
+from pagedviz.core.runner import ModelRunner
+from pagedviz.core.sampler import synthetic_tokens
+from pagedviz.core.scheduler import Scheduler
+from pagedviz.core.trace import StepTrace
 
 
 class RunTooLongError(RuntimeError):
@@ -30,17 +30,21 @@ class RunTooLongError(RuntimeError):
 DENSE_CHECK_MAX_TOKENS = 16384
 
 
+@register_flavor("vllm")
 class Engine:
-    """Runs a Scenario step by step; `capture=False` skips recording arrays (for timing)."""
+    """The vllm flavour's engine: runs a Scenario step by step; `capture=False` skips recording
+    arrays (for timing). Other flavours subclass it and register themselves (core/registry.py);
+    `make_engine(scenario)` picks the scenario's."""
 
-    def __new__(cls, scenario: Scenario, capture: bool = True) -> Engine:
-        if cls is Engine and scenario.flavor == "nanovllm":
-            from core.flavors.nanovllm import NanoEngine
-
-            return super().__new__(NanoEngine)
-        return super().__new__(cls)
+    flavor = "vllm"
+    runner_cls: type[ModelRunner] = ModelRunner
 
     def __init__(self, scenario: Scenario, capture: bool = True) -> None:
+        if scenario.flavor != self.flavor:
+            raise ValueError(
+                f"{type(self).__name__} runs the {self.flavor!r} flavour, not {scenario.flavor!r}: "
+                "use make_engine(scenario)"
+            )
         self.scenario = scenario
         self.capture = capture
         cfg = scenario.config
@@ -59,8 +63,12 @@ class Engine:
     def _setup(self) -> None:
         cfg = self.scenario.config
         self.scheduler = Scheduler(cfg, self.scenario.requests)
-        runner_cls = AscendModelRunner if self.scenario.flavor == "ascend" else ModelRunner
-        self.runner = runner_cls(cfg, self.device)
+        self.runner = self.runner_cls(cfg, self.device)
+
+    @classmethod
+    def stages_from(cls) -> type:
+        """The class whose `@stage` methods (and `update_states`, if any) make the flavour's inputs."""
+        return cls.runner_cls
 
     @property
     def done(self) -> bool:

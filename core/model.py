@@ -17,7 +17,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from core.config import ModelConfig
+from pagedviz.core.config import ModelConfig
 
 
 @dataclass

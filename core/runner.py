@@ -19,11 +19,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from core.config import EngineConfig
-from core.device import StageTimer
-from core.input_batch import InputBatch, cpu_tensor
-from core.scheduler import SchedulerOutput
-from core.trace import Stage, StepTrace
+from pagedviz.core.config import EngineConfig
+from pagedviz.core.device import StageTimer
+from pagedviz.core.input_batch import InputBatch, cpu_tensor
+from pagedviz.core.scheduler import SchedulerOutput
+from pagedviz.core.trace import Stage, StepTrace
 
 
 @dataclass(frozen=True)

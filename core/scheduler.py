@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from core.config import EngineConfig, RequestSpec
-from core.kv_cache import KVCacheManager
-from core.request import Request, Status
+from pagedviz.core.config import EngineConfig, RequestSpec
+from pagedviz.core.kv_cache import KVCacheManager
+from pagedviz.core.request import Request, Status
 
 
 @dataclass

@@ -7,7 +7,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
-export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+# the checkout as the `pagedviz` package without installing it: core/ and app/ linked under a
+# pagedviz/ folder on PYTHONPATH
+SHIM=$(mktemp -d)
+trap 'rm -rf "$SHIM"' EXIT
+mkdir "$SHIM/pagedviz"
+ln -s "$PWD/core" "$SHIM/pagedviz/core"
+ln -s "$PWD/app" "$SHIM/pagedviz/app"
+export PYTHONPATH="$SHIM${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 "$PY" - <<'PYCODE'
 import sys
 import torch

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from core import Engine, Scenario
+from pagedviz.core import Scenario, make_engine
 
 
 def make_scenario(requests: list[dict[str, Any]], flavor: str = "vllm", **config: Any) -> Scenario:
@@ -23,14 +23,19 @@ def make_scenario(requests: list[dict[str, Any]], flavor: str = "vllm", **config
 
 
 def run_all(scenario: Scenario) -> list:
-    return list(Engine(scenario).run())
+    return list(make_engine(scenario).run())
 
 
 # a run that takes a few seconds on a small CPU (120 steps with the model on): for progress tests
 LONG_RUN: dict[str, Any] = {
     "name": "long",
     "max_steps": 120,
-    "config": {"block_size": 16, "max_model_len": 512, "max_num_reqs": 8, "max_num_batched_tokens": 512,
-               "num_kv_blocks": 256},
+    "config": {
+        "block_size": 16,
+        "max_model_len": 512,
+        "max_num_reqs": 8,
+        "max_num_batched_tokens": 512,
+        "num_kv_blocks": 256,
+    },
     "requests": [{"id": str(i), "prompt_len": 32, "max_tokens": 300} for i in range(8)],
 }

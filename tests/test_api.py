@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from app.links import pack
-from app.main import create_app
-from app.settings import Settings
-from core import Limits
-from core.presets import preset_dict
+from pagedviz.app.links import pack
+from pagedviz.app.main import create_app
+from pagedviz.app.settings import Settings
+from pagedviz.core import Limits
+from pagedviz.core.presets import preset_dict
 
 
 @pytest.fixture()
@@ -229,8 +229,8 @@ def test_api_docs_pages_load_their_scripts_from_this_server(client: TestClient, 
 def test_concurrent_requests_for_one_run_compute_once() -> None:
     import asyncio
 
-    from app.store import RunStore
-    from core import load_preset
+    from pagedviz.app.store import RunStore
+    from pagedviz.core import load_preset
 
     async def go() -> tuple[set[str], int]:
         store = RunStore(4, 1 << 30, 16)

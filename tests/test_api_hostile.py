@@ -10,9 +10,9 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from app.main import create_app
-from app.settings import Settings
-from core.presets import preset_dict
+from pagedviz.app.main import create_app
+from pagedviz.app.settings import Settings
+from pagedviz.core.presets import preset_dict
 
 CLIENT = TestClient(create_app(Settings(max_runs=8)), raise_server_exceptions=False)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from app.serve import running_server
+from pagedviz.app.serve import running_server
 
 from conftest import LONG_RUN, make_scenario
 
@@ -173,9 +173,9 @@ def test_timeline_kinds_play_source_and_exports(page: object, tmp_path: Path) ->
     # the export links serve the step's array; the heatmap's PNG button saves a PNG
     href = page.locator("#token-table a[aria-label='slot_mapping csv']").get_attribute("href")
     assert "/steps/5/arrays/slot_mapping?format=csv" in href
-    from core import Engine, load_preset
+    from pagedviz.core import load_preset, make_engine
 
-    last = list(Engine(load_preset("seed-001")).run())[-1].arrays["slot_mapping"]
+    last = list(make_engine(load_preset("seed-001")).run())[-1].arrays["slot_mapping"]
     rows = httpx.get(page.base + href).text.split()
     assert rows[0] == "index,slot_mapping" and rows[1:] == [f"{i},{v}" for i, v in enumerate(last)]
     page.wait_for_function("Boolean(document.getElementById('hm-kv').data)")
@@ -298,7 +298,7 @@ def test_run_page_editor_reruns_an_edited_scenario_and_refuses_a_bad_one(page: o
 
 
 def test_a_long_run_shows_its_progress_while_it_computes(page: object) -> None:
-    from app.links import pack
+    from pagedviz.app.links import pack
 
     page.goto(f"{page.base}/run?s={pack(LONG_RUN)}")
     page.wait_for_function(
@@ -316,8 +316,14 @@ def test_the_landing_run_button_shows_progress_of_a_long_run(page: object) -> No
     page.goto(page.base + "/")
     page.wait_for_selector("#validation.ok", timeout=30_000)
     page.set_input_files(
-        "#upload", files=[{"name": "long.json", "mimeType": "application/json",
-                           "buffer": json.dumps({**LONG_RUN, "seed": 5}).encode()}]
+        "#upload",
+        files=[
+            {
+                "name": "long.json",
+                "mimeType": "application/json",
+                "buffer": json.dumps({**LONG_RUN, "seed": 5}).encode(),
+            }
+        ],
     )
     page.wait_for_function("document.getElementById('f-name').value === 'long'")
     page.wait_for_function("document.getElementById('validation').textContent.includes('8 requests')")
@@ -338,8 +344,13 @@ def test_names_and_prompts_are_shown_as_text_never_as_markup(page: object) -> No
 
     scenario = {
         "name": HOSTILE_NAME,
-        "config": {"block_size": 2, "max_model_len": 16, "max_num_reqs": 4, "max_num_batched_tokens": 6,
-                   "num_kv_blocks": 12},
+        "config": {
+            "block_size": 2,
+            "max_model_len": 16,
+            "max_num_reqs": 4,
+            "max_num_batched_tokens": 6,
+            "num_kv_blocks": 12,
+        },
         "requests": [
             {"id": "<b>bold</b>", "prompt": "a<i>b", "max_tokens": 3},
             {"id": "x&amp;y", "prompt_len": 7, "max_tokens": 4},
@@ -355,9 +366,7 @@ def test_names_and_prompts_are_shown_as_text_never_as_markup(page: object) -> No
     assert "new blocks: x&amp;y → [5, 6]" in page.locator("#changes").inner_text()
     # the KV heatmap names the owners on its colour bar: as the characters typed, not as markup
     page.wait_for_function("document.getElementById('hm-kv') && document.getElementById('hm-kv').data")
-    ticks = page.evaluate(
-        "[...document.querySelectorAll('#hm-kv g.colorbar text')].map(t => t.textContent)"
-    )
+    ticks = page.evaluate("[...document.querySelectorAll('#hm-kv g.colorbar text')].map(t => t.textContent)")
     assert "<b>bold</b>" in ticks and "x&amp;y" in ticks
     assert page.locator("#hm-kv tspan[style*='bold']").count() == 0
     # and so does the table view
@@ -419,8 +428,13 @@ def test_kv_owners_outside_the_step_batch_get_their_own_colour(page: object) -> 
     scenario = {
         "name": "prefill while another decodes",
         "flavor": "nanovllm",
-        "config": {"block_size": 4, "max_model_len": 32, "max_num_reqs": 4, "max_num_batched_tokens": 32,
-                   "num_kv_blocks": 12},
+        "config": {
+            "block_size": 4,
+            "max_model_len": 32,
+            "max_num_reqs": 4,
+            "max_num_batched_tokens": 32,
+            "num_kv_blocks": 12,
+        },
         "requests": [
             {"id": "early", "prompt_len": 6, "max_tokens": 6},
             {"id": "late", "prompt_len": 5, "max_tokens": 2, "arrival_step": 3},
@@ -444,8 +458,14 @@ def test_prefix_cache_hits_are_new_to_the_request_that_found_them_and_shown_as_s
 
     scenario = {
         "name": "prefix cache",
-        "config": {"block_size": 4, "max_model_len": 32, "max_num_reqs": 4, "max_num_batched_tokens": 64,
-                   "num_kv_blocks": 24, "enable_prefix_caching": True},
+        "config": {
+            "block_size": 4,
+            "max_model_len": 32,
+            "max_num_reqs": 4,
+            "max_num_batched_tokens": 64,
+            "num_kv_blocks": 24,
+            "enable_prefix_caching": True,
+        },
         "requests": [
             {"id": "a", "prompt": "the same long prefix!", "max_tokens": 3},
             {"id": "b", "prompt": "the same long prefix?", "max_tokens": 3, "arrival_step": 2},
@@ -459,7 +479,12 @@ def test_prefix_cache_hits_are_new_to_the_request_that_found_them_and_shown_as_s
     assert "new blocks: b → [1, 2, 3, 4, 5, 7]" in page.locator("#changes").inner_text()
     new_cells = page.locator("#table-block_table td.new")
     assert {(c.get_attribute("data-r"), c.inner_text()) for c in new_cells.all()} == {
-        ("1", "1"), ("1", "2"), ("1", "3"), ("1", "4"), ("1", "5"), ("1", "7")
+        ("1", "1"),
+        ("1", "2"),
+        ("1", "3"),
+        ("1", "4"),
+        ("1", "5"),
+        ("1", "7"),
     }
     page.wait_for_function("document.getElementById('hm-kv') && document.getElementById('hm-kv').data")
     ticks = page.evaluate("[...document.querySelectorAll('#hm-kv g.colorbar text')].map(t => t.textContent)")
@@ -473,8 +498,13 @@ def test_an_idle_step_still_draws_the_empty_tables_on_their_own_axes(page: objec
 
     scenario = {
         "name": "late arrival",
-        "config": {"block_size": 2, "max_model_len": 16, "max_num_reqs": 4, "max_num_batched_tokens": 16,
-                   "num_kv_blocks": 12},
+        "config": {
+            "block_size": 2,
+            "max_model_len": 16,
+            "max_num_reqs": 4,
+            "max_num_batched_tokens": 16,
+            "num_kv_blocks": 12,
+        },
         "requests": [{"id": "a", "prompt_len": 4, "max_tokens": 2, "arrival_step": 3}],
     }
     created = httpx.post(f"{page.base}/api/runs", json=scenario, timeout=60)
@@ -497,8 +527,14 @@ def test_a_big_step_lists_its_changes_in_brief_with_the_rest_in_the_tooltip(page
 
     scenario = {
         "name": "many requests",
-        "config": {"block_size": 16, "max_model_len": 512, "max_num_reqs": 128,
-                   "max_num_batched_tokens": 4096, "num_kv_blocks": 4096, "model": None},
+        "config": {
+            "block_size": 16,
+            "max_model_len": 512,
+            "max_num_reqs": 128,
+            "max_num_batched_tokens": 4096,
+            "num_kv_blocks": 4096,
+            "model": None,
+        },
         "requests": [{"id": f"r{i}", "prompt_len": 40 + (i * 7) % 300, "max_tokens": 20} for i in range(120)],
     }
     created = httpx.post(f"{page.base}/api/runs", json=scenario, timeout=60)

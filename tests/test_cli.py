@@ -10,7 +10,7 @@ from pathlib import Path
 
 def pagedviz(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "core.cli", *args], capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "pagedviz.app.cli", *args], capture_output=True, text=True, timeout=120
     )
 
 
@@ -100,7 +100,7 @@ def test_unknown_preset_and_broken_json_exit_non_zero(tmp_path: Path) -> None:
 def test_a_reader_that_stops_early_ends_the_command_quietly() -> None:
     # `pagedviz run ... --json | head -c 100`: the pipe closes long before the trace is written
     proc = subprocess.Popen(
-        [sys.executable, "-m", "core.cli", "run", "seed-000", "--json"],
+        [sys.executable, "-m", "pagedviz.app.cli", "run", "seed-000", "--json"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
@@ -120,7 +120,7 @@ def test_a_device_this_machine_lacks_exits_non_zero_naming_the_field(tmp_path: P
 
     if torch.cuda.is_available():
         pytest.skip("this machine has a CUDA GPU")
-    from core.presets import preset_dict
+    from pagedviz.core.presets import preset_dict
 
     scenario = preset_dict("seed-001")
     scenario["config"]["device"] = "cuda"
@@ -135,8 +135,14 @@ def test_a_device_this_machine_lacks_exits_non_zero_naming_the_field(tmp_path: P
 def test_run_shows_arange_cu_num_tokens_and_the_padded_slot_mapping(tmp_path: Path) -> None:
     scenario = {
         "name": "padded",
-        "config": {"block_size": 2, "max_model_len": 16, "max_num_reqs": 4, "max_num_batched_tokens": 16,
-                   "num_kv_blocks": 12, "cudagraph_capture_sizes": [4, 8]},
+        "config": {
+            "block_size": 2,
+            "max_model_len": 16,
+            "max_num_reqs": 4,
+            "max_num_batched_tokens": 16,
+            "num_kv_blocks": 12,
+            "cudagraph_capture_sizes": [4, 8],
+        },
         "requests": [{"id": "a", "prompt_len": 5, "max_tokens": 2}],
     }
     path = tmp_path / "padded.json"

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from core import Engine, load_preset
-from core.presets import list_presets
+from pagedviz.core import load_preset, make_engine
+from pagedviz.core.presets import list_presets
 
 
 def run(preset: str) -> list:
-    return list(Engine(load_preset(preset)).run())
+    return list(make_engine(load_preset(preset)).run())
 
 
 def test_prefix_cache_demo_computes_the_shared_prefix_once() -> None:

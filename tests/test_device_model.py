@@ -8,10 +8,10 @@ import types
 import pytest
 import torch
 
-from core import Engine, load_preset
-from core.device import DeviceUnavailableError, pick_device_type, resolve_device
-from core.model import ForwardInputs
-from core.presets import list_presets
+from pagedviz.core import load_preset, make_engine
+from pagedviz.core.device import DeviceUnavailableError, pick_device_type, resolve_device
+from pagedviz.core.model import ForwardInputs
+from pagedviz.core.presets import list_presets
 
 from conftest import make_scenario, run_all
 
@@ -39,18 +39,18 @@ def test_asking_for_a_missing_device_is_a_clear_error(monkeypatch: pytest.Monkey
     with pytest.raises(DeviceUnavailableError, match="npu was asked for"):
         resolve_device("npu")
     with pytest.raises(DeviceUnavailableError, match="cuda was asked for"):
-        Engine(make_scenario([{"id": "a", "prompt_len": 2, "max_tokens": 2}], device="cuda"))
+        make_engine(make_scenario([{"id": "a", "prompt_len": 2, "max_tokens": 2}], device="cuda"))
 
 
 @pytest.mark.parametrize("preset", [p["id"] for p in list_presets()])
 def test_paged_forward_agrees_with_dense_attention_on_every_preset(preset: str) -> None:
-    for t in Engine(load_preset(preset)).run():
+    for t in make_engine(load_preset(preset)).run():
         assert t.forward["paged_vs_dense_max_abs_diff"] < 1e-4
         assert "forward" in t.timing_us and t.timing_us["forward"] > 0
 
 
 def test_a_corrupted_slot_mapping_entry_breaks_the_check() -> None:
-    engine = Engine(load_preset("seed-001"))
+    engine = make_engine(load_preset("seed-001"))
     assert engine.step().forward["paged_vs_dense_max_abs_diff"] < 1e-4
 
     def corrupt(inp: ForwardInputs) -> None:
@@ -62,7 +62,7 @@ def test_a_corrupted_slot_mapping_entry_breaks_the_check() -> None:
 
 
 def test_kv_view_reads_written_slots_back_from_the_cache_tensor() -> None:
-    engine = Engine(load_preset("seed-001"))
+    engine = make_engine(load_preset("seed-001"))
     t1 = engine.step()
     kv = t1.kv_cache
     # 10 tokens written: blocks 1, 3, 4, 5 full (2 slots), blocks 2 and 6 hold one slot each
@@ -98,7 +98,7 @@ def test_default_capture_sizes_follow_vllm_and_are_capped_by_the_budget() -> Non
 
 
 def test_timing_and_device_are_recorded() -> None:
-    t = Engine(load_preset("seed-001")).step()
+    t = make_engine(load_preset("seed-001")).step()
     for stage in ("update_states", "positions", "slot_mapping", "copy_to_device", "device_slot_mapping"):
         assert t.timing_us[stage] >= 0
     stages = [s.name for s in t.stages if s.name != "update_states"]
@@ -121,20 +121,20 @@ def _strip(steps: list) -> list:
 @cuda
 @pytest.mark.parametrize("preset", [p["id"] for p in list_presets()])
 def test_cpu_and_cuda_give_identical_traces(preset: str) -> None:
-    from core import Scenario
-    from core.presets import preset_dict
+    from pagedviz.core import Scenario
+    from pagedviz.core.presets import preset_dict
 
     def on(device: str) -> list:
         d = preset_dict(preset)
         d["config"]["device"] = device
-        return _strip(list(Engine(Scenario.from_dict(d)).run()))
+        return _strip(list(make_engine(Scenario.from_dict(d)).run()))
 
     assert on("cpu") == on("cuda")
 
 
 @cuda
 def test_cuda_staging_tensors_are_pinned() -> None:
-    engine = Engine(load_preset("seed-001"))
+    engine = make_engine(load_preset("seed-001"))
     assert engine.device.type == "cuda"
     assert engine.runner.input_batch.token_ids_cpu_tensor.is_pinned()
     assert engine.runner.slot_mapping.device.type == "cuda"

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from core import Engine, load_preset
+from pagedviz.core import load_preset, make_engine
 
 
 def steps_of(preset: str, n: int) -> list:
-    engine = Engine(load_preset(preset))
+    engine = make_engine(load_preset(preset))
     return [engine.step() for _ in range(n)]
 
 

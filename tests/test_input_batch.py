@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from core.input_batch import InputBatch
+from pagedviz.core.input_batch import InputBatch
 
 
 def batch_with(ids: list[str]) -> InputBatch:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from core.kv_cache import BlockPool, KVCacheManager
+from pagedviz.core.kv_cache import BlockPool, KVCacheManager
 
 
 def test_null_block_is_never_handed_out_and_allocation_takes_the_head() -> None:

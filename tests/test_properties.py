@@ -9,7 +9,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core import Engine, Scenario
+from pagedviz.core import Scenario, make_engine
 
 
 @st.composite
@@ -125,7 +125,7 @@ def check_vllm_step(
 
 
 def run_checked(scenario: Scenario) -> None:
-    engine = Engine(scenario)
+    engine = make_engine(scenario)
     prev: dict[str, int] = {}
     while not engine.done:
         t = engine.step()
@@ -151,7 +151,7 @@ def test_vllm_invariants_hold_at_every_step(scenario: Scenario) -> None:
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios(flavor="ascend"))
 def test_ascend_mask_rows_follow_positions(scenario: Scenario) -> None:
-    engine = Engine(scenario)
+    engine = make_engine(scenario)
     for t in engine.run():
         if t.idle:
             continue
@@ -172,7 +172,7 @@ def test_ascend_mask_rows_follow_positions(scenario: Scenario) -> None:
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios(flavor="nanovllm"))
 def test_nanovllm_steps_never_mix_and_slots_stay_in_owned_blocks(scenario: Scenario) -> None:
-    engine = Engine(scenario)
+    engine = make_engine(scenario)
     bs = scenario.config.block_size
     for t in engine.run():
         if t.idle:
@@ -197,7 +197,7 @@ def test_nanovllm_steps_never_mix_and_slots_stay_in_owned_blocks(scenario: Scena
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios(with_model=True))
 def test_paged_attention_matches_dense_at_every_step(scenario: Scenario) -> None:
-    for t in Engine(scenario).run():
+    for t in make_engine(scenario).run():
         if not t.idle:
             assert t.forward["paged_vs_dense_max_abs_diff"] < 1e-4
             assert t.forward["slot_mapping_device_matches_cpu"] is True

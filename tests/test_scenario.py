@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from core import Limits, Scenario, ScenarioError
-from core.config import decode_ids, encode_text
+from pagedviz.core import Limits, Scenario, ScenarioError
+from pagedviz.core.config import decode_ids, encode_text
 
 
 def base(**over: Any) -> dict[str, Any]:

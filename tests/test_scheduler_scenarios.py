@@ -146,7 +146,7 @@ def test_max_num_reqs_bounds_the_batch() -> None:
 
 
 def test_same_scenario_gives_the_same_trace() -> None:
-    from core import load_preset
+    from pagedviz.core import load_preset
 
     def strip(steps: list) -> list:
         out = []

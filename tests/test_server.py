@@ -9,8 +9,8 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import numpy as np
 
-from app.serve import running_server
-from core.presets import preset_dict
+from pagedviz.app.serve import running_server
+from pagedviz.core.presets import preset_dict
 
 from conftest import LONG_RUN
 
@@ -39,7 +39,7 @@ def test_serve_refuses_a_bad_port() -> None:
     import sys
 
     r = subprocess.run(
-        [sys.executable, "-m", "core.cli", "serve", "--port", "70000"],
+        [sys.executable, "-m", "pagedviz.app.cli", "serve", "--port", "70000"],
         capture_output=True,
         text=True,
         timeout=60,
@@ -93,7 +93,7 @@ def test_serve_on_a_taken_port_says_so_and_exits_non_zero() -> None:
         taken.listen()
         port = taken.getsockname()[1]
         r = subprocess.run(
-            [sys.executable, "-m", "core.cli", "serve", "--port", str(port)],
+            [sys.executable, "-m", "pagedviz.app.cli", "serve", "--port", str(port)],
             capture_output=True,
             text=True,
             timeout=60,

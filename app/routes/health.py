@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from app.schemas import Health
-from core import __version__
-from core.device import resolve_device
+from pagedviz.app.schemas import Health
+from pagedviz.core import __version__
+from pagedviz.core.device import resolve_device
 
 router = APIRouter(tags=["health"])
 

@@ -12,7 +12,7 @@ from fastapi.responses import FileResponse, HTMLResponse, Response
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
-from core import __version__
+from pagedviz.core import __version__
 
 router = APIRouter(include_in_schema=False)
 

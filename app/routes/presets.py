@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Query
 
-from app.errors import ApiError
-from app.schemas import ErrorOut, PresetDetail, PresetSummary
-from core.presets import list_presets, preset_dict
+from pagedviz.app.errors import ApiError
+from pagedviz.app.schemas import ErrorOut, PresetDetail, PresetSummary
+from pagedviz.core.presets import list_presets, preset_dict
 
 router = APIRouter(prefix="/api/presets", tags=["presets"])
 LANG = Query("en", pattern="^(en|zh)$", description="en or zh: the language of titles and summaries")

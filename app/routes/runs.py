@@ -12,9 +12,9 @@ import numpy as np
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, Response
 
-from app.errors import ApiError
-from app.links import LinkError, pack, unpack
-from app.schemas import (
+from pagedviz.app.errors import ApiError
+from pagedviz.app.links import LinkError, pack, unpack
+from pagedviz.app.schemas import (
     ArrayNamed,
     ErrorItem,
     ErrorOut,
@@ -26,14 +26,13 @@ from app.schemas import (
     StepOut,
     StepSummary,
 )
-from app.settings import Settings
-from app.store import Run, RunStore, run_id_of
-from core import Scenario, ScenarioError
-from core.device import DeviceUnavailableError, pick_device_type
-from core.flavors.ascend import AscendModelRunner
-from core.flavors.nanovllm import NanoEngine
-from core.runner import ModelRunner, stage_source
-from core.trace import StepTrace
+from pagedviz.app.settings import Settings
+from pagedviz.app.store import Run, RunStore, run_id_of
+from pagedviz.core import Scenario, ScenarioError
+from pagedviz.core.device import DeviceUnavailableError, pick_device_type
+from pagedviz.core.registry import engine_class
+from pagedviz.core.runner import stage_source
+from pagedviz.core.trace import StepTrace
 
 router = APIRouter(prefix="/api", tags=["runs"])
 
@@ -277,15 +276,12 @@ async def array(
     return JSONResponse({"name": name, **entry.to_dict()})
 
 
-RUNNERS: dict[str, type[Any]] = {"vllm": ModelRunner, "ascend": AscendModelRunner, "nanovllm": NanoEngine}
-
-
 @router.get("/stages", response_model=list[StageSource], responses=ERRORS)
 def stages(flavor: str = Query("vllm", pattern="^(vllm|ascend|nanovllm)$")) -> list[dict[str, Any]]:
     """Each stage of prepare_inputs in order, with its formula and the engine's own source."""
-    cls = RUNNERS[flavor]
+    cls = engine_class(flavor).stages_from()
     out = []
-    if cls is not NanoEngine:
+    if hasattr(cls, "update_states"):
         out.append(
             {
                 "name": "update_states",

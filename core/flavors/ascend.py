@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from core.runner import ModelRunner, stage
+from pagedviz.core.engine import Engine
+from pagedviz.core.registry import register_flavor
+from pagedviz.core.runner import ModelRunner, stage
 
 
 def causal_mask(size: int) -> np.ndarray:
@@ -51,3 +53,11 @@ class AscendModelRunner(ModelRunner):
             v["attn_mask"] = causal_mask(max_seq_len)[v["positions"]]
         else:
             v.pop("attn_mask", None)
+
+
+@register_flavor("ascend")
+class AscendEngine(Engine):
+    """vLLM's scheduling with vllm-ascend's attention state and mask."""
+
+    flavor = "ascend"
+    runner_cls = AscendModelRunner

@@ -16,13 +16,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from core.device import StageTimer
-from core.engine import Engine
-from core.model import ForwardInputs
-from core.request import Request, Status
-from core.runner import LEVELS, stage
-from core.sampler import synthetic_tokens
-from core.trace import Stage, StepTrace
+from pagedviz.core.device import StageTimer
+from pagedviz.core.engine import Engine
+from pagedviz.core.model import ForwardInputs
+from pagedviz.core.registry import register_flavor
+from pagedviz.core.request import Request, Status
+from pagedviz.core.runner import LEVELS, stage
+from pagedviz.core.sampler import synthetic_tokens
+from pagedviz.core.trace import Stage, StepTrace
 
 
 class NanoBlockManager:
@@ -65,8 +66,15 @@ class NanoBlockManager:
         return []
 
 
+@register_flavor("nanovllm")
 class NanoEngine(Engine):
     """nano-vllm's scheduler, block manager and prepare_prefill / prepare_decode."""
+
+    flavor = "nanovllm"
+
+    @classmethod
+    def stages_from(cls) -> type:
+        return cls
 
     STAGES = ("_positions", "_input_ids", "_block_tables", "_slot_mapping")
 

@@ -9,7 +9,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from core.config import Scenario
+from pagedviz.core.config import Scenario
 
 
 @cache

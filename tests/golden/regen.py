@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
-from core import Engine, Scenario  # noqa: E402
-from core.presets import preset_dict  # noqa: E402
+from pagedviz.core import Scenario, make_engine
+from pagedviz.core.presets import preset_dict
 
 GOLDEN = ["seed-001", "seed-001-ascend", "seed-002", "seed-004", "demo-prefix-cache", "demo-preemption"]
 
@@ -19,7 +16,7 @@ def stable_trace(preset: str) -> list[dict]:
     d = preset_dict(preset)
     d["config"]["device"] = "cpu"
     steps = []
-    for t in Engine(Scenario.from_dict(d)).run():
+    for t in make_engine(Scenario.from_dict(d)).run():
         s = t.to_dict()
         s.pop("timing_us")
         diff = s["forward"].pop("paged_vs_dense_max_abs_diff", None)

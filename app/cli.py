@@ -1,0 +1,65 @@
+"""The `pagedviz` command: the engine's commands (pagedviz.core.cli) plus `serve`, the web app."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from pagedviz.app.serve import check_listen, serve
+from pagedviz.core.cli import CliError, build_parser
+from pagedviz.core.cli import main as core_main
+
+SERVE_LIMITS = {
+    "max_runs": "PAGEDVIZ_MAX_RUNS",
+    "max_store_mb": "PAGEDVIZ_MAX_STORE_MB",
+    "max_body_kb": "PAGEDVIZ_MAX_BODY_KB",
+    "max_requests": "PAGEDVIZ_MAX_REQUESTS",
+    "max_cells": "PAGEDVIZ_MAX_CELLS",
+    "max_total_tokens": "PAGEDVIZ_MAX_TOTAL_TOKENS",
+    "max_steps": "PAGEDVIZ_MAX_STEPS",
+}
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    if not 1 <= args.port <= 65535:
+        raise CliError(f"--port must be between 1 and 65535 (got {args.port})")
+    if args.workers < 1:
+        raise CliError(f"--workers must be at least 1 (got {args.workers})")
+    env = {
+        var: str(getattr(args, key)) for key, var in SERVE_LIMITS.items() if getattr(args, key) is not None
+    }
+    try:
+        check_listen(args.host, args.port)
+    except OSError as e:  # the port is taken, or the host is not this machine's
+        reason = e.strerror or str(e)
+        raise CliError(
+            f"cannot listen on {args.host}:{args.port}: {reason} (choose another --port or --host)"
+        ) from e
+    return serve(host=args.host, port=args.port, workers=args.workers, env=env)
+
+
+def add_serve(sub: Any) -> None:
+    p = sub.add_parser("serve", help="serve the web app")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--workers", type=int, default=1)
+    for key in SERVE_LIMITS:
+        p.add_argument(
+            f"--{key.replace('_', '-')}",
+            dest=key,
+            type=int,
+            metavar="N",
+            help=f"limit (also ${SERVE_LIMITS[key]})",
+        )
+    p.set_defaults(fn=cmd_serve)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser, sub = build_parser()
+    add_serve(sub)
+    return core_main(argv, parser)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

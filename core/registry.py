@@ -1,0 +1,46 @@
+"""The flavour registry: each flavour's engine class registers itself under its name, and
+`make_engine(scenario)` builds the one the scenario names. Flavour modules are imported on first
+use, so the vllm engine (core/engine.py) and the flavours that extend it never import each other
+in a cycle."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:
+    from pagedviz.core.config import Scenario
+    from pagedviz.core.engine import Engine
+
+# where each flavour's engine is defined (imported on first use)
+FLAVOR_MODULES: dict[str, str] = {
+    "vllm": "pagedviz.core.engine",
+    "ascend": "pagedviz.core.flavors.ascend",
+    "nanovllm": "pagedviz.core.flavors.nanovllm",
+}
+_ENGINES: dict[str, type[Engine]] = {}
+E = TypeVar("E", bound="type[Engine]")
+
+
+def register_flavor(name: str) -> Callable[[E], E]:
+    """Class decorator: the engine class of flavour `name`."""
+
+    def register(cls: E) -> E:
+        _ENGINES[name] = cls
+        return cls
+
+    return register
+
+
+def engine_class(flavor: str) -> type[Engine]:
+    if flavor not in FLAVOR_MODULES:
+        raise KeyError(f"unknown flavour {flavor!r} (flavours: {', '.join(FLAVOR_MODULES)})")
+    if flavor not in _ENGINES:
+        importlib.import_module(FLAVOR_MODULES[flavor])
+    return _ENGINES[flavor]
+
+
+def make_engine(scenario: Scenario, capture: bool = True) -> Engine:
+    """The engine of the scenario's flavour."""
+    return engine_class(scenario.flavor)(scenario, capture)

@@ -1,0 +1,68 @@
+"""The code's layout holds: the engine never imports the web app, flavours come from a registry,
+and the installed distribution claims only the `pagedviz` import name."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pagedviz.core import Engine, engine_class, load_preset, make_engine
+from pagedviz.core.flavors.ascend import AscendEngine
+from pagedviz.core.flavors.nanovllm import NanoEngine
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _imports(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+    return names
+
+
+def test_core_imports_nothing_from_the_web_app() -> None:
+    offenders = {
+        str(p.relative_to(ROOT)): sorted(
+            n for n in _imports(p) if n.startswith(("pagedviz.app", "app", "fastapi", "uvicorn", "pydantic"))
+        )
+        for p in (ROOT / "core").rglob("*.py")
+    }
+    assert {k: v for k, v in offenders.items() if v} == {}
+
+
+def test_engine_modules_do_not_import_their_flavours() -> None:
+    assert not any(n.startswith("pagedviz.core.flavors") for n in _imports(ROOT / "core" / "engine.py"))
+
+
+@pytest.mark.parametrize(
+    ("flavor", "cls"), [("vllm", Engine), ("ascend", AscendEngine), ("nanovllm", NanoEngine)]
+)
+def test_registry_gives_each_flavour_its_engine(flavor: str, cls: type) -> None:
+    assert engine_class(flavor) is cls
+
+
+def test_make_engine_builds_the_scenarios_flavour_and_engine_refuses_another() -> None:
+    assert type(make_engine(load_preset("seed-004"))) is NanoEngine
+    with pytest.raises(ValueError, match="make_engine"):
+        Engine(load_preset("seed-004"))
+    with pytest.raises(KeyError, match="unknown flavour"):
+        engine_class("tgi")
+
+
+def test_installed_package_claims_no_generic_top_level_names(tmp_path: Path) -> None:
+    # from outside the checkout, only what the installation put on the path is importable
+    code = (
+        "import importlib.util as u; "
+        "print(u.find_spec('pagedviz.core') is not None, u.find_spec('core'), u.find_spec('app'))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.split() == ["True", "None", "None"]
