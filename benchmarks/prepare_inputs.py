@@ -23,7 +23,6 @@ from pagedviz.core import Engine, make_engine
 from pagedviz.core.device import StageTimer
 from pagedviz.core.trace import StepTrace
 
-
 # the sizes the performance targets name: (requests, scheduled tokens)
 SIZES = [(8, 256), (64, 1024), (256, 4096), (256, 8192), (1024, 16384)]
 
