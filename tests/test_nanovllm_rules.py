@@ -321,3 +321,40 @@ def test_paged_attention_over_cached_blocks_matches_dense() -> None:
     assert hit.arrays["positions"][0] == 12
     assert all(t.forward["paged_vs_dense_max_abs_diff"] < 1e-4 for t in steps if not t.idle)
     assert np.unique(steps[0].arrays["slot_mapping"]).size == 14
+
+
+def preset_steps(preset: str) -> list[StepTrace]:
+    from pagedviz.core import load_preset
+
+    return list(make_engine(load_preset(preset)).run())
+
+
+def test_block_tables_preset_shows_minus_one_padding_and_last_indices() -> None:
+    steps = preset_steps("nanovllm-block-tables")
+    p = steps[0].arrays
+    assert p["cu_seqlens_q"].tolist() == p["cu_seqlens_k"].tolist() == [0, 3, 12, 26]
+    assert p["last_indices"].tolist() == [2, 11, 25] and "block_tables" not in p
+    assert steps[1].arrays["block_tables"].tolist() == [[0, -1, -1, -1], [1, 2, 3, -1], [4, 5, 6, 7]]
+
+
+def test_prefix_cache_preset_numbers() -> None:
+    steps = preset_steps("nanovllm-prefix-cache")
+    assert steps[0].scheduler["new_block_ids"]["a"] == list(range(11))
+    t = steps[2]
+    assert t.scheduler["new_block_ids"]["b"][:9] == list(range(9))
+    assert [t.kv_cache["ref_cnt"][b] for b in range(9)] == [2] * 9
+    assert t.arrays["positions"][0] == 36
+    assert t.arrays["cu_seqlens_q"].tolist() == [0, 7] and t.arrays["cu_seqlens_k"].tolist() == [0, 43]
+    assert "block_tables" in t.arrays
+
+
+def test_chunked_prefill_preset_numbers() -> None:
+    steps = preset_steps("nanovllm-chunked-prefill")
+    assert [t.scheduler["num_scheduled_tokens"] for t in steps[:4]] == [
+        {"a": 16},
+        {"a": 16},
+        {"a": 8, "b": 6},
+        {"c": 10},
+    ]
+    assert steps[1].arrays["cu_seqlens_k"].tolist() == [0, 32] and "block_tables" in steps[1].arrays
+    assert steps[2].scheduler["waiting_req_ids"] == ["c"]
