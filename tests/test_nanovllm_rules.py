@@ -11,6 +11,8 @@ import json
 from typing import Any
 
 import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from pagedviz.core import Scenario, make_engine
 from pagedviz.core.config import RequestSpec
@@ -358,3 +360,53 @@ def test_chunked_prefill_preset_numbers() -> None:
     ]
     assert steps[1].arrays["cu_seqlens_k"].tolist() == [0, 32] and "block_tables" in steps[1].arrays
     assert steps[2].scheduler["waiting_req_ids"] == ["c"]
+
+
+@st.composite
+def shared_prefix_scenarios(draw: st.DrawFn, with_model: bool = False) -> Scenario:
+    """Prompts over two token ids, block size 2: prefix-cache hits, chunks and preemption are common."""
+    n = draw(st.integers(1, 4))
+    reqs = [
+        {
+            "id": f"r{i}",
+            "prompt_token_ids": draw(st.lists(st.sampled_from([10, 11]), min_size=1, max_size=9)),
+            "max_tokens": draw(st.integers(1, 4)),
+            "arrival_step": draw(st.integers(1, 4)),
+        }
+        for i in range(n)
+    ]
+    return scenario(
+        reqs,
+        model=with_model,
+        block_size=2,
+        max_model_len=16,
+        max_num_batched_tokens=draw(st.sampled_from([3, 5, 16])),
+        num_kv_blocks=draw(st.integers(7, 14)),
+    )
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(shared_prefix_scenarios())
+def test_ref_counts_match_owners_and_the_pool_is_partitioned(s: Scenario) -> None:
+    engine = make_engine(s)
+    for t in engine.run():
+        kv = t.kv_cache
+        owners = kv["owners"]
+        for b, cnt in enumerate(kv["ref_cnt"]):
+            assert cnt == len(owners.get(str(b), []))
+        free = kv["free_block_queue"]
+        assert len(set(free)) == len(free) and not set(free) & {int(b) for b in owners}
+        assert len(free) + len(owners) == kv["num_blocks"]
+        if not t.idle and t.scalars["is_prefill"]:
+            cu_q, cu_k = t.arrays["cu_seqlens_q"], t.arrays["cu_seqlens_k"]
+            assert ("block_tables" in t.arrays) == bool(cu_k[-1] > cu_q[-1])
+            assert t.arrays["last_indices"].tolist() == (cu_q[1:] - 1).tolist()
+    assert engine.done and not engine.truncated
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(shared_prefix_scenarios(with_model=True))
+def test_paged_attention_matches_dense_with_hits_and_chunks(s: Scenario) -> None:
+    for t in make_engine(s).run():
+        if not t.idle:
+            assert t.forward["paged_vs_dense_max_abs_diff"] < 1e-4

@@ -123,6 +123,7 @@ class AscendModelRunner(ModelRunner):
             v["seq_lens"][:n], scheduled, valid, self.config.enable_chunked_prefill, method
         )
         v["scalars"]["attn_state"] = used
+        v["scalars"]["attn_state_source"] = UPSTREAM
         if used != state:
             v["scalars"]["attn_state_built"] = state
         v["scalars"]["attn_mask_head"] = HEAD_MASK + (
