@@ -115,6 +115,7 @@ def render_step(t: StepTrace, scenario: Scenario) -> str:
             "seq_lens",
             "context_lens",
             "logits_indices",
+            "last_indices",
             "discard_request_mask",
         )
         if n in a

@@ -398,13 +398,9 @@ class _Validator:
                 f"prompt length {len(ids)} + max_tokens {max_tokens} exceeds "
                 f"max_model_len {cfg.max_model_len}",
             )
-        if self.flavor == "nanovllm" and len(ids) + max_tokens > cfg.max_num_batched_tokens:
-            self.err(
-                loc,
-                f"nanovllm prefills whole sequences: prompt length {len(ids)} + max_tokens "
-                f"{max_tokens} exceeds max_num_batched_tokens {cfg.max_num_batched_tokens}",
-            )
-        elif not cfg.enable_chunked_prefill and len(ids) + max_tokens > cfg.max_num_batched_tokens:
+        # nano-vllm has no switch: the first waiting sequence of a step always may take a chunk
+        chunked = cfg.enable_chunked_prefill or self.flavor == "nanovllm"
+        if not chunked and len(ids) + max_tokens > cfg.max_num_batched_tokens:
             self.err(
                 loc,
                 f"without chunked prefill a request must fit the budget whole: prompt length "

@@ -80,8 +80,15 @@ export const STAGES = {
     seq_lens: ["Sequence lengths", "Each request's length after this step: computed + scheduled tokens. Attention reads this many keys."],
     logits_indices: ["Logits indices", "The last token of each request gives the logits to sample from; a request still in a partial prefill discards its sample."],
     attn_metadata: ["Attention metadata", "Scalars the attention kernel needs: request and token counts (padded for CUDA graphs), the longest query and the longest sequence."],
-    attn_mask: ["Attention state and mask", "Ascend: PrefillNoCache shares one max_seq_len × max_seq_len causal mask; ChunkedPrefill picks one mask row per token by its position ([T, max_seq_len]); DecodeOnly needs none."],
+    attn_mask: ["Attention state and mask", "Ascend (vllm-ascend's _build_attn_state, first match): PrefillNoCache when nothing was computed before, one max_seq_len × max_seq_len causal mask for all requests; DecodeOnly when every request has one token, no mask; SpecDecoding with an MTP drafter; ChunkedPrefill when chunked prefill is on, one mask row per token picked by its position ([T, max_seq_len]); otherwise PrefillCacheHit, a fixed 128 × 128 causal mask. Document 000 calls a decode token's row all zeros: it is zero over the request's own keys 0..seq_len-1, and its 1s lie past seq_len where the request has no keys, so it is literally all zeros only for the longest request. Current vllm-ascend passes one 2048 × 2048 mask for every state and lets the kernel align it to each request's last key (sparse_mode=3): the same rows."],
     block_tables: ["Block tables", "nano-vllm: each sequence's block list, padded with -1 to the longest."],
+    "nanovllm:positions": ["Token positions", "nano-vllm builds them per sequence: a prefill covers positions num_cached_tokens up to num_cached_tokens + num_scheduled_tokens (a prefix-cache hit or an earlier chunk is skipped); a decode feeds position len(seq) - 1."],
+    "nanovllm:input_ids": ["Input ids", "nano-vllm has no token-id table: it concatenates each sequence's own token ids, seq[num_cached_tokens : num_cached_tokens + num_scheduled_tokens], one sequence after another (a decode feeds seq.last_token). No gather through token_indices."],
+    "nanovllm:cu_seqlens_q": ["Query boundaries (cu_seqlens_q)", "Where each sequence's query tokens start and end in the flat batch: [0, *cumsum(num_scheduled_tokens)]. flash_attn_varlen_func splits the queries with it; a decode step has none and passes context_lens instead."],
+    "nanovllm:cu_seqlens_k": ["Key boundaries (cu_seqlens_k)", "The same for keys: each sequence has num_cached_tokens + num_scheduled_tokens keys. It equals cu_seqlens_q unless some keys are already in the cache (a prefix-cache hit or an earlier chunk)."],
+    "nanovllm:slot_mapping": ["Slot mapping", "The KV-cache slot each new token is written to: block_table[position // block_size] * block_size + position % block_size. Cached tokens are not written again."],
+    "nanovllm:block_tables": ["Block tables", "Each sequence's block list, padded with -1 to the longest. A prefill passes them only when cu_seqlens_k[-1] > cu_seqlens_q[-1] (some keys come from the cache); otherwise attention reads this step's K/V directly. A decode always passes them."],
+    "nanovllm:last_indices": ["Last token of each sequence (last_indices)", "In a prefill the LM head keeps only the rows last_indices = cu_seqlens_q[1:] - 1; a decode has one row per sequence already. A sequence still in a partial prefill gets a logits row whose sample is dropped."],
   },
   zh: {
     update_states: ["更新持久化批次", "持久化批次（persistent batch）与调度结果同步：已完成和本步未被调度的请求移出（所在行成为空洞），新请求填入最低的空洞，再把末尾的行搬进空洞（condense）。只写入发生变化的部分。"],
@@ -98,8 +105,15 @@ export const STAGES = {
     seq_lens: ["序列长度", "本步之后每个请求的序列长度：已计算 + 本步调度的 token 数。注意力会读取这么多个 key。"],
     logits_indices: ["logits 下标", "每个请求最后一个 token 的输出用于采样；仍处于分块预填充中的请求丢弃本次采样。"],
     attn_metadata: ["注意力元数据", "注意力算子需要的标量：请求数和 token 数（CUDA Graph 模式下会补齐）、最长的 query 和最长的序列。"],
-    attn_mask: ["注意力状态与掩码", "昇腾：PrefillNoCache 所有请求共用一个 max_seq_len × max_seq_len 的因果掩码；ChunkedPrefill 按每个 token 的位置取出对应的掩码行（[T, max_seq_len]）；DecodeOnly 不需要掩码。"],
+    attn_mask: ["注意力状态与掩码", "昇腾（vllm-ascend 的 _build_attn_state，按顺序取第一个匹配）：之前没有计算过任何 token 时为 PrefillNoCache，所有请求共用一个 max_seq_len × max_seq_len 的因果掩码；每个请求只有一个 token 时为 DecodeOnly，不需要掩码；使用 MTP 草稿模型时为 SpecDecoding；开启分块预填充时为 ChunkedPrefill，按每个 token 的位置取出对应的掩码行（[T, max_seq_len]）；否则为 PrefillCacheHit，使用固定的 128 × 128 因果掩码。文档 000 说解码 token 的掩码行全为 0：它在本请求自己的 key 0..seq_len-1 上为 0，值为 1 的位置都在 seq_len 之后，那里没有本请求的 key，所以只有最长的请求那一行才真正全为 0。当前的 vllm-ascend 对所有状态都传入同一个 2048 × 2048 掩码，由算子按每个请求最后一个 key 对齐（sparse_mode=3），效果与按位置取行相同。"],
     block_tables: ["块表", "nano-vllm：每个序列的块列表，用 -1 补齐到最长。"],
+    "nanovllm:positions": ["token 位置", "nano-vllm 逐序列生成位置：预填充覆盖 num_cached_tokens 到 num_cached_tokens + num_scheduled_tokens（跳过前缀缓存命中的部分或之前已算过的块）；解码输入位置 len(seq) - 1。"],
+    "nanovllm:input_ids": ["输入 ID", "nano-vllm 没有 token ID 表：它把每个序列自己的 token ID seq[num_cached_tokens : num_cached_tokens + num_scheduled_tokens] 依次拼接（解码时取 seq.last_token），不经过 token_indices 的 gather。"],
+    "nanovllm:cu_seqlens_q": ["query 边界 (cu_seqlens_q)", "每个序列的 query token 在扁平批次中的起止位置：[0, *cumsum(num_scheduled_tokens)]。flash_attn_varlen_func 用它切分 query；解码步没有它，改传 context_lens。"],
+    "nanovllm:cu_seqlens_k": ["key 边界 (cu_seqlens_k)", "key 的起止位置：每个序列有 num_cached_tokens + num_scheduled_tokens 个 key。除非有 key 已在缓存中（前缀缓存命中或之前的分块），它与 cu_seqlens_q 相同。"],
+    "nanovllm:slot_mapping": ["槽位映射", "每个新 token 写入的 KV cache 槽位：block_table[position // block_size] * block_size + position % block_size。已缓存的 token 不再写入。"],
+    "nanovllm:block_tables": ["块表", "每个序列的块列表，用 -1 补齐到最长。预填充只在 cu_seqlens_k[-1] > cu_seqlens_q[-1]（有 key 来自缓存）时传入；否则注意力直接读取本步的 K/V。解码总是传入。"],
+    "nanovllm:last_indices": ["每个序列的最后一个 token (last_indices)", "预填充时 LM head 只保留 last_indices = cu_seqlens_q[1:] - 1 这几行；解码时每个序列本来就只有一行。仍在分块预填充中的序列也会得到一行 logits，但其采样结果被丢弃。"],
   },
 };
 
@@ -112,8 +126,10 @@ export function progressText(lang, p) {
   return t(lang, "computing").replace("{n}", p.steps_done).replace("{max}", p.max_steps).replace("{t}", Math.round(p.elapsed_s));
 }
 
-export function stageText(lang, name) {
-  return (STAGES[lang] && STAGES[lang][name]) || STAGES.en[name] || [name, ""];
+// A flavour's own text ("nanovllm:input_ids") wins over the shared one.
+export function stageText(lang, name, flavor) {
+  const pick = (key) => (STAGES[lang] && STAGES[lang][key]) || STAGES.en[key];
+  return (flavor && pick(`${flavor}:${name}`)) || pick(name) || [name, ""];
 }
 
 // Fill every [data-i18n] element's text and every [data-i18n-aria] element's aria-label.

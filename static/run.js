@@ -238,7 +238,7 @@ function renderChanges() {
 function renderStages() {
   const list = clear($("stage-list"));
   stageNames().forEach((name, i) => {
-    const [title] = stageText(state.lang, name);
+    const [title] = stageText(state.lang, name, S.overview.flavor);
     const active = name === state.stage;
     list.append(el("li", {}, el("button", {
       class: `stage-btn${active ? " active" : ""}`, "aria-current": active ? "step" : null,
@@ -252,7 +252,7 @@ function renderStageDetail() {
   const name = state.stage;
   const info = S.trace.stages.find((s) => s.name === name) || { reads: [], writes: [], formula: "" };
   const src = S.stages.find((s) => s.name === name);
-  const [title, expl] = stageText(state.lang, name);
+  const [title, expl] = stageText(state.lang, name, S.overview.flavor);
   $("stage-title").textContent = `${stageIndex(name) + 1}. ${title}`;
   $("stage-expl").textContent = expl;
   $("stage-formula").textContent = info.formula;
@@ -297,7 +297,8 @@ function substituted() {
       case "block_numbers": return `block_numbers[${i}] = block_table.flatten()[${a("block_table_indices")[i]}] = block_table[${r}][${Math.floor(pos / bs)}] = ${a("block_numbers")[i]}`;
       case "block_offsets": return `block_offsets[${i}] = positions[${i}] % block_size = ${pos} % ${bs} = ${a("block_offsets")[i]}`;
       case "slot_mapping": if (a("block_numbers")) return `slot_mapping[${i}] = block_numbers[${i}] * ${bs} + block_offsets[${i}] = ${a("block_numbers")[i]} * ${bs} + ${a("block_offsets")[i]} = ${a("slot_mapping")[i]}`;
-        return `slot_mapping[${i}] = block_tables[${r}][${pos} // ${bs}] * ${bs} + ${pos} % ${bs} = ${a("block_tables")[r][Math.floor(pos / bs)]} * ${bs} + ${pos % bs} = ${a("slot_mapping")[i]}`;
+        // nano-vllm: a prefill without a cache hit passes no block_tables; the block is read off the slot
+        return `slot_mapping[${i}] = seq.block_table[${pos} // ${bs}] * ${bs} + ${pos} % ${bs} = ${Math.floor(a("slot_mapping")[i] / bs)} * ${bs} + ${pos % bs} = ${a("slot_mapping")[i]}`;
       case "attn_mask": { const m = a("attn_mask"); if (!m) return "";
         const row = m.length === tokenCount() ? i : pos; const S2 = m[0].length;
         return `attn_mask[${row}] = causal row of position ${pos}: columns 0..${Math.min(pos, S2 - 1)} visible, ${pos + 1 < S2 ? `${pos + 1}..${S2 - 1} masked` : "none masked"}`; }

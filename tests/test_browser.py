@@ -420,6 +420,19 @@ def test_nanovllm_run_shows_its_own_arrays(page: object) -> None:
     assert "slot 273 = 1 × 256 + 17" in page.locator("#selection").inner_text()
 
 
+def test_nanovllm_stages_explain_nano_vllm_not_vllm(page: object) -> None:
+    # nano-vllm concatenates each sequence's own tokens: the input_ids text must not describe vLLM's gather
+    open_run(page, "preset=seed-004&stage=input_ids")
+    expl = page.locator("#stage-expl").inner_text()
+    assert "no token-id table" in expl and "token_indices" in expl
+    # a prefill without a cache hit has no block_tables; the slot's block is read off the slot
+    page.click("#stage-list button[data-stage='slot_mapping']")
+    page.hover("#token-table th.tok-head[data-t='12']")
+    assert page.locator("#stage-sub").inner_text() == (
+        "slot_mapping[12] = seq.block_table[1 // 256] * 256 + 1 % 256 = 1 * 256 + 1 = 257"
+    )
+
+
 def test_kv_owners_outside_the_step_batch_get_their_own_colour(page: object) -> None:
     import httpx
 

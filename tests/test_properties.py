@@ -157,10 +157,14 @@ def test_ascend_mask_rows_follow_positions(scenario: Scenario) -> None:
             continue
         a = t.arrays
         state = t.scalars["attn_state"]
-        if state in ("ChunkedPrefill", "PrefillCacheHit"):
+        if state == "ChunkedPrefill":
             S = t.scalars["max_seq_len"]
             assert a["attn_mask"].shape == (t.scalars["total_num_scheduled_tokens"], S)
             assert ((a["attn_mask"] == 0).sum(1) == np.minimum(a["positions"] + 1, S)).all()
+        elif state == "PrefillCacheHit":
+            # chunked prefill off, some request computed before: the builder's fixed 128 x 128 mask
+            assert not scenario.config.enable_chunked_prefill and a["num_computed_tokens_cpu"].any()
+            assert a["attn_mask"].shape == (128, 128)
         elif state == "PrefillNoCache":
             assert (a["num_computed_tokens_cpu"] == 0).all()
             assert a["attn_mask"].shape == (t.scalars["max_seq_len"],) * 2
@@ -182,15 +186,21 @@ def test_nanovllm_steps_never_mix_and_slots_stay_in_owned_blocks(scenario: Scena
         assert len(set(slots.tolist())) == len(slots)
         owners = t.kv_cache["owners"]
         if t.scalars["is_prefill"]:
-            assert a["cu_seqlens_q"].tolist() == a["cu_seqlens_k"].tolist()
+            # keys = cached + scheduled tokens, so cu_seqlens_k runs ahead of cu_seqlens_q on a hit
+            assert (np.diff(a["cu_seqlens_k"]) >= np.diff(a["cu_seqlens_q"])).all()
             req_of = np.repeat(np.arange(len(t.batch["req_ids"])), np.diff(a["cu_seqlens_q"]))
+            hit = a["cu_seqlens_k"][-1] > a["cu_seqlens_q"][-1]
         else:
             assert len(slots) == len(t.batch["req_ids"])
             req_of = np.arange(len(slots))
+            hit = True
+        # written slots lie in blocks the request holds alone (cached blocks are never rewritten)
         for s, r in zip(slots.tolist(), req_of.tolist()):
             assert owners[str(s // bs)] == [t.batch["req_ids"][r]]
-        bt = a["block_tables"]
-        assert ((bt == -1) | (bt >= 0)).all()
+        assert ("block_tables" in a) == bool(hit)
+        if hit:
+            bt = a["block_tables"]
+            assert ((bt == -1) | (bt >= 0)).all()
     assert engine.done and not engine.truncated
 
 

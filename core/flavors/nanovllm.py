@@ -1,15 +1,31 @@
-"""The nanovllm flavour: nano-vllm's engine, for comparison with vLLM's.
+"""The nanovllm flavour: nano-vllm's engine at its HEAD (commit `UPSTREAM`), rule for rule.
 
-Differences from the vllm flavour: there is no null block (blocks count from 0); freed blocks go
-to the tail of a deque, walked in reverse; a step is all prefill or all decode, never mixed; a
-prefill takes whole prompts (no chunking); decode grows a sequence by one block when its length
-reaches k * block_size + 1 (`may_append`); when the pool is short the last running sequence is
-preempted. Its model inputs carry nano-vllm's names: `cu_seqlens_q/k`, `max_seqlen_q/k`,
-`context_lens` and `block_tables` padded with -1.
+It mirrors nano-vllm's `engine/block_manager.py`, `engine/scheduler.py`, `engine/sequence.py` and
+`ModelRunner.prepare_prefill` / `prepare_decode` (`engine/model_runner.py`), and the LM head's
+`last_indices` (`layers/embed_head.py`):
+
+- Blocks count from 0 (no null block); freed blocks go to the tail of a deque, a sequence's blocks
+  walked in reverse (`BlockManager.deallocate`).
+- Prefix caching is always on (nano-vllm has no switch): full blocks are hashed, chained to their
+  parent's hash, after their tokens were computed (`hash_blocks`, called by `postprocess`);
+  `can_allocate` looks up the leading full blocks but never the sequence's last block, `allocate`
+  takes the hits (a free hit leaves the free queue, a used one gains a reference) and sets
+  `num_cached_tokens`; a freed block keeps its hash until it is handed out again.
+- A step is all prefill or all decode, never mixed. The first waiting sequence of a step may take a
+  chunk of the remaining budget; later ones must fit whole ("only allow chunked prefill for the
+  first seq"). A prefill starts at `num_cached_tokens`; a partial prefill samples nothing.
+- Decode grows a sequence by one block when its length reaches k * block_size + 1 (`may_append`);
+  when the pool is short the last running sequence is preempted (it keeps no blocks, but its
+  hashed blocks may be found again).
+- Inputs under nano-vllm's names: `input_ids`, `positions`, `cu_seqlens_q`, `cu_seqlens_k`,
+  `max_seqlen_q/k`, `slot_mapping`, `context_lens`, `block_tables` (rows padded with -1) and
+  `last_indices`. A prefill passes `block_tables` only when some sequence has a cache hit
+  (`cu_seqlens_k[-1] > cu_seqlens_q[-1]`); without one, flash-attn reads this step's K/V directly.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections import deque
 from typing import Any
 
@@ -25,45 +41,133 @@ from pagedviz.core.runner import LEVELS, stage
 from pagedviz.core.sampler import synthetic_tokens
 from pagedviz.core.trace import Stage, StepTrace
 
+UPSTREAM = "nano-vllm bb823b3"  # GeeeekExplorer/nano-vllm HEAD this flavour follows
+NANO_LEVELS = {**LEVELS, "last_indices": "request"}
+
+
+def block_hash(token_ids: np.ndarray, prefix: str | None) -> str:
+    """`BlockManager.compute_hash`: a 64-bit hash of the parent's hash and the block's token ids
+    (nano-vllm uses xxh64; any 64-bit hash gives the same hits, as token ids are compared too)."""
+    h = hashlib.blake2b(digest_size=8)
+    if prefix is not None:
+        h.update(bytes.fromhex(prefix))
+    h.update(np.asarray(token_ids, dtype=np.int64).tobytes())
+    return h.hexdigest()
+
 
 class NanoBlockManager:
+    """nano-vllm's `BlockManager`: free deque, used set, ref counts and the hash -> block map."""
+
     def __init__(self, num_blocks: int, block_size: int) -> None:
         self.block_size = block_size
         self.ref_cnt = np.zeros(num_blocks, dtype=np.int32)
+        self.hash: list[str | None] = [None] * num_blocks
+        self.block_tokens: list[tuple[int, ...]] = [()] * num_blocks
+        self.hash_to_block_id: dict[str, int] = {}
         self.free_block_ids: deque[int] = deque(range(num_blocks))
+        self.used_block_ids: set[int] = set()
         self.block_tables: dict[str, list[int]] = {}
 
     def num_blocks_of(self, seq: Request) -> int:
         return -(-seq.num_tokens // self.block_size)
 
-    def can_allocate(self, seq: Request) -> bool:
-        return len(self.free_block_ids) >= self.num_blocks_of(seq)
+    def block(self, seq: Request, i: int) -> np.ndarray:
+        return seq.token_ids[i * self.block_size : min((i + 1) * self.block_size, seq.num_tokens)]
 
-    def _take(self) -> int:
+    def table(self, seq: Request) -> list[int]:
+        return self.block_tables.setdefault(seq.req_id, [])
+
+    def _allocate_block(self) -> int:
         b = self.free_block_ids.popleft()
+        assert self.ref_cnt[b] == 0
+        h = self.hash[b]
+        if h is not None and self.hash_to_block_id.get(h) == b:
+            del self.hash_to_block_id[h]
         self.ref_cnt[b] = 1
+        self.hash[b] = None
+        self.block_tokens[b] = ()
+        self.used_block_ids.add(b)
         return b
 
-    def allocate(self, seq: Request) -> list[int]:
-        table = [self._take() for _ in range(self.num_blocks_of(seq))]
-        self.block_tables[seq.req_id] = table
-        return table
+    def _deallocate_block(self, b: int) -> None:
+        self.used_block_ids.remove(b)
+        self.free_block_ids.append(b)
+
+    def _lookup(self, seq: Request, i: int, h: str | None) -> tuple[str, int]:
+        tokens = self.block(seq, i)
+        h2 = block_hash(tokens, h)
+        b = self.hash_to_block_id.get(h2, -1)
+        if b != -1 and self.block_tokens[b] != tuple(tokens.tolist()):
+            b = -1
+        return h2, b
+
+    def can_allocate(self, seq: Request) -> int:
+        """Leading full blocks found in the cache (the last block is never looked up), or -1 when
+        the free blocks cannot hold the rest; a hit on a free block still takes a free block."""
+        h: str | None = None
+        num_cached_blocks = 0
+        num_new_blocks = self.num_blocks_of(seq)
+        for i in range(self.num_blocks_of(seq) - 1):
+            h, b = self._lookup(seq, i, h)
+            if b == -1:
+                break
+            num_cached_blocks += 1
+            if b in self.used_block_ids:
+                num_new_blocks -= 1
+        if len(self.free_block_ids) < num_new_blocks:
+            return -1
+        return num_cached_blocks
+
+    def allocate(self, seq: Request, num_cached_blocks: int) -> None:
+        table = self.table(seq)
+        assert not table
+        h: str | None = None
+        for i in range(num_cached_blocks):
+            h, b = self._lookup(seq, i, h)
+            if b in self.used_block_ids:
+                self.ref_cnt[b] += 1
+            else:
+                self.ref_cnt[b] = 1
+                self.free_block_ids.remove(b)
+                self.used_block_ids.add(b)
+            table.append(b)
+        for _ in range(num_cached_blocks, self.num_blocks_of(seq)):
+            table.append(self._allocate_block())
+        seq.num_computed_tokens = num_cached_blocks * self.block_size
 
     def deallocate(self, seq: Request) -> None:
         for b in reversed(self.block_tables.pop(seq.req_id, [])):
             self.ref_cnt[b] -= 1
             if self.ref_cnt[b] == 0:
-                self.free_block_ids.append(b)
+                self._deallocate_block(b)
+        seq.num_computed_tokens = 0
 
     def can_append(self, seq: Request) -> bool:
         return len(self.free_block_ids) >= (seq.num_tokens % self.block_size == 1)
 
     def may_append(self, seq: Request) -> list[int]:
         if seq.num_tokens % self.block_size == 1:
-            b = self._take()
-            self.block_tables[seq.req_id].append(b)
+            b = self._allocate_block()
+            self.table(seq).append(b)
             return [b]
         return []
+
+    def hash_blocks(self, seq: Request, num_scheduled: int) -> None:
+        """Hash the blocks this step filled (num_computed_tokens is the count before the step)."""
+        bs = self.block_size
+        start = seq.num_computed_tokens // bs
+        end = (seq.num_computed_tokens + num_scheduled) // bs
+        if start == end:
+            return
+        table = self.block_tables[seq.req_id]
+        h = self.hash[table[start - 1]] if start > 0 else None
+        for i in range(start, end):
+            b = table[i]
+            tokens = self.block(seq, i)
+            h = block_hash(tokens, h)
+            self.hash[b] = h
+            self.block_tokens[b] = tuple(tokens.tolist())
+            self.hash_to_block_id[h] = b
 
 
 @register_flavor("nanovllm")
@@ -71,12 +175,21 @@ class NanoEngine(Engine):
     """nano-vllm's scheduler, block manager and prepare_prefill / prepare_decode."""
 
     flavor = "nanovllm"
+    upstream = UPSTREAM
 
     @classmethod
     def stages_from(cls) -> type:
         return cls
 
-    STAGES = ("_positions", "_input_ids", "_block_tables", "_slot_mapping")
+    STAGES = (
+        "_positions",
+        "_input_ids",
+        "_cu_seqlens_q",
+        "_cu_seqlens_k",
+        "_slot_mapping",
+        "_block_tables",
+        "_last_indices",
+    )
 
     def _setup(self) -> None:
         cfg = self.scenario.config
@@ -87,6 +200,7 @@ class NanoEngine(Engine):
         self.waiting: deque[Request] = deque()
         self.running: deque[Request] = deque()
         self.finished_last: list[str] = []
+        self.num_scheduled: dict[str, int] = {}
         self.v: dict[str, Any] = {}
 
     @property
@@ -94,27 +208,46 @@ class NanoEngine(Engine):
         return not (self.arrivals or self.waiting or self.running)
 
     # ------------------------------------------------------------------ scheduler
-    def _preempt(self, seq: Request) -> None:
+    def _preempt(self, seq: Request, sched: dict[str, Any]) -> None:
         seq.status = Status.PREEMPTED
-        seq.num_computed_tokens = 0
         self.bm.deallocate(seq)
         self.waiting.appendleft(seq)
+        sched["preempted_req_ids"].append(seq.req_id)
 
     def schedule(self, sched: dict[str, Any]) -> tuple[list[Request], bool]:
+        """`Scheduler.schedule`: prefill the waiting queue's head while it fits, else decode."""
         cfg = self.scenario.config
+        bs = cfg.block_size
         seqs: list[Request] = []
-        tokens = 0
+        n_sched = self.num_scheduled
+        batched = 0
         while self.waiting and len(seqs) < cfg.max_num_reqs:
             seq = self.waiting[0]
-            if tokens + seq.num_tokens > cfg.max_num_batched_tokens or not self.bm.can_allocate(seq):
+            remaining = cfg.max_num_batched_tokens - batched
+            if remaining == 0:
                 break
-            sched["new_block_ids"][seq.req_id] = self.bm.allocate(seq)
-            kind = "resumed_req_ids" if seq.status is Status.PREEMPTED else "new_req_ids"
-            sched[kind].append(seq.req_id)
-            tokens += seq.num_tokens
-            seq.status = Status.RUNNING
-            self.waiting.popleft()
-            self.running.append(seq)
+            has_table = bool(self.bm.block_tables.get(seq.req_id))
+            if not has_table:
+                num_cached_blocks = self.bm.can_allocate(seq)
+                if num_cached_blocks == -1:
+                    break
+                num_tokens = seq.num_tokens - num_cached_blocks * bs
+            else:
+                num_tokens = seq.num_tokens - seq.num_computed_tokens
+            if remaining < num_tokens and seqs:  # only the first sequence may take a chunk
+                break
+            if not has_table:
+                self.bm.allocate(seq, num_cached_blocks)
+                # a copy: the block table itself grows at later steps
+                sched["new_block_ids"][seq.req_id] = list(self.bm.block_tables[seq.req_id])
+                kind = "resumed_req_ids" if seq.status is Status.PREEMPTED else "new_req_ids"
+                sched[kind].append(seq.req_id)
+            n_sched[seq.req_id] = min(num_tokens, remaining)
+            batched += n_sched[seq.req_id]
+            if seq.num_computed_tokens + n_sched[seq.req_id] == seq.num_tokens:
+                seq.status = Status.RUNNING
+                self.waiting.popleft()
+                self.running.append(seq)
             seqs.append(seq)
         if seqs:
             return seqs, True
@@ -122,14 +255,12 @@ class NanoEngine(Engine):
             seq = self.running.popleft()
             while not self.bm.can_append(seq):
                 if self.running:
-                    victim = self.running.pop()
-                    self._preempt(victim)
-                    sched["preempted_req_ids"].append(victim.req_id)
+                    self._preempt(self.running.pop(), sched)
                 else:
-                    self._preempt(seq)
-                    sched["preempted_req_ids"].append(seq.req_id)
+                    self._preempt(seq, sched)
                     break
             else:
+                n_sched[seq.req_id] = 1
                 added = self.bm.may_append(seq)
                 if added:
                     sched["new_block_ids"][seq.req_id] = added
@@ -137,70 +268,129 @@ class NanoEngine(Engine):
         self.running.extendleft(reversed(seqs))
         return seqs, False
 
+    def postprocess(self, seqs: list[Request], sampled: dict[str, int], is_prefill: bool) -> list[str]:
+        """`Scheduler.postprocess`: hash the filled blocks, advance, append the token, finish."""
+        finished = []
+        for seq in seqs:
+            n = self.num_scheduled.pop(seq.req_id)
+            self.bm.hash_blocks(seq, n)
+            seq.num_computed_tokens += n
+            if is_prefill and seq.num_computed_tokens < seq.num_tokens:
+                continue
+            seq.append(sampled[seq.req_id])
+            if seq.is_done:
+                seq.status = Status.FINISHED
+                self.bm.deallocate(seq)
+                self.running.remove(seq)
+                finished.append(seq.req_id)
+        return finished
+
     # ------------------------------------------------------------------ prepare_prefill / decode
     @stage(
         "positions",
         "seqs",
-        "positions cu_seqlens_q cu_seqlens_k context_lens",
-        "prefill: positions = concat(range(0, len(seq))); cu_seqlens_q = cu_seqlens_k = [0, *cumsum(len)]; "
-        "decode: positions = len(seq) - 1; context_lens = len(seq)",
+        "positions",
+        "prefill: positions = concat(range(num_cached_tokens, num_cached_tokens + num_scheduled_tokens)); "
+        "decode: positions = len(seq) - 1",
     )
     def _positions(self) -> None:
         v = self.v
-        lens = v["lens"]
-        n_q = lens if v["is_prefill"] else np.ones_like(lens)
-        cu_q = np.concatenate(([0], np.cumsum(n_q))).astype(np.int32)
-        v["req_indices"] = np.repeat(np.arange(len(lens)), n_q)
-        if v["is_prefill"]:
-            v["positions"] = np.arange(int(cu_q[-1]), dtype=np.int64) - np.repeat(cu_q[:-1], n_q)
-            v["cu_seqlens_q"] = cu_q
-            v["cu_seqlens_k"] = np.concatenate(([0], np.cumsum(lens))).astype(np.int32)
-            v["scalars"].update(max_seqlen_q=int(n_q.max()), max_seqlen_k=int(lens.max()))
-        else:
-            v["positions"] = (lens - 1).astype(np.int64)
-            v["context_lens"] = lens.astype(np.int32)
-        v["query_start_loc"] = cu_q
+        n_q, start = v["n_q"], v["start"]
+        cu = np.concatenate(([0], np.cumsum(n_q))).astype(np.int64)
+        v["req_indices"] = np.repeat(np.arange(len(n_q)), n_q)
+        offsets = np.arange(int(cu[-1]), dtype=np.int64) - np.repeat(cu[:-1], n_q)
+        v["positions"] = np.repeat(start, n_q) + offsets
 
     @stage(
         "input_ids",
-        "seqs positions",
+        "seqs",
         "input_ids",
-        "prefill: input_ids = concat(seq.token_ids); decode: input_ids = [seq.last_token]",
+        "prefill: input_ids = concat(seq[num_cached_tokens : num_cached_tokens + num_scheduled_tokens] "
+        "for seq in seqs); decode: input_ids = [seq.last_token for seq in seqs]",
     )
     def _input_ids(self) -> None:
         v = self.v
-        if v["is_prefill"]:
-            v["input_ids"] = np.concatenate([s.all_token_ids for s in v["seqs"]]).astype(np.int32)
-        else:
-            v["input_ids"] = np.array([s.all_token_ids[-1] for s in v["seqs"]], dtype=np.int32)
+        parts = [s.token_ids[a:b] for s, a, b in zip(v["seqs"], v["start"], v["end"])]
+        v["input_ids"] = np.concatenate(parts).astype(np.int64)
 
     @stage(
-        "block_tables",
+        "cu_seqlens_q",
         "seqs",
-        "block_tables",
-        "block_tables = [seq.block_table + [-1] * (max_len - len(seq.block_table))]",
+        "cu_seqlens_q max_seqlen_q context_lens",
+        "prefill: cu_seqlens_q = [0, *cumsum(seqlen_q)], seqlen_q = num_scheduled_tokens; "
+        "max_seqlen_q = max(seqlen_q); decode: context_lens = len(seq)",
     )
-    def _block_tables(self) -> None:
+    def _cu_seqlens_q(self) -> None:
         v = self.v
-        tables = [self.bm.block_tables[s.req_id] for s in v["seqs"]]
-        width = max(len(t) for t in tables)
-        bt = np.full((len(tables), width), -1, dtype=np.int32)
-        for i, t in enumerate(tables):
-            bt[i, : len(t)] = t
-        v["block_tables"] = bt
+        if v["is_prefill"]:
+            v["cu_seqlens_q"] = np.concatenate(([0], np.cumsum(v["n_q"]))).astype(np.int32)
+            v["scalars"]["max_seqlen_q"] = int(v["n_q"].max())
+        else:
+            v["context_lens"] = v["end"].astype(np.int32)
+
+    @stage(
+        "cu_seqlens_k",
+        "seqs",
+        "cu_seqlens_k max_seqlen_k",
+        "prefill: cu_seqlens_k = [0, *cumsum(seqlen_k)], seqlen_k = num_cached_tokens + "
+        "num_scheduled_tokens; max_seqlen_k = max(seqlen_k); decode: none (context_lens)",
+    )
+    def _cu_seqlens_k(self) -> None:
+        v = self.v
+        if v["is_prefill"]:
+            v["cu_seqlens_k"] = np.concatenate(([0], np.cumsum(v["end"]))).astype(np.int32)
+            v["scalars"]["max_seqlen_k"] = int(v["end"].max())
 
     @stage(
         "slot_mapping",
-        "block_tables positions",
+        "seqs positions",
         "slot_mapping",
-        "slot_mapping = block_tables[seq, position // block_size] * block_size + position % block_size",
+        "slot_mapping = seq.block_table[position // block_size] * block_size + position % block_size "
+        "(prefill: the slots of positions num_cached_tokens.. ; decode: "
+        "block_table[-1] * block_size + last_block_num_tokens - 1)",
     )
     def _slot_mapping(self) -> None:
         v = self.v
         bs = self.scenario.config.block_size
-        bt = v["block_tables"]
+        bt = v["padded_tables"]
         idx = v["req_indices"] * bt.shape[1] + v["positions"] // bs
-        v["slot_mapping"] = bt.ravel()[idx].astype(np.int64) * bs + v["positions"] % bs
+        v["slot_mapping"] = (bt.ravel()[idx].astype(np.int64) * bs + v["positions"] % bs).astype(np.int32)
+
+    @stage(
+        "block_tables",
+        "seqs cu_seqlens_q cu_seqlens_k",
+        "block_tables",
+        "block_tables = [seq.block_table + [-1] * (max_len - len(seq.block_table))]; "
+        "prefill: only if cu_seqlens_k[-1] > cu_seqlens_q[-1] (a prefix-cache hit), else None",
+    )
+    def _block_tables(self) -> None:
+        v = self.v
+        if not v["is_prefill"] or v["cu_seqlens_k"][-1] > v["cu_seqlens_q"][-1]:
+            v["block_tables"] = v["padded_tables"]
+            v["scalars"]["block_tables"] = "passed"
+        else:
+            v["scalars"]["block_tables"] = "None (no prefix-cache hit)"
+
+    @stage(
+        "last_indices",
+        "cu_seqlens_q",
+        "last_indices",
+        "prefill: last_indices = cu_seqlens_q[1:] - 1 (the LM head keeps these rows); "
+        "decode: every row (one token per sequence)",
+    )
+    def _last_indices(self) -> None:
+        v = self.v
+        if v["is_prefill"]:
+            v["last_indices"] = (v["cu_seqlens_q"][1:] - 1).astype(np.int64)
+
+    def _padded_tables(self, seqs: list[Request]) -> np.ndarray:
+        """`prepare_block_tables`: every sequence's block table, padded with -1 to the longest."""
+        tables = [self.bm.block_tables[s.req_id] for s in seqs]
+        width = max(len(t) for t in tables)
+        lens = np.array([len(t) for t in tables])
+        bt = np.full((len(tables), width), -1, dtype=np.int32)
+        bt[np.arange(width)[None, :] < lens[:, None]] = np.concatenate(tables)
+        return bt
 
     # ------------------------------------------------------------------ step
     def step(self) -> StepTrace:
@@ -221,9 +411,19 @@ class NanoEngine(Engine):
         trace = StepTrace(step=self.step_no, idle=not seqs)
         sampled: dict[str, int] = {}
         trace.forward = {"device": str(self.device)}
-        lens = np.array([s.num_tokens for s in seqs], dtype=np.int64)
-        self.v = {"seqs": seqs, "lens": lens, "is_prefill": is_prefill, "scalars": {}}
+        n_q = np.array([self.num_scheduled[s.req_id] for s in seqs], dtype=np.int64)
+        start = np.array([s.num_computed_tokens for s in seqs], dtype=np.int64)
+        self.v = {
+            "seqs": seqs,
+            "n_q": n_q,
+            "start": start,
+            "end": start + n_q,
+            "is_prefill": is_prefill,
+            "scalars": {},
+        }
+        stage_names = tuple(getattr(self, n).stage_spec.name for n in self.STAGES)
         if seqs:
+            self.v["padded_tables"] = self._padded_tables(seqs)
             for name in self.STAGES:
                 method = getattr(self, name)
                 spec = method.stage_spec
@@ -233,56 +433,52 @@ class NanoEngine(Engine):
                     trace.stages.append(Stage(spec.name, list(spec.reads), list(spec.writes), spec.formula))
                     for w in spec.writes:
                         if w in self.v:
-                            trace.record(w, LEVELS[w], self.v[w], spec.name)
-            sampled = self._forward_and_sample_nano(seqs, lens, is_prefill, trace, timer)
-            for s in seqs:
-                s.num_computed_tokens = s.num_tokens
+                            trace.record(w, NANO_LEVELS[w], self.v[w], spec.name)
+            sampled = self._forward_and_sample_nano(seqs, trace, timer)
         if self.capture:
             trace.kv_cache = self._nano_kv_view()
-        finished = []
-        for seq in seqs:
-            seq.append(sampled[seq.req_id])
-            if seq.is_done:
-                seq.status = Status.FINISHED
-                self.bm.deallocate(seq)
-                self.running.remove(seq)
-                finished.append(seq.req_id)
-        self.finished_last = finished
+        self.finished_last = self.postprocess(seqs, sampled, is_prefill)
         if self.capture:
-            n_tok = int(sum(lens)) if seqs and is_prefill else len(seqs)
-            sched["num_scheduled_tokens"] = {
-                s.req_id: (int(n) if is_prefill else 1) for s, n in zip(seqs, lens)
-            }
-            sched["total_num_scheduled_tokens"] = n_tok if seqs else 0
+            n_tok = int(n_q.sum())
+            sched["num_scheduled_tokens"] = {s.req_id: int(n) for s, n in zip(seqs, n_q)}
+            sched["total_num_scheduled_tokens"] = n_tok
             sched["waiting_req_ids"] = [s.req_id for s in self.waiting]
             trace.scheduler = sched
             trace.batch = {"req_ids": [s.req_id for s in seqs], "moves": []}
             trace.scalars = {
                 "is_prefill": bool(is_prefill) if seqs else None,
                 "num_seqs": len(seqs),
-                "total_num_scheduled_tokens": n_tok if seqs else 0,
+                "total_num_scheduled_tokens": n_tok,
+                "upstream": UPSTREAM,
                 **self.v.get("scalars", {}),
             }
         trace.sampled_token_ids = sampled
-        trace.timing_us = timer.collect(tuple(getattr(self, n).stage_spec.name for n in self.STAGES))
+        trace.timing_us = timer.collect(stage_names)
         return trace
 
     def _forward_and_sample_nano(
-        self, seqs: list[Request], lens: np.ndarray, is_prefill: bool, trace: StepTrace, timer: StageTimer
+        self, seqs: list[Request], trace: StepTrace, timer: StageTimer
     ) -> dict[str, int]:
+        """One token per sequence whose prompt is complete after this step; a partial prefill's
+        logits row is computed by the LM head and dropped by `postprocess`."""
         v, dev = self.v, self.device
-        ids = [s.req_id for s in seqs]
+        end = v["end"]
+        keep = [i for i, s in enumerate(seqs) if end[i] == s.num_tokens]
+        ids = [seqs[i].req_id for i in keep]
         if self.model is None:
-            tokens = synthetic_tokens(self.scenario.seed, ids, lens, self.scenario.config.vocab_size)
+            tokens = synthetic_tokens(self.scenario.seed, ids, end[keep], self.scenario.config.vocab_size)
             return dict(zip(ids, tokens.tolist()))
+        cu_q = np.concatenate(([0], np.cumsum(v["n_q"]))).astype(np.int32)
         with timer.dev("copy_to_device"):
-            qsl = torch.from_numpy(v["query_start_loc"]).to(dev, non_blocking=True)
+            qsl = torch.from_numpy(cu_q).to(dev, non_blocking=True)
             inp = ForwardInputs(
                 input_ids=torch.from_numpy(v["input_ids"]).to(dev, non_blocking=True),
                 positions=torch.from_numpy(v["positions"]).to(dev, non_blocking=True),
-                slot_mapping=torch.from_numpy(v["slot_mapping"]).to(dev, non_blocking=True),
-                block_table=torch.from_numpy(np.maximum(v["block_tables"], 0)).to(dev, non_blocking=True),
-                seq_lens=torch.from_numpy(lens.astype(np.int32)).to(dev, non_blocking=True),
+                slot_mapping=torch.from_numpy(v["slot_mapping"].astype(np.int64)).to(dev, non_blocking=True),
+                # the tiny model always reads K/V through a block table; nano-vllm's prefill without
+                # a cache hit reads this step's K/V instead, the same values
+                block_table=torch.from_numpy(np.maximum(v["padded_tables"], 0)).to(dev, non_blocking=True),
+                seq_lens=torch.from_numpy(end.astype(np.int32)).to(dev, non_blocking=True),
                 query_start_loc=qsl,
                 logits_indices=qsl[1:].to(torch.int64) - 1,
             )
@@ -293,16 +489,16 @@ class NanoEngine(Engine):
             with timer.dev("sample"):
                 greedy = logits.argmax(-1).cpu().tolist()
             with timer.dev("dense_reference"):
-                cu = v["query_start_loc"]
-                starts = [(s.all_token_ids, int(v["positions"][cu[i]])) for i, s in enumerate(seqs)]
-                worst = self.model.max_dense_diff(hidden, starts, cu)
+                starts = [(s.token_ids[: end[i]], int(v["start"][i])) for i, s in enumerate(seqs)]
+                worst = self.model.max_dense_diff(hidden, starts, cu_q)
         trace.forward["paged_vs_dense_max_abs_diff"] = worst
-        return dict(zip(ids, greedy))
+        return {seqs[i].req_id: greedy[i] for i in keep}
 
     def _nano_kv_view(self) -> dict[str, Any]:
+        bm = self.bm
         snapshot = {
-            "free_block_queue": list(self.bm.free_block_ids),
-            "ref_cnt": self.bm.ref_cnt.tolist(),
-            "block_hash": {},
+            "free_block_queue": list(bm.free_block_ids),
+            "ref_cnt": bm.ref_cnt.tolist(),
+            "block_hash": {str(b): h for b, h in enumerate(bm.hash) if h is not None},
         }
-        return self.kv_view(snapshot, self.bm.block_tables, len(self.bm.ref_cnt))
+        return self.kv_view(snapshot, bm.block_tables, len(bm.ref_cnt))

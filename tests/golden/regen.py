@@ -8,7 +8,18 @@ from pathlib import Path
 from pagedviz.core import Scenario, make_engine
 from pagedviz.core.presets import preset_dict
 
-GOLDEN = ["seed-001", "seed-001-ascend", "seed-002", "seed-004", "demo-prefix-cache", "demo-preemption"]
+GOLDEN = [
+    "seed-001",
+    "seed-001-ascend",
+    "seed-002",
+    "seed-004",
+    "demo-prefix-cache",
+    "demo-preemption",
+    "nanovllm-block-tables",
+    "nanovllm-prefix-cache",
+    "nanovllm-chunked-prefill",
+    "ascend-prefill-cache-hit",
+]
 
 
 def stable_trace(preset: str) -> list[dict]:
