@@ -15,7 +15,7 @@ import { writeState } from "./state.js";
 import { renderRequestTable, renderTokenTable } from "./tables.js";
 import { $, L, S, btName, stageNames, state, tokenCount } from "./trace.js";
 import { buildTimeline, renderBadges, renderChanges, renderTimelineActive } from "./timeline.js";
-import { clear, el, loadPlotly } from "./views.js";
+import { clear, el, loadPlotly, showUpstream } from "./views.js";
 
 // ------------------------------------------------------------------ loading
 async function loadRun() {
@@ -250,11 +250,13 @@ async function boot() {
   document.body.classList.toggle("present", state.present);
   if (state.present) { $("btn-present").textContent = L("leave_present"); $("btn-present").dataset.i18n = "leave_present"; }
   wire();
+  const health = getJSON("/healthz");
   try {
     await loadRun();
   } catch (err) {
     showError({ detail: [{ field: "", message: String(err.message || err) }] });
   }
+  showUpstream(S.overview, (await health).data);  // the run's own upstream first, else the server's
   window.pagedvizTiming.firstRenderMs = performance.now();
   document.body.dataset.content = "1";
   // let the tables paint before Plotly's evaluation takes the main thread

@@ -722,3 +722,21 @@ def test_editor_fields_follow_the_served_scenario_schema(page: object) -> None:
     flavors = page.eval_on_selector_all("#f-flavor option", "os => os.map(o => o.value)")
     assert flavors == [v for v in _resolve(schema, top["flavor"]).get("enum", flavors) if v is not None]
 
+
+def test_the_footer_names_the_upstream_and_links_the_docs(page: object) -> None:
+    import httpx
+
+    upstream = httpx.get(f"{page.base}/healthz").json().get("upstream")
+    page.goto(page.base + "/")
+    page.wait_for_selector("body[data-ready='1']", timeout=30_000)
+    if upstream is None:
+        page.wait_for_function("document.getElementById('upstream').textContent === 'vLLM 0.33.0'")
+    else:
+        # whatever shape the server gives it, each version it names is in the footer
+        versions = re.findall(r"\d+\.\d+(?:\.\d+)?|[0-9a-f]{7,40}", str(upstream))
+        assert versions
+        for v in versions:
+            page.wait_for_function(f"document.getElementById('upstream').textContent.includes({v!r})")
+    assert page.locator("footer a[href='/docs-md/']").inner_text() == "docs"
+    open_run(page, "preset=seed-001&lang=zh")
+    assert page.locator("footer a[href='/docs-md/']").inner_text() == "文档"
