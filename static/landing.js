@@ -187,7 +187,12 @@ function inputFor(path) {
 
 function clearProblems() {
   document.querySelectorAll("#editor .field-error").forEach((n) => n.remove());
-  document.querySelectorAll("#editor [aria-invalid]").forEach((n) => { n.removeAttribute("aria-invalid"); n.classList.remove("invalid"); });
+  document.querySelectorAll("#editor [aria-invalid]").forEach((n) => {
+    n.removeAttribute("aria-invalid");
+    n.classList.remove("invalid");
+    const rest = (n.getAttribute("aria-describedby") || "").split(" ").filter((id) => id && !id.startsWith("err-"));
+    if (rest.length) n.setAttribute("aria-describedby", rest.join(" ")); else n.removeAttribute("aria-describedby");
+  });
   for (const id of ["config-errors", "req-errors"]) { clear($(id)).hidden = true; }
 }
 

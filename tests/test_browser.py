@@ -652,6 +652,8 @@ def test_editor_shows_each_problem_next_to_its_field(page: object) -> None:
     beside = page.locator("label[data-field='block_size'] .field-error")
     assert beside.inner_text() == said["config.block_size"]
     assert page.get_attribute("#f-block_size", "aria-invalid") == "true"
+    described = page.get_attribute("#f-block_size", "aria-describedby").split()
+    assert page.locator(f"#{described[0]}").inner_text() == said["config.block_size"]
     row = page.locator("#req-rows tr").nth(1)
     assert row.locator(".field-error").all_inner_texts() == [said["requests[1].max_tokens"]]
     assert row.locator(".r-max").get_attribute("aria-invalid") == "true"
@@ -660,6 +662,7 @@ def test_editor_shows_each_problem_next_to_its_field(page: object) -> None:
     page.fill("#f-block_size", "2")
     page.wait_for_selector("label[data-field='block_size'] .field-error", state="detached")
     assert page.get_attribute("#f-block_size", "aria-invalid") is None
+    assert "err-" not in (page.get_attribute("#f-block_size", "aria-describedby") or "")
     assert row.locator(".field-error").count() == 1
     assert page.locator("#config-errors li").count() == 1
 
