@@ -3,38 +3,110 @@
 import { errorLines, getJSON, postJSON, withProgress } from "./api.js";
 import { applyI18n, progressText, t } from "./i18n.js";
 import { readState, writeState } from "./state.js";
-import { clear, el } from "./views.js";
+import { clear, el, showUpstream } from "./views.js";
 
 const state = readState();
 const $ = (id) => document.getElementById(id);
 const L = (k) => t(state.lang, k);
 
-const CONFIG = [
+// The form's fields in their order. The scenario's JSON Schema (GET /api/schema/scenario), when the
+// server has it, adds each field's description, bounds, default and choices, and any config setting
+// not listed here, so a new setting appears in the form without a change to this file.
+const KNOWN = [
   ["name", "text"], ["flavor", ["vllm", "ascend", "nanovllm"]], ["seed", "int"], ["max_steps", "int"],
   ["block_size", "int"], ["max_model_len", "int"], ["max_num_reqs", "int"], ["max_num_batched_tokens", "int"],
   ["num_kv_blocks", "int"], ["long_prefill_token_threshold", "int"], ["enable_chunked_prefill", "bool"],
   ["enable_prefix_caching", "bool"], ["model", "bool"], ["device", ["auto", "cpu", "cuda", "npu"]],
 ];
 const TOP = new Set(["name", "flavor", "seed", "max_steps"]);
+let fields = [];  // {key, kind, top, prop}: what the form shows, in order
+const SCHEMA_URL = "/api/schema/scenario";
+let schema = null;  // the scenario's JSON Schema, or null where the server has none
 let extras = {};  // fields of a loaded scenario the form does not show (title, summary, model sizes, ...)
 
-function num(input) {
+// a schema node with its "$ref" followed (within the schema itself)
+function resolve(node) {
+  let n = node || {};
+  for (let i = 0; n.$ref && i < 16; i++) {
+    n = n.$ref.replace(/^#\//, "").split("/").reduce((o, k) => (o ? o[decodeURIComponent(k)] : undefined), schema) || {};
+  }
+  return n;
+}
+
+// a property's form kind: a list of choices, "int", "number", "bool", "text", or null (not a form field)
+function kindOf(prop) {
+  const p = resolve(prop);
+  const alts = (p.anyOf || p.oneOf || [p]).map(resolve).filter((a) => !(a.type === "null" || a.const === null));
+  if (alts.length && alts.every((a) => a.enum || a.const !== undefined)) {
+    const choices = alts.flatMap((a) => a.enum || [a.const]).filter((v) => v !== null);
+    return choices.every((v) => typeof v === "string") ? choices : null;
+  }
+  const types = new Set(alts.flatMap((a) => [].concat(a.type || [])));
+  types.delete("null");
+  if (alts.length !== 1 || types.size !== 1) return null;
+  return { integer: "int", number: "number", boolean: "bool", string: "text" }[[...types][0]] || null;
+}
+
+function buildFields() {
+  const root = schema ? resolve(schema) : {};
+  const top = root.properties || {};
+  const cfg = (top.config && resolve(top.config).properties) || {};
+  fields = KNOWN.map(([key, kind]) => {
+    const prop = TOP.has(key) ? top[key] : cfg[key];
+    const choices = Array.isArray(kind) && prop ? kindOf(prop) : null;
+    return { key, kind: Array.isArray(choices) ? choices : kind, top: TOP.has(key), prop: prop ? resolve(prop) : null };
+  });
+  for (const [key, prop] of Object.entries(cfg)) {
+    const kind = kindOf(prop);
+    if (kind && !fields.some((f) => f.key === key)) fields.push({ key, kind, top: false, prop: resolve(prop) });
+  }
+}
+
+const isNumeric = (kind) => kind === "int" || kind === "number";
+
+// a field's help: its description, bounds and default, from the schema
+function helpOf(prop) {
+  if (!prop) return "";
+  const lo = prop.minimum ?? prop.exclusiveMinimum, hi = prop.maximum ?? prop.exclusiveMaximum;
+  const bounds = lo !== undefined && hi !== undefined ? `${lo} … ${hi}` : lo !== undefined ? `≥ ${lo}` : hi !== undefined ? `≤ ${hi}` : "";
+  const def = prop.default !== undefined && prop.default !== null ? `${L("default")} ${JSON.stringify(prop.default)}` : "";
+  const facts = [bounds, def].filter(Boolean).join("; ");
+  return [prop.description || "", facts ? `(${facts})` : ""].filter(Boolean).join(" ");
+}
+
+// a number as typed; undefined when empty (not sent: the server's default applies), anything else as typed (the API names it)
+function num(input, kind = "int") {
   const raw = input.value.trim();
-  return raw !== "" && /^-?\d+$/.test(raw) ? Number(raw) : raw;  // anything else goes as typed: the API names it
+  if (raw === "") return undefined;
+  const ok = kind === "int" ? /^-?\d+$/ : /^-?(\d+\.?\d*|\.\d+)(e-?\d+)?$/i;
+  return ok.test(raw) ? Number(raw) : raw;
 }
 
 function buildConfigFields() {
   const box = clear($("config-fields"));
-  for (const [key, kind] of CONFIG) {
-    const id = `f-${key}`;
+  for (const f of fields) {
+    const id = `f-${f.key}`;
+    const help = helpOf(f.prop);
     let input;
-    if (Array.isArray(kind)) input = el("select", { id }, kind.map((v) => el("option", { value: v, text: v })));
-    else if (kind === "bool") input = el("input", { id, type: "checkbox" });
-    else input = el("input", { id, type: "text", inputmode: kind === "int" ? "numeric" : "text", autocomplete: "off" });
+    if (Array.isArray(f.kind)) input = el("select", { id }, f.kind.map((v) => el("option", { value: v, text: v })));
+    else if (f.kind === "bool") input = el("input", { id, type: "checkbox" });
+    else {
+      input = el("input", { id, type: "text", inputmode: f.kind === "int" ? "numeric" : f.kind === "number" ? "decimal" : "text", autocomplete: "off",
+        placeholder: f.prop && f.prop.default !== undefined && f.prop.default !== null && typeof f.prop.default !== "object" ? String(f.prop.default) : null });
+    }
+    if (help) input.setAttribute("aria-describedby", `help-${f.key}`);
     input.addEventListener("input", scheduleValidate);
     input.addEventListener("change", scheduleValidate);
-    box.append(el("label", { for: id, class: `field field-${kind === "bool" ? "bool" : "text"}` }, [el("code", { text: key }), input]));
+    box.append(el("label", { for: id, class: `field field-${f.kind === "bool" ? "bool" : "text"}`, title: help || null, dataset: { field: f.key } },
+      [el("code", { text: f.key }), input, help ? el("small", { id: `help-${f.key}`, class: "field-help", text: help }) : null]));
   }
+  // the request table's column heads explain themselves from the schema as well
+  const reqProps = schema ? resolve(resolve(resolve(schema).properties?.requests).items).properties || {} : {};
+  document.querySelectorAll(".req-edit th[data-field]").forEach((th) => {
+    const names = th.dataset.field.split(" ");
+    const help = names.map((n) => (reqProps[n] ? `${n}: ${helpOf(resolve(reqProps[n]))}` : "")).filter(Boolean).join("\n");
+    if (help) th.title = help;
+  });
 }
 
 function reqRow(req = {}) {
@@ -58,12 +130,13 @@ function reqRow(req = {}) {
 function load(scenario) {
   const cfg = scenario.config || {};
   extras = { ...scenario };
-  for (const [key, kind] of CONFIG) {
-    const input = $(`f-${key}`);
-    const value = TOP.has(key) ? scenario[key] : key === "model" ? cfg.model !== null : cfg[key];
-    if (kind === "bool") input.checked = value === undefined ? key !== "enable_prefix_caching" : Boolean(value);
-    else if (Array.isArray(kind)) input.value = value === undefined ? kind[0] : String(value);
-    else input.value = value === undefined ? "" : String(value);
+  for (const f of fields) {
+    const input = $(`f-${f.key}`);
+    const value = f.top ? scenario[f.key] : f.key === "model" ? cfg.model !== null : cfg[f.key];
+    const def = f.prop ? f.prop.default : undefined;
+    if (f.kind === "bool") input.checked = value === undefined ? (typeof def === "boolean" ? def : f.key !== "enable_prefix_caching") : Boolean(value);
+    else if (Array.isArray(f.kind)) input.value = value === undefined ? (f.kind.includes(def) ? def : f.kind[0]) : String(value);
+    else input.value = value === undefined || value === null ? "" : String(value);
   }
   const rows = clear($("req-rows"));
   (scenario.requests || []).forEach((r) => rows.append(reqRow(r)));
@@ -73,11 +146,12 @@ function load(scenario) {
 function collect() {
   const scenario = { ...extras };
   const config = { ...(extras.config || {}) };
-  for (const [key, kind] of CONFIG) {
-    const input = $(`f-${key}`);
-    let value = kind === "bool" ? input.checked : kind === "int" ? num(input) : input.value;
-    if (key === "model") { if (!value) config.model = null; else if (config.model === null) delete config.model; continue; }
-    if (TOP.has(key)) scenario[key] = value; else if (!(kind === "int" && value === "")) config[key] = value;
+  for (const f of fields) {
+    const input = $(`f-${f.key}`);
+    const value = f.kind === "bool" ? input.checked : isNumeric(f.kind) ? num(input, f.kind) : input.value;
+    if (f.key === "model") { if (!value) config.model = null; else if (config.model === null) delete config.model; continue; }
+    const into = f.top ? scenario : config;
+    if (value === undefined) delete into[f.key]; else into[f.key] = value;
   }
   scenario.config = config;
   scenario.requests = [...$("req-rows").children].map((tr) => {
@@ -88,9 +162,58 @@ function collect() {
     if (kind === "prompt") req.prompt = raw;
     else if (kind === "prompt_len") req.prompt_len = num(q(".r-value"));
     else req.prompt_token_ids = raw.split(/[\s,]+/).filter(Boolean).map((x) => (/^-?\d+$/.test(x) ? Number(x) : x));
+    for (const k of Object.keys(req)) if (req[k] === undefined) delete req[k];
     return req;
   });
   return scenario;
+}
+
+// ------------------------------------------------------------------ inline problems
+const REQ_INPUT = { id: ".r-id", max_tokens: ".r-max", arrival_step: ".r-arrival", prompt: ".r-value", prompt_len: ".r-value", prompt_token_ids: ".r-value" };
+
+// the input a problem's field path points at, or null where the form has none for it
+function inputFor(path) {
+  const p = path.replace(/^scenario\./, "");
+  const m = /^requests\[(\d+)\](?:\.(\w+))?/.exec(p);
+  if (m) {
+    const row = $("req-rows").children[Number(m[1])];
+    return row ? row.querySelector(REQ_INPUT[m[2]] || ".r-value") : null;
+  }
+  const inConfig = p.startsWith("config.");
+  const key = (inConfig ? p.slice("config.".length) : p).split(".")[0];
+  const f = fields.find((x) => x.key === key && x.top === !inConfig);
+  return f ? $(`f-${f.key}`) : null;
+}
+
+function clearProblems() {
+  document.querySelectorAll("#editor .field-error").forEach((n) => n.remove());
+  document.querySelectorAll("#editor [aria-invalid]").forEach((n) => {
+    n.removeAttribute("aria-invalid");
+    n.classList.remove("invalid");
+    const rest = (n.getAttribute("aria-describedby") || "").split(" ").filter((id) => id && !id.startsWith("err-"));
+    if (rest.length) n.setAttribute("aria-describedby", rest.join(" ")); else n.removeAttribute("aria-describedby");
+  });
+  for (const id of ["config-errors", "req-errors"]) { clear($(id)).hidden = true; }
+}
+
+// each problem next to its field; one the form has no field for (an unknown field of an uploaded
+// file, a rule of the whole config) at the top of its fieldset, with its path
+function showProblems(detail) {
+  clearProblems();
+  detail.forEach((d, i) => {
+    const input = d.field ? inputFor(d.field) : null;
+    if (input) {
+      const id = `err-${i}`;
+      input.classList.add("invalid");
+      input.setAttribute("aria-invalid", "true");
+      input.setAttribute("aria-describedby", [id, input.getAttribute("aria-describedby")].filter(Boolean).join(" "));
+      input.parentElement.append(el("span", { id, class: "field-error", dataset: { field: d.field }, text: d.message }));
+    } else {
+      const box = $(/^(scenario\.)?requests/.test(d.field || "") ? "req-errors" : "config-errors");
+      box.hidden = false;
+      box.append(el("li", { class: "field-error", dataset: { field: d.field || "" }, text: d.field ? `${d.field}: ${d.message}` : d.message }));
+    }
+  });
 }
 
 let timer = null;
@@ -112,6 +235,7 @@ async function validate() {
   box.classList.toggle("bad", !valid);
   if (valid) box.append(el("span", { text: `✓ ${L("valid")} (${r.data.num_requests} ${L("requests").toLowerCase()})` }));
   else box.append(el("ul", {}, errorLines(r.data).map((l) => el("li", { text: l }))));
+  showProblems(!valid && r.data && Array.isArray(r.data.detail) ? r.data.detail : []);
   $("btn-run").disabled = !valid;
   return valid;
 }
@@ -174,17 +298,29 @@ async function gallery() {
   }
 }
 
+// The scenario's JSON Schema, or null (the form then keeps its own list). The API's index is asked
+// first: a server without the schema route answers it with no 404 in the console.
+async function scenarioSchema() {
+  const api = await getJSON("/openapi.json");
+  if (!api.ok || !api.data || !api.data.paths || !api.data.paths[SCHEMA_URL]) return null;
+  const r = await getJSON(SCHEMA_URL);
+  return r.ok && r.data && typeof r.data === "object" ? r.data : null;
+}
+
 async function boot() {
   applyI18n(document, state.lang);
   document.querySelectorAll("[data-lang]").forEach((b) => {
     b.setAttribute("aria-pressed", b.dataset.lang === state.lang ? "true" : "false");
     b.onclick = () => { state.lang = b.dataset.lang; writeState(state); window.location.reload(); };
   });
+  schema = await scenarioSchema();
+  buildFields();
   buildConfigFields();
   $("btn-add-req").onclick = () => { $("req-rows").append(reqRow({ id: String($("req-rows").children.length) })); scheduleValidate(); };
   $("btn-run").onclick = runIt;
   $("btn-download").onclick = download;
   $("upload").onchange = upload;
+  getJSON("/healthz").then((h) => showUpstream(h.data));
   await gallery();
   const first = await getJSON("/api/presets/seed-001");
   if (first.ok) load(first.data.scenario);

@@ -116,3 +116,20 @@ export function rowShape(y, x1, color = "#000000") {
   return { type: "rect", x0: -0.5, x1: x1 - 0.5, y0: y - 0.5, y1: y + 0.5,
            line: { color, width: 2 }, fillcolor: "rgba(0,0,0,0)" };
 }
+
+// The upstream source(s) the engine mirrors, as the server names them: a string ("vLLM 0.33.0"), a
+// {name, version | commit} object, or a map of such per flavour. "" when there is none.
+export function upstreamText(u) {
+  if (typeof u === "string") return u;
+  if (Array.isArray(u)) return [...new Set(u.map(upstreamText).filter(Boolean))].join(" · ");
+  if (!u || typeof u !== "object") return "";
+  if (typeof u.name === "string") return [u.name, u.version || u.commit || ""].filter(Boolean).join(" ");
+  return upstreamText(Object.entries(u).map(([k, v]) => (typeof v === "string" && !/\s/.test(v) ? `${k} ${v}` : v)));
+}
+
+// the footer names what the server says the engine mirrors; its own text stays where nothing is said
+export function showUpstream(...answers) {
+  const text = answers.map((a) => (a && typeof a === "object" ? upstreamText(a.upstream) : "")).find(Boolean);
+  const span = document.getElementById("upstream");
+  if (text && span) span.textContent = text;
+}

@@ -601,3 +601,158 @@ def test_keyboard_only_selection_with_a_visible_focus(page: object) -> None:
     assert outline != "none"
     assert "slot 13" in page.locator("#selection").inner_text()
     assert page.locator("#table-block_table td[data-r='2'][data-c='2'].hl").count() == 1
+
+
+VIEW_MODULES = {  # each view of the run page and the module named for it
+    "timeline.js": "buildTimeline",
+    "stages.js": "renderStageDetail",
+    "tables.js": "renderTokenTable",
+    "heatmaps.js": "drawBlockTable",
+    "kvgrid.js": "drawKv",
+    "hover.js": "applySelection",
+    "export.js": "exportLinks",
+}
+
+
+def test_the_run_page_loads_every_module_and_each_view_from_its_own(page: object) -> None:
+    open_run(page, "preset=seed-001&step=2")
+    static = Path(__file__).resolve().parent.parent / "static"
+    loaded = page.evaluate(
+        "performance.getEntriesByType('resource').map(e => new URL(e.name).pathname)"
+        ".filter(p => p.startsWith('/static/') && p.endsWith('.js')).map(p => p.slice('/static/'.length))"
+    )
+    # every module in static/ but the landing page's own is part of the run page: none is left over
+    assert sorted(set(loaded)) == sorted(p.name for p in static.glob("*.js") if p.name != "landing.js")
+    for module, view in VIEW_MODULES.items():
+        exports = page.evaluate(f"import('/static/{module}').then(m => Object.keys(m))")
+        assert view in exports, (module, exports)
+    # and the views drew: the timeline, the tables, the heatmaps and the KV grid
+    assert page.locator("#timeline .tl-step").count() == 5
+    assert page.locator("#token-table td").count() > 0
+    page.wait_for_function("Boolean(document.getElementById('hm-kv').data)")
+
+
+def _upload(page: object, scenario: dict, name: str = "scenario.json") -> None:
+    import json
+
+    upload = {"name": name, "mimeType": "application/json", "buffer": json.dumps(scenario).encode()}
+    page.set_input_files("#upload", files=[upload])
+
+
+def test_editor_shows_each_problem_next_to_its_field(page: object) -> None:
+    import httpx
+
+    from pagedviz.core import load_preset
+
+    page.goto(page.base + "/")
+    page.wait_for_selector("#validation.ok", timeout=30_000)
+    scenario = load_preset("seed-001").to_dict()
+    scenario["config"]["block_sise"] = 4  # misspelt: the form has no field for it
+    scenario["config"]["block_size"] = 0
+    scenario["requests"][1]["max_tokens"] = 0
+    problems = httpx.post(f"{page.base}/api/scenarios/validate", json=scenario).json()["detail"]
+    said = {p["field"]: p["message"] for p in problems}
+    assert {"config.block_sise", "config.block_size", "requests[1].max_tokens"} <= set(said)
+    _upload(page, scenario)
+    page.wait_for_selector("#validation.bad")
+    # the unknown field at the top of its fieldset, with its path and the API's own words
+    unknown = page.locator("#config-errors li").all_inner_texts()
+    assert unknown == [f"config.block_sise: {said['config.block_sise']}"]
+    assert "unknown field" in unknown[0]
+    if "did you mean" in said["config.block_sise"]:
+        assert "block_size" in unknown[0].split("did you mean", 1)[1]
+    # the others beside their inputs, which are marked invalid
+    beside = page.locator("label[data-field='block_size'] .field-error")
+    assert beside.inner_text() == said["config.block_size"]
+    assert page.get_attribute("#f-block_size", "aria-invalid") == "true"
+    described = page.get_attribute("#f-block_size", "aria-describedby").split()
+    assert page.locator(f"#{described[0]}").inner_text() == said["config.block_size"]
+    row = page.locator("#req-rows tr").nth(1)
+    assert row.locator(".field-error").all_inner_texts() == [said["requests[1].max_tokens"]]
+    assert row.locator(".r-max").get_attribute("aria-invalid") == "true"
+    shot(page, "editor-errors.png")
+    # fixing one field takes its message away and leaves the others
+    page.fill("#f-block_size", "2")
+    page.wait_for_selector("label[data-field='block_size'] .field-error", state="detached")
+    assert page.get_attribute("#f-block_size", "aria-invalid") is None
+    assert "err-" not in (page.get_attribute("#f-block_size", "aria-describedby") or "")
+    assert row.locator(".field-error").count() == 1
+    assert page.locator("#config-errors li").count() == 1
+
+
+def test_editor_sends_no_empty_number_fields(page: object) -> None:
+    import json
+
+    page.goto(page.base + "/")
+    page.wait_for_selector("#validation.ok", timeout=30_000)
+
+    def validate(request: object) -> bool:
+        return request.url.endswith("/api/scenarios/validate")  # type: ignore[attr-defined]
+
+    with page.expect_request(validate) as sent:
+        page.fill("#f-seed", "")
+    assert "seed" not in json.loads(sent.value.post_data)
+    with page.expect_request(validate) as sent:
+        page.fill("#f-block_size", " ")
+    body = json.loads(sent.value.post_data)
+    assert "seed" not in body and "block_size" not in body["config"]
+    with page.expect_request(validate) as sent:
+        page.locator("#req-rows tr").nth(0).locator(".r-max").fill("")
+    assert "max_tokens" not in json.loads(sent.value.post_data)["requests"][0]
+    # the server's defaults apply: the scenario is still valid
+    page.wait_for_selector("#validation.ok")
+    assert page.locator(".field-error").count() == 0
+
+
+def _resolve(schema: dict, node: dict) -> dict:
+    while "$ref" in node:
+        target: object = schema
+        for key in node["$ref"].lstrip("#/").split("/"):
+            target = target[key]  # type: ignore[index]
+        node = target  # type: ignore[assignment]
+    return node
+
+
+def test_editor_fields_follow_the_served_scenario_schema(page: object) -> None:
+    import httpx
+
+    served = httpx.get(f"{page.base}/api/schema/scenario")
+    if served.status_code == 404:
+        pytest.skip("this server has no GET /api/schema/scenario")
+    schema = served.json()
+    top = _resolve(schema, schema)["properties"]
+    config = _resolve(schema, top["config"])["properties"]
+    page.goto(page.base + "/")
+    page.wait_for_selector("#validation.ok", timeout=30_000)
+    shown = page.eval_on_selector_all("#config-fields label", "ls => ls.map(l => l.dataset.field)")
+    # the form's own order for the fields it knew, then every other scalar setting of the schema
+    assert shown[:4] == ["name", "flavor", "seed", "max_steps"]
+    for key, prop in config.items():
+        prop = _resolve(schema, prop)
+        types = {prop["type"]} if isinstance(prop.get("type"), str) else set(prop.get("type") or [])
+        scalar = len(types - {"null"}) == 1 and types - {"null"} <= {"integer", "boolean", "string", "number"}
+        if "enum" in prop or scalar:
+            assert key in shown, key
+            title = page.get_attribute(f"label[data-field='{key}']", "title") or ""
+            assert title.startswith(prop.get("description", "")), (key, title)
+    flavors = page.eval_on_selector_all("#f-flavor option", "os => os.map(o => o.value)")
+    assert flavors == [v for v in _resolve(schema, top["flavor"]).get("enum", flavors) if v is not None]
+
+
+def test_the_footer_names_the_upstream_and_links_the_docs(page: object) -> None:
+    import httpx
+
+    upstream = httpx.get(f"{page.base}/healthz").json().get("upstream")
+    page.goto(page.base + "/")
+    page.wait_for_selector("body[data-ready='1']", timeout=30_000)
+    if upstream is None:
+        page.wait_for_function("document.getElementById('upstream').textContent === 'vLLM 0.33.0'")
+    else:
+        # whatever shape the server gives it, each version it names is in the footer
+        versions = re.findall(r"\d+\.\d+(?:\.\d+)?|[0-9a-f]{7,40}", str(upstream))
+        assert versions
+        for v in versions:
+            page.wait_for_function(f"document.getElementById('upstream').textContent.includes({v!r})")
+    assert page.locator("footer a[href='/docs-md/']").inner_text() == "docs"
+    open_run(page, "preset=seed-001&lang=zh")
+    assert page.locator("footer a[href='/docs-md/']").inner_text() == "文档"

@@ -1,0 +1,30 @@
+// Export: each array of a step as JSON, CSV or .npy (links to the REST API), a heatmap as a PNG
+// (Plotly's own download), and the link that reopens this exact view.
+
+import { writeState } from "./state.js";
+import { $, L, S, state } from "./trace.js";
+import { el } from "./views.js";
+
+// json / csv / npy download links of one array of the current step
+export function exportLinks(name) {
+  const base = `/api/runs/${S.created.run_id}/steps/${state.step}/arrays/${encodeURIComponent(name)}`;
+  return el("span", { class: "export" }, ["json", "csv", "npy"].map((f) =>
+    el("a", { href: `${base}?format=${f}`, download: "", "aria-label": `${name} ${f}`, text: f })));
+}
+
+// the PNG button of a system-level card (disabled while the card shows its table)
+export function pngButton(id) {
+  return el("button", { class: "small", onclick: () => window.Plotly && $(`hm-${id}`).data && window.Plotly.downloadImage($(`hm-${id}`), { format: "png", filename: `${id}-step${state.step}` }),
+    text: L("png"), "aria-label": `${id} PNG`, disabled: S.view[id] === "table" });
+}
+
+// the view's URL into the link field and, where the browser allows, the clipboard
+export async function copyLink() {
+  const url = window.location.origin + writeState(state);
+  const out = $("link-out");
+  out.value = url;
+  out.hidden = false;
+  out.select();
+  try { await navigator.clipboard.writeText(url); } catch (_) { /* the selected field is the fallback */ }
+  $("status").textContent = L("copied");
+}

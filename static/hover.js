@@ -1,0 +1,141 @@
+// Linked hover and selection, the heart of the page: hovering or choosing a token, a request or a KV
+// block lights up everything it touches in every view -- its token-table column, its request row,
+// its block-table cells, its KV slots and blocks, its attention-mask row (table cells and heatmap
+// outlines alike) -- and the selection line and the substituted formula follow it.
+
+import { renderSubstituted } from "./stages.js";
+import { writeState } from "./state.js";
+import { $, A, L, S, blockSize, btName, reqOfTokens, state, tokenCount } from "./trace.js";
+import { cellShape, rowShape } from "./views.js";
+
+export function setHover(sel) { S.hover = sel; applySelection(); }
+
+export function select(sel) {
+  S.sel = sel;
+  state.tok = sel && sel.kind === "token" ? sel.index : -1;
+  writeState(state);
+  applySelection();
+}
+
+function targets(sel) {
+  // what a selection touches: token indices, request rows, (row, col) cells and KV slots/blocks
+  const out = { tokens: new Set(), rows: new Set(), tokCells: [], btCells: [], kvSlots: [], kvBlocks: new Set(), maskRows: new Set() };
+  if (!sel || !S.trace || S.trace.idle) return out;
+  const reqOf = reqOfTokens();
+  const pos = A("positions") || [];
+  const slots = A("slot_mapping") || [];
+  const bs = blockSize();
+  const bt = S.trace.arrays[btName()] ? S.trace.arrays[btName()].data : [];
+  const T = tokenCount();
+  const mask = A("attn_mask");
+  const addToken = (i) => {
+    const r = reqOf[i];
+    out.tokens.add(i); out.rows.add(r);
+    out.tokCells.push([r, pos[i]]);
+    out.btCells.push([r, Math.floor(pos[i] / bs)]);
+    out.kvSlots.push(slots[i]);
+    if (mask) out.maskRows.add(mask.length === T ? i : pos[i]);
+  };
+  if (sel.kind === "token") addToken(sel.index);
+  else if (sel.kind === "request") {
+    for (let i = 0; i < T; i++) if (reqOf[i] === sel.index) addToken(i);
+    out.rows.add(sel.index);
+    (bt[sel.index] || []).forEach((b, c) => { if (b > 0 || (b === 0 && S.overview.flavor === "nanovllm")) { out.kvBlocks.add(b); out.btCells.push([sel.index, c]); } });
+  } else if (sel.kind === "block") {
+    for (let i = 0; i < T; i++) if (Math.floor(slots[i] / bs) === sel.index) addToken(i);
+    out.kvBlocks.add(sel.index);
+    bt.forEach((row, r) => row.forEach((b, c) => { if (b === sel.index) { out.btCells.push([r, c]); out.rows.add(r); } }));
+  }
+  return out;
+}
+
+export function applySelection({ plots = true } = {}) {
+  if (!S.trace) return;
+  const sel = S.hover || S.sel;
+  const tg = targets(sel);
+  document.querySelectorAll(".hl").forEach((n) => n.classList.remove("hl"));
+  const tokTable = $("token-table");
+  if (tokTable) tg.tokens.forEach((i) => tokTable.querySelectorAll(`[data-t="${i}"]`).forEach((c) => c.classList.add("hl")));
+  const reqTable = $("request-table");
+  if (reqTable) tg.rows.forEach((r) => { const row = reqTable.querySelector(`tr[data-r="${r}"]`); if (row) row.classList.add("hl"); });
+  const mark = (tableId, cells) => {
+    const tb = $(tableId);
+    if (tb) cells.forEach(([r, c]) => { const cell = tb.querySelector(`td[data-r="${r}"][data-c="${c}"]`); if (cell) cell.classList.add("hl"); });
+  };
+  mark("table-token_ids_cpu", tg.tokCells);
+  mark("table-block_table", tg.btCells);
+  const kvTable = $("table-kv");
+  if (kvTable) {
+    tg.kvSlots.forEach((s) => { const cell = kvTable.querySelector(`td[data-slot="${s}"]`); if (cell) cell.classList.add("hl"); });
+    tg.kvBlocks.forEach((b) => { const row = kvTable.querySelector(`tr[data-r="${b}"]`); if (row) row.classList.add("hl"); });
+  }
+  const maskTable = $("table-attn_mask");
+  if (maskTable) tg.maskRows.forEach((r) => { const row = maskTable.querySelector(`tr[data-r="${r}"]`); if (row) row.classList.add("hl"); });
+  if (plots) relayoutShapes(tg);
+  renderSelection(sel, tg);
+  renderSubstituted();
+}
+
+// the outlines a selection puts on each heatmap
+function selectionShapes(tg) {
+  const bs = blockSize();
+  const HL = "#000000";
+  const kv = tg.kvSlots.map((s) => cellShape(s % bs, Math.floor(s / bs), HL));
+  tg.kvBlocks.forEach((b) => kv.push(rowShape(b, Math.min(bs, 512), HL)));
+  const m = A("attn_mask");
+  return {
+    token_ids_cpu: tg.tokCells.map(([r, c]) => cellShape(c, r, HL)),
+    block_table: tg.btCells.map(([r, c]) => cellShape(c, r, HL)),
+    kv,
+    attn_mask: m ? [...tg.maskRows].map((r) => rowShape(r, m[0].length, HL)) : [],
+  };
+}
+
+// change marks plus selection outlines, for drawing a heatmap in one go
+export function shapesFor(id) {
+  return [...(S.shapes[id] || []), ...selectionShapes(targets(S.hover || S.sel))[id]];
+}
+
+function relayoutShapes(tg) {
+  const extra = selectionShapes(tg);
+  for (const id of Object.keys(extra)) {
+    const div = $(`hm-${id}`);
+    if (div && !div.hidden && div.data) window.Plotly.relayout(div, { shapes: [...(S.shapes[id] || []), ...extra[id]] });
+  }
+}
+
+function renderSelection(sel, tg) {
+  const box = $("selection");
+  if (!sel) { box.textContent = L("none_selected"); return; }
+  const bs = blockSize();
+  if (sel.kind === "token") {
+    const i = sel.index;
+    const r = reqOfTokens()[i];
+    const pos = A("positions")[i];
+    const slot = A("slot_mapping")[i];
+    const blk = Math.floor(slot / bs);
+    box.textContent = `${L("sel_token")} ${i} · ${L("req")} ${S.trace.batch.req_ids[r]} (${L("row")} ${r}) · ${L("sel_position")} ${pos} · ` +
+      `${btName()}[${r}][${Math.floor(pos / bs)}] = ${blk} · ${L("sel_slot")} ${slot} = ${blk} × ${bs} + ${slot % bs}`;
+  } else if (sel.kind === "request") {
+    box.textContent = `${L("req")} ${S.trace.batch.req_ids[sel.index]} (${L("row")} ${sel.index}) · ${tg.tokens.size} ${L("token")} · ${L("sel_block")} [${[...tg.kvBlocks].join(", ")}]`;
+  } else {
+    box.textContent = `${L("sel_block")} ${sel.index} · ${L("sel_slot")} ${sel.index * bs}..${sel.index * bs + bs - 1} · ${tg.tokens.size} ${L("token")}`;
+  }
+}
+
+// hover and click in the token table and clicks in the system-level tables
+export function wireHover() {
+  const tok = $("tok-table");
+  tok.addEventListener("mouseover", (e) => { const c = e.target.closest("[data-t]"); if (c && Number(c.dataset.t) < tokenCount()) setHover({ kind: "token", index: Number(c.dataset.t) }); });
+  tok.addEventListener("mouseleave", () => setHover(null));
+  tok.addEventListener("click", (e) => { const c = e.target.closest("[data-t]"); if (c && Number(c.dataset.t) < tokenCount()) select({ kind: "token", index: Number(c.dataset.t) }); });
+  tok.addEventListener("focusin", (e) => { const c = e.target.closest("[data-t]"); if (c) select({ kind: "token", index: Number(c.dataset.t) }); });
+  $("sys-grid").addEventListener("click", (e) => {
+    const cell = e.target.closest("td[data-r]");
+    if (!cell) return;
+    const table = cell.closest("table");
+    if (table.id === "table-block_table" && Number(cell.textContent) > 0) select({ kind: "block", index: Number(cell.textContent) });
+    else if (table.id === "table-kv") select({ kind: "block", index: Number(cell.dataset.r) });
+    else if (table.id === "table-token_ids_cpu") select({ kind: "request", index: Number(cell.dataset.r) });
+  });
+}

@@ -1,0 +1,100 @@
+// The stages panel: the step's pipeline stages in order, the chosen stage's explanation, formula and
+// engine source, the values it writes, and its formula again with the selected token's (or
+// request's) own numbers substituted in.
+
+import { stageText } from "./i18n.js";
+import { $, A, L, S, blockSize, reqOfTokens, stageIndex, stageNames, state, tokenCount } from "./trace.js";
+import { clear, el, fmtList } from "./views.js";
+
+// the stage list; onPick(name) chooses a stage
+export function renderStages(onPick) {
+  const list = clear($("stage-list"));
+  stageNames().forEach((name, i) => {
+    const [title] = stageText(state.lang, name, S.overview.flavor);
+    const active = name === state.stage;
+    list.append(el("li", {}, el("button", {
+      class: `stage-btn${active ? " active" : ""}`, "aria-current": active ? "step" : null,
+      dataset: { stage: name }, onclick: () => onPick(name),
+    }, [el("span", { class: "stage-num", text: i + 1 }), el("span", { class: "stage-title", text: title }),
+        el("code", { class: "stage-code", text: name })])));
+  });
+}
+
+export function renderStageDetail() {
+  const name = state.stage;
+  const info = S.trace.stages.find((s) => s.name === name) || { reads: [], writes: [], formula: "" };
+  const src = S.stages.find((s) => s.name === name);
+  const [title, expl] = stageText(state.lang, name, S.overview.flavor);
+  $("stage-title").textContent = `${stageIndex(name) + 1}. ${title}`;
+  $("stage-expl").textContent = expl;
+  $("stage-formula").textContent = info.formula;
+  $("stage-source").textContent = src ? src.source : "";
+  const vals = clear($("stage-values"));
+  for (const w of info.writes) {
+    const arr = S.trace.arrays[w];
+    if (arr && arr.level !== "system" && arr.shape.length === 1) {
+      vals.append(el("div", { class: "value-line", dataset: { array: w } }, [el("code", { text: w }), " = ", fmtList(arr.data, 64)]));
+    } else if (arr) {
+      vals.append(el("div", { class: "value-line", dataset: { array: w } }, [el("code", { text: w }), ` : ${arr.dtype}[${arr.shape.join(" × ")}]`]));
+    } else if (S.trace.scalars[w] !== undefined) {
+      vals.append(el("div", { class: "value-line", dataset: { array: w } }, [el("code", { text: w }), ` = ${S.trace.scalars[w]}`]));
+    }
+  }
+  renderSubstituted();
+}
+
+// The stage's formula with the selected token's (or request's) own numbers.
+function substituted() {
+  const sel = S.hover || S.sel;
+  if (!sel || S.trace.idle) return "";
+  const a = (n) => A(n);
+  const bs = blockSize();
+  const M = S.overview.scenario.config.max_model_len;
+  const K = Math.ceil(M / bs);
+  const name = state.stage;
+  if (sel.kind === "token") {
+    const i = sel.index;
+    const r = reqOfTokens()[i];
+    const pos = a("positions") ? a("positions")[i] : null;
+    switch (name) {
+      case "req_indices": return `req_indices[${i}] = ${r}   (query_start_loc[${r}] = ${a("query_start_loc")[r]} ≤ ${i} < query_start_loc[${r + 1}] = ${a("query_start_loc")[r + 1]})`;
+      case "cu_num_tokens": { const cu = a("cu_num_tokens"), n = a("num_scheduled_tokens");
+        return `arange[${i}] = ${i} - (cu_num_tokens[${r}] - num_scheduled_tokens[${r}]) = ${i} - (${cu[r]} - ${n[r]}) = ${a("arange")[i]}`; }
+      case "positions": if (a("arange")) return `positions[${i}] = num_computed_tokens_cpu[req_indices[${i}]] + arange[${i}] = ${a("num_computed_tokens_cpu")[r]} + ${a("arange")[i]} = ${pos}`;
+        return `positions[${i}] = ${pos}   (${L("req")} ${S.trace.batch.req_ids[r]})`;
+      case "token_indices": return `token_indices[${i}] = positions[${i}] + req_indices[${i}] * M = ${pos} + ${r} * ${M} = ${a("token_indices")[i]}`;
+      case "input_ids": if (a("token_indices")) return `input_ids[${i}] = token_ids_cpu.flatten()[${a("token_indices")[i]}] = token_ids_cpu[${r}][${pos}] = ${a("input_ids")[i]}`;
+        return `input_ids[${i}] = ${a("input_ids")[i]}`;
+      case "block_table_indices": return `block_table_indices[${i}] = req_indices[${i}] * K + positions[${i}] // block_size = ${r} * ${K} + ${pos} // ${bs} = ${a("block_table_indices")[i]}`;
+      case "block_numbers": return `block_numbers[${i}] = block_table.flatten()[${a("block_table_indices")[i]}] = block_table[${r}][${Math.floor(pos / bs)}] = ${a("block_numbers")[i]}`;
+      case "block_offsets": return `block_offsets[${i}] = positions[${i}] % block_size = ${pos} % ${bs} = ${a("block_offsets")[i]}`;
+      case "slot_mapping": if (a("block_numbers")) return `slot_mapping[${i}] = block_numbers[${i}] * ${bs} + block_offsets[${i}] = ${a("block_numbers")[i]} * ${bs} + ${a("block_offsets")[i]} = ${a("slot_mapping")[i]}`;
+        // nano-vllm: a prefill without a cache hit passes no block_tables; the block is read off the slot
+        return `slot_mapping[${i}] = seq.block_table[${pos} // ${bs}] * ${bs} + ${pos} % ${bs} = ${Math.floor(a("slot_mapping")[i] / bs)} * ${bs} + ${pos % bs} = ${a("slot_mapping")[i]}`;
+      case "attn_mask": { const m = a("attn_mask"); if (!m) return "";
+        const row = m.length === tokenCount() ? i : pos; const S2 = m[0].length;
+        return `attn_mask[${row}] = causal row of position ${pos}: columns 0..${Math.min(pos, S2 - 1)} visible, ${pos + 1 < S2 ? `${pos + 1}..${S2 - 1} masked` : "none masked"}`; }
+      default: return subRequest(name, r);
+    }
+  }
+  if (sel.kind === "request") return subRequest(name, sel.index);
+  return "";
+}
+
+function subRequest(name, r) {
+  const a = (n) => A(n);
+  if (r === undefined || r === null) return "";
+  switch (name) {
+    case "query_start_loc": return `query_start_loc[${r + 1}] = cu_num_tokens[${r}] = ${a("query_start_loc")[r + 1]}   (query_start_loc[0] = 0)`;
+    case "seq_lens": return `seq_lens[${r}] = num_computed_tokens_cpu[${r}] + num_scheduled_tokens[${r}] = ${a("num_computed_tokens_cpu")[r]} + ${a("num_scheduled_tokens")[r]} = ${a("seq_lens")[r]}`;
+    case "logits_indices": return `logits_indices[${r}] = query_start_loc[${r + 1}] - 1 = ${a("query_start_loc")[r + 1]} - 1 = ${a("logits_indices")[r]};  discard_request_mask[${r}] = seq_lens[${r}] < num_tokens[${r}] = ${a("seq_lens")[r]} < ${a("num_tokens")[r]} = ${a("discard_request_mask")[r]}`;
+    case "update_states": if (!a("num_computed_tokens_cpu")) return "";
+      return `${L("row")} ${r} ← ${L("req")} ${S.trace.batch.req_ids[r]}: num_computed_tokens_cpu[${r}] = ${a("num_computed_tokens_cpu")[r]}, num_scheduled_tokens[${r}] = ${a("num_scheduled_tokens")[r]}`;
+    case "attn_metadata": return `max_query_len = max(num_scheduled_tokens) = ${S.trace.scalars.max_query_len};  max_seq_len = max(seq_lens) = ${S.trace.scalars.max_seq_len}`;
+    default: return "";
+  }
+}
+
+export function renderSubstituted() {
+  $("stage-sub").textContent = substituted() || L("none_selected");
+}

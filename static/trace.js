@@ -1,0 +1,46 @@
+// The run page's shared context: the URL state, the run on show (its overview and the current
+// step's trace) and the small derivations of a trace that every view reads. Views import from
+// here; none of them import run.js, which is the glue that fills this object.
+
+import { t } from "./i18n.js";
+import { readState } from "./state.js";
+
+export const state = readState();
+
+// created: POST /api/runs's answer; overview: GET /api/runs/{id}; steps: step number -> trace;
+// stages: the flavour's stage list; trace / prev: this step's trace and the previous one;
+// sel / hover: the selection and the hovered item ({kind: token|request|block, index});
+// shapes: each heatmap's change marks; view: heatmap or table per system-level card.
+export const S = {
+  created: null, overview: null, steps: new Map(), stages: [], trace: null, prev: null,
+  sel: null, hover: null, timer: null, speed: 1, kvMetric: "owner", shapes: {},
+  view: { token_ids_cpu: "heatmap", block_table: "table", kv: "heatmap", attn_mask: "heatmap" },
+};
+
+export const $ = (id) => document.getElementById(id);
+export const L = (key) => t(state.lang, key);
+
+export const stageNames = () => (S.trace ? S.trace.stages.map((s) => s.name) : S.stages.map((s) => s.name));
+export const stageIndex = (name) => stageNames().indexOf(name);
+
+// an array of this step's trace (its data), or null where this flavour has none
+export const A = (name) => (S.trace && S.trace.arrays[name] ? S.trace.arrays[name].data : null);
+export const tokenCount = () => (S.trace ? (S.trace.scalars.total_num_scheduled_tokens || 0) : 0);
+export const blockSize = () => S.overview.scenario.config.block_size;
+export const btName = () => (S.trace.arrays.block_table ? "block_table" : "block_tables");
+
+// the batch row of each scheduled token
+export function reqOfTokens() {
+  const T = tokenCount();
+  if (A("req_indices")) return A("req_indices");
+  const cu = A("cu_seqlens_q");
+  const out = [];
+  if (cu) { for (let r = 0; r + 1 < cu.length; r++) for (let i = cu[r]; i < cu[r + 1]; i++) out.push(r); return out; }
+  for (let i = 0; i < T; i++) out.push(i);
+  return out;
+}
+
+export function writerStage(arrayName) {
+  const a = S.trace.arrays[arrayName];
+  return a ? a.stage : "";
+}
