@@ -126,6 +126,7 @@ class _Checker:
                 return v, Scenario.from_dict(v, self.limits)
             except ScenarioError as e:
                 for sub, msg in e.errors:
+                    sub = sub.removeprefix("scenario").lstrip(".")  # its fields, under this section's
                     self.err(f"{loc}.{sub}" if sub else loc, msg)
                 return v, None
         self.err(loc, "must be a preset id or a scenario object")
