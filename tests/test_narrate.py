@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import copy
 import functools
+import json
 import re
 
 import numpy as np
 import pytest
 
 from pagedviz.core import list_presets, load_preset, make_engine
+from pagedviz.core.cli import main
 from pagedviz.core.narrate import explain, narrate
 from pagedviz.core.trace import StepTrace
 
@@ -183,3 +185,17 @@ def test_explain_unknown_array_or_index_is_none() -> None:
     # a table entry falls back to its stage's formula
     text = explain(steps[0], "block_table", 7)
     assert text is not None and text["en"].startswith("block_table[1, 1] = ")
+
+
+def test_cli_narrates_a_step_in_either_language(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "demo-preemption", "--step", "3", "--narrate"]) == 0
+    out = capsys.readouterr().out
+    assert "step 3" in out and "preempts request c" in out and "[slot_mapping] slot_mapping[" in out
+    assert main(["run", "demo-preemption", "--step", "3", "--narrate", "--lang", "zh"]) == 0
+    assert "抢占请求 c" in capsys.readouterr().out
+
+
+def test_cli_json_with_narrate_adds_each_steps_narration(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "seed-001", "--step", "2", "--json", "--narrate"]) == 0
+    step = json.loads(capsys.readouterr().out)["steps"][0]
+    assert step["step"] == 2 and any(it["key"] == "stage:slot_mapping" for it in step["narration"])
