@@ -10,9 +10,14 @@ import re
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_properties import scenarios
 
-from pagedviz.core import list_presets, load_preset, make_engine
+from pagedviz.core import Scenario, list_presets, load_preset, make_engine
+from pagedviz.core.check import check_entries
 from pagedviz.core.cli import main
+from pagedviz.core.metrics import step_metrics
 from pagedviz.core.narrate import explain, narrate
 from pagedviz.core.trace import StepTrace
 
@@ -199,3 +204,29 @@ def test_cli_json_with_narrate_adds_each_steps_narration(capsys: pytest.CaptureF
     assert main(["run", "seed-001", "--step", "2", "--json", "--narrate"]) == 0
     step = json.loads(capsys.readouterr().out)["steps"][0]
     assert step["step"] == 2 and any(it["key"] == "stage:slot_mapping" for it in step["narration"])
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(["vllm", "ascend", "nanovllm"]).flatmap(lambda f: scenarios(flavor=f)))
+def test_random_runs_narrate_check_and_measure_consistently(sc: Scenario) -> None:
+    steps = run_all(sc)
+    null = 0 if sc.flavor == "nanovllm" else 1
+    per = step_metrics(steps)
+    for k, t in enumerate(steps):
+        items = narrate(t, steps[k - 1] if k else None, sc.config)
+        assert items and all(it["text"]["en"] and it["text"]["zh"] for it in items)
+        assert len({it["key"] for it in items}) == len(items)
+        m = per[k]
+        assert m["blocks_used"] + m["blocks_free"] == sc.config.num_kv_blocks - null
+        assert 0 <= m["tokens_held"] <= m["slots_allocated"]
+        for name, entry in t.array_entries.items():
+            arr = entry.value.reshape(-1)
+            if arr.size == 0 or arr.dtype.kind not in "iub":
+                continue
+            idx = list(range(arr.size))[:64]
+            right = check_entries(t, name, idx, [arr[i].item() for i in idx])
+            assert right["all_correct"]
+            wrong = check_entries(t, name, idx[:3], [int(arr[i]) + 1 for i in idx[:3]])
+            for e in wrong["entries"]:
+                assert not e["correct"] and e["explanation"] is not None
+                assert str(e["expected"]) in e["explanation"]["en"]
