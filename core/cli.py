@@ -226,6 +226,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         if args.step is not None and t.step >= args.step:
             break
     progress.done()
+    last = prev if engine.done else None  # the run's final step, when it was reached
     if args.step is not None and not traces:
         raise CliError(f"--step {args.step}: the run has only {engine.step_no} steps")
     if args.json:
@@ -234,7 +235,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 "scenario": scenario.to_dict(),
                 "truncated": engine.truncated,
                 "steps": [
-                    {**t.to_dict(), "narration": narrate(t, before[t.step], scenario.config)}
+                    {**t.to_dict(), "narration": narrate(t, before[t.step], scenario.config, t is last)}
                     if args.narrate
                     else t.to_dict()
                     for t in traces
@@ -247,7 +248,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f"{scenario.name} ({scenario.flavor}) on {engine.device}")
     for t in traces:
         if args.narrate:
-            print(render_narration(t, before[t.step], scenario, args.lang))
+            print(render_narration(t, before[t.step], scenario, args.lang, t is last))
         else:
             print(render_step(t, scenario))
         print()
@@ -256,10 +257,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def render_narration(t: StepTrace, prev: StepTrace | None, scenario: Scenario, lang: str) -> str:
+def render_narration(t: StepTrace, prev: StepTrace | None, scenario: Scenario, lang: str, last: bool) -> str:
     """The step's narration (core/narrate.py): what happened and why, then each stage's numbers."""
     lines = [f"step {t.step}" + (" (idle)" if t.idle else "")]
-    for item in narrate(t, prev, scenario.config):
+    for item in narrate(t, prev, scenario.config, last):
         stage = f"[{item['stage']}] " if item["key"].startswith("stage:") else ""
         lines.append(f"  - {stage}{item['text'][lang]}")
     return "\n".join(lines)

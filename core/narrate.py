@@ -504,6 +504,28 @@ def _spec(f: Facts) -> list[Item]:
     return items
 
 
+def _last(f: Facts) -> list[Item]:
+    done = list(f.t.sampled_token_ids)
+    if not done:
+        return []
+    blocks = sorted({int(b) for b, o in f.t.kv_cache.get("owners", {}).items() if set(o) & set(done)})
+    one = len(done) == 1
+    en = (
+        f"This is the run's last step: {_join_en(done)} "
+        + ("samples its last token and finishes; its" if one else "sample their last token and finish; their")
+        + f" blocks {_blocks(blocks)} go back to the free queue at the end of the step."
+    )
+    zh = (
+        f"这是运行的最后一步：{_join_zh(done)} 采样出最后一个 token 后完成；"
+        f"{'它' if one else '它们'}的块 {_blocks(blocks)} 在这一步结束时回到空闲队列。"
+    )
+    return [
+        _item(
+            "finish:last", _text(en, zh), [*(("request", r) for r in done), *(("block", b) for b in blocks)]
+        )
+    ]
+
+
 def _pool(f: Facts) -> list[Item]:
     kv = f.t.kv_cache
     if "free_block_queue" not in kv:
@@ -884,9 +906,12 @@ def _stage_sentence(f: Facts, name: str, writes: list[str]) -> Item | None:
 
 
 # ------------------------------------------------------------------ entry point
-def narrate(t: StepTrace, prev: StepTrace | None = None, config: EngineConfig | None = None) -> list[Item]:
+def narrate(
+    t: StepTrace, prev: StepTrace | None = None, config: EngineConfig | None = None, last: bool = False
+) -> list[Item]:
     """The step's sentences, then one per stage. `prev` (the step before) names what was freed
-    and who was running; `config` adds the token budget and the reasons requests wait."""
+    and who was running; `config` adds the token budget and the reasons requests wait; `last`
+    (the run ends with this step) says that the requests sampling now finish."""
     f = Facts(t)
     items = _finishes(f, prev)
     if t.idle:
@@ -901,6 +926,8 @@ def narrate(t: StepTrace, prev: StepTrace | None = None, config: EngineConfig | 
     items += _padding(f)
     items += _spec(f)
     items += _sampling(f)
+    if last:
+        items += _last(f)
     items += _pool(f)
     stage_names = [s.name for s in t.stages]
     if not f.nano and "update_states" not in stage_names:

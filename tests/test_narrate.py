@@ -200,6 +200,17 @@ def test_cli_narrates_a_step_in_either_language(capsys: pytest.CaptureFixture[st
     assert "抢占请求 c" in capsys.readouterr().out
 
 
+def test_the_last_step_says_who_finishes(capsys: pytest.CaptureFixture[str]) -> None:
+    sc, steps = _run("demo-preemption")
+    items = _by_key(narrate(steps[-1], steps[-2], sc.config, last=True))  # type: ignore[attr-defined]
+    held = sorted(int(b) for b, o in steps[-1].kv_cache["owners"].items() if "c" in o)
+    assert _refs(items["finish:last"], "block") == held and _refs(items["finish:last"], "request") == ["c"]
+    assert "c samples its last token and finishes" in items["finish:last"]["text"]["en"]
+    assert "finish:last" not in _by_key(narrate(steps[-1], steps[-2], sc.config))  # type: ignore[attr-defined]
+    assert main(["run", "demo-preemption", "--step", str(len(steps)), "--narrate"]) == 0
+    assert "last step" in capsys.readouterr().out
+
+
 def test_cli_json_with_narrate_adds_each_steps_narration(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["run", "seed-001", "--step", "2", "--json", "--narrate"]) == 0
     step = json.loads(capsys.readouterr().out)["steps"][0]

@@ -47,6 +47,15 @@ def test_narration_route_serves_the_steps_sentences(client: TestClient) -> None:
     assert "budget of 16" in budget["text"]["en"]
 
 
+def test_narration_route_says_the_last_step_ends_the_run(client: TestClient) -> None:
+    rid = _run_id(client, _fast("seed-001"))
+    n = client.get(f"/api/runs/{rid}").json()["num_steps"]
+    keys = [it["key"] for it in client.get(f"/api/runs/{rid}/steps/{n}/narration").json()["items"]]
+    assert "finish:last" in keys
+    keys = [it["key"] for it in client.get(f"/api/runs/{rid}/steps/{n - 1}/narration").json()["items"]]
+    assert "finish:last" not in keys
+
+
 def test_narration_route_errors_name_the_field(client: TestClient) -> None:
     rid = _run_id(client, _fast("seed-001"))
     r = client.get(f"/api/runs/{rid}/steps/99/narration")

@@ -148,7 +148,8 @@ async def narration(request: Request, run_id: str, n: int) -> dict[str, Any]:
     run = await _run(request, run_id)
     t = _step(run, n)
     prev = run.steps[n - 2] if n > 1 else None
-    return {"run_id": run_id, "step": n, "items": narrate(t, prev, run.scenario.config)}
+    last = n == len(run.steps) and not run.truncated
+    return {"run_id": run_id, "step": n, "items": narrate(t, prev, run.scenario.config, last)}
 
 
 @router.get("/runs/{run_id}/metrics", response_model=Metrics, responses=ERRORS)
