@@ -16,6 +16,7 @@ import numpy as np
 
 from pagedviz.core.config import Scenario, ScenarioError, decode_ids
 from pagedviz.core.device import DeviceUnavailableError
+from pagedviz.core.narrate import narrate
 from pagedviz.core.presets import list_presets, preset_dict
 from pagedviz.core.registry import make_engine
 from pagedviz.core.trace import StepTrace
@@ -214,14 +215,19 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.step is not None and not 1 <= args.step <= scenario.max_steps:
         raise CliError(f"--step must be between 1 and max_steps={scenario.max_steps} (got {args.step})")
     traces: list[StepTrace] = []
+    before: dict[int, StepTrace | None] = {}  # each shown step's previous step, for --narrate
+    prev: StepTrace | None = None
     progress = Progress(scenario.max_steps)
     for t in engine.run():
         progress.update(t.step)
         if args.step is None or t.step == args.step:
             traces.append(t)
+            before[t.step] = prev
+        prev = t
         if args.step is not None and t.step >= args.step:
             break
     progress.done()
+    last = prev if engine.done else None  # the run's final step, when it was reached
     if args.step is not None and not traces:
         raise CliError(f"--step {args.step}: the run has only {engine.step_no} steps")
     if args.json:
@@ -229,7 +235,12 @@ def cmd_run(args: argparse.Namespace) -> int:
             {
                 "scenario": scenario.to_dict(),
                 "truncated": engine.truncated,
-                "steps": [t.to_dict() for t in traces],
+                "steps": [
+                    {**t.to_dict(), "narration": narrate(t, before[t.step], scenario.config, t is last)}
+                    if args.narrate
+                    else t.to_dict()
+                    for t in traces
+                ],
             },
             sys.stdout,
         )
@@ -237,11 +248,23 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 0
     print(f"{scenario.name} ({scenario.flavor}) on {engine.device}")
     for t in traces:
-        print(render_step(t, scenario))
+        if args.narrate:
+            print(render_narration(t, before[t.step], scenario, args.lang, t is last))
+        else:
+            print(render_step(t, scenario))
         print()
     if engine.truncated:
         print(f"(cut short at max_steps={scenario.max_steps})")
     return 0
+
+
+def render_narration(t: StepTrace, prev: StepTrace | None, scenario: Scenario, lang: str, last: bool) -> str:
+    """The step's narration (core/narrate.py): what happened and why, then each stage's numbers."""
+    lines = [f"step {t.step}" + (" (idle)" if t.idle else "")]
+    for item in narrate(t, prev, scenario.config, last):
+        stage = f"[{item['stage']}] " if item["key"].startswith("stage:") else ""
+        lines.append(f"  - {stage}{item['text'][lang]}")
+    return "\n".join(lines)
 
 
 def cmd_presets(args: argparse.Namespace) -> int:
@@ -260,6 +283,8 @@ def build_parser() -> tuple[argparse.ArgumentParser, Any]:
     run.add_argument("scenario", help="preset id (see `pagedviz presets`) or SCENARIO.json")
     run.add_argument("--step", type=int, help="show only this step (numbered from 1)")
     run.add_argument("--json", action="store_true", help="print the trace contract as JSON")
+    run.add_argument("--narrate", action="store_true", help="say what happened in each step and why")
+    run.add_argument("--lang", choices=("en", "zh"), default="en", help="language of --narrate")
     run.set_defaults(fn=cmd_run)
     sub.add_parser("presets", help="list the presets").set_defaults(fn=cmd_presets)
     return parser, sub

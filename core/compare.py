@@ -1,0 +1,104 @@
+"""Two runs side by side, aligned by step number: which arrays differ and where, how the KV
+cache differs (ref counts, owners, the free queue), the metric deltas (b minus a) and the
+narration sentences only one side says. The two runs may be different flavours of the same
+requests or one scenario with a setting changed; arrays only one flavour has are listed as such.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from pagedviz.core.config import EngineConfig
+from pagedviz.core.metrics import STEP_FIELDS, run_metrics
+from pagedviz.core.narrate import narrate
+from pagedviz.core.trace import StepTrace
+
+MAX_INDICES = 256  # differing entries listed per array; `num_diff` counts them all
+
+
+def _diff_array(x: np.ndarray, y: np.ndarray) -> dict[str, Any] | None:
+    """None when equal; else where they differ (flat index for 1-D, [row, col] for tables)."""
+    if x.shape == y.shape:
+        if np.array_equal(x, y):
+            return None
+        status, region = "differ", tuple(slice(0, n) for n in x.shape)
+    else:
+        if x.ndim != y.ndim:
+            return {"status": "shape", "shape_a": list(x.shape), "shape_b": list(y.shape), "num_diff": None}
+        status = "shape"
+        region = tuple(slice(0, min(p, q)) for p, q in zip(x.shape, y.shape))
+    where = np.argwhere(x[region] != y[region])
+    out: dict[str, Any] = {"status": status, "num_diff": int(len(where))}
+    idx = where[:MAX_INDICES]
+    out["indices"] = idx[:, 0].tolist() if x.ndim == 1 else idx.tolist()
+    if status == "shape":
+        out["shape_a"], out["shape_b"] = list(x.shape), list(y.shape)
+    return out
+
+
+def _diff_kv(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    ra = np.asarray(a.get("ref_cnt", []), dtype=np.int64)
+    rb = np.asarray(b.get("ref_cnt", []), dtype=np.int64)
+    n = min(len(ra), len(rb))
+    oa, ob = a.get("owners", {}), b.get("owners", {})
+    blocks = sorted({int(k) for k in (*oa, *ob)})
+    return {
+        "ref_cnt": np.flatnonzero(ra[:n] != rb[:n]).tolist(),
+        "owners": [blk for blk in blocks if oa.get(str(blk), []) != ob.get(str(blk), [])],
+        "free_block_queue_same": list(a.get("free_block_queue", [])) == list(b.get("free_block_queue", [])),
+        "num_blocks": [int(a.get("num_blocks", 0)), int(b.get("num_blocks", 0))],
+    }
+
+
+def compare_runs(
+    a: Sequence[StepTrace],
+    b: Sequence[StepTrace],
+    config_a: EngineConfig | None = None,
+    config_b: EngineConfig | None = None,
+) -> dict[str, Any]:
+    """Step k of a against step k of b, for every step either run has."""
+    ma, mb = run_metrics(a), run_metrics(b)
+    steps = []
+    for k in range(max(len(a), len(b))):
+        ta, tb = (a[k] if k < len(a) else None), (b[k] if k < len(b) else None)
+        entry: dict[str, Any] = {"step": k + 1, "in_a": ta is not None, "in_b": tb is not None}
+        if ta is not None and tb is not None:
+            xa, xb = ta.arrays, tb.arrays
+            differ = {}
+            for name in sorted(set(xa) & set(xb)):
+                d = _diff_array(xa[name], xb[name])
+                if d is not None:
+                    differ[name] = d
+            entry["arrays"] = differ
+            entry["same_arrays"] = sorted(set(xa) & set(xb) - set(differ))
+            entry["only_a"], entry["only_b"] = sorted(set(xa) - set(xb)), sorted(set(xb) - set(xa))
+            entry["scalars"] = {
+                s: [ta.scalars.get(s), tb.scalars.get(s)]
+                for s in sorted(set(ta.scalars) | set(tb.scalars))
+                if ta.scalars.get(s) != tb.scalars.get(s)
+            }
+            entry["kv_cache"] = _diff_kv(ta.kv_cache, tb.kv_cache)
+            sa, sb = ma["steps"][k], mb["steps"][k]
+            entry["metrics_delta"] = {f: sb[f] - sa[f] for f in STEP_FIELDS}
+            na = {it["key"]: it["text"]["en"] for it in narrate(ta, a[k - 1] if k else None, config_a)}
+            nb = {it["key"]: it["text"]["en"] for it in narrate(tb, b[k - 1] if k else None, config_b)}
+            entry["narration"] = {
+                "only_a": [key for key in na if key not in nb],
+                "only_b": [key for key in nb if key not in na],
+                "changed": [key for key in na if key in nb and na[key] != nb[key]],
+            }
+        steps.append(entry)
+    totals_delta = {
+        k: round(mb["totals"][k] - ma["totals"][k], 3)
+        for k in ma["totals"]
+        if isinstance(ma["totals"][k], int | float)
+    }
+    return {
+        "num_steps": [len(a), len(b)],
+        "totals": [ma["totals"], mb["totals"]],
+        "totals_delta": totals_delta,
+        "steps": steps,
+    }

@@ -1,0 +1,1 @@
+"""Lessons shipped with the package (JSON files; the format is described in core/lesson.py)."""

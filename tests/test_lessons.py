@@ -1,0 +1,202 @@
+"""Lessons (core/lesson.py and core/lessons/): the shipped lesson is valid, follows the runs it
+points at (its checkpoints' answers are the documents' numbers), and a lecturer's file is checked
+field by field, through Python and through the REST routes."""
+
+from __future__ import annotations
+
+import copy
+import functools
+import json
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from pagedviz.app.main import create_app
+from pagedviz.app.settings import Settings
+from pagedviz.core import Scenario, make_engine
+from pagedviz.core.lesson import (
+    LessonError,
+    check_lesson_against_runs,
+    list_lessons,
+    load_lesson,
+    scenario_of,
+    validate_lesson,
+)
+from pagedviz.core.trace import StepTrace
+
+LESSON = "paged-attention-50"
+
+
+@functools.cache
+def _steps(canon: str) -> list[StepTrace]:
+    return list(make_engine(Scenario.from_dict(json.loads(canon))).run())
+
+
+def _run(sc: Scenario) -> list[StepTrace]:
+    return _steps(json.dumps(sc.to_dict(), sort_keys=True))
+
+
+@pytest.fixture(scope="module")
+def client() -> TestClient:
+    return TestClient(create_app(Settings(max_runs=16)))
+
+
+def _minimal(**section: Any) -> dict[str, Any]:
+    s = {
+        "scenario": "seed-001",
+        "step": 1,
+        "stage": "slot_mapping",
+        "selection": {"kind": "token", "id": 7},
+        "paragraph": {"en": "Where does token 7 go?", "zh": "第 7 个 token 写到哪里？"},
+        "checkpoint": {"array": "slot_mapping", "indices": [7]},
+    }
+    s.update(section)
+    return {"title": {"en": "One question"}, "sections": [s]}
+
+
+def test_the_shipped_lesson_is_listed_in_both_languages() -> None:
+    en, zh = list_lessons("en"), list_lessons("zh")
+    assert [x["id"] for x in en] == [x["id"] for x in zh] == [LESSON]
+    assert en[0]["title"] == "Paged attention in 50 minutes" and "分页注意力" in zh[0]["title"]
+    assert en[0]["minutes"] == 50 and en[0]["num_sections"] >= 10
+
+
+def test_the_shipped_lesson_is_complete_in_both_languages_and_matches_its_runs() -> None:
+    lesson = load_lesson(LESSON)
+    for s in lesson["sections"]:
+        # both languages written out, not filled in from each other
+        assert s["paragraph"]["en"] != s["paragraph"]["zh"]
+        assert s["title"] is not None and s["title"]["en"] != s["title"]["zh"]
+    check_lesson_against_runs(lesson, _run)
+
+
+def test_the_lesson_follows_the_documents_order_of_ideas() -> None:
+    # contiguous KV -> fragmentation -> blocks, a request arrives, blocks are allocated, slot_mapping,
+    # the kernel reads through the block table, then chunked prefill, preemption, prefix caching
+    sections = load_lesson(LESSON)["sections"]
+    titles = [s["title"]["en"].lower() for s in sections]
+    order = ["paging", "arrives", "allocated", "slot_mapping", "block table", "chunked", "preempt", "prefix"]
+    at = [next((i for i, t in enumerate(titles) if w in t), -1) for w in order]
+    assert -1 not in at and at == sorted(at), dict(zip(order, at))
+    assert "fragmentation" in sections[0]["paragraph"]["en"] and "碎片" in sections[0]["paragraph"]["zh"]
+
+
+# the answers a student should give, from the documents (001, 000, 004) and the demo presets' summaries
+ANSWERS = {
+    ("seed-001", 1, "block_table"): [4, 5, 6],
+    ("seed-001", 1, "positions"): [0, 1, 2, 3, 4],
+    ("seed-001", 1, "slot_mapping"): [10],
+    ("seed-001", 2, "slot_mapping"): [5, 14, 13, 16, 17],
+    ("seed-001", 2, "seq_lens"): [4, 3, 8],
+    ("seed-000", 2, "query_start_loc"): [0, 1, 2, 95, 170, 200],
+    ("demo-preemption", 4, "num_computed_tokens_cpu"): [0],
+    ("demo-prefix-cache", 3, "positions"): [36],
+    ("seed-004", 2, "slot_mapping"): [11, 273],
+}
+
+
+def test_every_checkpoint_answer_is_the_documents_number() -> None:
+    seen = set()
+    for s in load_lesson(LESSON)["sections"]:
+        cp = s["checkpoint"]
+        if cp is None:
+            continue
+        key = (s["scenario"], s["step"], cp["array"])
+        t = _run(scenario_of(s))[s["step"] - 1]
+        got = t.array_entries[cp["array"]].value.reshape(-1)[cp["indices"]].tolist()
+        assert got == ANSWERS[key], key
+        seen.add(key)
+    assert seen == set(ANSWERS)
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"scenario": "nope"}, "sections[0].scenario"),
+        ({"scenario": {"requests": "x"}}, "sections[0].scenario.requests"),
+        ({"step": 0}, "sections[0].step"),
+        ({"stage": "attn_mask"}, "sections[0].stage"),  # an Ascend stage in a vllm scenario
+        ({"selection": {"kind": "cell", "id": 1}}, "sections[0].selection.kind"),
+        ({"selection": {"kind": "block", "id": "4"}}, "sections[0].selection.id"),
+        ({"paragraph": {"en": ""}}, "sections[0].paragraph.en"),
+        ({"paragraph": {"fr": "Bonjour"}}, "sections[0].paragraph"),
+        ({"paragraph": {"en": "a\x00b"}}, "sections[0].paragraph.en"),
+        ({"checkpoint": {"array": "nope", "indices": [0]}}, "sections[0].checkpoint.array"),
+        ({"checkpoint": {"array": "slot_mapping", "indices": [-1]}}, "sections[0].checkpoint.indices[0]"),
+        ({"checkpoint": {"array": "slot_mapping"}}, "sections[0].checkpoint"),
+        ({"typo": 1}, "sections[0].typo"),
+    ],
+)
+def test_a_bad_section_is_refused_naming_its_field(change: dict[str, Any], field: str) -> None:
+    with pytest.raises(LessonError) as e:
+        validate_lesson(_minimal(**change))
+    assert field in [f for f, _ in e.value.errors], e.value.errors
+
+
+def test_every_problem_is_reported_at_once() -> None:
+    data = _minimal(step=0, stage="nope")
+    data["title"] = {}
+    with pytest.raises(LessonError) as e:
+        validate_lesson(data)
+    assert {"title", "sections[0].step", "sections[0].stage"} <= {f for f, _ in e.value.errors}
+
+
+def test_a_lesson_in_one_language_shows_it_in_both() -> None:
+    lesson = validate_lesson(_minimal(paragraph={"zh": "只有中文"}))
+    assert lesson["title"] == {"en": "One question", "zh": "One question"}
+    assert lesson["sections"][0]["paragraph"] == {"en": "只有中文", "zh": "只有中文"}
+
+
+def test_steps_and_checkpoints_are_checked_against_the_run() -> None:
+    lesson = validate_lesson(_minimal(step=40))
+    with pytest.raises(LessonError) as e:
+        check_lesson_against_runs(lesson, _run)
+    assert e.value.errors[0][0] == "sections[0].step"
+    lesson = validate_lesson(_minimal(checkpoint={"array": "slot_mapping", "indices": [10]}))
+    with pytest.raises(LessonError) as e:
+        check_lesson_against_runs(lesson, _run)
+    assert e.value.errors[0][0] == "sections[0].checkpoint.indices[0]"
+
+
+def test_lessons_routes_list_and_serve_the_shipped_lesson(client: TestClient) -> None:
+    assert client.get("/api/lessons").json()[0]["id"] == LESSON
+    assert "分页" in client.get("/api/lessons", params={"lang": "zh"}).json()[0]["title"]
+    r = client.get(f"/api/lessons/{LESSON}")
+    assert r.status_code == 200 and r.json()["sections"][0]["scenario"] == "seed-001"
+    r = client.get("/api/lessons/nope")
+    assert r.status_code == 404 and r.json()["detail"][0]["field"] == "lesson_id"
+
+
+def test_validate_route_checks_a_lecturers_file_and_gives_a_link(client: TestClient) -> None:
+    # user text is kept as written (the page shows it with textContent)
+    data = _minimal(paragraph={"en": "<b>bold</b> & slot_mapping"})
+    r = client.post("/api/lessons/validate", json=data)
+    assert r.status_code == 200 and r.json()["valid"], r.text
+    assert r.json()["lesson"]["sections"][0]["paragraph"]["en"] == "<b>bold</b> & slot_mapping"
+    link = r.json()["link"]
+    back = client.get("/api/lessons/from-link", params={"l": link})
+    assert back.status_code == 200 and back.json() == r.json()["lesson"]
+    # a problem only the run can see is still a 200 with the field named
+    r = client.post("/api/lessons/validate", json=_minimal(step=40))
+    assert r.status_code == 200 and not r.json()["valid"]
+    assert r.json()["detail"][0]["field"] == "sections[0].step"
+
+
+def test_inline_scenarios_are_held_to_the_servers_limits(client: TestClient) -> None:
+    scenario = {
+        "config": {"block_size": 2, "max_model_len": 8, "num_kv_blocks": 8, "model": None},
+        "requests": [{"id": "x", "prompt_len": 3, "max_tokens": 2}],
+        "max_steps": 10_000_000,
+    }
+    data = _minimal(scenario=scenario, step=1, checkpoint={"array": "slot_mapping", "indices": [2]})
+    r = client.post("/api/lessons/validate", json=data)
+    assert not r.json()["valid"] and r.json()["detail"][0]["field"] == "sections[0].scenario.max_steps"
+    ok = copy.deepcopy(data)
+    ok["sections"][0]["scenario"]["max_steps"] = 16
+    assert client.post("/api/lessons/validate", json=ok).json()["valid"]
+
+
+def test_from_link_refuses_garbage(client: TestClient) -> None:
+    r = client.get("/api/lessons/from-link", params={"l": "!!!"})
+    assert r.status_code == 422 and r.json()["detail"][0]["field"] == "l"

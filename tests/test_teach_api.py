@@ -1,0 +1,172 @@
+"""The teaching routes through FastAPI on the real engine: narration, metrics, compare, and the
+predict-then-reveal check."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from pagedviz.app.main import create_app
+from pagedviz.app.settings import Settings
+from pagedviz.core.presets import preset_dict
+
+
+@pytest.fixture(scope="module")
+def client() -> TestClient:
+    return TestClient(create_app(Settings(max_runs=16)))
+
+
+def _run_id(client: TestClient, scenario: dict[str, Any]) -> str:
+    r = client.post("/api/runs", json=scenario)
+    assert r.status_code == 201, r.text
+    return r.json()["run_id"]
+
+
+def _fast(preset: str, **config: Any) -> dict[str, Any]:
+    """A preset without the model (the scheduler and the arrays are the same), settings changed."""
+    d = preset_dict(preset)
+    d["config"].update({"model": None, **config})
+    return d
+
+
+def test_narration_route_serves_the_steps_sentences(client: TestClient) -> None:
+    rid = _run_id(client, _fast("demo-preemption"))
+    r = client.get(f"/api/runs/{rid}/steps/3/narration")
+    assert r.status_code == 200
+    body = r.json()
+    assert body["step"] == 3 and body["run_id"] == rid
+    keys = [it["key"] for it in body["items"]]
+    assert "preempt:c" in keys
+    pre = next(it for it in body["items"] if it["key"] == "preempt:c")
+    assert {"kind": "request", "id": "c"} in pre["refs"] and pre["stage"] is None
+    assert pre["text"]["zh"] and pre["text"]["en"]
+    # the budget comes from the run's scenario
+    budget = next(it for it in body["items"] if it["key"] == "budget")
+    assert "budget of 16" in budget["text"]["en"]
+
+
+def test_narration_route_says_the_last_step_ends_the_run(client: TestClient) -> None:
+    rid = _run_id(client, _fast("seed-001"))
+    n = client.get(f"/api/runs/{rid}").json()["num_steps"]
+    keys = [it["key"] for it in client.get(f"/api/runs/{rid}/steps/{n}/narration").json()["items"]]
+    assert "finish:last" in keys
+    keys = [it["key"] for it in client.get(f"/api/runs/{rid}/steps/{n - 1}/narration").json()["items"]]
+    assert "finish:last" not in keys
+
+
+def test_narration_route_errors_name_the_field(client: TestClient) -> None:
+    rid = _run_id(client, _fast("seed-001"))
+    r = client.get(f"/api/runs/{rid}/steps/99/narration")
+    assert r.status_code == 404 and r.json()["detail"][0]["field"] == "n"
+    r = client.get("/api/runs/nope/steps/1/narration")
+    assert r.status_code == 404 and r.json()["detail"][0]["field"] == "run_id"
+
+
+def test_metrics_count_blocks_fragmentation_and_preemptions(client: TestClient) -> None:
+    rid = _run_id(client, _fast("demo-preemption"))
+    m = client.get(f"/api/runs/{rid}/metrics").json()
+    steps, totals = m["steps"], m["totals"]
+    run = client.get(f"/api/runs/{rid}").json()
+    assert totals["steps"] == run["num_steps"] == len(steps)
+    # preemptions at the steps the overview lists them
+    assert [s["preemptions"] for s in steps] == [len(s["preempted_req_ids"]) for s in run["steps"]]
+    assert totals["preemptions"] == 2
+    # step 1: a, b, c hold 3, 4 and 4 tokens in 2 blocks of 2 each: 12 slots, 11 tokens, 1 empty slot
+    s1 = steps[0]
+    assert (s1["blocks_used"], s1["slots_allocated"], s1["tokens_held"]) == (6, 12, 11)
+    assert s1["internal_fragmentation"] == 1
+    for s in steps:
+        assert s["blocks_used"] + s["blocks_free"] == 8  # 9 blocks, the null block never handed out
+        assert 0 <= s["internal_fragmentation"] < 2 * max(s["num_reqs"], 1)
+    assert totals["tokens_scheduled"] == sum(s["tokens_scheduled"] for s in steps)
+
+
+def test_metrics_count_cudagraph_padding(client: TestClient) -> None:
+    rid = _run_id(client, _fast("seed-001", cudagraph_capture_sizes=[1, 2, 4, 8, 16]))
+    steps = client.get(f"/api/runs/{rid}/metrics").json()["steps"]
+    # step 1 schedules 10 tokens (padded to 16), step 2 five (padded to 8)
+    assert [s["padded_tokens"] for s in steps[:2]] == [6, 3]
+
+
+def test_compare_prefix_caching_on_and_off(client: TestClient) -> None:
+    on = _run_id(client, _fast("demo-prefix-cache"))
+    off = _run_id(client, _fast("demo-prefix-cache", enable_prefix_caching=False))
+    r = client.get("/api/compare", params={"a": on, "b": off})
+    assert r.status_code == 200
+    c = r.json()
+    step3 = c["steps"][2]
+    # without the cache, b prefills all 43 tokens at step 3 instead of 7
+    assert step3["metrics_delta"]["tokens_scheduled"] == 36
+    assert step3["arrays"]["slot_mapping"]["status"] == "shape"
+    assert step3["arrays"]["num_computed_tokens_cpu"]["indices"] == [1]
+    assert [1, 0] in step3["arrays"]["block_table"]["indices"]  # b's first block differs
+    assert set(range(1, 10)) <= set(step3["kv_cache"]["ref_cnt"])  # ref count 2 with the cache, 1 without
+    assert "prefix_hit:b" in step3["narration"]["only_a"]
+    # step 1 (only a, no hit possible) is the same in both
+    assert c["steps"][0]["arrays"] == {} and c["steps"][0]["metrics_delta"]["tokens_scheduled"] == 0
+    assert c["totals_delta"]["tokens_scheduled"] == 36
+    assert c["totals_delta"]["peak_shared_blocks"] == -9
+
+
+def test_compare_flavours_lists_arrays_only_one_has(client: TestClient) -> None:
+    a = _run_id(client, _fast("seed-001"))
+    b = _run_id(client, {**_fast("seed-001"), "flavor": "ascend"})
+    c = client.get("/api/compare", params={"a": a, "b": b}).json()
+    step2 = c["steps"][1]
+    assert step2["only_b"] == ["attn_mask"] and step2["arrays"] == {}
+    assert step2["scalars"] == {"attn_state": [None, "ChunkedPrefill"]}
+
+
+def test_compare_unknown_run_is_404_naming_it(client: TestClient) -> None:
+    a = _run_id(client, _fast("seed-001"))
+    r = client.get("/api/compare", params={"a": a, "b": "nope"})
+    assert r.status_code == 404 and r.json()["detail"][0]["field"] == "run_id"
+    r = client.get("/api/compare", params={"a": a})
+    assert r.status_code == 422 and r.json()["detail"][0]["field"] == "query.b"
+
+
+def test_check_marks_right_and_wrong_entries_with_explanations(client: TestClient) -> None:
+    rid = _run_id(client, _fast("seed-001"))
+    # document 001, step 2: slot_mapping [5, 14, 13, 16, 17]
+    r = client.post(
+        f"/api/runs/{rid}/steps/2/check", json={"array": "slot_mapping", "indices": [0, 2], "values": [5, 12]}
+    )
+    assert r.status_code == 200, r.text
+    out = r.json()
+    assert (out["num_correct"], out["total"], out["all_correct"]) == (1, 2, False)
+    right, wrong = out["entries"]
+    assert right["correct"] and right["explanation"] is None
+    assert not wrong["correct"] and wrong["expected"] == 13 and wrong["given"] == 12
+    assert "block 6 * 2 + 1 = 13" in wrong["explanation"]["en"]
+    assert "block 6 * 2 + 1 = 13" in wrong["explanation"]["zh"]
+    # a table entry (flattened, row-major): block_table[2, 3] is block 8 at step 2
+    cell = {"array": "block_table", "indices": [15], "values": [8]}
+    r = client.post(f"/api/runs/{rid}/steps/2/check", json=cell)
+    assert r.json()["all_correct"]
+
+
+@pytest.mark.parametrize(
+    ("payload", "field"),
+    [
+        ({"array": "nope", "indices": [0], "values": [1]}, "array"),
+        ({"array": "slot_mapping", "indices": [], "values": []}, "indices"),
+        ({"array": "slot_mapping", "indices": [5], "values": [1]}, "indices[0]"),
+        ({"array": "slot_mapping", "indices": [0, 1], "values": [1]}, "values"),
+        ({"array": "slot_mapping", "indices": [0], "values": ["x"]}, "values[0]"),
+        ({"array": "slot_mapping", "indices": [True], "values": [1]}, "indices[0]"),
+        ([1, 2], "body"),
+    ],
+)
+def test_check_rejects_bad_input_naming_the_field(client: TestClient, payload: Any, field: str) -> None:
+    rid = _run_id(client, _fast("seed-001"))
+    r = client.post(f"/api/runs/{rid}/steps/2/check", json=payload)
+    assert r.status_code == 422, r.text
+    assert r.json()["detail"][0]["field"] == field
+
+
+def test_check_on_a_body_that_is_not_json_is_422(client: TestClient) -> None:
+    rid = _run_id(client, _fast("seed-001"))
+    r = client.post(f"/api/runs/{rid}/steps/1/check", content=b"{nope")
+    assert r.status_code == 422 and r.json()["error"] == "invalid_json"
