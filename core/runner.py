@@ -109,8 +109,8 @@ LEVELS: dict[str, str] = {
     "token_indices_whatif": "token",
     "input_ids_whatif": "token",
     "whatif_wrong": "token",
-    # M-RoPE: [3, T], one column per token
-    "mrope_positions": "token",
+    # M-RoPE: [3, T] as vLLM keeps it (one column per token), so a table rather than a token row
+    "mrope_positions": "system",
     # async scheduling: the previous step's rows and the scatter into input_ids
     "prev_sampled_token_ids": "prev_request",
     "prev_positions": "request",

@@ -9,6 +9,8 @@ from pagedviz.core import Scenario, make_engine
 from pagedviz.core.presets import preset_dict
 
 GOLDEN = ["seed-001", "seed-001-ascend", "seed-002", "seed-004", "demo-prefix-cache", "demo-preemption"]
+GOLDEN += ["demo-cudagraph-padding", "demo-max-model-len", "demo-ngram-spec-decode", "demo-async-scheduling"]
+GOLDEN += ["demo-mrope"]
 
 
 def stable_trace(preset: str) -> list[dict]:
