@@ -29,6 +29,7 @@ class PresetSummary(BaseModel):
     summary: str
     document: str = Field(examples=["001_8a4008a8117428f7.txt"])
     flavor: str = Field(examples=["vllm"])
+    notes: list[str] = Field(default=[], description="one line each, e.g. where the document has a typo")
 
 
 class PresetDetail(PresetSummary):
@@ -108,6 +109,10 @@ class ArrayOut(BaseModel):
     data: list[Any]
     stage: str
     side: str
+    valid: int | None = Field(default=None, description="padded arrays: how many leading entries are real")
+    buffer: list[Any] | None = Field(
+        default=None, description="the whole persistent buffer, padding included"
+    )
 
 
 class ArrayNamed(ArrayOut):
@@ -119,6 +124,7 @@ class StageOut(BaseModel):
     reads: list[str]
     writes: list[str]
     formula: str = Field(examples=["positions = num_computed_tokens_cpu[req_indices] + arange"])
+    why: str = Field(default="", description="what the stage is for, checked against vLLM's source")
 
 
 class StageSource(StageOut):

@@ -119,36 +119,42 @@ def render_step(t: StepTrace, scenario: Scenario) -> str:
             "last_indices",
             "discard_request_mask",
         )
-        if n in a
+        if n in a and len(a[n]) == len(req_ids)
     ]
     rows = [[i, rid, *(a[n][i] for n in req_names)] for i, rid in enumerate(req_ids)]
     out.append(table(["row", "req", *req_names], rows))
     for n in ("query_start_loc", "cu_seqlens_q", "cu_seqlens_k"):
         if n in a:
             out.append(f"{n}: {a[n].tolist()}")
+    token_names = [
+        "req_indices",
+        "arange",
+        "positions",
+        "token_indices",
+        "input_ids",
+        "block_table_indices",
+        "block_numbers",
+        "block_offsets",
+        "slot_mapping",
+    ]
     out.append("\n-- token level --")
-    out.append(
-        token_table(
-            a,
-            [
-                "req_indices",
-                "arange",
-                "positions",
-                "token_indices",
-                "input_ids",
-                "block_table_indices",
-                "block_numbers",
-                "block_offsets",
-                "slot_mapping",
-            ],
-        )
-    )
+    out.append(token_table(a, token_names))
     scheduled = int(t.scalars.get("total_num_scheduled_tokens", 0))
     if "slot_mapping" in a and len(a["slot_mapping"]) > scheduled:
         # CUDA-graph padding: the padded entries are -1 (written nowhere)
         out.append(
             f"slot_mapping padded to num_input_tokens={len(a['slot_mapping'])}: {a['slot_mapping'].tolist()}"
         )
+    for n in ("query_start_loc", "seq_lens"):
+        entry = t.array_entries.get(n)
+        if entry is not None and entry.buffer is not None and len(entry.buffer) > (entry.valid or 0):
+            out.append(f"{n} buffer (first {entry.valid} real, then padding): {entry.buffer.tolist()}")
+    # everything else the step computed (speculative decoding, async scheduling, M-RoPE, what-if)
+    listed = {*req_names, *token_names, "query_start_loc", "cu_seqlens_q", "cu_seqlens_k"}
+    listed |= {"token_ids_cpu", "block_table", "block_tables", "attn_mask"}
+    for n, arr in a.items():
+        if n not in listed:
+            out.append(f"{n}: {arr.tolist()}")
     out.append("\n-- scalars --")
     out.append("  ".join(f"{k}={v}" for k, v in t.scalars.items()))
     out.append("\n-- system level --")

@@ -111,6 +111,11 @@ class EngineConfig:
     device: str = "auto"
     vocab_size: int = 512
     model: ModelConfig | None = field(default_factory=ModelConfig)
+    # issue 13: speculative decoding (n-gram drafter, vLLM's prompt_lookup_* defaults) and async scheduling
+    num_speculative_tokens: int = 0
+    prompt_lookup_min: int = 5
+    prompt_lookup_max: int = 5
+    async_scheduling: bool = False
 
     @property
     def max_num_blocks_per_req(self) -> int:
@@ -140,6 +145,7 @@ class RequestSpec:
     arrival_step: int
     prompt: str | None = None  # the text, when the prompt was given as text
     drawn: bool = False  # ids drawn from the seed (given as prompt_len)
+    image: tuple[int, int, int, int] | None = None  # (offset, t, h, w): placeholder tokens of an image
 
 
 @dataclass(frozen=True)
@@ -153,6 +159,7 @@ class Scenario:
     title: str = ""
     summary: str = ""
     document: str = ""
+    notes: tuple[str, ...] = ()
 
     @classmethod
     def from_dict(cls, data: Any, limits: Limits | None = None) -> Scenario:
@@ -175,7 +182,10 @@ class Scenario:
                 prompt = {"prompt_len": len(r.prompt_token_ids)}
             else:
                 prompt = {"prompt_token_ids": list(r.prompt_token_ids)}
-            reqs.append({"id": r.id, **prompt, "max_tokens": r.max_tokens, "arrival_step": r.arrival_step})
+            req = {"id": r.id, **prompt, "max_tokens": r.max_tokens, "arrival_step": r.arrival_step}
+            if r.image is not None:
+                req["image"] = dict(zip(("offset", "t", "h", "w"), r.image))
+            reqs.append(req)
         out: dict[str, Any] = {
             "name": self.name,
             "flavor": self.flavor,
@@ -187,6 +197,8 @@ class Scenario:
         for key in ("title", "summary", "document"):
             if getattr(self, key):
                 out[key] = getattr(self, key)
+        if self.notes:
+            out["notes"] = list(self.notes)
         return out
 
 
@@ -298,6 +310,18 @@ class _Validator:
                 too_large=True,
             )
         sizes = self.capture_sizes(raw.get("cudagraph_capture_sizes"), budget)
+        spec = self.int_field(raw, "num_speculative_tokens", loc, d.num_speculative_tokens, 0, 16)
+        lookup_min = self.int_field(raw, "prompt_lookup_min", loc, d.prompt_lookup_min, 1, 64)
+        lookup_max = self.int_field(raw, "prompt_lookup_max", loc, d.prompt_lookup_max, 1, 64)
+        if lookup_max < lookup_min:
+            self.err(f"{loc}.prompt_lookup_max", f"must be >= prompt_lookup_min ({lookup_min})")
+        async_scheduling = self.bool_field(raw, "async_scheduling", loc, d.async_scheduling)
+        if spec and async_scheduling:
+            self.err(f"{loc}.async_scheduling", "is not modelled together with num_speculative_tokens > 0")
+        if spec and prefix:
+            self.err(f"{loc}.num_speculative_tokens", "is not modelled together with enable_prefix_caching")
+        if (spec or async_scheduling) and self.flavor == "nanovllm":
+            self.err(loc, "nanovllm has no speculative decoding or async scheduling")
         model = self.model(raw.get("model", asdict(ModelConfig())))
         vocab = model.vocab_size if model is not None else d.vocab_size
         if model is not None:
@@ -322,6 +346,10 @@ class _Validator:
             device=device,
             vocab_size=vocab,
             model=model,
+            num_speculative_tokens=spec,
+            prompt_lookup_min=lookup_min,
+            prompt_lookup_max=lookup_max,
+            async_scheduling=async_scheduling,
         )
 
     def capture_sizes(self, raw: Any, budget: int) -> tuple[int, ...] | None:
@@ -343,7 +371,7 @@ class _Validator:
         if not isinstance(raw, dict):
             self.err(loc, "must be an object")
             return None
-        allowed = {"id", "prompt_token_ids", "prompt", "prompt_len", "max_tokens", "arrival_step"}
+        allowed = {"id", "prompt_token_ids", "prompt", "prompt_len", "max_tokens", "arrival_step", "image"}
         self.unknown_keys(raw, allowed, loc)
         rid = raw.get("id", str(i))
         if _is_int(rid):
@@ -415,13 +443,36 @@ class _Validator:
                 f"needs {need} KV blocks but the pool has {usable} usable blocks "
                 f"(num_kv_blocks {cfg.num_kv_blocks})",
             )
-        return RequestSpec(rid, tuple(ids), max_tokens, arrival, text, given[0] == "prompt_len")
+        image = self.image(raw.get("image"), loc, len(ids))
+        return RequestSpec(rid, tuple(ids), max_tokens, arrival, text, given[0] == "prompt_len", image)
+
+    def image(self, raw: Any, loc: str, num_prompt_tokens: int) -> tuple[int, int, int, int] | None:
+        """An image's placeholder tokens: `t*h*w` prompt tokens from `offset` (M-RoPE, Qwen2-VL)."""
+        if raw is None:
+            return None
+        loc = f"{loc}.image"
+        if not isinstance(raw, dict):
+            self.err(loc, "must be an object {offset, t, h, w}")
+            return None
+        self.unknown_keys(raw, {"offset", "t", "h", "w"}, loc)
+        offset = self.int_field(raw, "offset", loc, None, 0, 1 << 20)
+        t, h, w = (self.int_field(raw, k, loc, None, 1, 1 << 10) for k in ("t", "h", "w"))
+        if offset + t * h * w > num_prompt_tokens:
+            self.err(
+                loc,
+                f"offset {offset} + t*h*w {t * h * w} placeholder tokens run past the prompt's "
+                f"{num_prompt_tokens} tokens",
+            )
+            return None
+        if self.flavor == "nanovllm":
+            self.err(loc, "nanovllm has no multimodal inputs")
+        return (offset, t, h, w)
 
     def scenario(self, data: Any) -> Scenario:
         if not isinstance(data, dict):
             raise ScenarioError([("scenario", "must be a JSON object")])
         allowed = {"name", "flavor", "seed", "config", "requests", "max_steps"}
-        allowed |= {"title", "summary", "document"}
+        allowed |= {"title", "summary", "document", "notes"}
         self.unknown_keys(data, allowed, "")
         name = self.str_field(data, "name", "scenario", "untitled", 200)
         flavor = data.get("flavor", "vllm")
@@ -460,6 +511,7 @@ class _Validator:
                     f"{total} tokens in all; the limit is {self.limits.max_total_tokens}",
                     too_large=True,
                 )
+        notes = self.notes(data.get("notes", []))
         if self.errors:
             raise ScenarioError(self.errors, too_large=self.too_large)
         return Scenario(
@@ -472,4 +524,15 @@ class _Validator:
             title=self.str_field(data, "title", "scenario", "", 200),
             summary=self.str_field(data, "summary", "scenario", "", 2000),
             document=self.str_field(data, "document", "scenario", "", 200),
+            notes=notes,
         )
+
+    def notes(self, raw: Any) -> tuple[str, ...]:
+        """One line each, shown on the preset's page (e.g. where a document has a typo)."""
+        if not isinstance(raw, list) or len(raw) > 8 or not all(isinstance(n, str) for n in raw):
+            self.err("notes", "must be a list of at most 8 strings")
+            return ()
+        if any(len(n) > 400 for n in raw):
+            self.err("notes", "each note must be at most 400 characters", too_large=True)
+            return ()
+        return tuple(raw)

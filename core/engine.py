@@ -8,16 +8,18 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import numpy as np
 import torch
 
 from pagedviz.core.config import Scenario
 from pagedviz.core.device import StageTimer, resolve_device
 from pagedviz.core.model import ForwardInputs, TinyTransformer
 from pagedviz.core.registry import register_flavor
-from pagedviz.core.runner import ModelRunner
+from pagedviz.core.runner import ModelRunner, MRope, mrope_prompt_positions
 from pagedviz.core.sampler import synthetic_tokens
-from pagedviz.core.scheduler import Scheduler
-from pagedviz.core.trace import StepTrace
+from pagedviz.core.scheduler import Scheduler, SchedulerOutput
+from pagedviz.core.spec_decode import greedy_accept, ngram_propose
+from pagedviz.core.trace import Stage, StepTrace
 
 
 class RunTooLongError(RuntimeError):
@@ -25,6 +27,13 @@ class RunTooLongError(RuntimeError):
         self.steps_done = steps_done
         super().__init__(f"the run passed its time budget after {steps_done} steps")
 
+
+# the KV cache tensor's layout: vLLM's FlashAttention backend (and vllm-ascend) keep one tensor per
+# layer; nano-vllm allocates one tensor for all layers (ModelRunner.allocate_kv_cache)
+KV_LAYOUTS = {
+    "vllm": "[2, num_blocks, block_size, num_kv_heads, head_size] per layer (K and V)",
+    "nanovllm": "[2, num_layers, num_blocks, block_size, num_kv_heads, head_dim] (one tensor, all layers)",
+}
 
 # the dense reference recomputes whole sequences; past this many tokens in a step it is skipped
 DENSE_CHECK_MAX_TOKENS = 16384
@@ -63,7 +72,12 @@ class Engine:
     def _setup(self) -> None:
         cfg = self.scenario.config
         self.scheduler = Scheduler(cfg, self.scenario.requests)
-        self.runner = self.runner_cls(cfg, self.device)
+        mrope: dict[str, MRope] = {}
+        if any(r.image is not None for r in self.scenario.requests):
+            mrope = {
+                r.id: mrope_prompt_positions(len(r.prompt_token_ids), r.image) for r in self.scenario.requests
+            }
+        self.runner = self.runner_cls(cfg, self.device, mrope=mrope)
 
     @classmethod
     def stages_from(cls) -> type:
@@ -94,6 +108,7 @@ class Engine:
             moves = self.runner.update_states(out)
         v = self.runner.prepare_inputs(trace if self.capture else None, timer)
         sampled: dict[str, int] = {}
+        generated: dict[str, list[int]] = {}
         if out.scheduled:
             agrees = self.runner.copy_to_device(timer)
             trace.forward = {
@@ -103,7 +118,19 @@ class Engine:
                 "slot_mapping_source": "device (from the device block table)",
                 "slot_mapping_device_matches_cpu": agrees,
             }
-            sampled = self._forward_and_sample(v, trace, timer)
+            if self.capture and self.scenario.config.async_scheduling:
+                ids = self.runner.input_ids[: v["T"]].cpu().numpy()
+                trace.record("input_ids_device", "token", ids, "prepare_input_ids", side="device")
+            tokens = self._forward_and_sample(v, trace, timer)
+            if self.scenario.config.num_speculative_tokens:
+                generated = self._accept_drafts(v, tokens, trace)
+                sampled = {rid: toks[-1] for rid, toks in generated.items()}
+            else:
+                keep = ~v["discard_request_mask"]
+                req_ids = self.runner.input_batch.req_ids
+                sampled = {rid: int(t) for rid, t, k in zip(req_ids, tokens, keep) if k}
+                if self.scenario.config.async_scheduling:
+                    self.runner.keep_sampled_on_device(tokens, keep)
         else:
             trace.forward = {"device": str(self.device)}
         if self.capture:
@@ -112,23 +139,27 @@ class Engine:
             trace.batch = {"req_ids": self.runner.input_batch.req_ids, "moves": moves}
             trace.scalars = dict(v["scalars"])
             trace.kv_cache = self._kv_view()
-        self.scheduler.update_from_output(out, sampled)
-        self.runner.append_sampled(sampled)
+        if self.scenario.config.num_speculative_tokens:
+            self._update_with_drafts(out, generated, trace)
+        else:
+            self.scheduler.update_from_output(out, sampled)
+            self.runner.append_sampled(sampled)
         trace.sampled_token_ids = sampled
         trace.timing_us = timer.collect(tuple(spec.name for _, spec, _, _ in self.runner.stage_plan))
         return trace
 
-    def _forward_and_sample(self, v: dict[str, Any], trace: StepTrace, timer: StageTimer) -> dict[str, int]:
+    def _forward_and_sample(self, v: dict[str, Any], trace: StepTrace, timer: StageTimer) -> np.ndarray:
+        """The greedy token at every row of logits_indices (one per request, or, with drafts,
+        num_sampled_tokens per request); with `model: null` the synthetic sampler's token for the
+        position after that row's token."""
         r = self.runner
         n, T = v["num_reqs"], v["T"]
-        keep = ~v["discard_request_mask"]
-        req_ids = r.input_batch.req_ids
-        keep_ids = [rid for rid, k in zip(req_ids, keep) if k]
         if self.model is None:
-            tokens = synthetic_tokens(
-                self.scenario.seed, keep_ids, v["seq_lens"][keep], self.scenario.config.vocab_size
+            rows = v["logits_indices"]
+            row_req = [r.input_batch.req_ids[i] for i in v["req_indices"][rows]]
+            return synthetic_tokens(
+                self.scenario.seed, row_req, v["positions"][rows] + 1, self.scenario.config.vocab_size
             )
-            return dict(zip(keep_ids, tokens.tolist()))
         inp = ForwardInputs(
             input_ids=r.input_ids[:T],
             positions=r.positions[:T],
@@ -150,7 +181,74 @@ class Engine:
                     trace.forward["paged_vs_dense_max_abs_diff"] = self._dense_diff(hidden, v)
             else:
                 trace.forward["dense_check"] = f"skipped: over {DENSE_CHECK_MAX_TOKENS} tokens of context"
-        return {rid: int(t) for rid, t, k in zip(req_ids, tokens, keep) if k}
+        return tokens
+
+    # ------------------------------------------------------------------ speculative decoding
+    def _accept_drafts(self, v: dict[str, Any], tokens: np.ndarray, trace: StepTrace) -> dict[str, list[int]]:
+        """Greedy rejection sampling: per request, drafts are accepted while they equal the
+        target's token at their row; the first mismatch is replaced by the target's token, and a
+        request whose drafts all pass gets the bonus token (one loop step per request)."""
+        ib = self.runner.input_batch
+        n = v["num_reqs"]
+        cu_sampled, num_sampled = v["cu_num_sampled_tokens"], v["num_sampled_tokens"]
+        cu_draft, num_draft = v["cu_num_draft_tokens"], v["num_draft_tokens"]
+        accepted = np.zeros(n, dtype=np.int64)
+        generated: dict[str, list[int]] = {}
+        for row in range(n):
+            if v["discard_request_mask"][row]:
+                continue
+            targets = tokens[cu_sampled[row] - num_sampled[row] : cu_sampled[row]]
+            drafts = v["draft_token_ids"][cu_draft[row] - num_draft[row] : cu_draft[row]]
+            generated[ib.req_ids[row]], accepted[row] = greedy_accept(drafts, targets)
+        if self.capture:
+            trace.stages.append(
+                Stage(
+                    "rejection_sampler",
+                    ["logits_indices", "target_logits_indices", "bonus_logits_indices", "draft_token_ids"],
+                    ["target_token_ids", "num_accepted_tokens", "num_rejected_tokens"],
+                    "target_token_ids = argmax(logits); accepted while draft_token_ids == "
+                    "target_token_ids[target_logits_indices]; output = accepted drafts + "
+                    "(first mismatch's target token | target_token_ids[bonus_logits_indices])",
+                    "Greedy verification: the target model's own choice at each draft's row decides. "
+                    "Every request outputs its accepted drafts plus one token: the target's token "
+                    "where the first draft was wrong, or the bonus token when all were right. The "
+                    "scheduler rolls num_computed_tokens back by the rejected drafts; their KV "
+                    "slots stay allocated (as in vLLM) and are overwritten by later tokens.",
+                )
+            )
+            trace.record("target_token_ids", "logits", tokens.astype(np.int32), "rejection_sampler")
+            trace.record("num_accepted_tokens", "request", accepted, "rejection_sampler")
+            trace.record("num_rejected_tokens", "request", num_draft - accepted, "rejection_sampler")
+        return generated
+
+    def _update_with_drafts(
+        self, out: SchedulerOutput, generated: dict[str, list[int]], trace: StepTrace
+    ) -> None:
+        """Roll back rejected drafts, append the generated tokens, then let the n-gram drafter
+        propose the next step's drafts from each running request's own tokens."""
+        drafts = {s.req_id: len(s.spec_token_ids) for s in out.scheduled}
+        rejected = {rid: drafts[rid] - (len(toks) - 1) for rid, toks in generated.items() if drafts[rid]}
+        self.scheduler.update_from_spec_output(out, generated, rejected)
+        self.runner.append_generated(generated)
+        cfg = self.scenario.config
+        proposed: dict[str, list[int]] = {}
+        for rid in generated:
+            req = self.scheduler.requests[rid]
+            # drafts after the step that samples the last output token would go unused
+            if req.is_done or req.max_tokens - req.num_output_tokens <= 1:
+                continue
+            req.spec_token_ids = ngram_propose(
+                req.all_token_ids,
+                cfg.prompt_lookup_min,
+                cfg.prompt_lookup_max,
+                cfg.num_speculative_tokens,
+                cfg.max_model_len,
+            )
+            if req.spec_token_ids:
+                proposed[rid] = list(req.spec_token_ids)
+        trace.forward["generated_token_ids"] = {rid: list(map(int, t)) for rid, t in generated.items()}
+        trace.forward["num_rejected_tokens"] = rejected
+        trace.forward["proposed_draft_token_ids"] = proposed
 
     def _dense_diff(self, hidden: torch.Tensor, v: dict[str, Any]) -> float:
         assert self.model is not None
@@ -173,12 +271,20 @@ class Engine:
         for req_id, blocks in block_lists.items():
             for b in blocks:
                 owners.setdefault(str(b), []).append(req_id)
+        cfg = self.scenario.config
         view = {
             **snapshot,
             "owners": owners,
             "num_blocks": num_blocks,
-            "block_size": self.scenario.config.block_size,
+            "block_size": cfg.block_size,
+            "layout": KV_LAYOUTS.get(self.flavor, KV_LAYOUTS["vllm"]),
         }
+        if cfg.model is not None:
+            m = cfg.model
+            per_layer = [2, num_blocks, cfg.block_size, m.num_kv_heads, m.head_size]
+            # nano-vllm allocates one tensor for all layers: [2, num_layers, num_blocks, ...]
+            view["shape"] = [2, m.num_layers, *per_layer[1:]] if self.flavor == "nanovllm" else per_layer
+            view["num_layers"] = m.num_layers
         if self.model is not None:
             view["written_slots"] = self.model.written_slots().cpu().tolist()
         return view

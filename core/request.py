@@ -29,6 +29,7 @@ class Request:
         self.num_tokens = self.num_prompt_tokens
         self.num_computed_tokens = 0
         self.status = Status.WAITING
+        self.spec_token_ids: list[int] = []  # n-gram drafts for the next step
 
     @property
     def num_output_tokens(self) -> int:

@@ -23,6 +23,7 @@ from pagedviz.core.config import EngineConfig
 from pagedviz.core.device import StageTimer
 from pagedviz.core.input_batch import InputBatch, cpu_tensor
 from pagedviz.core.scheduler import SchedulerOutput
+from pagedviz.core.spec_decode import calc_spec_decode_metadata
 from pagedviz.core.trace import Stage, StepTrace
 
 
@@ -32,18 +33,51 @@ class StageSpec:
     reads: tuple[str, ...]
     writes: tuple[str, ...]
     formula: str
+    why: str = ""
+    # the stage runs only for runners where this holds (e.g. speculative decoding is on)
+    when: Callable[[Any], bool] | None = None
 
 
 def stage(
-    name: str, reads: str, writes: str, formula: str
+    name: str,
+    reads: str,
+    writes: str,
+    formula: str,
+    why: str = "",
+    when: Callable[[Any], bool] | None = None,
 ) -> Callable[[Callable[..., None]], Callable[..., None]]:
     """Mark a runner method as a stage of prepare_inputs (reads/writes are space-separated)."""
 
     def mark(fn: Callable[..., None]) -> Callable[..., None]:
-        fn.stage_spec = StageSpec(name, tuple(reads.split()), tuple(writes.split()), formula)  # type: ignore[attr-defined]
+        fn.stage_spec = StageSpec(name, tuple(reads.split()), tuple(writes.split()), formula, why, when)  # type: ignore[attr-defined]
         return fn
 
     return mark
+
+
+@dataclass(frozen=True)
+class MRope:
+    """A request's prompt positions for M-RoPE ([3, num_prompt_tokens]) and the delta that
+    continues them after the prompt (Qwen2-VL's `get_mrope_input_positions`)."""
+
+    positions: np.ndarray
+    delta: int
+
+
+def mrope_prompt_positions(num_prompt_tokens: int, image: tuple[int, int, int, int] | None) -> MRope:
+    """Text tokens count up equally on the (t, h, w) rows; an image's t*h*w placeholder tokens
+    take their grid indices, offset by the position the image starts at; the text after the image
+    restarts at max(positions so far) + 1, so the image takes max(t, h, w) positions, not t*h*w."""
+    if image is None:
+        return MRope(np.broadcast_to(np.arange(num_prompt_tokens), (3, num_prompt_tokens)).copy(), 0)
+    offset, t, h, w = image
+    parts = [np.broadcast_to(np.arange(offset), (3, offset))]
+    parts.append(np.indices((t, h, w)).reshape(3, -1) + offset)
+    st_idx = int(parts[-1].max()) + 1
+    tail = num_prompt_tokens - offset - t * h * w
+    parts.append(np.broadcast_to(np.arange(tail), (3, tail)) + st_idx)
+    positions = np.concatenate(parts, axis=1).astype(np.int64)
+    return MRope(positions, int(positions.max()) + 1 - num_prompt_tokens)
 
 
 LEVELS: dict[str, str] = {
@@ -71,6 +105,25 @@ LEVELS: dict[str, str] = {
     "block_table": "system",
     "attn_mask": "system",
     "block_tables": "system",
+    # what-if (counterfactual) token_indices for the max_model_len question of document 000
+    "token_indices_whatif": "token",
+    "input_ids_whatif": "token",
+    "whatif_wrong": "token",
+    # M-RoPE: [3, T] as vLLM keeps it (one column per token), so a table rather than a token row
+    "mrope_positions": "system",
+    # async scheduling: the previous step's rows and the scatter into input_ids
+    "prev_sampled_token_ids": "prev_request",
+    "prev_positions": "request",
+    "sample_flattened_indices": "common",
+    "prev_common_req_indices": "common",
+    # speculative decoding: request level, then one entry per logits row ("logits")
+    "num_draft_tokens": "request",
+    "cu_num_draft_tokens": "request",
+    "num_sampled_tokens": "request",
+    "cu_num_sampled_tokens": "request",
+    "target_logits_indices": "logits",
+    "bonus_logits_indices": "request",
+    "draft_token_ids": "logits",
 }
 
 
@@ -82,24 +135,31 @@ class ModelRunner:
         "_req_indices",
         "_cu_num_tokens",
         "_positions",
+        "_mrope_positions",
         "_token_indices",
         "_input_ids",
+        "_token_indices_whatif",
         "_block_table_indices",
         "_block_numbers",
         "_block_offsets",
         "_slot_mapping",
         "_query_start_loc",
         "_seq_lens",
+        "_prepare_input_ids",
         "_logits_indices",
+        "_spec_decode_metadata",
         "_attn_metadata",
     )
 
-    def __init__(self, config: EngineConfig, device: torch.device) -> None:
+    def __init__(
+        self, config: EngineConfig, device: torch.device, mrope: dict[str, MRope] | None = None
+    ) -> None:
         self.config = config
         self.device = device
         self.block_size = config.block_size
         self.max_model_len = config.max_model_len
         self.max_num_blocks_per_req = config.max_num_blocks_per_req
+        self.mrope = mrope or {}  # per request, when the model uses M-RoPE
         pin = device.type == "cuda"
         R, T = config.max_num_reqs, config.max_num_batched_tokens
         T_pad = max(T, *(config.cudagraph_capture_sizes or (T,)))
@@ -125,14 +185,25 @@ class ModelRunner:
         self.slot_mapping = torch.zeros(T_pad, dtype=torch.int64, device=dev)
         self.req_indices = torch.zeros(T_pad, dtype=torch.int64, device=dev)
         self.block_table = torch.zeros((R, self.max_num_blocks_per_req), dtype=torch.int32, device=dev)
+        # async scheduling: last step's sampled tokens stay on the device, in last step's row order
+        self.prev_sampled_token_ids: torch.Tensor | None = None
+        self.prev_req_id_to_index: dict[str, int] = {}
+        self.pending_sampled: dict[str, int] = {}  # known to the CPU only after the next gather
         self.v: dict[str, Any] = {}  # the arrays of the step being prepared, by vLLM name
+        self.pad: dict[str, tuple[int, np.ndarray | None]] = {}  # name -> (valid, whole buffer)
         self.stage_plan = []
         for name in self.STAGES:
             method = getattr(self, name)
             spec: StageSpec = method.stage_spec
+            if spec.when is not None and not spec.when(self):
+                continue
             levels = [(w, LEVELS[w]) for w in spec.writes if w in LEVELS]
-            record = Stage(spec.name, list(spec.reads), list(spec.writes), spec.formula)
+            record = Stage(spec.name, list(spec.reads), list(spec.writes), spec.formula, spec.why)
             self.stage_plan.append((method, spec, record, levels))
+
+    @property
+    def uses_mrope(self) -> bool:
+        return bool(self.mrope)
 
     # ---------------------------------------------------------------- persistent batch
     def update_states(self, out: SchedulerOutput) -> list[dict[str, object]]:
@@ -155,16 +226,47 @@ class ModelRunner:
         moves = ib.condense()
         num_reqs = ib.num_reqs
         num_scheduled = np.zeros(num_reqs, dtype=np.int32)
+        num_draft = np.zeros(num_reqs, dtype=np.int64)
         for req_id, row in ib.req_id_to_index.items():
-            num_scheduled[row] = scheduled[req_id].num_scheduled
-        self.v = {"num_scheduled_tokens": num_scheduled, "num_reqs": num_reqs}
+            s = scheduled[req_id]
+            num_scheduled[row] = s.num_scheduled
+            if s.spec_token_ids:
+                # drafts sit in the token table after the known tokens (vLLM's _update_states);
+                # num_tokens does not count them
+                n = int(ib.num_tokens[row])
+                ib.token_ids_cpu[row, n : n + len(s.spec_token_ids)] = s.spec_token_ids
+                num_draft[row] = len(s.spec_token_ids)
+        self.v = {
+            "num_scheduled_tokens": num_scheduled,
+            "num_reqs": num_reqs,
+            "num_draft_tokens": num_draft,
+            "scalars": {},
+        }
+        self.pad = {}
         return moves
 
     def append_sampled(self, sampled: dict[str, int]) -> None:
-        """Write this step's sampled tokens into their rows of token_ids_cpu (vectorised)."""
+        """Write this step's sampled tokens into their rows of token_ids_cpu (vectorised). With
+        async scheduling the CPU learns them one step late: after the next step's gather."""
+        if self.config.async_scheduling:
+            self.pending_sampled = dict(sampled)
+            return
+        self._write_tokens(sampled)
+
+    def append_generated(self, generated: dict[str, list[int]]) -> None:
+        """Speculative decoding: each request's accepted drafts plus its bonus or recovered token."""
+        ib = self.input_batch
+        for req_id, tokens in generated.items():
+            row = ib.req_id_to_index[req_id]
+            n = int(ib.num_tokens[row])
+            ib.token_ids_cpu[row, n : n + len(tokens)] = tokens
+            ib.num_tokens[row] = n + len(tokens)
+
+    def _write_tokens(self, sampled: dict[str, int]) -> None:
+        ib = self.input_batch
+        sampled = {r: t for r, t in sampled.items() if r in ib.req_id_to_index}
         if not sampled:
             return
-        ib = self.input_batch
         rows = np.array([ib.req_id_to_index[r] for r in sampled], dtype=np.int64)
         ib.token_ids_cpu[rows, ib.num_tokens[rows]] = np.fromiter(sampled.values(), dtype=np.int32)
         ib.num_tokens[rows] += 1
@@ -175,6 +277,8 @@ class ModelRunner:
         "num_scheduled_tokens",
         "req_indices",
         "req_indices = repeat(arange(num_reqs), num_scheduled_tokens)",
+        "Which batch row each scheduled token belongs to: row i repeated num_scheduled_tokens[i] "
+        "times (np.repeat in GPUModelRunner._prepare_inputs).",
     )
     def _req_indices(self) -> None:
         v = self.v
@@ -186,6 +290,8 @@ class ModelRunner:
         "cu_num_tokens arange",
         "cu_num_tokens = cumsum(num_scheduled_tokens); "
         "arange = arange(T) - repeat(cu_num_tokens - num_scheduled_tokens, num_scheduled_tokens)",
+        "_get_cumsum_and_arange: the running total of scheduled tokens and an arange that restarts "
+        "at 0 for every request (vLLM keeps it in query_pos), without a Python loop.",
     )
     def _cu_num_tokens(self) -> None:
         v = self.v
@@ -200,6 +306,9 @@ class ModelRunner:
         "num_computed_tokens_cpu req_indices arange",
         "positions",
         "positions = num_computed_tokens_cpu[req_indices] + arange",
+        "Each token's position in its own sequence: what the request had computed before this step "
+        "plus its offset in this step. RoPE rotates by it. vLLM 0.33 computes the same sum on the "
+        "device from its device copy of num_computed_tokens.",
     )
     def _positions(self) -> None:
         v = self.v
@@ -208,10 +317,44 @@ class ModelRunner:
         v["positions"] = out
 
     @stage(
+        "mrope_positions",
+        "positions num_computed_tokens_cpu num_scheduled_tokens",
+        "mrope_positions",
+        "prompt part: mrope_positions[:, j] = req.mrope_positions[:, num_computed + j] (from "
+        "get_mrope_input_positions); completion part: arange(num_computed + delta, ...) on all 3 rows",
+        "M-RoPE (Qwen2-VL): three position rows (t, h, w) per token. Text tokens count up equally on "
+        "all three; an image's t x h x w placeholder tokens take their grid coordinates from the "
+        "position the image starts at; the text after the image continues at max + 1, so the image "
+        "uses max(t, h, w) positions instead of t*h*w (mrope_position_delta = max + 1 - num_prompt "
+        "is negative). _calc_mrope_positions copies the prompt's precomputed columns and computes "
+        "the decoded tokens' columns as position + delta. The tiny model still rotates by the 1-D "
+        "positions.",
+        when=lambda r: r.uses_mrope,
+    )
+    def _mrope_positions(self) -> None:
+        v = self.v
+        ib = self.input_batch
+        out = np.empty((3, v["T"]), dtype=np.int64)
+        ptr = 0
+        for row, req_id in enumerate(ib.req_ids):  # one slice per request, as vLLM does
+            m = self.mrope[req_id]
+            computed = int(ib.num_computed_tokens_cpu[row])
+            n = int(v["num_scheduled_tokens"][row])
+            num_prompt = m.positions.shape[1]
+            prompt_part = max(0, min(n, num_prompt - computed))
+            out[:, ptr : ptr + prompt_part] = m.positions[:, computed : computed + prompt_part]
+            start = computed + prompt_part
+            out[:, ptr + prompt_part : ptr + n] = np.arange(start, computed + n) + m.delta
+            ptr += n
+        v["mrope_positions"] = out
+
+    @stage(
         "token_indices",
         "positions req_indices",
         "token_indices",
         "token_indices = positions + req_indices * M",
+        "Where each token sits in the flattened token table token_ids_cpu [max_num_reqs, M]: its row "
+        "times the row length M = max_model_len (token_ids_cpu.shape[1]) plus its position.",
     )
     def _token_indices(self) -> None:
         v = self.v
@@ -222,6 +365,8 @@ class ModelRunner:
         "token_ids_cpu token_indices",
         "input_ids",
         "input_ids = token_ids_cpu.flatten()[token_indices]",
+        "The model's input ids, gathered from the token table with token_indices in one "
+        "torch.index_select (faster than np.take for large tables).",
     )
     def _input_ids(self) -> None:
         v = self.v
@@ -235,10 +380,36 @@ class ModelRunner:
         v["input_ids"] = self.input_ids_np[: v["T"]]
 
     @stage(
+        "token_indices_whatif",
+        "positions req_indices token_ids_cpu token_indices",
+        "token_indices_whatif input_ids_whatif whatif_wrong",
+        "WHAT IF (wrong): token_indices_whatif = positions + req_indices * K * block_size, "
+        "K = ceil(M / block_size); whatif_wrong = token_indices_whatif != token_indices",
+        "Counterfactual, not what vLLM does: why token_indices multiplies by max_model_len. The "
+        "token table's rows are M = max_model_len long; block rows hold K = ceil(M / block_size) "
+        "blocks, i.e. K * block_size >= M slots. When M % block_size != 0 the two differ, so "
+        "striding by K * block_size lands every request past row 0 in the wrong cell (the next "
+        "row's tokens, or past the table: -1) and input_ids_whatif reads wrong ids.",
+        when=lambda r: r.max_model_len % r.block_size != 0,
+    )
+    def _token_indices_whatif(self) -> None:
+        v = self.v
+        table = self.input_batch.token_ids_cpu.ravel()
+        whatif = v["positions"] + v["req_indices"] * (self.max_num_blocks_per_req * self.block_size)
+        inside = whatif < table.size
+        v["token_indices_whatif"] = whatif
+        v["input_ids_whatif"] = np.where(inside, table[np.where(inside, whatif, 0)], -1).astype(np.int32)
+        v["whatif_wrong"] = whatif != v["token_indices"]
+
+    @stage(
         "block_table_indices",
         "req_indices positions",
         "block_table_indices",
         "block_table_indices = req_indices * K + positions // block_size",
+        "Which cell of the flattened block table [max_num_reqs, K] holds each token's block. This is "
+        "the CPU path of vLLM up to 0.10; vLLM 0.33 does this and the next two stages on the device "
+        "in one Triton kernel (BlockTable.compute_slot_mapping) from query_start_loc, positions and "
+        "the device block table. pagedviz does both and checks they agree.",
     )
     def _block_table_indices(self) -> None:
         v = self.v
@@ -251,12 +422,19 @@ class ModelRunner:
         "block_table block_table_indices",
         "block_numbers",
         "block_numbers = block_table.flatten()[block_table_indices]",
+        "Each token's physical KV block, read from its request's block-table row.",
     )
     def _block_numbers(self) -> None:
         v = self.v
         v["block_numbers"] = self.input_batch.block_table.block_table_np.ravel()[v["block_table_indices"]]
 
-    @stage("block_offsets", "positions", "block_offsets", "block_offsets = positions % block_size")
+    @stage(
+        "block_offsets",
+        "positions",
+        "block_offsets",
+        "block_offsets = positions % block_size",
+        "Each token's slot inside its block.",
+    )
     def _block_offsets(self) -> None:
         v = self.v
         v["block_offsets"] = v["positions"] % self.block_size
@@ -265,7 +443,13 @@ class ModelRunner:
         "slot_mapping",
         "block_numbers block_offsets",
         "slot_mapping",
-        "slot_mapping = block_numbers * block_size + block_offsets",
+        "slot_mapping = block_numbers * block_size + block_offsets; "
+        "slot_mapping[T:num_input_tokens] = -1 (PAD_SLOT_ID)",
+        "The global KV-cache slot where each token's K and V are written. With CUDA graphs the "
+        "token count T is padded to the next capture size, num_input_tokens: the padded tokens run "
+        "through the graph's layers, but their slot is -1, which the cache-write kernel "
+        "(reshape_and_cache_flash) skips, so they write nothing. Attention reads the first T "
+        "entries only (`valid` in the trace).",
     )
     def _slot_mapping(self) -> None:
         v = self.v
@@ -279,20 +463,38 @@ class ModelRunner:
         v["num_input_tokens"] = self.config.pad_for_cudagraph(T) if T else 0
         self.slot_mapping_np[T : v["num_input_tokens"]] = -1
         v["slot_mapping"] = self.slot_mapping_np[: v["num_input_tokens"]]
+        if v["num_input_tokens"] > T:
+            self.pad["slot_mapping"] = (T, None)
 
-    @stage("query_start_loc", "cu_num_tokens", "query_start_loc", "query_start_loc = [0, *cu_num_tokens]")
+    @stage(
+        "query_start_loc",
+        "cu_num_tokens",
+        "query_start_loc",
+        "query_start_loc = [0, *cu_num_tokens]; query_start_loc[num_reqs + 1:] = cu_num_tokens[-1]",
+        "Where each request's tokens start in the flat batch, plus the end: num_reqs + 1 entries, "
+        "which FlashAttention's varlen kernel reads as cu_seqlens_q. The persistent buffer has "
+        "max_num_reqs + 1 entries; past num_reqs it repeats the last value so it stays "
+        "non-decreasing, as FlashAttention requires: a kernel launched over more (padded) requests "
+        "sees empty queries there (`buffer` in the trace).",
+    )
     def _query_start_loc(self) -> None:
         v = self.v
         n = v["num_reqs"]
         self.query_start_loc_np[0] = 0
         self.query_start_loc_np[1 : n + 1] = v["cu_num_tokens"]
+        self.query_start_loc_np[n + 1 :] = v["cu_num_tokens"][-1] if n else 0
         v["query_start_loc"] = self.query_start_loc_np[: n + 1]
+        if n:
+            self.pad["query_start_loc"] = (n + 1, self.query_start_loc_np)
 
     @stage(
         "seq_lens",
         "num_computed_tokens_cpu num_scheduled_tokens",
         "seq_lens",
-        "seq_lens = num_computed_tokens_cpu + num_scheduled_tokens",
+        "seq_lens[:num_reqs] = num_computed_tokens_cpu + num_scheduled_tokens; seq_lens[num_reqs:] = 0",
+        "Each request's length after this step, computed + scheduled tokens: attention reads this "
+        "many keys through the request's block-table row (FlashAttention's seqused_k). Past "
+        "num_reqs the buffer is 0, so a padded request attends to nothing.",
     )
     def _seq_lens(self) -> None:
         v = self.v
@@ -300,13 +502,61 @@ class ModelRunner:
         np.add(
             self.input_batch.num_computed_tokens_cpu[:n], v["num_scheduled_tokens"], out=self.seq_lens_np[:n]
         )
+        self.seq_lens_np[n:] = 0
         v["seq_lens"] = self.seq_lens_np[:n]
+        if n:
+            self.pad["seq_lens"] = (n, self.seq_lens_np)
+
+    @stage(
+        "prepare_input_ids",
+        "input_ids prev_sampled_token_ids prev_positions cu_num_tokens",
+        "prev_sampled_token_ids prev_positions sample_flattened_indices prev_common_req_indices "
+        "input_ids_device input_ids_copy",
+        "prev_positions[i] = prev_req_id_to_index.get(req_ids[i], -1); for rows with "
+        "prev_positions >= 0: sample_flattened_indices = cu_num_tokens - 1; one copy "
+        "input_ids[:n] = prev_sampled_token_ids[:n, 0] if sample_flattened_indices == prev_positions "
+        "== arange(n), else input_ids.scatter_(0, sample_flattened_indices, "
+        "prev_sampled_token_ids[prev_common_req_indices, 0])",
+        "Async scheduling: the scheduler planned this step before the last step's sampled tokens "
+        "reached the CPU, so a decode request's input token is only a placeholder in token_ids_cpu "
+        "(0 here) and in the CPU input_ids. _prepare_input_ids copies input_ids to the device, then "
+        "fills each such token on the device from prev_sampled_token_ids (last step's rows): when "
+        "the batch kept its order the requests are rows 0..n-1 in both steps and one slice copy "
+        "does it; otherwise a scatter by (sample_flattened_indices, prev_common_req_indices).",
+        when=lambda r: r.config.async_scheduling,
+    )
+    def _prepare_input_ids(self) -> None:
+        v = self.v
+        ib = self.input_batch
+        prev = self.prev_req_id_to_index
+        prev_positions = np.array([prev.get(r, -1) for r in ib.req_ids], dtype=np.int64)
+        common = np.flatnonzero(prev_positions >= 0)
+        flat = v["cu_num_tokens"][common] - 1
+        prev_idx = prev_positions[common]
+        if not len(common):
+            mode = "cpu"  # nothing in common with the last step: the CPU ids are all real
+        elif (flat == prev_idx).all() and (len(flat) == 0 or flat.max() == len(common) - 1):
+            mode = "one_copy"
+        else:
+            mode = "scatter"
+        v["prev_positions"] = prev_positions
+        v["sample_flattened_indices"] = flat
+        v["prev_common_req_indices"] = prev_idx
+        v["scalars"]["input_ids_copy"] = mode
+        if self.prev_sampled_token_ids is not None:
+            v["prev_sampled_token_ids"] = self.prev_sampled_token_ids[:, 0].cpu().numpy()
+        # the CPU catches up with last step's tokens after the gather (vLLM: in _update_states)
+        self._write_tokens(self.pending_sampled)
+        self.pending_sampled = {}
 
     @stage(
         "logits_indices",
         "seq_lens num_tokens query_start_loc",
         "discard_request_mask logits_indices",
         "discard_request_mask = seq_lens < num_tokens; logits_indices = query_start_loc[1:] - 1",
+        "The hidden state of each request's last scheduled token goes to the LM head. A request in "
+        "the middle of a chunked prefill (seq_lens < num_tokens) is sampled too, for simplicity, "
+        "and its token discarded (discard_request_mask).",
     )
     def _logits_indices(self) -> None:
         v = self.v
@@ -316,21 +566,52 @@ class ModelRunner:
         v["logits_indices"] = v["query_start_loc"][1:].astype(np.int64) - 1
 
     @stage(
+        "spec_decode_metadata",
+        "num_draft_tokens cu_num_tokens input_ids",
+        "num_draft_tokens cu_num_draft_tokens num_sampled_tokens cu_num_sampled_tokens logits_indices "
+        "target_logits_indices bonus_logits_indices draft_token_ids",
+        "num_sampled_tokens = num_draft_tokens + 1; logits_indices = repeat(cu_num_tokens - "
+        "num_sampled_tokens, num_sampled_tokens) + arange; bonus_logits_indices = "
+        "cu_num_sampled_tokens - 1; target_logits_indices = repeat(cu_num_sampled_tokens - "
+        "num_sampled_tokens, num_draft_tokens) + arange; draft_token_ids = "
+        "input_ids[logits_indices][target_logits_indices + 1]",
+        "_calc_spec_decode_metadata: a request with k drafts scheduled k + 1 tokens (its last known "
+        "token, then the drafts) and needs the logits of all k + 1: the first k verify the drafts "
+        "(target_logits_indices, rows of the logits), the last gives the bonus token if every draft "
+        "is accepted (bonus_logits_indices). A request without drafts reads one row, as before.",
+        when=lambda r: r.config.num_speculative_tokens > 0,
+    )
+    def _spec_decode_metadata(self) -> None:
+        v = self.v
+        if not v["num_reqs"]:
+            return
+        meta = calc_spec_decode_metadata(v["num_draft_tokens"], v["cu_num_tokens"])
+        v.update(meta)
+        v["draft_token_ids"] = v["input_ids"][meta["logits_indices"]][meta["target_logits_indices"] + 1]
+
+    @stage(
         "attn_metadata",
         "num_scheduled_tokens seq_lens slot_mapping",
         "num_reqs total_num_scheduled_tokens num_input_tokens max_query_len max_seq_len",
-        "num_input_tokens = pad_for_cudagraph(T) (padded slot_mapping entries = -1); "
-        "max_query_len = max(num_scheduled_tokens); max_seq_len = max(seq_lens)",
+        "num_input_tokens = pad_for_cudagraph(T); max_query_len = max(num_scheduled_tokens); "
+        "max_seq_len = max(seq_lens); num_reqs is not padded",
+        "Scalars the attention backend is built with: num_reqs, the real request count (with "
+        "piecewise CUDA graphs attention runs outside the graph, so request counts are not padded; "
+        "vLLM pads them only for FULL graphs of uniform decode batches, which pagedviz does not "
+        "model), total_num_scheduled_tokens (num_actual_tokens), num_input_tokens (the token count "
+        "padded to a capture size), the longest query and the longest sequence.",
     )
     def _attn_metadata(self) -> None:
         v = self.v
-        v["scalars"] = {
-            "num_reqs": v["num_reqs"],
-            "total_num_scheduled_tokens": v["T"],
-            "num_input_tokens": v["num_input_tokens"],
-            "max_query_len": int(v["num_scheduled_tokens"].max()) if v["num_reqs"] else 0,
-            "max_seq_len": int(v["seq_lens"].max()) if v["num_reqs"] else 0,
-        }
+        v["scalars"].update(
+            {
+                "num_reqs": v["num_reqs"],
+                "total_num_scheduled_tokens": v["T"],
+                "num_input_tokens": v["num_input_tokens"],
+                "max_query_len": int(v["num_scheduled_tokens"].max()) if v["num_reqs"] else 0,
+                "max_seq_len": int(v["seq_lens"].max()) if v["num_reqs"] else 0,
+            }
+        )
 
     # ---------------------------------------------------------------- driver
     def prepare_inputs(self, trace: StepTrace | None, timer: StageTimer) -> dict[str, Any]:
@@ -344,7 +625,8 @@ class ModelRunner:
                 trace.stages.append(stage_rec)
                 for name, level in levels:
                     if name in self.v:
-                        trace.record(name, level, self.v[name], spec.name)
+                        valid, buffer = self.pad.get(name, (None, None))
+                        trace.record(name, level, self.v[name], spec.name, valid=valid, buffer=buffer)
         return self.v
 
     def record_batch(self, trace: StepTrace) -> None:
@@ -363,6 +645,10 @@ class ModelRunner:
                     "num_scheduled_tokens",
                 ],
                 "remove finished/unscheduled rows; add new rows into the lowest hole; condense",
+                "The persistent batch catches up with the scheduler (GPUModelRunner._update_states): "
+                "finished and unscheduled requests leave and their rows become holes, new ones take "
+                "the lowest hole, and the last rows move into the holes (condense). Only what "
+                "changed is written; scheduled draft tokens are written after a request's tokens.",
             ),
         )
         rows = max(ib.req_id_to_index.values(), default=-1) + 1
@@ -391,15 +677,41 @@ class ModelRunner:
         P = v["scalars"]["num_input_tokens"]
         with timer.dev("copy_to_device"):
             self.input_ids[:T].copy_(self.input_ids_cpu[:T], non_blocking=True)
+            if self.config.async_scheduling:
+                self.fill_input_ids_from_prev_sampled()
             self.positions[:T].copy_(self.positions_cpu[:T], non_blocking=True)
-            self.query_start_loc[: n + 1].copy_(self.query_start_loc_cpu[: n + 1], non_blocking=True)
-            self.seq_lens[:n].copy_(self.seq_lens_cpu[:n], non_blocking=True)
+            # whole buffers, padding included, as vLLM copies them
+            self.query_start_loc.copy_(self.query_start_loc_cpu, non_blocking=True)
+            self.seq_lens.copy_(self.seq_lens_cpu, non_blocking=True)
             self.req_indices_np[:T] = v["req_indices"]
             self.req_indices[:T].copy_(self.req_indices_cpu[:T], non_blocking=True)
             self.block_table[:n].copy_(self.input_batch.block_table.block_table_cpu[:n], non_blocking=True)
         with timer.dev("device_slot_mapping"):
             self.compute_slot_mapping_on_device(T, P)
         return bool(torch.equal(self.slot_mapping[:P].cpu(), self.slot_mapping_cpu[:P]))
+
+    def fill_input_ids_from_prev_sampled(self) -> None:
+        """Async scheduling: last step's sampled tokens, still on the device, into this step's
+        input_ids: one slice copy when the batch kept its order, else a scatter."""
+        v = self.v
+        if self.prev_sampled_token_ids is None or v["scalars"]["input_ids_copy"] == "cpu":
+            return
+        flat = v["sample_flattened_indices"]
+        if v["scalars"]["input_ids_copy"] == "one_copy":
+            n = len(flat)
+            self.input_ids[:n].copy_(self.prev_sampled_token_ids[:n, 0], non_blocking=True)
+            return
+        index = torch.from_numpy(flat).to(self.device, non_blocking=True)
+        rows = torch.from_numpy(v["prev_common_req_indices"]).to(self.device, non_blocking=True)
+        self.input_ids.scatter_(0, index, self.prev_sampled_token_ids[rows, 0])
+
+    def keep_sampled_on_device(self, sampled: np.ndarray, kept: np.ndarray) -> None:
+        """Async scheduling: this step's sampled tokens (one per batch row) stay on the device for
+        the next step; only rows that really sampled (not a partial prefill) are remembered."""
+        self.prev_sampled_token_ids = torch.from_numpy(sampled.astype(np.int32)[:, None]).to(self.device)
+        self.prev_req_id_to_index = {
+            rid: i for i, (rid, k) in enumerate(zip(self.input_batch.req_ids, kept)) if k
+        }
 
     def compute_slot_mapping_on_device(self, T: int, P: int) -> None:
         K, bs = self.max_num_blocks_per_req, self.block_size

@@ -30,6 +30,7 @@ class ScheduledRequest:
     token_ids: np.ndarray  # all known ids (prompt + outputs)
     block_ids: list[int]
     new_block_ids: list[int]
+    spec_token_ids: list[int] = field(default_factory=list)  # draft tokens scheduled after token_ids
 
     @property
     def num_tokens(self) -> int:
@@ -65,6 +66,9 @@ class SchedulerOutput:
             "finished_req_ids": list(self.finished_req_ids),
             "waiting_req_ids": list(self.waiting_req_ids),
             "new_block_ids": {s.req_id: list(s.new_block_ids) for s in self.scheduled if s.new_block_ids},
+            "scheduled_spec_decode_tokens": {
+                s.req_id: list(s.spec_token_ids) for s in self.scheduled if s.spec_token_ids
+            },
         }
 
 
@@ -85,7 +89,7 @@ class Scheduler:
         return bool(self.arrivals or self.waiting or self.running)
 
     def _num_new(self, req: Request, budget: int) -> int:
-        n = req.num_tokens - req.num_computed_tokens
+        n = req.num_tokens + self._num_spec(req) - req.num_computed_tokens
         if self.config.long_prefill_token_threshold > 0:
             n = min(n, self.config.long_prefill_token_threshold)
         return min(n, budget)
@@ -97,6 +101,42 @@ class Scheduler:
         victim.status = Status.PREEMPTED
         self.waiting.appendleft(victim)
         return victim
+
+    # ---------------------------------------------------------------- speculative decoding
+    def _num_spec(self, req: Request) -> int:
+        """Draft tokens a running request carries: scheduled like known tokens, but never past
+        max_model_len - 1 positions (vLLM caps num_new_tokens so)."""
+        if not req.spec_token_ids:
+            return 0
+        room = self.config.max_model_len - 1 - req.num_tokens
+        return max(0, min(len(req.spec_token_ids), room))
+
+    def _take_spec(self, req: Request, computed: int, n: int) -> list[int]:
+        """The drafts that fit this step's scheduled tokens; the request's drafts are used up."""
+        spec = req.spec_token_ids[: max(0, computed + n - req.num_tokens)]
+        req.spec_token_ids = []
+        return spec
+
+    def update_from_spec_output(
+        self, out: SchedulerOutput, generated: dict[str, list[int]], num_rejected: dict[str, int]
+    ) -> list[str]:
+        """Roll num_computed_tokens back by the rejected drafts (their blocks stay with the
+        request, as in vLLM: later tokens overwrite those slots), then append the generated
+        tokens up to max_tokens; finish and free as update_from_output does."""
+        for req_id, k in num_rejected.items():
+            self.requests[req_id].num_computed_tokens -= k
+        finished: list[str] = []
+        for req_id, tokens in generated.items():
+            req = self.requests[req_id]
+            for token in tokens[: req.max_tokens - req.num_output_tokens]:
+                req.append(token)
+            if req.is_done:
+                req.status = Status.FINISHED
+                self.running.remove(req)
+                self.kv.free(req_id)
+                finished.append(req_id)
+        self.finished_since_last_step = finished
+        return finished
 
     def _scheduled(
         self, req: Request, kind: str, computed: int, n: int, added: list[int]
@@ -110,6 +150,7 @@ class Scheduler:
             token_ids=req.all_token_ids.copy(),
             block_ids=list(self.kv.blocks_of(req.req_id)),
             new_block_ids=added,
+            spec_token_ids=self._take_spec(req, computed, n),
         )
 
     def schedule(self, step: int) -> SchedulerOutput:

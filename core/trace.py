@@ -3,6 +3,9 @@
 Each array keeps its name (vLLM's), its level (request / token / system / scalar), the stage that
 wrote it and the side it was read from (cpu or device). System tables are stored as their active
 rows plus the full shape (rows past the active ones are zero), so capturing stays cheap.
+Padded buffers say how much of them is real (`valid`): slot_mapping's `data` runs to the
+CUDA-graph size with -1 past `valid`; query_start_loc and seq_lens keep one entry per request (one
+more for query_start_loc) in `data` and the whole persistent buffer, padding included, in `buffer`.
 """
 
 from __future__ import annotations
@@ -21,6 +24,10 @@ class TraceArray:
     stage: str
     side: str = "cpu"
     shape: tuple[int, ...] | None = None  # full shape when `data` holds only leading rows
+    # padding: `valid` leading entries are real. With `buffer` set, that is the whole persistent
+    # buffer the kernels are handed (data keeps its level's length); else `data` itself is padded.
+    valid: int | None = None
+    buffer: np.ndarray | None = None
 
     @property
     def value(self) -> np.ndarray:
@@ -37,7 +44,7 @@ class TraceArray:
 
     def to_dict(self) -> dict[str, Any]:
         v = self.value
-        return {
+        out: dict[str, Any] = {
             "level": self.level,
             "dtype": str(v.dtype),
             "shape": list(v.shape),
@@ -45,6 +52,11 @@ class TraceArray:
             "stage": self.stage,
             "side": self.side,
         }
+        if self.valid is not None:
+            out["valid"] = self.valid
+        if self.buffer is not None:
+            out["buffer"] = self.buffer.tolist()
+        return out
 
 
 @dataclass
@@ -53,9 +65,13 @@ class Stage:
     reads: list[str]
     writes: list[str]
     formula: str
+    why: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "reads": self.reads, "writes": self.writes, "formula": self.formula}
+        out = {"name": self.name, "reads": self.reads, "writes": self.writes, "formula": self.formula}
+        if self.why:
+            out["why"] = self.why
+        return out
 
 
 @dataclass
@@ -84,11 +100,15 @@ class StepTrace:
         stage: str,
         side: str = "cpu",
         shape: tuple[int, ...] | None = None,
+        valid: int | None = None,
+        buffer: np.ndarray | None = None,
     ) -> None:
         # arrays a stage made afresh are kept as they are; views of persistent buffers are copied
         if data.base is not None:
             data = data.copy()
-        self.array_entries[name] = TraceArray(name, level, data, stage, side, shape)
+        if buffer is not None:
+            buffer = buffer.copy()
+        self.array_entries[name] = TraceArray(name, level, data, stage, side, shape, valid, buffer)
 
     def to_dict(self) -> dict[str, Any]:
         return {

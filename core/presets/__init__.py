@@ -26,12 +26,13 @@ def _all() -> dict[str, dict[str, Any]]:
 
 
 @cache
-def _zh() -> dict[str, dict[str, str]]:
+def _zh() -> dict[str, dict[str, Any]]:
     return json.loads(resources.files(__name__).joinpath("zh.json").read_text(encoding="utf-8"))
 
 
-def list_presets(lang: str = "en") -> list[dict[str, str]]:
-    """id, title, summary, document and flavour of every preset; title and summary in `lang`."""
+def list_presets(lang: str = "en") -> list[dict[str, Any]]:
+    """id, title, summary, document, flavour and notes of every preset; title, summary and notes
+    in `lang`."""
     out = []
     for pid, d in _all().items():
         text = _zh().get(pid, {}) if lang == "zh" else {}
@@ -42,6 +43,7 @@ def list_presets(lang: str = "en") -> list[dict[str, str]]:
                 "summary": text.get("summary", d.get("summary", "")),
                 "document": d.get("document", ""),
                 "flavor": d.get("flavor", "vllm"),
+                "notes": text.get("notes", d.get("notes", [])),
             }
         )
     return out

@@ -20,6 +20,8 @@ GOLDEN = [
     "nanovllm-chunked-prefill",
     "ascend-prefill-cache-hit",
 ]
+GOLDEN += ["demo-cudagraph-padding", "demo-max-model-len", "demo-ngram-spec-decode", "demo-async-scheduling"]
+GOLDEN += ["demo-mrope"]
 
 
 def stable_trace(preset: str) -> list[dict]:
