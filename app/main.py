@@ -9,7 +9,7 @@ from fastapi.middleware.gzip import GZipMiddleware
 from fastapi_offline import FastAPIOffline
 
 from pagedviz.app import errors
-from pagedviz.app.routes import health, pages, presets, runs
+from pagedviz.app.routes import health, pages, presets, runs, schema
 from pagedviz.app.settings import Settings
 from pagedviz.app.store import RunStore
 from pagedviz.core import __version__
@@ -34,7 +34,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.add_middleware(GZipMiddleware, minimum_size=1024)
     errors.install(app)
-    for r in (health.router, presets.router, runs.router):
+    for r in (health.router, presets.router, runs.router, schema.router):
         app.include_router(r)
     pages.mount(app)
     return app

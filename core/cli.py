@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from pagedviz.core.config import Scenario, ScenarioError, decode_ids
+from pagedviz.core.config import Scenario, ScenarioError, decode_ids, scenario_schema
 from pagedviz.core.device import DeviceUnavailableError
 from pagedviz.core.presets import list_presets, preset_dict
 from pagedviz.core.registry import make_engine
@@ -251,6 +251,12 @@ def cmd_presets(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_schema(args: argparse.Namespace) -> int:
+    json.dump(scenario_schema(), sys.stdout, indent=2, ensure_ascii=False)
+    sys.stdout.write("\n")
+    return 0
+
+
 def build_parser() -> tuple[argparse.ArgumentParser, Any]:
     """The parser of the engine's commands; the web app adds `serve` to it (pagedviz.app.cli)."""
     parser = argparse.ArgumentParser(prog="pagedviz", description=__doc__)
@@ -261,6 +267,9 @@ def build_parser() -> tuple[argparse.ArgumentParser, Any]:
     run.add_argument("--json", action="store_true", help="print the trace contract as JSON")
     run.set_defaults(fn=cmd_run)
     sub.add_parser("presets", help="list the presets").set_defaults(fn=cmd_presets)
+    sub.add_parser(
+        "schema", help="print the scenario format as a JSON Schema (limits from PAGEDVIZ_MAX_*)"
+    ).set_defaults(fn=cmd_schema)
     return parser, sub
 
 
