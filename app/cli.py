@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any
 
@@ -38,7 +39,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise CliError(
             f"cannot listen on {args.host}:{args.port}: {reason} (choose another --port or --host)"
         ) from e
-    return serve(host=args.host, port=args.port, workers=args.workers, env=env)
+    return serve(host=args.host, port=args.port, workers=args.workers, env=env, access_log=args.access_log)
 
 
 def _limit_default(defaults: Settings, key: str) -> int:
@@ -57,6 +58,12 @@ def add_serve(sub: Any) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0: every interface)")
     p.add_argument("--port", type=int, default=8000, help="port to listen on")
     p.add_argument("--workers", type=int, default=1, help="worker processes")
+    p.add_argument(
+        "--access-log",
+        action="store_true",
+        default=os.environ.get("PAGEDVIZ_ACCESS_LOG", "").lower() in ("1", "true", "yes", "on"),
+        help="log one line per request (also PAGEDVIZ_ACCESS_LOG=1)",
+    )
     defaults = Settings()
     for key in SERVE_LIMITS:
         p.add_argument(
