@@ -1,4 +1,4 @@
-"""Engine configuration and the scenario format (DESIGN.md §6).
+"""Engine configuration and the scenario format (docs/scenario-format.md).
 
 A scenario is plain JSON: a name, a flavour, a seed, an engine config and a list of requests.
 `Scenario.from_dict` validates everything before anything runs and reports each problem with the
@@ -251,7 +251,7 @@ REQUEST_FIELDS: tuple[FieldSpec, ...] = (
         "custom",
         schema={"type": "string", "minLength": 1},
     ),
-    FieldSpec("prompt_len", 1, "a prompt of this many ids drawn from the seed", lo=1, hi="max_model_len"),
+    FieldSpec("prompt_len", None, "a prompt of this many ids drawn from the seed", lo=1, hi="max_model_len"),
     FieldSpec("max_tokens", 8, "tokens to generate", lo=1, hi="max_model_len"),
     FieldSpec("arrival_step", 1, "the step at which the request arrives", lo=1, hi="max_steps"),
 )

@@ -273,7 +273,7 @@ def _step(run: Run, n: int) -> StepTrace:
 
 @router.get("/runs/{run_id}/steps/{n}", response_model=StepOut, responses=ERRORS)
 async def step(request: Request, run_id: str, n: int) -> Response:
-    """One step in the trace contract (DESIGN.md §5)."""
+    """One step in the trace contract; [every array in it](/docs-md/arrays.md)."""
     t = _step(await _run(request, run_id), n)
     return Response(json.dumps(t.to_dict(), separators=(",", ":")), media_type="application/json")
 
