@@ -90,9 +90,9 @@ class FieldSpec:
     name: str
     default: Any
     doc: str
-    kind: str = "int"  # int, bool, str, enum; custom: read by its own method, `schema` says its shape
-    lo: int | None = None
-    hi: int | str | None = None
+    kind: str = "int"  # int, float, bool, str, enum; custom: read by its own method, `schema` its shape
+    lo: float | None = None
+    hi: float | str | None = None
     choices: tuple[str, ...] = ()
     max_len: int = 200
     schema: dict[str, Any] | None = None
@@ -102,8 +102,8 @@ def setting(
     default: Any,
     doc: str,
     *,
-    lo: int | None = None,
-    hi: int | str | None = None,
+    lo: float | None = None,
+    hi: float | str | None = None,
     choices: tuple[str, ...] = (),
     schema: dict[str, Any] | None = None,
     factory: Any = None,
@@ -122,7 +122,11 @@ def setting(
 
 
 def _kind_of(default: Any) -> str:
-    return "bool" if isinstance(default, bool) else "int" if isinstance(default, int) else "str"
+    if isinstance(default, bool):
+        return "bool"
+    if isinstance(default, int):
+        return "int"
+    return "float" if isinstance(default, float) else "str"
 
 
 def fields_of(cls: Any) -> tuple[FieldSpec, ...]:
@@ -371,6 +375,21 @@ class _Validator:
             return v[:max_len]
         return v
 
+    def float_field(
+        self, obj: dict[str, Any], key: str, loc: str, default: float, lo: float, hi: float
+    ) -> float:
+        v = obj.get(key, default)
+        if isinstance(v, bool) or not isinstance(v, int | float) or v != v:
+            self.err(f"{loc}.{key}", f"must be a number (got {type(v).__name__})")
+            return default
+        if v < lo:
+            self.err(f"{loc}.{key}", f"must be >= {lo} (got {v})")
+            return lo
+        if v > hi:
+            self.err(f"{loc}.{key}", f"must be <= {hi} (got {v})", too_large=True)
+            return hi
+        return float(v)
+
     def enum_field(
         self, obj: dict[str, Any], key: str, loc: str, default: str, choices: tuple[str, ...]
     ) -> str:
@@ -380,8 +399,8 @@ class _Validator:
             return default
         return str(v)
 
-    def bound(self, hi: int | str | None) -> int:
-        if isinstance(hi, int):
+    def bound(self, hi: float | str | None) -> Any:
+        if isinstance(hi, int | float):
             return hi
         if hi is None:
             return 2**63 - 1
@@ -396,7 +415,9 @@ class _Validator:
         if spec.kind == "enum":
             return self.enum_field(obj, spec.name, loc, spec.default, spec.choices)
         lo = spec.lo if spec.lo is not None else 0
-        return self.int_field(obj, spec.name, loc, spec.default, lo, self.bound(spec.hi))
+        if spec.kind == "float":
+            return self.float_field(obj, spec.name, loc, spec.default, lo, self.bound(spec.hi))
+        return self.int_field(obj, spec.name, loc, spec.default, int(lo), self.bound(spec.hi))
 
     def fields(self, obj: dict[str, Any], specs: tuple[FieldSpec, ...], loc: str) -> dict[str, Any]:
         """Every field of the table that is not custom, in the table's order."""
@@ -628,8 +649,11 @@ def _property(spec: FieldSpec, limits: Limits, default: Any) -> dict[str, Any]:
     elif spec.kind == "enum":
         out = {"enum": list(spec.choices)}
     else:
-        out = {"type": "integer", "minimum": spec.lo if spec.lo is not None else 0}
-        if isinstance(spec.hi, int):
+        out = {
+            "type": "number" if spec.kind == "float" else "integer",
+            "minimum": spec.lo if spec.lo is not None else 0,
+        }
+        if isinstance(spec.hi, int | float):
             out["maximum"] = spec.hi
         elif isinstance(spec.hi, str) and hasattr(limits, spec.hi):
             out["maximum"] = getattr(limits, spec.hi)

@@ -169,3 +169,31 @@ def test_every_config_field_is_declared_with_a_description(cls: Any) -> None:
     specs = fields_of(cls)
     assert {s.name for s in specs} == names
     assert all(s.doc for s in specs), [s.name for s in specs if not s.doc]
+
+
+def test_a_field_added_in_one_line_is_validated_and_published() -> None:
+    from pagedviz.core.config import _property, _Validator, setting
+
+    @dataclasses.dataclass(frozen=True)
+    class Extra:
+        watermark: float = setting(0.0, "a reserve of the pool", lo=0.0, hi=1.0)
+        policy: str = setting("new", "which rule", choices=("old", "new"))
+
+    specs = fields_of(Extra)
+    v = _Validator(LIMITS)
+    assert v.fields({"watermark": 0.25, "policy": "old"}, specs, "config") == {
+        "watermark": 0.25,
+        "policy": "old",
+    }
+    assert v.errors == []
+    v.fields({"watermark": 2, "policy": "newest"}, specs, "config")
+    assert [loc for loc, _ in v.errors] == ["config.watermark", "config.policy"]
+    props = {s.name: _property(s, LIMITS, s.default) for s in specs}
+    assert props["watermark"] == {
+        "type": "number",
+        "minimum": 0.0,
+        "maximum": 1.0,
+        "description": "a reserve of the pool",
+        "default": 0.0,
+    }
+    assert props["policy"]["enum"] == ["old", "new"] and props["policy"]["default"] == "new"
