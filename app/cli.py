@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any
 
 from pagedviz.app.serve import check_listen, serve
-from pagedviz.core.cli import CliError, build_parser
+from pagedviz.app.settings import Settings
+from pagedviz.core.cli import HELP, CliError, build_parser
 from pagedviz.core.cli import main as core_main
+from pagedviz.core.config import Limits
 
 SERVE_LIMITS = {
     "max_runs": "PAGEDVIZ_MAX_RUNS",
@@ -36,21 +39,39 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise CliError(
             f"cannot listen on {args.host}:{args.port}: {reason} (choose another --port or --host)"
         ) from e
-    return serve(host=args.host, port=args.port, workers=args.workers, env=env)
+    return serve(host=args.host, port=args.port, workers=args.workers, env=env, access_log=args.access_log)
+
+
+def _limit_default(defaults: Settings, key: str) -> int:
+    """The value a limit takes when neither the flag nor its variable is given."""
+    if key == "max_store_mb":
+        return defaults.max_store_bytes >> 20
+    if key == "max_body_kb":
+        return defaults.max_body_bytes >> 10
+    if hasattr(defaults, key):
+        return int(getattr(defaults, key))
+    return int(getattr(Limits(), key))
 
 
 def add_serve(sub: Any) -> None:
-    p = sub.add_parser("serve", help="serve the web app")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8000)
-    p.add_argument("--workers", type=int, default=1)
+    p = sub.add_parser("serve", help="serve the web app", formatter_class=HELP)
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0: every interface)")
+    p.add_argument("--port", type=int, default=8000, help="port to listen on")
+    p.add_argument("--workers", type=int, default=1, help="worker processes")
+    p.add_argument(
+        "--access-log",
+        action="store_true",
+        default=os.environ.get("PAGEDVIZ_ACCESS_LOG", "").lower() in ("1", "true", "yes", "on"),
+        help="log one line per request (also PAGEDVIZ_ACCESS_LOG=1)",
+    )
+    defaults = Settings()
     for key in SERVE_LIMITS:
         p.add_argument(
             f"--{key.replace('_', '-')}",
             dest=key,
             type=int,
             metavar="N",
-            help=f"limit (also ${SERVE_LIMITS[key]})",
+            help=f"limit (default: {_limit_default(defaults, key)}; also ${SERVE_LIMITS[key]})",
         )
     p.set_defaults(fn=cmd_serve)
 

@@ -148,7 +148,7 @@ class BatchOut(BaseModel):
 
 
 class StepOut(BaseModel):
-    """One step in the trace contract (DESIGN.md §5)."""
+    """One step in the trace contract: its arrays are described in docs/arrays.md (/docs-md/arrays.md)."""
 
     step: int
     idle: bool

@@ -1,9 +1,12 @@
-"""`pagedviz serve`: start uvicorn on the app, printing the URL and the device first; and
-`running_server`, the same in a subprocess for tests and benchmarks."""
+"""`pagedviz serve`: start uvicorn on the app, printing the URL and the device first (and one
+line per request with the access log); and `running_server`, the same in a subprocess for tests
+and benchmarks. Neither leaves anything in the temporary directory."""
 
 from __future__ import annotations
 
+import copy
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -13,6 +16,7 @@ import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import IO, Any
 
 import uvicorn
 
@@ -27,28 +31,47 @@ def check_listen(host: str, port: int) -> None:
         s.bind((host, port))
 
 
+def log_config(access_log: bool) -> dict[str, Any]:
+    """uvicorn's logging: warnings and errors only, plus one line per request with the access log."""
+    config = copy.deepcopy(uvicorn.config.LOGGING_CONFIG)
+    config["loggers"]["uvicorn.error"]["level"] = "WARNING"
+    config["loggers"]["uvicorn.access"]["level"] = "INFO" if access_log else "WARNING"
+    return config
+
+
 def serve(
-    host: str = "127.0.0.1", port: int = 8000, workers: int = 1, env: dict[str, str] | None = None
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    workers: int = 1,
+    env: dict[str, str] | None = None,
+    access_log: bool = False,
 ) -> int:
     for key, value in (env or {}).items():
         os.environ[key] = value  # read by Settings.from_env in every worker
+    shared = None
     if workers > 1 and not os.environ.get("PAGEDVIZ_SHARED_DIR"):
         # workers keep their own run caches; a shared folder of scenarios lets each recompute any run
-        os.environ["PAGEDVIZ_SHARED_DIR"] = tempfile.mkdtemp(prefix="pagedviz-scenarios-")
+        shared = os.environ["PAGEDVIZ_SHARED_DIR"] = tempfile.mkdtemp(prefix="pagedviz-scenarios-")
     shown = "localhost" if host in ("127.0.0.1", "0.0.0.0") else host
     print(
-        f"pagedviz: serving on http://{shown}:{port}/ (device: {resolve_device('auto')}, workers: {workers})",
+        f"pagedviz: serving on http://{shown}:{port}/ (device: {resolve_device('auto')}, workers: {workers})"
+        + (", access log on" if access_log else ""),
         flush=True,
     )
-    uvicorn.run(
-        "pagedviz.app.main:create_app",
-        factory=True,
-        host=host,
-        port=port,
-        workers=workers,
-        log_level="warning",
-        access_log=False,
-    )
+    try:
+        uvicorn.run(
+            "pagedviz.app.main:create_app",
+            factory=True,
+            host=host,
+            port=port,
+            workers=workers,
+            log_config=log_config(access_log),
+            log_level=None,
+            access_log=access_log,
+        )
+    finally:
+        if shared is not None:  # made here, so removed here
+            shutil.rmtree(shared, ignore_errors=True)
     return 0
 
 
@@ -62,6 +85,13 @@ def free_port() -> int:
 class RunningServer:
     url: str
     pid: int
+    log: IO[str]
+
+    def output(self) -> str:
+        """What the server has printed so far (stdout and stderr)."""
+        self.log.flush()
+        self.log.seek(0)
+        return self.log.read()
 
 
 @contextmanager
@@ -71,33 +101,36 @@ def running_server(
     """`pagedviz serve` in a subprocess on a free loopback port, until /healthz answers; yields
     its URL and pid and stops it afterwards (for tests, benchmarks and notebooks)."""
     port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "pagedviz.app.cli", "serve", "--host", "127.0.0.1", "--port", str(port)]
-        + list(extra),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env={**os.environ, **(env or {})},
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + timeout
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"pagedviz serve exited: {proc.stdout.read() if proc.stdout else ''}")
-            try:
-                with urllib.request.urlopen(f"{url}/healthz", timeout=1) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"pagedviz serve did not answer within {timeout} s")
-            time.sleep(0.2)
-        yield RunningServer(url, proc.pid)
-    finally:
-        proc.terminate()
+    # an unnamed file (unlinked at once): the output never blocks the server, and nothing is left behind
+    with tempfile.TemporaryFile(mode="w+", encoding="utf-8") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "pagedviz.app.cli", "serve", "--host", "127.0.0.1", "--port", str(port)]
+            + list(extra),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env={**os.environ, **(env or {})},
+        )
+        server = RunningServer(f"http://127.0.0.1:{port}", proc.pid, log)
         try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+            deadline = time.monotonic() + timeout
+            while True:
+                if proc.poll() is not None:
+                    raise RuntimeError(f"pagedviz serve exited: {server.output()}")
+                try:
+                    with urllib.request.urlopen(f"{server.url}/healthz", timeout=1) as r:
+                        if r.status == 200:
+                            break
+                except OSError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"pagedviz serve did not answer within {timeout} s")
+                time.sleep(0.2)
+            yield server
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()

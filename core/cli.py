@@ -5,6 +5,7 @@ imports nothing from the web app, so it runs where only torch and numpy are inst
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
@@ -13,8 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from rich import box
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.table import Table
 
-from pagedviz.core.config import Scenario, ScenarioError, decode_ids
+from pagedviz.core import __version__
+from pagedviz.core.config import Scenario, ScenarioError, decode_ids, scenario_schema
 from pagedviz.core.device import DeviceUnavailableError
 from pagedviz.core.narrate import narrate
 from pagedviz.core.presets import list_presets, preset_dict
@@ -47,146 +53,183 @@ def load_scenario(ref: str) -> Scenario:
     return Scenario.from_dict(data)
 
 
-def _row(cells: list[str], widths: list[int]) -> str:
-    return "| " + " | ".join(c.rjust(w) for c, w in zip(cells, widths)) + " |"
+REQUEST_ARRAYS = (
+    "num_computed_tokens_cpu",
+    "num_scheduled_tokens",
+    "num_tokens",
+    "cu_num_tokens",
+    "seq_lens",
+    "context_lens",
+    "logits_indices",
+    "last_indices",
+    "discard_request_mask",
+)
+TOKEN_ARRAYS = (
+    "req_indices",
+    "arange",
+    "positions",
+    "token_indices",
+    "input_ids",
+    "block_table_indices",
+    "block_numbers",
+    "block_offsets",
+    "slot_mapping",
+)
 
 
-def table(header: list[Any], rows: list[list[Any]]) -> str:
-    header = [str(h) for h in header]
-    cells = [[str(c) for c in r] for r in rows]
-    widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h) for i, h in enumerate(header)]
-    lines = [_row(header, widths), "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
-    lines += [_row(r, widths) for r in cells]
-    return "\n".join(lines)
+def make_console(wide: bool = False) -> Console:
+    """stdout as rich sees it: the terminal's width (COLUMNS, else 80 when not a terminal), or
+    no limit with --wide. Markup is off: request ids and prompts are user text."""
+    return Console(width=1 << 20 if wide else None, markup=False, highlight=False, emoji=False)
 
 
-def token_table(arrays: dict[str, np.ndarray], names: list[str], per_line: int = 16) -> str:
-    names = [n for n in names if n in arrays]
-    if not names:
-        return ""
-    T = len(arrays[names[0]])
+def _table(first: str, headers: list[str], rows: list[list[str]]) -> Table:
+    table = Table(box=box.MARKDOWN, show_edge=True, pad_edge=True)
+    table.add_column(first, justify="left", no_wrap=True)
+    for h in headers:
+        table.add_column(h, justify="right", no_wrap=True)
+    for r in rows:
+        table.add_row(*r)
+    return table
+
+
+def column_tables(
+    console: Console, first: str, headers: list[str], rows: list[tuple[str, list[Any]]]
+) -> list[Table]:
+    """A table with one column per token (or request), split into tables whose columns fit the
+    console's width; each row is (array name, its values)."""
+    cells = [[str(v) for v in values] for _, values in rows]
+    names = [name for name, _ in rows]
+    n = len(headers)
+    name_w = max([len(first), *map(len, names)])
+    col_w = max([1, *map(len, headers), *(len(c) for r in cells for c in r)])
+    # rich's markdown box: "| " + cell + " " per column, then "|"
+    per = max(1, (console.width - 1 - (name_w + 3)) // (col_w + 3))
     out = []
-    for lo in range(0, max(T, 1), per_line):
-        hi = min(T, lo + per_line)
-        rows = [[n, *arrays[n][lo:hi].tolist()] for n in names]
-        out.append(table(["token", *range(lo, hi)], rows))
-    return "\n".join(out)
+    for lo in range(0, max(n, 1), per):
+        hi = min(n, lo + per)
+        out.append(_table(first, headers[lo:hi], [[nm, *r[lo:hi]] for nm, r in zip(names, cells)]))
+    return out
 
 
-def draw_grid(tab: np.ndarray, rows: int, filled: np.ndarray | None = None) -> str:
-    """A table the way the documents draw it: `| 1  | 2  | 0  |`; '?' where nothing is filled."""
+def draw_grid(tab: np.ndarray, rows: int, filled: np.ndarray | None = None, width: int = 1 << 20) -> str:
+    """A table the way the documents draw it: `| 1  | 2  | 0  |`; '?' where nothing is filled.
+    Columns past `width` characters continue below, under a `columns lo..hi` line."""
     w = max(2, len(str(int(tab.max()))) if tab.size else 1)
+    ncols = tab.shape[1] if tab.ndim == 2 else 0
+    per = max(1, (width - 2) // (w + 3))
     lines = []
-    for r in range(rows):
-        cells = []
-        for c, val in enumerate(tab[r]):
-            txt = "?" if filled is not None and c >= filled[r] else str(int(val))
-            cells.append(txt.ljust(w))
-        lines.append("| " + " | ".join(cells) + " |")
+    for lo in range(0, max(ncols, 1), per):
+        hi = min(ncols, lo + per)
+        if ncols > per:
+            lines.append(f"columns {lo}..{hi - 1}:")
+        for r in range(rows):
+            cells = []
+            for c in range(lo, hi):
+                txt = "?" if filled is not None and c >= filled[r] else str(int(tab[r, c]))
+                cells.append(txt.ljust(w))
+            lines.append("| " + " | ".join(cells) + " |")
     if rows < tab.shape[0]:
         lines.append(f"... ({tab.shape[0] - rows} more rows, all empty)")
     return "\n".join(lines)
 
 
-def render_step(t: StepTrace, scenario: Scenario) -> str:
+def print_tables(console: Console, tables: list[Table]) -> None:
+    """The tables' lines, one empty line between two tables (the markdown box draws blank lines
+    above and below each: dropped)."""
+    for i, table in enumerate(tables):
+        if i:
+            console.out("")
+        with console.capture() as cap:
+            console.print(table)
+        for line in cap.get().splitlines():
+            if line.strip():
+                console.out(line.rstrip())
+
+
+def _short(text: str, wide: bool, n: int = 12) -> str:
+    return text if wide or len(text) <= n else text[: n - 1] + "…"
+
+
+def render_step(t: StepTrace, console: Console, wide: bool = False) -> None:
+    """Print one step's tables: request level, token level, scalars, system level."""
     a = t.arrays
     sch = t.scheduler
-    out = [f"=== step {t.step}" + (" (idle)" if t.idle else "") + " ==="]
-    out.append(
+    say = console.print
+    say(f"=== step {t.step}" + (" (idle)" if t.idle else "") + " ===")
+    say(
         f"scheduled: {sch.get('num_scheduled_tokens', {})}  total: {sch.get('total_num_scheduled_tokens', 0)}"
     )
     for key in ("new_req_ids", "resumed_req_ids", "preempted_req_ids", "finished_req_ids", "waiting_req_ids"):
         if sch.get(key):
-            out.append(f"{key}: {sch[key]}")
+            say(f"{key}: {sch[key]}")
     if sch.get("new_block_ids"):
-        out.append(f"new_block_ids: {sch['new_block_ids']}")
+        say(f"new_block_ids: {sch['new_block_ids']}")
     for m in t.batch.get("moves", []):
-        out.append(f"condense: request {m['req_id']} moved from row {m['from']} to row {m['to']}")
+        say(f"condense: request {m['req_id']} moved from row {m['from']} to row {m['to']}")
     if t.idle:
-        return "\n".join(out)
+        return
     req_ids = t.batch["req_ids"]
-    out.append("\n-- request level --")
-    req_names = [
-        n
-        for n in (
-            "num_computed_tokens_cpu",
-            "num_scheduled_tokens",
-            "num_tokens",
-            "cu_num_tokens",
-            "seq_lens",
-            "context_lens",
-            "logits_indices",
-            "last_indices",
-            "discard_request_mask",
-        )
-        if n in a and len(a[n]) == len(req_ids)
-    ]
-    rows = [[i, rid, *(a[n][i] for n in req_names)] for i, rid in enumerate(req_ids)]
-    out.append(table(["row", "req", *req_names], rows))
+    say("\n-- request level (one column per batch row) --")
+    rows: list[tuple[str, list[Any]]] = [("req_id", [_short(r, wide) for r in req_ids])]
+    rows += [(n, a[n].tolist()) for n in REQUEST_ARRAYS if n in a]
+    print_tables(console, column_tables(console, "row", [str(i) for i in range(len(req_ids))], rows))
     for n in ("query_start_loc", "cu_seqlens_q", "cu_seqlens_k"):
         if n in a:
-            out.append(f"{n}: {a[n].tolist()}")
-    token_names = [
-        "req_indices",
-        "arange",
-        "positions",
-        "token_indices",
-        "input_ids",
-        "block_table_indices",
-        "block_numbers",
-        "block_offsets",
-        "slot_mapping",
-    ]
-    out.append("\n-- token level --")
-    out.append(token_table(a, token_names))
+            say(f"{n}: {a[n].tolist()}")
+    say("\n-- token level (one column per scheduled token) --")
+    names = [n for n in TOKEN_ARRAYS if n in a]
+    if names:
+        T = len(a[names[0]])
+        token_rows: list[tuple[str, list[Any]]] = [(n, a[n].tolist()) for n in names]
+        print_tables(console, column_tables(console, "token", [str(i) for i in range(T)], token_rows))
     scheduled = int(t.scalars.get("total_num_scheduled_tokens", 0))
     if "slot_mapping" in a and len(a["slot_mapping"]) > scheduled:
         # CUDA-graph padding: the padded entries are -1 (written nowhere)
-        out.append(
-            f"slot_mapping padded to num_input_tokens={len(a['slot_mapping'])}: {a['slot_mapping'].tolist()}"
-        )
+        say(f"slot_mapping padded to num_input_tokens={len(a['slot_mapping'])}: {a['slot_mapping'].tolist()}")
     for n in ("query_start_loc", "seq_lens"):
         entry = t.array_entries.get(n)
         if entry is not None and entry.buffer is not None and len(entry.buffer) > (entry.valid or 0):
-            out.append(f"{n} buffer (first {entry.valid} real, then padding): {entry.buffer.tolist()}")
+            say(f"{n} buffer (first {entry.valid} real, then padding): {entry.buffer.tolist()}")
     # everything else the step computed (speculative decoding, async scheduling, M-RoPE, what-if)
-    listed = {*req_names, *token_names, "query_start_loc", "cu_seqlens_q", "cu_seqlens_k"}
+    listed = {*REQUEST_ARRAYS, *TOKEN_ARRAYS, "query_start_loc", "cu_seqlens_q", "cu_seqlens_k"}
     listed |= {"token_ids_cpu", "block_table", "block_tables", "attn_mask"}
     for n, arr in a.items():
         if n not in listed:
-            out.append(f"{n}: {arr.tolist()}")
-    out.append("\n-- scalars --")
-    out.append("  ".join(f"{k}={v}" for k, v in t.scalars.items()))
-    out.append("\n-- system level --")
+            say(f"{n}: {arr.tolist()}")
+    say("\n-- scalars --")
+    say("  ".join(f"{k}={v}" for k, v in t.scalars.items()))
+    say("\n-- system level --")
     num_rows = len(req_ids)
+    grid = functools.partial(draw_grid, width=console.width)
+    out = console.out  # pre-drawn lines: never re-wrapped
     if "token_ids_cpu" in a:
-        filled = np.array([len(scenario_tokens) for scenario_tokens in _row_tokens(t, a)])
-        out.append("token_ids_cpu (max_num_reqs x max_model_len):")
-        out.append(
-            draw_grid(
+        filled = np.array([len(tokens) for tokens in _row_tokens(t, a)])
+        say("token_ids_cpu (max_num_reqs x max_model_len):")
+        out(
+            grid(
                 a["token_ids_cpu"],
                 min(num_rows + 1, a["token_ids_cpu"].shape[0]),
                 np.concatenate([filled, np.zeros(a["token_ids_cpu"].shape[0], dtype=int)]),
-            )
+            ),
         )
         for i, rid in enumerate(req_ids):
-            out.append(f"  row {i} (request {rid}): {decode_ids(a['token_ids_cpu'][i, : filled[i]])!r}")
+            say(f"  row {i} (request {rid}): {decode_ids(a['token_ids_cpu'][i, : filled[i]])!r}")
     bt_name = "block_table" if "block_table" in a else "block_tables"
     if bt_name in a:
-        out.append(f"{bt_name}:")
-        out.append(draw_grid(a[bt_name], min(num_rows + 1, a[bt_name].shape[0])))
+        say(f"{bt_name}:")
+        out(grid(a[bt_name], min(num_rows + 1, a[bt_name].shape[0])))
     if "attn_mask" in a:
-        out.append(f"attn_mask {a['attn_mask'].shape[0]} x {a['attn_mask'].shape[1]} (1 = masked):")
-        out.append(draw_grid(a["attn_mask"], a["attn_mask"].shape[0]))
+        say(f"attn_mask {a['attn_mask'].shape[0]} x {a['attn_mask'].shape[1]} (1 = masked):")
+        out(grid(a["attn_mask"], a["attn_mask"].shape[0]))
     kv = t.kv_cache
-    out.append(
+    say(
         f"free_block_queue (head first): {kv['free_block_queue'][:24]}"
         + (" ..." if len(kv["free_block_queue"]) > 24 else "")
     )
     if t.forward:
-        out.append(f"forward: {t.forward}")
-    out.append(f"sampled: {t.sampled_token_ids}")
-    return "\n".join(out)
+        say(f"forward: {t.forward}")
+    say(f"sampled: {t.sampled_token_ids}")
 
 
 def _row_tokens(t: StepTrace, a: dict[str, np.ndarray]) -> list[np.ndarray]:
@@ -195,24 +238,38 @@ def _row_tokens(t: StepTrace, a: dict[str, np.ndarray]) -> list[np.ndarray]:
     return [a["token_ids_cpu"][i, : int(lens[i])] for i in range(len(t.batch["req_ids"]))]
 
 
-class Progress:
-    """A one-line step counter on a terminal's stderr, shown only when a run takes a while."""
+class RunProgress:
+    """A rich progress bar on a terminal's stderr, shown once a run has taken a second
+    (PAGEDVIZ_PROGRESS_AFTER_S: another delay)."""
 
-    def __init__(self, max_steps: int, after_s: float = 1.5) -> None:
+    def __init__(self, max_steps: int, after_s: float | None = None) -> None:
+        if after_s is None:
+            raw = os.environ.get("PAGEDVIZ_PROGRESS_AFTER_S", "")
+            after_s = float(raw) if raw.replace(".", "", 1).isdigit() else 1.0
         self.max_steps, self.start, self.after_s = max_steps, time.monotonic(), after_s
-        self.shown = False
-        self.tty = sys.stderr.isatty()
+        self.console = Console(stderr=True)
+        self.bar: Progress | None = None
+        self.task: TaskID | None = None
 
     def update(self, step: int) -> None:
-        if self.tty and time.monotonic() - self.start > self.after_s:
-            sys.stderr.write(f"\rpagedviz: step {step} (at most {self.max_steps})")
-            sys.stderr.flush()
-            self.shown = True
+        if self.bar is None:
+            if not self.console.is_terminal or time.monotonic() - self.start < self.after_s:
+                return
+            self.bar = Progress(
+                TextColumn("pagedviz: step {task.completed} (at most {task.total})"),
+                BarColumn(),
+                TimeElapsedColumn(),
+                console=self.console,
+                transient=True,
+            )
+            self.bar.start()
+            self.task = self.bar.add_task("run", total=self.max_steps)
+        assert self.task is not None
+        self.bar.update(self.task, completed=step)
 
     def done(self) -> None:
-        if self.shown:
-            sys.stderr.write("\r\033[K")
-            sys.stderr.flush()
+        if self.bar is not None:
+            self.bar.stop()
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -223,16 +280,18 @@ def cmd_run(args: argparse.Namespace) -> int:
     traces: list[StepTrace] = []
     before: dict[int, StepTrace | None] = {}  # each shown step's previous step, for --narrate
     prev: StepTrace | None = None
-    progress = Progress(scenario.max_steps)
-    for t in engine.run():
-        progress.update(t.step)
-        if args.step is None or t.step == args.step:
-            traces.append(t)
-            before[t.step] = prev
-        prev = t
-        if args.step is not None and t.step >= args.step:
-            break
-    progress.done()
+    progress = RunProgress(scenario.max_steps)
+    try:
+        for t in engine.run():
+            progress.update(t.step)
+            if args.step is None or t.step == args.step:
+                traces.append(t)
+                before[t.step] = prev
+            prev = t
+            if args.step is not None and t.step >= args.step:
+                break
+    finally:
+        progress.done()
     last = prev if engine.done else None  # the run's final step, when it was reached
     if args.step is not None and not traces:
         raise CliError(f"--step {args.step}: the run has only {engine.step_no} steps")
@@ -252,15 +311,16 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
         sys.stdout.write("\n")
         return 0
-    print(f"{scenario.name} ({scenario.flavor}) on {engine.device}")
+    console = make_console(args.wide)
+    console.print(f"{scenario.name} ({scenario.flavor}) on {engine.device}")
     for t in traces:
         if args.narrate:
-            print(render_narration(t, before[t.step], scenario, args.lang, t is last))
+            console.out(render_narration(t, before[t.step], scenario, args.lang, t is last), highlight=False)
         else:
-            print(render_step(t, scenario))
-        print()
+            render_step(t, console, args.wide)
+        console.print()
     if engine.truncated:
-        print(f"(cut short at max_steps={scenario.max_steps})")
+        console.print(f"(cut short at max_steps={scenario.max_steps})")
     return 0
 
 
@@ -274,25 +334,52 @@ def render_narration(t: StepTrace, prev: StepTrace | None, scenario: Scenario, l
 
 
 def cmd_presets(args: argparse.Namespace) -> int:
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False)
+    for name in ("id", "flavor", "title"):
+        table.add_column(name, no_wrap=name != "title")
     for p in list_presets():
-        print(f"{p['id']:<18} {p['flavor']:<9} {p['title']}")
-        if p["document"]:
-            print(f"{'':<18} follows {p['document']}")
+        title = p["title"] + (f"\nfollows {p['document']}" if p["document"] else "")
+        table.add_row(p["id"], p["flavor"], title)
+    print_tables(make_console(), [table])
     return 0
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    json.dump(scenario_schema(), sys.stdout, indent=2, ensure_ascii=False)
+    sys.stdout.write("\n")
+    return 0
+
+
+class HELP(argparse.ArgumentDefaultsHelpFormatter):
+    """Every --help shows each option's default; flags and options without one say nothing."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default is None or action.default is False:
+            return action.help
+        return super()._get_help_string(action)
 
 
 def build_parser() -> tuple[argparse.ArgumentParser, Any]:
     """The parser of the engine's commands; the web app adds `serve` to it (pagedviz.app.cli)."""
-    parser = argparse.ArgumentParser(prog="pagedviz", description=__doc__)
+    parser = argparse.ArgumentParser(prog="pagedviz", description=__doc__, formatter_class=HELP)
+    parser.add_argument("--version", action="version", version=f"pagedviz {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="run a scenario file or a preset")
+    run = sub.add_parser("run", help="run a scenario file or a preset", formatter_class=HELP)
     run.add_argument("scenario", help="preset id (see `pagedviz presets`) or SCENARIO.json")
-    run.add_argument("--step", type=int, help="show only this step (numbered from 1)")
+    run.add_argument("--step", type=int, help="show only this step (numbered from 1); all steps if not given")
     run.add_argument("--json", action="store_true", help="print the trace contract as JSON")
     run.add_argument("--narrate", action="store_true", help="say what happened in each step and why")
     run.add_argument("--lang", choices=("en", "zh"), default="en", help="language of --narrate")
+    run.add_argument(
+        "--wide", action="store_true", help="print tables whole, not split to the terminal's width"
+    )
     run.set_defaults(fn=cmd_run)
-    sub.add_parser("presets", help="list the presets").set_defaults(fn=cmd_presets)
+    sub.add_parser("presets", help="list the presets", formatter_class=HELP).set_defaults(fn=cmd_presets)
+    sub.add_parser(
+        "schema",
+        help="print the scenario format as a JSON Schema (limits from PAGEDVIZ_MAX_*)",
+        formatter_class=HELP,
+    ).set_defaults(fn=cmd_schema)
     return parser, sub
 
 

@@ -1,4 +1,4 @@
-"""Engine configuration and the scenario format (DESIGN.md §6).
+"""Engine configuration and the scenario format (docs/scenario-format.md).
 
 A scenario is plain JSON: a name, a flavour, a seed, an engine config and a list of requests.
 `Scenario.from_dict` validates everything before anything runs and reports each problem with the
@@ -8,6 +8,8 @@ Prompts may be token ids, a length (ids drawn from the seed) or text (a byte-lev
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
 import math
 import os
 from dataclasses import asdict, dataclass, field
@@ -80,12 +82,74 @@ class ScenarioError(ValueError):
 
 
 @dataclass(frozen=True)
+class FieldSpec:
+    """One field of the scenario format, declared once: the validator reads it and
+    `scenario_schema()` publishes it. `hi` is a number, or the name of a `Limits` field (the
+    server's limit) or of a config field the value may not exceed (`max_model_len`)."""
+
+    name: str
+    default: Any
+    doc: str
+    kind: str = "int"  # int, float, bool, str, enum; custom: read by its own method, `schema` its shape
+    lo: float | None = None
+    hi: float | str | None = None
+    choices: tuple[str, ...] = ()
+    max_len: int = 200
+    schema: dict[str, Any] | None = None
+
+
+def setting(
+    default: Any,
+    doc: str,
+    *,
+    lo: float | None = None,
+    hi: float | str | None = None,
+    choices: tuple[str, ...] = (),
+    schema: dict[str, Any] | None = None,
+    factory: Any = None,
+) -> Any:
+    """A dataclass field that carries its FieldSpec: adding a config field is this one line."""
+    if schema is not None:
+        kind = "custom"
+    elif choices:
+        kind = "enum"
+    else:
+        kind = _kind_of(default)
+    spec = FieldSpec("", default, doc, kind, lo, hi, choices, schema=schema)
+    if factory is not None:
+        return field(default_factory=factory, metadata={"spec": spec})
+    return field(default=default, metadata={"spec": spec})
+
+
+def _kind_of(default: Any) -> str:
+    if isinstance(default, bool):
+        return "bool"
+    if isinstance(default, int):
+        return "int"
+    return "float" if isinstance(default, float) else "str"
+
+
+def fields_of(cls: Any) -> tuple[FieldSpec, ...]:
+    """The scenario fields of a config dataclass, in declaration order (internal ones left out;
+    a plain field without `setting(...)` is read by the type of its default)."""
+    out = []
+    for f in dataclasses.fields(cls):
+        if f.metadata.get("internal"):
+            continue
+        spec = f.metadata.get("spec") or FieldSpec("", f.default, "", _kind_of(f.default), lo=0)
+        out.append(dataclasses.replace(spec, name=f.name))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
 class ModelConfig:
-    num_layers: int = 2
-    num_heads: int = 4
-    num_kv_heads: int = 2
-    head_size: int = 16
-    vocab_size: int = 512
+    num_layers: int = setting(2, "transformer layers of the tiny model", lo=1, hi=8)
+    num_heads: int = setting(4, "query heads", lo=1, hi=64)
+    num_kv_heads: int = setting(2, "K/V heads; must divide num_heads (grouped-query attention)", lo=1, hi=64)
+    head_size: int = setting(16, "size of one head; even (RoPE rotates pairs)", lo=2, hi=256)
+    vocab_size: int = setting(
+        512, "token ids run over [0, vocab_size); text prompts need at least 259", lo=8, hi=65536
+    )
 
     @property
     def hidden_size(self) -> int:
@@ -97,25 +161,59 @@ class ModelConfig:
         return 2 * self.vocab_size * h + self.num_layers * per_layer + h
 
 
+CAPTURE_SIZES_SCHEMA: dict[str, Any] = {
+    "oneOf": [
+        {"type": "null"},
+        {"const": "default"},
+        {"type": "array", "items": {"type": "integer", "minimum": 1}, "minItems": 1, "maxItems": 1024},
+    ]
+}
+
+
 @dataclass(frozen=True)
 class EngineConfig:
-    block_size: int = 16
-    max_model_len: int = 240
-    max_num_reqs: int = 8
-    max_num_batched_tokens: int = 200
-    num_kv_blocks: int = 64
-    long_prefill_token_threshold: int = 0
-    enable_chunked_prefill: bool = True
-    enable_prefix_caching: bool = False
-    cudagraph_capture_sizes: tuple[int, ...] | None = None
-    device: str = "auto"
-    vocab_size: int = 512
-    model: ModelConfig | None = field(default_factory=ModelConfig)
-    # issue 13: speculative decoding (n-gram drafter, vLLM's prompt_lookup_* defaults) and async scheduling
-    num_speculative_tokens: int = 0
-    prompt_lookup_min: int = 5
-    prompt_lookup_max: int = 5
-    async_scheduling: bool = False
+    block_size: int = setting(16, "tokens per KV-cache block", lo=1, hi="max_block_size")
+    max_model_len: int = setting(
+        240, "longest sequence (prompt + output) of a request: the width of token_ids_cpu", lo=1, hi=1 << 20
+    )
+    max_num_reqs: int = setting(
+        8, "rows of the persistent batch: at most this many requests run at once", lo=1, hi=4096
+    )
+    max_num_batched_tokens: int = setting(200, "the scheduler's token budget per step", lo=1, hi=1 << 20)
+    num_kv_blocks: int = setting(
+        64,
+        "physical blocks in the KV-cache pool (vllm and ascend keep block 0 as the null block)",
+        lo=2,
+        hi="max_num_kv_blocks",
+    )
+    long_prefill_token_threshold: int = setting(
+        0, "cap on one request's tokens per step while others wait (0: no cap)", lo=0, hi=1 << 20
+    )
+    enable_chunked_prefill: bool = setting(True, "a prompt may be split over several steps")
+    enable_prefix_caching: bool = setting(False, "reuse full blocks whose token ids were seen before")
+    cudagraph_capture_sizes: tuple[int, ...] | None = setting(
+        None,
+        'CUDA-graph sizes num_input_tokens is padded to: null (eager), "default" (vLLM\'s list) '
+        "or a list of sizes",
+        schema=CAPTURE_SIZES_SCHEMA,
+    )
+    device: str = setting("auto", "where prepare_inputs and the model run", choices=DEVICES)
+    vocab_size: int = field(default=512, metadata={"internal": True})  # the model's, or 512 without one
+    model: ModelConfig | None = setting(
+        None,
+        "the tiny transformer's sizes, or null for fast simulation (no forward pass)",
+        schema={},  # filled in by scenario_schema() from ModelConfig's fields
+        factory=ModelConfig,
+    )
+    # speculative decoding (an n-gram, prompt-lookup drafter with vLLM's prompt_lookup_* defaults)
+    num_speculative_tokens: int = setting(
+        0, "draft tokens per step from the n-gram (prompt-lookup) drafter; 0: none", lo=0, hi=16
+    )
+    prompt_lookup_min: int = setting(5, "shortest n-gram the drafter looks up", lo=1, hi=64)
+    prompt_lookup_max: int = setting(5, "longest n-gram the drafter looks up", lo=1, hi=64)
+    async_scheduling: bool = setting(
+        False, "schedule a step before the last one's sampled tokens reach the CPU (placeholders)"
+    )
 
     @property
     def max_num_blocks_per_req(self) -> int:
@@ -129,6 +227,69 @@ class EngineConfig:
             if size >= num_tokens:
                 return size
         return num_tokens
+
+
+# The scenario's top level and each request: fields that are not a config dataclass's
+SCENARIO_FIELDS: tuple[FieldSpec, ...] = (
+    FieldSpec("name", "untitled", "a short name", "str", max_len=200),
+    FieldSpec("flavor", "vllm", "which engine's rules apply", "enum", choices=FLAVORS),
+    FieldSpec("seed", 0, "draws prompt_len prompts and the model's weights", lo=0, hi=2**32 - 1),
+    FieldSpec("config", None, "the engine configuration", "custom", schema={}),
+    FieldSpec("requests", None, "the requests, in arrival order", "custom", schema={}),
+    FieldSpec("max_steps", 256, "the run stops after this many steps (and says so)", lo=1, hi="max_steps"),
+    FieldSpec("title", "", "a title shown by the page", "str", max_len=200),
+    FieldSpec("summary", "", "what the scenario shows", "str", max_len=2000),
+    FieldSpec("document", "", "the document whose example the scenario reproduces", "str", max_len=200),
+    FieldSpec(
+        "notes",
+        None,
+        "one-line notes shown with the scenario (e.g. where a document's printed number has a typo)",
+        "custom",
+        schema={"type": "array", "items": {"type": "string", "maxLength": 400}, "maxItems": 8},
+    ),
+)
+PROMPT_FIELDS = ("prompt_token_ids", "prompt", "prompt_len")
+REQUEST_FIELDS: tuple[FieldSpec, ...] = (
+    FieldSpec(
+        "id",
+        None,
+        "unique request id (a number is taken as its string; default: the list index)",
+        "custom",
+        schema={"type": ["string", "integer"], "minLength": 1, "maxLength": 64},
+    ),
+    FieldSpec(
+        "prompt_token_ids",
+        None,
+        "the prompt as token ids in [0, vocab_size), at most max_model_len of them",
+        "custom",
+        schema={"type": "array", "items": {"type": "integer", "minimum": 0}, "minItems": 1},
+    ),
+    FieldSpec(
+        "prompt",
+        None,
+        "the prompt as text (a byte-level tokenizer: one token per UTF-8 byte)",
+        "custom",
+        schema={"type": "string", "minLength": 1},
+    ),
+    FieldSpec("prompt_len", None, "a prompt of this many ids drawn from the seed", lo=1, hi="max_model_len"),
+    FieldSpec("max_tokens", 8, "tokens to generate", lo=1, hi="max_model_len"),
+    FieldSpec("arrival_step", 1, "the step at which the request arrives", lo=1, hi="max_steps"),
+    FieldSpec(
+        "image",
+        None,
+        "an image's placeholder tokens in the prompt: t*h*w tokens from offset (M-RoPE, as Qwen2-VL)",
+        "custom",
+        schema={
+            "type": "object",
+            "properties": {
+                k: {"type": "integer", "minimum": 0 if k == "offset" else 1}
+                for k in ("offset", "t", "h", "w")
+            },
+            "required": ["offset", "t", "h", "w"],
+            "additionalProperties": False,
+        },
+    ),
+)
 
 
 def default_capture_sizes(max_num_batched_tokens: int) -> tuple[int, ...]:
@@ -214,6 +375,7 @@ class _Validator:
         self.errors: list[tuple[str, str]] = []
         self.too_large = False
         self.flavor = "vllm"
+        self.context: dict[str, int] = {}  # config values that bound request fields
 
     def err(self, loc: str, msg: str, *, too_large: bool = False) -> None:
         self.errors.append((loc, msg))
@@ -251,10 +413,60 @@ class _Validator:
             return v[:max_len]
         return v
 
+    def float_field(
+        self, obj: dict[str, Any], key: str, loc: str, default: float, lo: float, hi: float
+    ) -> float:
+        v = obj.get(key, default)
+        if isinstance(v, bool) or not isinstance(v, int | float) or v != v:
+            self.err(f"{loc}.{key}", f"must be a number (got {type(v).__name__})")
+            return default
+        if v < lo:
+            self.err(f"{loc}.{key}", f"must be >= {lo} (got {v})")
+            return lo
+        if v > hi:
+            self.err(f"{loc}.{key}", f"must be <= {hi} (got {v})", too_large=True)
+            return hi
+        return float(v)
+
+    def enum_field(
+        self, obj: dict[str, Any], key: str, loc: str, default: str, choices: tuple[str, ...]
+    ) -> str:
+        v = obj.get(key, default)
+        if v not in choices:
+            self.err(f"{loc}.{key}" if loc else key, f"must be one of {', '.join(choices)} (got {v!r:.40})")
+            return default
+        return str(v)
+
+    def bound(self, hi: float | str | None) -> Any:
+        if isinstance(hi, int | float):
+            return hi
+        if hi is None:
+            return 2**63 - 1
+        return self.context[hi] if hi in self.context else int(getattr(self.limits, hi))
+
+    def read(self, obj: dict[str, Any], spec: FieldSpec, loc: str) -> Any:
+        """One field as its spec says: its type, its bounds, its default when absent."""
+        if spec.kind == "bool":
+            return self.bool_field(obj, spec.name, loc, spec.default)
+        if spec.kind == "str":
+            return self.str_field(obj, spec.name, loc, spec.default, spec.max_len)
+        if spec.kind == "enum":
+            return self.enum_field(obj, spec.name, loc, spec.default, spec.choices)
+        lo = spec.lo if spec.lo is not None else 0
+        if spec.kind == "float":
+            return self.float_field(obj, spec.name, loc, spec.default, lo, self.bound(spec.hi))
+        return self.int_field(obj, spec.name, loc, spec.default, int(lo), self.bound(spec.hi))
+
+    def fields(self, obj: dict[str, Any], specs: tuple[FieldSpec, ...], loc: str) -> dict[str, Any]:
+        """Every field of the table that is not custom, in the table's order."""
+        return {s.name: self.read(obj, s, loc) for s in specs if s.kind != "custom"}
+
     def unknown_keys(self, obj: dict[str, Any], allowed: set[str], loc: str) -> None:
         for key in obj:
             if key not in allowed:
-                self.err(f"{loc}.{key}" if loc else str(key), "unknown field")
+                close = difflib.get_close_matches(str(key), sorted(allowed), n=1)
+                hint = f"; did you mean {close[0]!r}?" if close else ""
+                self.err(f"{loc}.{key}" if loc else str(key), f"unknown field{hint}")
 
     def model(self, raw: Any) -> ModelConfig | None:
         if raw is None:
@@ -263,15 +475,9 @@ class _Validator:
             self.err("config.model", "must be an object or null")
             return ModelConfig()
         loc = "config.model"
-        self.unknown_keys(raw, set(ModelConfig.__dataclass_fields__), loc)
-        d = ModelConfig()
-        m = ModelConfig(
-            num_layers=self.int_field(raw, "num_layers", loc, d.num_layers, 1, 8),
-            num_heads=self.int_field(raw, "num_heads", loc, d.num_heads, 1, 64),
-            num_kv_heads=self.int_field(raw, "num_kv_heads", loc, d.num_kv_heads, 1, 64),
-            head_size=self.int_field(raw, "head_size", loc, d.head_size, 2, 256),
-            vocab_size=self.int_field(raw, "vocab_size", loc, d.vocab_size, 8, 65536),
-        )
+        specs = fields_of(ModelConfig)
+        self.unknown_keys(raw, {s.name for s in specs}, loc)
+        m = ModelConfig(**self.fields(raw, specs, loc))
         if m.num_heads % m.num_kv_heads:
             self.err(f"{loc}.num_kv_heads", "must divide num_heads (grouped-query attention)")
         if m.head_size % 2:
@@ -287,45 +493,30 @@ class _Validator:
             self.err("config", "must be an object")
             raw = {}
         lim, loc, d = self.limits, "config", EngineConfig()
-        self.unknown_keys(raw, set(EngineConfig.__dataclass_fields__) - {"vocab_size"}, loc)
-        block_size = self.int_field(raw, "block_size", loc, d.block_size, 1, lim.max_block_size)
-        max_model_len = self.int_field(raw, "max_model_len", loc, d.max_model_len, 1, 1 << 20)
-        max_num_reqs = self.int_field(raw, "max_num_reqs", loc, d.max_num_reqs, 1, 4096)
-        budget = self.int_field(raw, "max_num_batched_tokens", loc, d.max_num_batched_tokens, 1, 1 << 20)
-        num_kv_blocks = self.int_field(raw, "num_kv_blocks", loc, d.num_kv_blocks, 2, lim.max_num_kv_blocks)
-        threshold = self.int_field(
-            raw, "long_prefill_token_threshold", loc, d.long_prefill_token_threshold, 0, 1 << 20
-        )
-        chunked = self.bool_field(raw, "enable_chunked_prefill", loc, d.enable_chunked_prefill)
-        prefix = self.bool_field(raw, "enable_prefix_caching", loc, d.enable_prefix_caching)
-        device = raw.get("device", "auto")
-        if device not in DEVICES:
-            self.err(f"{loc}.device", f"must be one of {', '.join(DEVICES)} (got {device!r:.40})")
-            device = "auto"
-        if max_num_reqs * max_model_len > lim.max_cells:
+        specs = fields_of(EngineConfig)
+        self.unknown_keys(raw, {s.name for s in specs}, loc)
+        v = self.fields(raw, specs, loc)
+        if v["max_num_reqs"] * v["max_model_len"] > lim.max_cells:
             self.err(
                 loc,
-                f"token_ids_cpu would hold {max_num_reqs * max_model_len} cells "
+                f"token_ids_cpu would hold {v['max_num_reqs'] * v['max_model_len']} cells "
                 f"(max_num_reqs * max_model_len); the limit is {lim.max_cells}",
                 too_large=True,
             )
-        sizes = self.capture_sizes(raw.get("cudagraph_capture_sizes"), budget)
-        spec = self.int_field(raw, "num_speculative_tokens", loc, d.num_speculative_tokens, 0, 16)
-        lookup_min = self.int_field(raw, "prompt_lookup_min", loc, d.prompt_lookup_min, 1, 64)
-        lookup_max = self.int_field(raw, "prompt_lookup_max", loc, d.prompt_lookup_max, 1, 64)
-        if lookup_max < lookup_min:
-            self.err(f"{loc}.prompt_lookup_max", f"must be >= prompt_lookup_min ({lookup_min})")
-        async_scheduling = self.bool_field(raw, "async_scheduling", loc, d.async_scheduling)
+        sizes = self.capture_sizes(raw.get("cudagraph_capture_sizes"), v["max_num_batched_tokens"])
+        spec, async_scheduling = v["num_speculative_tokens"], v["async_scheduling"]
+        if v["prompt_lookup_max"] < v["prompt_lookup_min"]:
+            self.err(f"{loc}.prompt_lookup_max", f"must be >= prompt_lookup_min ({v['prompt_lookup_min']})")
         if spec and async_scheduling:
             self.err(f"{loc}.async_scheduling", "is not modelled together with num_speculative_tokens > 0")
-        if spec and prefix:
+        if spec and v["enable_prefix_caching"]:
             self.err(f"{loc}.num_speculative_tokens", "is not modelled together with enable_prefix_caching")
         if (spec or async_scheduling) and self.flavor == "nanovllm":
             self.err(loc, "nanovllm has no speculative decoding or async scheduling")
         model = self.model(raw.get("model", asdict(ModelConfig())))
         vocab = model.vocab_size if model is not None else d.vocab_size
         if model is not None:
-            elems = 2 * num_kv_blocks * block_size * model.num_kv_heads * model.head_size
+            elems = 2 * v["num_kv_blocks"] * v["block_size"] * model.num_kv_heads * model.head_size
             if elems > lim.max_kv_cache_elems:
                 self.err(
                     loc,
@@ -333,24 +524,8 @@ class _Validator:
                     f"{lim.max_kv_cache_elems} (lower num_kv_blocks or block_size)",
                     too_large=True,
                 )
-        return EngineConfig(
-            block_size=block_size,
-            max_model_len=max_model_len,
-            max_num_reqs=max_num_reqs,
-            max_num_batched_tokens=budget,
-            num_kv_blocks=num_kv_blocks,
-            long_prefill_token_threshold=threshold,
-            enable_chunked_prefill=chunked,
-            enable_prefix_caching=prefix,
-            cudagraph_capture_sizes=sizes,
-            device=device,
-            vocab_size=vocab,
-            model=model,
-            num_speculative_tokens=spec,
-            prompt_lookup_min=lookup_min,
-            prompt_lookup_max=lookup_max,
-            async_scheduling=async_scheduling,
-        )
+        self.context["max_model_len"] = v["max_model_len"]
+        return EngineConfig(**v, cudagraph_capture_sizes=sizes, vocab_size=vocab, model=model)
 
     def capture_sizes(self, raw: Any, budget: int) -> tuple[int, ...] | None:
         loc = "config.cudagraph_capture_sizes"
@@ -371,23 +546,23 @@ class _Validator:
         if not isinstance(raw, dict):
             self.err(loc, "must be an object")
             return None
-        allowed = {"id", "prompt_token_ids", "prompt", "prompt_len", "max_tokens", "arrival_step", "image"}
-        self.unknown_keys(raw, allowed, loc)
+        spec = {s.name: s for s in REQUEST_FIELDS}
+        self.unknown_keys(raw, set(spec), loc)
         rid = raw.get("id", str(i))
         if _is_int(rid):
             rid = str(rid)
         if not isinstance(rid, str) or not rid or len(rid) > 64:
             self.err(f"{loc}.id", "must be a non-empty string of at most 64 characters")
             rid = str(i)
-        max_tokens = self.int_field(raw, "max_tokens", loc, 8, 1, cfg.max_model_len)
-        arrival = self.int_field(raw, "arrival_step", loc, 1, 1, self.limits.max_steps)
-        given = [k for k in ("prompt_token_ids", "prompt", "prompt_len") if k in raw]
+        max_tokens = self.read(raw, spec["max_tokens"], loc)
+        arrival = self.read(raw, spec["arrival_step"], loc)
+        given = [k for k in PROMPT_FIELDS if k in raw]
         if len(given) != 1:
             self.err(loc, "give exactly one of prompt_token_ids, prompt, prompt_len")
             return None
         text: str | None = None
         if given[0] == "prompt_len":
-            n = self.int_field(raw, "prompt_len", loc, 1, 1, cfg.max_model_len)
+            n = self.read(raw, spec["prompt_len"], loc)
             # drawn above the special ids so the prompt is never padding
             ids = rng.integers(NUM_SPECIAL_IDS, cfg.vocab_size, size=n).tolist()
         elif given[0] == "prompt":
@@ -471,17 +646,13 @@ class _Validator:
     def scenario(self, data: Any) -> Scenario:
         if not isinstance(data, dict):
             raise ScenarioError([("scenario", "must be a JSON object")])
-        allowed = {"name", "flavor", "seed", "config", "requests", "max_steps"}
-        allowed |= {"title", "summary", "document", "notes"}
-        self.unknown_keys(data, allowed, "")
-        name = self.str_field(data, "name", "scenario", "untitled", 200)
-        flavor = data.get("flavor", "vllm")
-        if flavor not in FLAVORS:
-            self.err("flavor", f"must be one of {', '.join(FLAVORS)} (got {flavor!r:.40})")
-            flavor = "vllm"
+        top = {s.name: s for s in SCENARIO_FIELDS}
+        self.unknown_keys(data, set(top), "")
+        name = self.read(data, top["name"], "scenario")
+        flavor = self.read(data, top["flavor"], "")
         self.flavor = flavor
-        seed = self.int_field(data, "seed", "scenario", 0, 0, 2**32 - 1)
-        max_steps = self.int_field(data, "max_steps", "scenario", 256, 1, self.limits.max_steps)
+        seed = self.read(data, top["seed"], "scenario")
+        max_steps = self.read(data, top["max_steps"], "scenario")
         cfg = self.config(data.get("config"))
         if flavor == "nanovllm" and cfg.block_size < 2:
             self.err(
@@ -511,6 +682,7 @@ class _Validator:
                     f"{total} tokens in all; the limit is {self.limits.max_total_tokens}",
                     too_large=True,
                 )
+        texts = {k: self.read(data, top[k], "scenario") for k in ("title", "summary", "document")}
         notes = self.notes(data.get("notes", []))
         if self.errors:
             raise ScenarioError(self.errors, too_large=self.too_large)
@@ -521,9 +693,7 @@ class _Validator:
             config=cfg,
             requests=tuple(reqs),
             max_steps=max_steps,
-            title=self.str_field(data, "title", "scenario", "", 200),
-            summary=self.str_field(data, "summary", "scenario", "", 2000),
-            document=self.str_field(data, "document", "scenario", "", 200),
+            **texts,
             notes=notes,
         )
 
@@ -536,3 +706,102 @@ class _Validator:
             self.err("notes", "each note must be at most 400 characters", too_large=True)
             return ()
         return tuple(raw)
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, ModelConfig):
+        return asdict(value)
+    return list(value) if isinstance(value, tuple) else value
+
+
+def _property(spec: FieldSpec, limits: Limits, default: Any) -> dict[str, Any]:
+    """The JSON Schema of one field, from its spec."""
+    doc = spec.doc
+    out: dict[str, Any]
+    if spec.kind == "custom":
+        out = dict(spec.schema or {})
+    elif spec.kind == "bool":
+        out = {"type": "boolean"}
+    elif spec.kind == "str":
+        out = {"type": "string", "maxLength": spec.max_len}
+    elif spec.kind == "enum":
+        out = {"enum": list(spec.choices)}
+    else:
+        out = {
+            "type": "number" if spec.kind == "float" else "integer",
+            "minimum": spec.lo if spec.lo is not None else 0,
+        }
+        if isinstance(spec.hi, int | float):
+            out["maximum"] = spec.hi
+        elif isinstance(spec.hi, str) and hasattr(limits, spec.hi):
+            out["maximum"] = getattr(limits, spec.hi)
+            doc += f" (at most the server's {spec.hi})"
+        elif spec.hi is not None:
+            doc += f" (at most config.{spec.hi})"
+    out["description"] = doc
+    if default is not dataclasses.MISSING:
+        out["default"] = _json_default(default)
+    return out
+
+
+def _object(props: dict[str, dict[str, Any]], doc: str) -> dict[str, Any]:
+    return {"type": "object", "description": doc, "properties": props, "additionalProperties": False}
+
+
+def _dataclass_object(cls: Any, limits: Limits, doc: str) -> dict[str, Any]:
+    defaults = {
+        f.name: f.default_factory() if callable(f.default_factory) else f.default
+        for f in dataclasses.fields(cls)
+    }
+    return _object({s.name: _property(s, limits, defaults[s.name]) for s in fields_of(cls)}, doc)
+
+
+def scenario_schema(limits: Limits | None = None) -> dict[str, Any]:
+    """The scenario format as a JSON Schema (draft 2020-12), generated from the same field tables
+    that the validator reads; bounds that are limits are this server's (`limits`). Rules that
+    relate fields to each other are checked by the validator alone; the description lists them."""
+    limits = limits or Limits.from_env()
+    model = _dataclass_object(ModelConfig, limits, "the tiny transformer's sizes")
+    config = _dataclass_object(
+        EngineConfig, limits, "the engine configuration; absent fields take their default"
+    )
+    model_prop = config["properties"]["model"]
+    model_prop.pop("type", None)
+    model_prop["oneOf"] = [{"type": "null"}, model]
+    request = _object(
+        {
+            s.name: _property(s, limits, s.default if s.default is not None else dataclasses.MISSING)
+            for s in REQUEST_FIELDS
+        },
+        "one request; give exactly one of prompt_token_ids, prompt, prompt_len",
+    )
+    request["oneOf"] = [{"required": [k]} for k in PROMPT_FIELDS]
+    top = {
+        s.name: _property(s, limits, s.default if s.kind != "custom" else dataclasses.MISSING)
+        for s in SCENARIO_FIELDS
+    }
+    top["config"] = {**config, "description": SCENARIO_FIELDS[3].doc}
+    top["requests"] = {
+        "type": "array",
+        "description": SCENARIO_FIELDS[4].doc,
+        "minItems": 1,
+        "maxItems": limits.max_requests,
+        "items": request,
+    }
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": "/api/schema/scenario",
+        "title": "pagedviz scenario",
+        "description": (
+            "A scenario for pagedviz (docs/scenario-format.md). Rules across fields, checked when "
+            "the scenario is validated: prompt length + max_tokens <= max_model_len; a request's "
+            "blocks fit the pool; without chunked prefill (and always for nanovllm) a request fits "
+            "max_num_batched_tokens whole; request ids are unique; num_kv_heads divides num_heads; "
+            f"prompt + output tokens over all requests <= {limits.max_total_tokens}; "
+            f"max_num_reqs * max_model_len <= {limits.max_cells}."
+        ),
+        "type": "object",
+        "properties": top,
+        "required": ["requests"],
+        "additionalProperties": False,
+    }

@@ -3,23 +3,44 @@
 from __future__ import annotations
 
 import json
+import os
+import pty
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 
-def pagedviz(*args: str) -> subprocess.CompletedProcess[str]:
+from pagedviz.core import __version__
+
+
+def pagedviz(*args: str, columns: int | None = None) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    if columns is not None:
+        env["COLUMNS"] = str(columns)
     return subprocess.run(
-        [sys.executable, "-m", "pagedviz.app.cli", *args], capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "pagedviz.app.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
     )
+
+
+def table_row(stdout: str, name: str) -> list[str]:
+    """The cells of array `name` in every table that has it, the tables' pieces joined."""
+    out: list[str] = []
+    for line in stdout.splitlines():
+        cells = line.split("|")
+        if line.startswith("|") and cells[1].strip() == name:
+            out += [c.strip() for c in cells[2:-1]]
+    return out
 
 
 def test_run_seed_001_step_2_shows_the_documents_numbers() -> None:
     r = pagedviz("run", "seed-001", "--step", "2")
     assert r.returncode == 0, r.stderr
-    lines = r.stdout.splitlines()
-    slot_row = next(line for line in lines if line.strip().startswith("|        slot_mapping"))
-    assert [int(c) for c in slot_row.split("|")[2:-1]] == [5, 14, 13, 16, 17]
+    assert [int(c) for c in table_row(r.stdout, "slot_mapping")] == [5, 14, 13, 16, 17]
     assert "new_block_ids: {'1': [7], '2': [8]}" in r.stdout
     # the block table drawn as the documents draw it
     assert "| 3  | 7  | 0  | 0  | 0  | 0  |" in r.stdout
@@ -149,8 +170,101 @@ def test_run_shows_arange_cu_num_tokens_and_the_padded_slot_mapping(tmp_path: Pa
     path.write_text(json.dumps(scenario))
     r = pagedviz("run", str(path), "--step", "1")
     assert r.returncode == 0, r.stderr
-    rows = [line.split("|") for line in r.stdout.splitlines() if line.startswith("|")]
-    arange_row = next(cells for cells in rows if cells[1].strip() == "arange")
-    assert [int(c) for c in arange_row[2:-1]] == [0, 1, 2, 3, 4]
+    assert [int(c) for c in table_row(r.stdout, "arange")] == [0, 1, 2, 3, 4]
     assert "cu_num_tokens" in r.stdout
     assert "slot_mapping padded to num_input_tokens=8: [2, 3, 4, 5, 6, -1, -1, -1]" in r.stdout
+
+
+@pytest.mark.parametrize("columns", [80, 120])
+def test_tables_fit_the_terminal_and_keep_every_value(columns: int) -> None:
+    r = pagedviz("run", "seed-000", "--step", "2", columns=columns)
+    assert r.returncode == 0, r.stderr
+    widest = max(len(line) for line in r.stdout.splitlines())
+    assert widest <= columns, next(line for line in r.stdout.splitlines() if len(line) == widest)
+    # the token table is split into pieces, and the pieces hold every token in order
+    assert sum(line.startswith("| token ") for line in r.stdout.splitlines()) > 1
+    slots = [int(c) for c in table_row(r.stdout, "slot_mapping")]
+    assert len(slots) == 200 and slots[:4] == [70, 225, 240, 241]
+    assert [int(c) for c in table_row(r.stdout, "seq_lens")] == [55, 146, 93, 75, 30]
+
+
+def test_wide_prints_each_table_whole() -> None:
+    split = pagedviz("run", "seed-000", "--step", "2", columns=80)
+    wide = pagedviz("run", "seed-000", "--step", "2", "--wide", columns=80)
+    assert wide.returncode == 0, wide.stderr
+    assert sum(line.startswith("| token ") for line in wide.stdout.splitlines()) == 1
+    assert max(len(line) for line in wide.stdout.splitlines()) > 1000
+    assert table_row(wide.stdout, "slot_mapping") == table_row(split.stdout, "slot_mapping")
+
+
+def test_long_request_ids_are_shortened_unless_wide(tmp_path: Path) -> None:
+    long_id = "a-request-with-a-very-long-id-" * 2
+    path = tmp_path / "long-id.json"
+    path.write_text(json.dumps({"requests": [{"id": long_id, "prompt_len": 3, "max_tokens": 1}]}))
+    short = pagedviz("run", str(path), "--step", "1", columns=80)
+    assert short.returncode == 0, short.stderr
+    assert long_id not in table_row(short.stdout, "req_id")
+    assert long_id in table_row(pagedviz("run", str(path), "--step", "1", "--wide").stdout, "req_id")
+
+
+def test_version_and_defaults_in_help() -> None:
+    r = pagedviz("--version")
+    assert r.returncode == 0 and r.stdout.strip() == f"pagedviz {__version__}"
+    serve = pagedviz("serve", "--help", columns=200).stdout
+    for option, default in [("--host", "127.0.0.1"), ("--port", "8000"), ("--workers", "1")]:
+        line = next(line for line in serve.splitlines() if line.strip().startswith(option))
+        assert f"(default: {default})" in line
+    assert "(default: 64; also $PAGEDVIZ_MAX_RUNS)" in serve
+    assert "(default: None)" not in serve
+    for command in ("run", "presets", "schema"):
+        assert pagedviz(command, "--help").returncode == 0
+
+
+def on_a_terminal(*args: str, **env: str) -> str:
+    """Run `pagedviz` with stderr on a pseudo-terminal, as in an interactive shell; its stderr."""
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pagedviz.app.cli", *args],
+        stdout=subprocess.DEVNULL,
+        stderr=follower,
+        env={**os.environ, "COLUMNS": "100", "TERM": "xterm", **env},
+    )
+    os.close(follower)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:  # the child closed the terminal
+            break
+        if not chunk:
+            break
+        seen += chunk
+    os.close(leader)
+    assert proc.wait(timeout=120) == 0
+    return seen.decode(errors="replace")
+
+
+LONG_SIM = {
+    "max_steps": 600,
+    "config": {"block_size": 16, "max_model_len": 1024, "num_kv_blocks": 200, "model": None},
+    "requests": [{"id": str(i), "prompt_len": 16, "max_tokens": 1000} for i in range(2)],
+}
+
+
+def test_a_run_shows_a_progress_bar_on_a_terminal_once_it_takes_a_while(tmp_path: Path) -> None:
+    path = tmp_path / "long.json"
+    path.write_text(json.dumps(LONG_SIM))
+    # the bar's delay set to 0 so that the test does not depend on this machine's speed
+    text = on_a_terminal("run", str(path), "--step", "600", PAGEDVIZ_PROGRESS_AFTER_S="0")
+    assert "pagedviz: step" in text and "(at most 600)" in text
+    # a run shorter than the delay shows nothing
+    assert on_a_terminal("run", str(path), "--step", "600", PAGEDVIZ_PROGRESS_AFTER_S="1000") == ""
+    # stderr to a pipe: nothing, whatever the delay
+    piped = subprocess.run(
+        [sys.executable, "-m", "pagedviz.app.cli", "run", str(path), "--step", "600"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PAGEDVIZ_PROGRESS_AFTER_S": "0"},
+    )
+    assert piped.returncode == 0 and piped.stderr == ""

@@ -30,6 +30,7 @@ from pagedviz.app.settings import Settings
 from pagedviz.app.store import Run, RunStore, run_id_of
 from pagedviz.core import Scenario, ScenarioError
 from pagedviz.core.device import DeviceUnavailableError, pick_device_type
+from pagedviz.core.presets import list_presets, preset_dict
 from pagedviz.core.registry import engine_class
 from pagedviz.core.runner import stage_source
 from pagedviz.core.trace import StepTrace
@@ -46,21 +47,36 @@ SCENARIO_BODY = {
         "required": True,
         "content": {
             "application/json": {
-                "schema": {"type": "object", "description": "a scenario (DESIGN.md §6)"},
-                "example": {
-                    "name": "demo",
-                    "flavor": "vllm",
-                    "seed": 0,
-                    "config": {"block_size": 2, "max_model_len": 12, "max_num_batched_tokens": 10},
-                    "requests": [
-                        {"id": "0", "prompt": "Hi!", "max_tokens": 4},
-                        {"id": "1", "prompt_len": 8, "max_tokens": 4, "arrival_step": 2},
-                    ],
+                "schema": {
+                    "type": "object",
+                    "description": "a scenario (its JSON Schema: GET /api/schema/scenario; "
+                    "docs/scenario-format.md), or a preset with overrides: "
+                    '{"preset": ID, "overrides": {...}} (the overrides deep-merged into the preset)',
+                },
+                "examples": {
+                    "scenario": {
+                        "summary": "a scenario",
+                        "value": {
+                            "name": "demo",
+                            "flavor": "vllm",
+                            "seed": 0,
+                            "config": {"block_size": 2, "max_model_len": 12, "max_num_batched_tokens": 10},
+                            "requests": [
+                                {"id": "0", "prompt": "Hi!", "max_tokens": 4},
+                                {"id": "1", "prompt_len": 8, "max_tokens": 4, "arrival_step": 2},
+                            ],
+                        },
+                    },
+                    "preset": {
+                        "summary": "a preset with overrides",
+                        "value": {"preset": "seed-001", "overrides": {"config": {"block_size": 4}}},
+                    },
                 },
             }
         },
     }
 }
+PRESET_FORM = {"preset", "overrides"}
 
 
 def _store(request: Request) -> RunStore:
@@ -85,6 +101,37 @@ async def read_json(request: Request) -> Any:
         raise ApiError(422, "invalid_json", "body", "the JSON is nested too deeply") from None
     except (ValueError, UnicodeDecodeError) as e:
         raise ApiError(422, "invalid_json", "body", f"not valid JSON: {str(e)[:120]}") from None
+
+
+def deep_merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """`base` with `overrides` laid over it: objects merge key by key, anything else replaces."""
+    out = dict(base)
+    for key, value in overrides.items():
+        old = out.get(key)
+        out[key] = deep_merge(old, value) if isinstance(old, dict) and isinstance(value, dict) else value
+    return out
+
+
+def from_preset(data: Any) -> Any:
+    """A body of the form {"preset": ID, "overrides": {...}} as the scenario it stands for; any
+    other body as it is."""
+    if not isinstance(data, dict) or "preset" not in data:
+        return data
+    for key in data:
+        if key not in PRESET_FORM:
+            msg = "unknown field beside preset (put scenario fields in overrides)"
+            raise ApiError(422, "invalid_request", str(key)[:60], msg)
+    pid, overrides = data["preset"], data.get("overrides", {})
+    if not isinstance(pid, str):
+        raise ApiError(422, "invalid_request", "preset", "must be a preset id (a string)")
+    if not isinstance(overrides, dict):
+        raise ApiError(422, "invalid_request", "overrides", "must be an object (fields of a scenario)")
+    try:
+        base = preset_dict(pid)
+    except KeyError:
+        ids = ", ".join(p["id"] for p in list_presets())
+        raise ApiError(404, "not_found", "preset", f"unknown preset {pid[:60]!r} (presets: {ids})") from None
+    return deep_merge(base, overrides)
 
 
 def _scenario(data: Any, request: Request) -> Scenario:
@@ -123,8 +170,9 @@ def _created(run: Run) -> dict[str, Any]:
     "/runs", status_code=201, response_model=RunCreated, responses=ERRORS, openapi_extra=SCENARIO_BODY
 )
 async def create_run(request: Request) -> JSONResponse:
-    """Run a scenario. The run id is a content hash: the same scenario gives the same id."""
-    scenario = _scenario(await read_json(request), request)
+    """Run a scenario, or a preset with overrides (`{"preset": "seed-001", "overrides": {"config":
+    {"block_size": 4}}}`). The run id is a content hash: the same scenario gives the same id."""
+    scenario = _scenario(from_preset(await read_json(request)), request)
     run = await _run(request, _store(request).remember(scenario))
     return JSONResponse(_created(run), status_code=201, headers={"Location": f"/api/runs/{run.run_id}"})
 
@@ -135,7 +183,7 @@ async def create_run(request: Request) -> JSONResponse:
 async def validate(request: Request) -> ScenarioCheck:
     """Check a scenario without running it (the editor's live validation). A scenario that breaks
     rules is still a 200: the answer is the list of problems. A body that is not JSON is a 422."""
-    data = await read_json(request)
+    data = from_preset(await read_json(request))
     try:
         scenario = _scenario(data, request)
     except ScenarioError as e:
@@ -225,7 +273,7 @@ def _step(run: Run, n: int) -> StepTrace:
 
 @router.get("/runs/{run_id}/steps/{n}", response_model=StepOut, responses=ERRORS)
 async def step(request: Request, run_id: str, n: int) -> Response:
-    """One step in the trace contract (DESIGN.md §5)."""
+    """One step in the trace contract; [every array in it](/docs-md/arrays.md)."""
     t = _step(await _run(request, run_id), n)
     return Response(json.dumps(t.to_dict(), separators=(",", ":")), media_type="application/json")
 
