@@ -26,7 +26,7 @@ export function renderStageDetail() {
   const src = S.stages.find((s) => s.name === name);
   const [title, expl] = stageText(state.lang, name, S.overview.flavor);
   $("stage-title").textContent = `${stageIndex(name) + 1}. ${title}`;
-  $("stage-expl").textContent = expl;
+  $("stage-expl").textContent = expl || info.why || "";
   $("stage-formula").textContent = info.formula;
   $("stage-source").textContent = src ? src.source : "";
   const vals = clear($("stage-values"));
