@@ -203,7 +203,7 @@ function drawMrope() {
   if (!m || !div) return;
   const z = [A("positions").slice(0, m[0].length), ...m];
   heatmap(div, z, { title: "positions | mrope_positions (t, h, w)", xTitle: L("token"), hover: "%{y}, token %{x}: %{z}<extra></extra>" });
-  if (window.Plotly && div.data) window.Plotly.relayout(div, { "yaxis.tickvals": [0, 1, 2, 3], "yaxis.ticktext": ["positions", "t", "h", "w"], height: 200 });
+  if (window.Plotly && div.data) window.Plotly.relayout(div, { "yaxis.tickvals": [0, 1, 2, 3], "yaxis.ticktext": ["positions", "t", "h", "w"], "margin.l": 72, height: 200 });
 }
 
 // ------------------------------------------------------------------ 6. nano-vllm and Ascend
@@ -253,7 +253,7 @@ function kvShape() {
 export function renderFeatures() {
   const box = $("features");
   if (!box || !S.trace) return;
-  const cards = S.trace.idle ? [] : [paddingCard(), whatifCard(), specCard(), asyncCard(), mropeCard(), nanoCard(), ascendCard()].filter(Boolean);
+  const cards = S.trace.idle ? [] : [whatifCard(), specCard(), asyncCard(), mropeCard(), nanoCard(), ascendCard(), paddingCard()].filter(Boolean);
   clear(box).append(...cards);
   $("features-panel").hidden = !cards.length;
   drawMrope();
