@@ -151,6 +151,12 @@ def test_token_indices_whatif_marks_the_tokens_the_wrong_formula_misreads(page: 
         if expect is not None:
             assert ids_wrong[i].lstrip("✗ ") == str(expect)
     assert f"= {stride}" in page.locator("#whatif-table tr.group").nth(1).inner_text()
+    # the stage's formula with a misread token's own numbers
+    page.locator("button.stage-btn[data-stage='token_indices_whatif']").click()
+    bad = marked.index(True)
+    page.locator(f"#token-table thead th[data-t='{bad}']").click()
+    sub = page.locator("#stage-sub").inner_text()
+    assert f"= {wrong[bad]}" in sub and f"token_indices[{bad}] = {right[bad]}" in sub and "✗" in sub
     shots(page, "feat-whatif", "whatif")
 
 
