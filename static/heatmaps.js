@@ -99,7 +99,7 @@ export function drawBlockTable() {
   data.forEach((row, r) => row.forEach((v, c) => { if (v !== empty && isNew(r, v)) S.shapes.block_table.push(cellShape(c, r, "#D55E00", "dot", 2)); }));
   if (showView("block_table")) {
     clear($("tbl-block_table")).append(gridTable("table-block_table", data, {
-      label: L(name), cellClass: (r, c) => (data[r][c] === empty ? "zero" : isNew(r, data[r][c]) ? "new" : ""),
+      label: L(name), cellClass: (r, c) => (data[r][c] === empty ? (empty < 0 ? "zero pad" : "zero") : isNew(r, data[r][c]) ? "new" : ""),
     }));
   } else {
     const z = data.map((row) => row.map((v) => (v === empty ? null : v)));

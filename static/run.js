@@ -6,6 +6,7 @@
 
 import { errorLines, getJSON, postJSON, unpackLink, withProgress } from "./api.js";
 import { copyLink } from "./export.js";
+import { renderFeatures, showNotes } from "./features.js";
 import { card, drawBlockTable, drawMask, drawTokenIds } from "./heatmaps.js";
 import { applySelection, select, wireHover } from "./hover.js";
 import { applyI18n, progressText } from "./i18n.js";
@@ -46,6 +47,7 @@ async function loadRun() {
   const sc = ov.data.scenario;
   $("run-title").textContent = sc.title || sc.name;
   if (state.lang === "zh") localTitle(sc);
+  showNotes(sc);
   $("flavor-badge").textContent = sc.flavor;
   $("scenario-json").value = JSON.stringify(sc, null, 2);
   $("truncated").hidden = !ov.data.truncated;
@@ -152,6 +154,7 @@ function renderSystem() {
   S.shapes = {};
   const draw = { token_ids_cpu: drawTokenIds, block_table: drawBlockTable, kv: drawKv, attn_mask: drawMask };
   for (const [id] of cards) draw[id]();
+  renderFeatures();
 }
 
 function redrawSystem() {
@@ -185,6 +188,7 @@ function setLang(lang) {
     const sc = S.overview.scenario;
     $("run-title").textContent = sc.title || sc.name;
     if (lang === "zh") localTitle(sc);
+    showNotes(sc);
     buildTimeline(pickStep);
     renderStep();
   }

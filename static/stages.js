@@ -26,7 +26,7 @@ export function renderStageDetail() {
   const src = S.stages.find((s) => s.name === name);
   const [title, expl] = stageText(state.lang, name, S.overview.flavor);
   $("stage-title").textContent = `${stageIndex(name) + 1}. ${title}`;
-  $("stage-expl").textContent = expl;
+  $("stage-expl").textContent = expl || info.why || "";
   $("stage-formula").textContent = info.formula;
   $("stage-source").textContent = src ? src.source : "";
   const vals = clear($("stage-values"));
@@ -63,6 +63,9 @@ function substituted() {
       case "positions": if (a("arange")) return `positions[${i}] = num_computed_tokens_cpu[req_indices[${i}]] + arange[${i}] = ${a("num_computed_tokens_cpu")[r]} + ${a("arange")[i]} = ${pos}`;
         return `positions[${i}] = ${pos}   (${L("req")} ${S.trace.batch.req_ids[r]})`;
       case "token_indices": return `token_indices[${i}] = positions[${i}] + req_indices[${i}] * M = ${pos} + ${r} * ${M} = ${a("token_indices")[i]}`;
+      case "token_indices_whatif": return `token_indices_whatif[${i}] = ${pos} + ${r} * K * block_size = ${pos} + ${r} * ${K * bs} = ${a("token_indices_whatif")[i]}` +
+        ` (token_indices[${i}] = ${a("token_indices")[i]}): input_ids_whatif[${i}] = ${a("input_ids_whatif")[i]}${a("whatif_wrong")[i] ? " ✗" : " ✓"}`;
+      case "mrope_positions": { const m = a("mrope_positions"); return `mrope_positions[:, ${i}] = (t ${m[0][i]}, h ${m[1][i]}, w ${m[2][i]})   positions[${i}] = ${pos}`; }
       case "input_ids": if (a("token_indices")) return `input_ids[${i}] = token_ids_cpu.flatten()[${a("token_indices")[i]}] = token_ids_cpu[${r}][${pos}] = ${a("input_ids")[i]}`;
         return `input_ids[${i}] = ${a("input_ids")[i]}`;
       case "block_table_indices": return `block_table_indices[${i}] = req_indices[${i}] * K + positions[${i}] // block_size = ${r} * ${K} + ${pos} // ${bs} = ${a("block_table_indices")[i]}`;

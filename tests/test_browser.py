@@ -611,6 +611,7 @@ VIEW_MODULES = {  # each view of the run page and the module named for it
     "kvgrid.js": "drawKv",
     "hover.js": "applySelection",
     "export.js": "exportLinks",
+    "features.js": "renderFeatures",
 }
 
 

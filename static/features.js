@@ -1,0 +1,277 @@
+// The views of the features a step carries only when its scenario turns them on, each with its
+// stage's formula (from the trace) and its "why" (i18n.js, else the trace's own text): the padded
+// buffers (query_start_loc, seq_lens, slot_mapping) with the padded part greyed and the kernel that
+// reads each part named; the token_indices what-if; speculative decoding's logits rows with accepted
+// and rejected drafts; async scheduling's device fill of input_ids; M-RoPE's 3 × T positions beside
+// the 1-D ones; nano-vllm's cu_seqlens, last_indices and block_tables; the Ascend attention state
+// and the mask each state builds. Also the KV cache tensor's shape on the KV card and a preset's
+// notes (one line each) under the run's title.
+
+import { getJSON } from "./api.js";
+import { stageText } from "./i18n.js";
+import { $, A, L, S, reqOfTokens, state, tokenCount } from "./trace.js";
+import { clear, el, heatmap } from "./views.js";
+
+const fill = (key, vars) => Object.entries(vars).reduce((s, [k, v]) => s.replace(`{${k}}`, v), L(key));
+
+// ------------------------------------------------------------------ helpers
+function featCard(id, titleKey, children) {
+  return el("section", { class: "card feat-card", id: `feat-${id}`, "aria-label": L(titleKey) },
+    [el("header", {}, el("h3", { text: L(titleKey) })), ...children]);
+}
+
+// a stage's formula and its "why", when the step ran the stage
+function stageBlock(name) {
+  const info = S.trace.stages.find((s) => s.name === name);
+  if (!info) return [];
+  const [, expl] = stageText(state.lang, name, S.overview.flavor);
+  return [el("pre", { class: "formula", dataset: { stage: name }, text: info.formula }),
+          el("p", { class: "expl why", dataset: { stage: name }, text: expl || info.why || "" })];
+}
+
+// one table row: a header cell (an array's name) and its cells; cls(i) / title(i) per cell
+function arrayRow(name, data, { cls = () => "", title = () => null, code = true } = {}) {
+  return el("tr", { dataset: { array: name } }, [el("th", { scope: "row" }, code ? el("code", { text: name }) : name),
+    ...data.map((v, i) => el("td", { class: cls(i), title: title(i), dataset: { i }, text: String(v) }))]);
+}
+
+function indexRow(n, label = L("index")) {
+  const cells = [];
+  for (let i = 0; i < n; i++) cells.push(el("th", { scope: "col", text: i }));
+  return el("tr", {}, [el("th", { scope: "col", text: label }), ...cells]);
+}
+
+function table(id, rows, cls = "feat-table") {
+  return el("div", { class: "scroll-x" }, el("table", { id, class: cls }, rows));
+}
+
+// ------------------------------------------------------------------ 1. padding
+function paddedBuffer(name, data, valid, realKey, padKey, vars) {
+  const pad = data.length - valid;
+  const parts = el("tr", { class: "parts" }, [el("th", {}),
+    el("th", { scope: "colgroup", colspan: valid, class: "part-real", text: `${L("pad_real")}: ${fill(realKey, vars[0])}` })]);
+  if (pad > 0) parts.append(el("th", { scope: "colgroup", colspan: pad, class: "part-pad", text: `${L("pad_padded")}: ${fill(padKey, vars[1])}` }));
+  return table(`pad-${name}`, [el("thead", {}, [parts, indexRow(data.length)]),
+    el("tbody", {}, arrayRow(name, data, { cls: (i) => (i >= valid ? "pad" : ""), title: (i) => (i >= valid ? L(padKey).split(":")[0] : null) }))], "feat-table pad-table");
+}
+
+function paddingCard() {
+  const arr = S.trace.arrays;
+  const q = arr.query_start_loc, s = arr.seq_lens, m = arr.slot_mapping;
+  if (!q || !q.buffer) return null;
+  const qValid = q.valid ?? q.data.length, sValid = s && s.buffer ? (s.valid ?? s.data.length) : 0;
+  const mValid = m && m.valid !== undefined ? m.valid : m ? m.data.length : 0;
+  const padded = q.buffer.length > qValid || (s && s.buffer && s.buffer.length > sValid) || (m && m.data.length > mValid);
+  if (!padded) return null;
+  const kids = [];
+  kids.push(paddedBuffer("query_start_loc", q.buffer, qValid, "pad_q_real", "pad_q_pad", [{ n: qValid }, {}]), ...stageBlock("query_start_loc"));
+  if (s && s.buffer) kids.push(paddedBuffer("seq_lens", s.buffer, sValid, "pad_s_real", "pad_s_pad", [{ n: sValid }, {}]), ...stageBlock("seq_lens"));
+  if (m) kids.push(paddedBuffer("slot_mapping", m.data, mValid, "pad_m_real", "pad_m_pad", [{ n: mValid }, { n: m.data.length }]), ...stageBlock("slot_mapping"));
+  return featCard("padding", "f_padding", kids);
+}
+
+// ------------------------------------------------------------------ 2. token_indices what-if
+function whatifCard() {
+  const wrongIdx = A("token_indices_whatif");
+  if (!wrongIdx) return null;
+  const cfg = S.overview.scenario.config;
+  const M = cfg.max_model_len, bs = cfg.block_size, K = Math.ceil(M / bs);
+  const wrong = A("whatif_wrong");
+  const T = tokenCount();
+  const mark = (i) => (wrong[i] ? "wrong" : "");
+  const nWrong = wrong.filter(Boolean).length;
+  const rows = [
+    el("thead", {}, indexRow(T, L("token"))),
+    el("tbody", {}, [
+      arrayRow("positions", A("positions")), arrayRow("req_indices", A("req_indices")),
+      el("tr", { class: "group" }, el("th", { colspan: T + 1, text: fill("whatif_right", { m: M }) })),
+      arrayRow("token_indices", A("token_indices"), { cls: (i) => (wrong[i] ? "right" : "") }),
+      arrayRow("input_ids", A("input_ids"), { cls: (i) => (wrong[i] ? "right" : "") }),
+      el("tr", { class: "group" }, el("th", { colspan: T + 1, text: fill("whatif_wrong", { k: K * bs }) })),
+      arrayRow("token_indices_whatif", wrongIdx, { cls: mark }),
+      arrayRow("input_ids_whatif", A("input_ids_whatif").map((v, i) => (wrong[i] ? `✗ ${v}` : v)), { cls: mark, title: (i) => (wrong[i] ? "whatif_wrong" : null) }),
+    ]),
+  ];
+  return featCard("whatif", "f_whatif", [table("whatif-table", rows),
+    el("p", { class: "count", text: nWrong ? fill("whatif_count", { n: nWrong, t: T }) : L("whatif_none") }),
+    ...stageBlock("token_indices"), ...stageBlock("token_indices_whatif")]);
+}
+
+// ------------------------------------------------------------------ 3. speculative decoding
+function specCard() {
+  const nDraft = A("num_draft_tokens");
+  if (!nDraft) return null;
+  const tr = S.trace;
+  const ids = tr.batch.req_ids;
+  const cuDraft = A("cu_num_draft_tokens"), nSampled = A("num_sampled_tokens"), cuSampled = A("cu_num_sampled_tokens");
+  const logits = A("logits_indices"), target = new Set(A("target_logits_indices")), bonus = new Set(A("bonus_logits_indices"));
+  const drafts = A("draft_token_ids") || [], argmax = A("target_token_ids"), nAcc = A("num_accepted_tokens"), nRej = A("num_rejected_tokens");
+  const fwd = tr.forward || {};
+  const generated = fwd.generated_token_ids || {};
+  const scheduled = tr.scheduler.scheduled_spec_decode_tokens || {};
+  // per request: its per-request arrays; then per logits row its request, kind, draft and verdict
+  const reqRows = ids.map((rid, r) => el("tr", { dataset: { r } }, [el("td", { text: rid }),
+    ...[nDraft[r], cuDraft[r], nSampled[r], `[${(scheduled[rid] || []).join(", ")}]`, nAcc ? nAcc[r] : "", nRej ? nRej[r] : "",
+        generated[rid] ? `[${generated[rid].join(", ")}]` : ""].map((v) => el("td", { text: String(v) }))]));
+  const heads = ["num_draft_tokens", "cu_num_draft_tokens", "num_sampled_tokens", `${L("drafts")} (scheduler)`, "num_accepted_tokens", "num_rejected_tokens", `${L("generated")} (forward)`];
+  const reqTable = table("spec-requests", [el("thead", {}, el("tr", {}, [el("th", { text: L("req") }), ...heads.map((h) => el("th", {}, el("code", { text: h })))])), el("tbody", {}, reqRows)], "feat-table req-table");
+  const L_ = logits.length;
+  const reqOf = [], kind = [], draft = [], verdict = [];
+  ids.forEach((rid, r) => {
+    const first = cuSampled[r] - nSampled[r], d0 = cuDraft[r] - nDraft[r];
+    for (let k = 0; k < nSampled[r]; k++) {
+      const j = first + k;
+      reqOf[j] = rid;
+      kind[j] = bonus.has(j) ? "bonus" : target.has(j) ? "target" : "";
+      draft[j] = k < nDraft[r] ? drafts[d0 + k] : "";
+      if (!nAcc) verdict[j] = "";
+      else if (k === nDraft[r]) verdict[j] = nAcc[r] === nDraft[r] ? "bonus_used" : "bonus_unused";
+      else verdict[j] = k < nAcc[r] ? "accepted" : k === nAcc[r] ? "rejected" : "not_checked";
+    }
+  });
+  const vcls = { accepted: "ok", rejected: "bad", not_checked: "bad dim", bonus_used: "ok", bonus_unused: "dim", "": "" };
+  const strip = table("spec-strip", [el("thead", {}, indexRow(L_, L("logits_row"))), el("tbody", {}, [
+    arrayRow("logits_indices", logits, { cls: (j) => kind[j] }),
+    arrayRow(L("req"), reqOf, { cls: (j) => kind[j], code: false }),
+    arrayRow(L("kind"), kind.map((k) => (k ? L(k) : "")), { cls: (j) => kind[j], code: false }),
+    arrayRow(`${L("draft")} (draft_token_ids)`, draft, { cls: (j) => kind[j], code: false }),
+    arrayRow("target_token_ids", argmax || [], { cls: (j) => kind[j] }),
+    arrayRow(L("verdict"), verdict.map((v) => (v ? L(v) : "")), { cls: (j) => `${kind[j]} ${vcls[verdict[j]]}`, code: false }),
+  ])], "feat-table spec-strip");
+  const lines = ["target_logits_indices", "bonus_logits_indices"].map((n) => el("p", { class: "value-line", dataset: { array: n } }, [el("code", { text: n }), ` = [${A(n).join(", ")}]`]));
+  return featCard("spec", "f_spec", [reqTable, ...lines, strip, el("p", { class: "muted", text: L("spec_legend") }),
+    ...stageBlock("spec_decode_metadata"), ...stageBlock("rejection_sampler")]);
+}
+
+// ------------------------------------------------------------------ 4. async scheduling
+function asyncCard() {
+  const dev = A("input_ids_device");
+  if (!dev) return null;
+  const T = tokenCount();
+  const prevSampled = A("prev_sampled_token_ids") || [];
+  const flat = A("sample_flattened_indices") || [], common = A("prev_common_req_indices") || [];
+  const prevIds = S.prev && S.prev.batch.req_ids.length === prevSampled.length ? S.prev.batch.req_ids : prevSampled.map((_, k) => `#${k}`);
+  const filledTok = new Map(flat.map((t, k) => [t, k])), fromRow = new Map(common.map((p, k) => [p, k]));
+  const ids = S.trace.batch.req_ids, reqOf = reqOfTokens();
+  const prevTable = table("async-prev", [el("thead", {}, indexRow(prevSampled.length, L("row"))), el("tbody", {}, [
+    arrayRow(L("prev_batch"), prevIds, { code: false }),
+    arrayRow("prev_sampled_token_ids", prevSampled, { cls: (k) => (fromRow.has(k) ? "linked-src" : "dim"), title: (k) => (fromRow.has(k) ? `→ input_ids_device[${flat[fromRow.get(k)]}]` : null) }),
+  ])], "feat-table");
+  const tokTable = table("async-tokens", [el("thead", {}, indexRow(T, L("token"))), el("tbody", {}, [
+    arrayRow(L("req"), reqOf.slice(0, T).map((r) => ids[r]), { code: false }),
+    arrayRow("input_ids", A("input_ids").slice(0, T), { cls: (i) => (filledTok.has(i) ? "placeholder" : ""), title: (i) => (filledTok.has(i) ? L("placeholder") : null) }),
+    arrayRow("input_ids_device", dev.slice(0, T), { cls: (i) => (filledTok.has(i) ? "filled" : ""), title: (i) => (filledTok.has(i) ? L("filled") : null) }),
+  ])], "feat-table");
+  const links = el("ul", { class: "links", id: "async-links" }, flat.map((t, k) => el("li", { dataset: { k } }, el("code", {
+    text: `prev_sampled_token_ids[${common[k]}] = ${prevSampled[common[k]]} → input_ids_device[${t}]   (${L("req")} ${prevIds[common[k]]})` }))));
+  const mode = S.trace.scalars.input_ids_copy;
+  const modeKey = mode === "one_copy" ? "async_one_copy" : mode === "scatter" ? "async_scatter" : "async_cpu";
+  return featCard("async", "f_async", [el("p", { class: `mode mode-${mode}`, dataset: { mode }, text: `input_ids_copy = ${mode}: ${L(modeKey)}` }),
+    prevTable, links, tokTable, ...stageBlock("prepare_input_ids")]);
+}
+
+// ------------------------------------------------------------------ 5. M-RoPE
+function imageTokens() {
+  const T = tokenCount(), pos = A("positions"), reqOf = reqOfTokens(), ids = S.trace.batch.req_ids;
+  const byId = {};
+  for (const r of S.overview.scenario.requests || []) byId[r.id] = r.image;
+  const out = [];
+  for (let i = 0; i < T; i++) {
+    const im = byId[ids[reqOf[i]]];
+    out.push(Boolean(im) && pos[i] >= im.offset && pos[i] < im.offset + im.t * im.h * im.w);
+  }
+  return out;
+}
+
+function mropeCard() {
+  const m = A("mrope_positions");
+  if (!m) return null;
+  const T = m[0].length;
+  const img = imageTokens();
+  const cls = (i) => (img[i] ? "img" : "");
+  const title = (i) => (img[i] ? L("image_token") : null);
+  const rows = [el("thead", {}, indexRow(T, L("token"))), el("tbody", {}, [
+    arrayRow("positions", A("positions").slice(0, T), { cls, title }),
+    ...["t", "h", "w"].map((axis, k) => arrayRow(`mrope_positions[${k}] (${axis})`, m[k], { cls, title })),
+  ])];
+  return featCard("mrope", "f_mrope", [el("div", { id: "hm-mrope", class: "heatmap" }), table("mrope-table", rows),
+    el("p", { class: "muted", text: L("mrope_legend") }), ...stageBlock("mrope_positions")]);
+}
+
+function drawMrope() {
+  const m = A("mrope_positions"), div = $("hm-mrope");
+  if (!m || !div) return;
+  const z = [A("positions").slice(0, m[0].length), ...m];
+  heatmap(div, z, { title: "positions | mrope_positions (t, h, w)", xTitle: L("token"), hover: "%{y}, token %{x}: %{z}<extra></extra>" });
+  if (window.Plotly && div.data) window.Plotly.relayout(div, { "yaxis.tickvals": [0, 1, 2, 3], "yaxis.ticktext": ["positions", "t", "h", "w"], "margin.l": 72, height: 200 });
+}
+
+// ------------------------------------------------------------------ 6. nano-vllm and Ascend
+function nanoCard() {
+  if (S.overview.flavor !== "nanovllm") return null;
+  const tr = S.trace;
+  const names = ["cu_seqlens_q", "cu_seqlens_k", "last_indices", "context_lens"].filter((n) => tr.arrays[n]);
+  const rows = names.map((n) => el("p", { class: "value-line", dataset: { array: n } }, [el("code", { text: n }), ` = [${A(n).join(", ")}]`]));
+  const bt = tr.scalars.block_tables;
+  const btLine = el("p", { class: `bt-status ${bt === "passed" ? "ok" : ""}`, text: bt === "passed" ? `${L("bt_passed")}: [${(A("block_tables") || []).map((r) => `[${r.join(", ")}]`).join(", ")}]` : L("bt_none") });
+  const hasPad = (A("block_tables") || []).some((r) => r.includes(-1));
+  return featCard("nano", "f_nano", [...rows, btLine, hasPad ? el("p", { class: "muted", text: L("bt_pad") }) : null,
+    ...["cu_seqlens_q", "cu_seqlens_k", "last_indices", "block_tables"].flatMap((n) => (tr.arrays[n] || n === "block_tables" ? stageBlock(n) : []))]);
+}
+
+function ascendCard() {
+  const st = S.trace.scalars.attn_state;
+  if (!st || S.overview.flavor !== "ascend") return null;
+  const states = ["PrefillNoCache", "DecodeOnly", "SpecDecoding", "ChunkedPrefill", "PrefillCacheHit"];
+  const m = A("attn_mask");
+  const body = states.map((name, i) => {
+    const [when, mask] = L(`as_${name}`);
+    const cur = name === st;
+    return el("tr", { class: cur ? "current" : "", "aria-current": cur ? "true" : null, dataset: { state: name } },
+      [el("td", { text: i + 1 }), el("th", { scope: "row" }, el("code", { text: name })), el("td", { text: when }),
+       el("td", { text: cur && m ? `${mask}  →  attn_mask ${m.length} × ${m[0].length}` : mask })]);
+  });
+  const tbl = table("ascend-states", [el("thead", {}, el("tr", {}, ["#", L("as_state"), L("as_when"), L("as_mask")].map((h) => el("th", { text: h })))), el("tbody", {}, body)], "feat-table req-table");
+  const head = S.trace.scalars.attn_mask_head;
+  return featCard("ascend", "f_ascend", [el("p", { class: "value-line" }, [el("code", { text: "attn_state" }), ` = ${st}`,
+    S.trace.scalars.attn_state_source ? ` (${S.trace.scalars.attn_state_source})` : ""]), tbl,
+    head ? el("p", { class: "muted", text: `HEAD: ${head}` }) : null, el("p", { class: "expl", text: L("as_decode_claim") }),
+    el("pre", { class: "formula", text: (S.trace.stages.find((s) => s.name === "attn_mask") || {}).formula || "" })]);
+}
+
+// ------------------------------------------------------------------ 7. KV shape and notes
+function kvShape() {
+  const card = $("card-kv"), kv = S.trace.kv_cache;
+  if (!card || !kv || !kv.shape) return;
+  let line = $("kv-shape");
+  if (!line) { line = el("p", { id: "kv-shape", class: "kv-shape" }); card.querySelector("header").after(line); }
+  clear(line).append(`${L("kv_shape")}: `, el("code", { text: `[${kv.shape.join(", ")}]` }),
+    kv.num_layers ? ` × ${kv.num_layers} ${L("kv_layers")}` : "", kv.layout ? el("span", { class: "muted", text: `  ${kv.layout}` }) : "");
+}
+
+// every view of this step that its trace carries; called after the system-level cards are drawn
+export function renderFeatures() {
+  const box = $("features");
+  if (!box || !S.trace) return;
+  const cards = S.trace.idle ? [] : [whatifCard(), specCard(), asyncCard(), mropeCard(), nanoCard(), ascendCard(), paddingCard()].filter(Boolean);
+  clear(box).append(...cards);
+  $("features-panel").hidden = !cards.length;
+  drawMrope();
+  kvShape();
+}
+
+// the preset's notes (say, where its document has a typo), in the page's language
+let zhPresets = null;
+export async function showNotes(sc) {
+  const box = $("preset-notes");
+  if (!box) return;
+  let notes = sc.notes || [];
+  if (state.lang === "zh" && notes.length) {
+    if (!zhPresets) zhPresets = Promise.all([getJSON("/api/presets"), getJSON("/api/presets?lang=zh")]);
+    const [en, zh] = await zhPresets;
+    const i = en.ok && zh.ok ? en.data.findIndex((p) => p.id === sc.name && JSON.stringify(p.notes) === JSON.stringify(notes)) : -1;
+    if (i >= 0 && zh.data[i].notes && zh.data[i].notes.length) notes = zh.data[i].notes;
+  }
+  clear(box).append(...notes.map((n) => el("li", {}, [el("strong", { text: `${L("note")}: ` }), n])));
+  box.hidden = !notes.length;
+}
