@@ -18,6 +18,10 @@ SERVE_LIMITS = {
     "max_cells": "PAGEDVIZ_MAX_CELLS",
     "max_total_tokens": "PAGEDVIZ_MAX_TOTAL_TOKENS",
     "max_steps": "PAGEDVIZ_MAX_STEPS",
+    "max_run_seconds": "PAGEDVIZ_MAX_RUN_SECONDS",
+    "max_run_mb": "PAGEDVIZ_MAX_RUN_MB",
+    "max_computing": "PAGEDVIZ_MAX_COMPUTING",
+    "max_queued": "PAGEDVIZ_MAX_QUEUED",
 }
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import uvicorn
 
+from pagedviz.app.settings import Settings
 from pagedviz.core.device import resolve_device
 
 
@@ -32,6 +33,7 @@ def serve(
 ) -> int:
     for key, value in (env or {}).items():
         os.environ[key] = value  # read by Settings.from_env in every worker
+    Settings.from_env()  # a bad PAGEDVIZ_* value stops here, naming the variable (SettingError)
     if workers > 1 and not os.environ.get("PAGEDVIZ_SHARED_DIR"):
         # workers keep their own run caches; a shared folder of scenarios lets each recompute any run
         os.environ["PAGEDVIZ_SHARED_DIR"] = tempfile.mkdtemp(prefix="pagedviz-scenarios-")

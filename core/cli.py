@@ -5,16 +5,17 @@ imports nothing from the web app, so it runs where only torch and numpy are inst
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
-from pagedviz.core.config import Scenario, ScenarioError, decode_ids
+from pagedviz.core.config import Scenario, ScenarioError, SettingError, decode_ids
 from pagedviz.core.device import DeviceUnavailableError
 from pagedviz.core.presets import list_presets, preset_dict
 from pagedviz.core.registry import make_engine
@@ -33,10 +34,14 @@ def load_scenario(ref: str) -> Scenario:
             raw = path.read_text(encoding="utf-8")
         except OSError as e:
             raise CliError(f"cannot read {ref}: {e.strerror}") from e
+        except UnicodeDecodeError as e:
+            raise CliError(f"{ref} is not UTF-8 text (byte {e.start}: {e.reason})") from None
         try:
             data = json.loads(raw)
         except json.JSONDecodeError as e:
             raise CliError(f"{ref} is not valid JSON: {e.msg} at line {e.lineno} column {e.colno}") from e
+        except RecursionError:
+            raise CliError(f"{ref}: the JSON is nested too deeply") from None
     else:
         try:
             data = preset_dict(ref)
@@ -251,9 +256,16 @@ def cmd_presets(args: argparse.Namespace) -> int:
     return 0
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, with its errors as one line on stderr (exit 2) like every other error here."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see --help)\n")
+
+
 def build_parser() -> tuple[argparse.ArgumentParser, Any]:
     """The parser of the engine's commands; the web app adds `serve` to it (pagedviz.app.cli)."""
-    parser = argparse.ArgumentParser(prog="pagedviz", description=__doc__)
+    parser = OneLineParser(prog="pagedviz", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run a scenario file or a preset")
     run.add_argument("scenario", help="preset id (see `pagedviz presets`) or SCENARIO.json")
@@ -267,13 +279,21 @@ def build_parser() -> tuple[argparse.ArgumentParser, Any]:
 def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None = None) -> int:
     if parser is None:
         parser, _ = build_parser()
+    # text the terminal cannot show (another encoding, a lone surrogate) prints escaped, not as a crash
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="backslashreplace")
     args = parser.parse_args(argv)
     try:
         return int(args.fn(args))
     except ScenarioError as e:
-        print("pagedviz: invalid scenario:", file=sys.stderr)
-        for loc, msg in e.errors:
-            print(f"  {loc}: {msg}", file=sys.stderr)
+        print(
+            "pagedviz: invalid scenario: " + "; ".join(f"{loc}: {msg}" for loc, msg in e.errors),
+            file=sys.stderr,
+        )
+        return 2
+    except SettingError as e:
+        print(f"pagedviz: {e}", file=sys.stderr)
         return 2
     except DeviceUnavailableError as e:
         print(f"pagedviz: {e.field}: {e}", file=sys.stderr)
@@ -285,6 +305,12 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
         # the reader (`| head`) went away: stop quietly, as other command-line tools do
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
+    except (MemoryError, RecursionError) as e:
+        print(f"pagedviz: the scenario is too large for this machine ({type(e).__name__})", file=sys.stderr)
+        return 2
+    except Exception as e:  # never a traceback: one line, and the exit code of every other error
+        print(f"pagedviz: unexpected error: {type(e).__name__}: {str(e)[:200]}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from pagedviz.core.config import Scenario
+from pagedviz.core.config import DENSE_CHECK_MAX_TOKENS, Scenario
 from pagedviz.core.device import StageTimer, resolve_device
 from pagedviz.core.model import ForwardInputs, TinyTransformer
 from pagedviz.core.registry import register_flavor
@@ -24,10 +24,6 @@ class RunTooLongError(RuntimeError):
     def __init__(self, steps_done: int) -> None:
         self.steps_done = steps_done
         super().__init__(f"the run passed its time budget after {steps_done} steps")
-
-
-# the dense reference recomputes whole sequences; past this many tokens in a step it is skipped
-DENSE_CHECK_MAX_TOKENS = 16384
 
 
 @register_flavor("vllm")
@@ -75,15 +71,20 @@ class Engine:
         return not self.scheduler.has_unfinished
 
     def run(self, deadline: float | None = None) -> Iterator[StepTrace]:
-        """Steps until every request finished or max_steps; past `deadline` (time.monotonic())
-        it raises RunTooLongError rather than run on."""
+        """Steps until every request finished or max_steps. With a `deadline` (time.monotonic()),
+        a step that would end past it is not started: when less time is left than the longest
+        step so far took, it raises RunTooLongError rather than run on."""
+        longest = 0.0
         while not self.done:
             if self.step_no >= self.scenario.max_steps:
                 self.truncated = True
                 return
-            if deadline is not None and time.monotonic() > deadline:
+            start = time.monotonic()
+            if deadline is not None and start + longest > deadline:
                 raise RunTooLongError(self.step_no)
-            yield self.step()
+            trace = self.step()
+            longest = max(longest, time.monotonic() - start)
+            yield trace
 
     def step(self) -> StepTrace:
         self.step_no += 1

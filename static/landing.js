@@ -77,7 +77,8 @@ function collect() {
     const input = $(`f-${key}`);
     let value = kind === "bool" ? input.checked : kind === "int" ? num(input) : input.value;
     if (key === "model") { if (!value) config.model = null; else if (config.model === null) delete config.model; continue; }
-    if (TOP.has(key)) scenario[key] = value; else if (!(kind === "int" && value === "")) config[key] = value;
+    if (kind === "int" && value === "") { if (TOP.has(key)) delete scenario[key]; continue; }  // blank: the default
+    if (TOP.has(key)) scenario[key] = value; else config[key] = value;
   }
   scenario.config = config;
   scenario.requests = [...$("req-rows").children].map((tr) => {
