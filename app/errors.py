@@ -23,13 +23,13 @@ class ApiError(Exception):
         self.status, self.error, self.field, self.message = status, error, field, message
 
 
-def _text(s: str) -> str:
+def clean_text(s: str) -> str:
     """`s` as valid Unicode: a lone surrogate (from a JSON escape such as \\ud800) is escaped."""
     return s.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def body(error: str, items: list[tuple[str, str]]) -> dict[str, object]:
-    return {"error": error, "detail": [{"field": _text(f), "message": _text(m)} for f, m in items]}
+    return {"error": error, "detail": [{"field": clean_text(f), "message": clean_text(m)} for f, m in items]}
 
 
 def install(app: FastAPI) -> None:

@@ -27,12 +27,14 @@ from pagedviz.core import Scenario, ScenarioError, __version__, make_engine
 from pagedviz.core.engine import RunTooLongError
 from pagedviz.core.trace import StepTrace
 
-_SCALARS = (int, float, bool, str, bytes, type(None))
+_SCALARS = (int, float, str, bytes)
 
 
 def measured_bytes(root: Any) -> int:
-    """Bytes an object graph holds in memory: sys.getsizeof of every container and scalar reached
-    (each object once), numpy buffers by their nbytes. Small ints are shared by Python: free."""
+    """Bytes an object graph holds in memory: sys.getsizeof of every container reached (each
+    once), numpy buffers by their nbytes, and every scalar (int, float, str) that the graph alone
+    holds. A scalar referenced from elsewhere too (a constant name, a small int, an id the block
+    pool also holds) is shared, not this graph's: it is not counted."""
     seen: set[int] = set()
     stack = [root]
     total = 0
@@ -46,21 +48,26 @@ def measured_bytes(root: Any) -> int:
             continue
         total += sys.getsizeof(o)
         if isinstance(o, dict):
-            items: Any = [*o.keys(), *o.values()]
-        elif isinstance(o, (list, tuple, set, frozenset)):
-            items = o
+            for k, v in o.items():  # a scalar only the dict holds has 6 references here
+                for x in (k, v):
+                    if type(x) not in _SCALARS:
+                        stack.append(x)
+                    elif sys.getrefcount(x) <= 6:
+                        total += sys.getsizeof(x)
+            continue
+        if isinstance(o, (list, tuple, set, frozenset)):
+            items: Any = o
         elif hasattr(o, "__dict__"):
             items = [vars(o)]
         elif hasattr(o, "__slots__"):
             items = [getattr(o, a) for a in type(o).__slots__ if hasattr(o, a)]
         else:
             continue
-        for x in items:
-            if type(x) in _SCALARS:
-                if not (type(x) is int and -5 <= x <= 256) and x is not None and type(x) is not bool:
-                    total += sys.getsizeof(x)
-            else:
+        for x in items:  # a scalar only the container holds has 3 references here
+            if type(x) not in _SCALARS:
                 stack.append(x)
+            elif sys.getrefcount(x) <= 3:
+                total += sys.getsizeof(x)
     return total
 
 
