@@ -287,30 +287,26 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
     try:
         return int(args.fn(args))
     except ScenarioError as e:
-        print(
-            "pagedviz: invalid scenario: " + "; ".join(f"{loc}: {msg}" for loc, msg in e.errors),
-            file=sys.stderr,
-        )
-        return 2
-    except SettingError as e:
-        print(f"pagedviz: {e}", file=sys.stderr)
-        return 2
+        return fail("invalid scenario: " + "; ".join(f"{loc}: {msg}" for loc, msg in e.errors))
+    except (SettingError, CliError) as e:
+        return fail(str(e))
     except DeviceUnavailableError as e:
-        print(f"pagedviz: {e.field}: {e}", file=sys.stderr)
-        return 2
-    except CliError as e:
-        print(f"pagedviz: {e}", file=sys.stderr)
-        return 2
+        return fail(f"{e.field}: {e}")
     except BrokenPipeError:
         # the reader (`| head`) went away: stop quietly, as other command-line tools do
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
     except (MemoryError, RecursionError) as e:
-        print(f"pagedviz: the scenario is too large for this machine ({type(e).__name__})", file=sys.stderr)
-        return 2
+        return fail(f"the scenario is too large for this machine ({type(e).__name__})")
     except Exception as e:  # never a traceback: one line, and the exit code of every other error
-        print(f"pagedviz: unexpected error: {type(e).__name__}: {str(e)[:200]}", file=sys.stderr)
-        return 2
+        return fail(f"unexpected error: {type(e).__name__}: {str(e)[:200]}")
+
+
+def fail(message: str) -> int:
+    """Print one line on stderr (control characters from the input escaped) and give exit code 2."""
+    safe = "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in message)
+    print(f"pagedviz: {safe}", file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":
