@@ -21,7 +21,8 @@ class Settings:
     max_body_bytes: int = 1 << 20  # largest POST body
     max_link_chars: int = 64 << 10  # largest packed scenario in a link
     max_run_seconds: int = 60  # a run that would compute longer than this is refused (413)
-    max_computing: int = field(default_factory=lambda: os.cpu_count() or 1)  # runs computing at once
+    # runs computing at once: at most the cores, and at most 4 so that their peaks stay under 1.5 GB together
+    max_computing: int = field(default_factory=lambda: min(4, os.cpu_count() or 1))
     max_queued: int = 64  # runs waiting for a turn; past it a new run gets 503 + Retry-After
     shared_dir: str = ""  # where workers share remembered scenarios ("" = not shared)
     limits: Limits = field(default_factory=Limits)
