@@ -4,6 +4,7 @@ eval) the pages work, Plotly draws its heatmaps, and nothing the policy forbids 
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -35,9 +36,12 @@ def test_pages_and_plotly_work_under_the_strict_csp() -> None:
         response = page.goto(f"{server.url}/run?preset=seed-001-ascend&step=2")
         assert response is not None and "script-src 'self';" in response.headers["content-security-policy"]
         page.wait_for_selector("body[data-ready='1']", timeout=30_000)
-        page.wait_for_function(
-            "['hm-kv', 'hm-attn_mask'].every(id => document.getElementById(id)?.data)", timeout=30_000
-        )
+        # polled from here: Playwright's wait_for_function would evaluate a string, which the CSP forbids
+        drawn = "['hm-kv', 'hm-attn_mask'].every(id => Boolean(document.getElementById(id)?.data))"
+        deadline = time.monotonic() + 30
+        while not page.evaluate(drawn):
+            assert time.monotonic() < deadline, "the heatmaps were not drawn"
+            page.wait_for_timeout(100)
         assert page.locator("#hm-kv .hm .heatmaplayer, #hm-kv svg.main-svg").count() > 0
         assert page.evaluate("window.__csp") == []
         page.goto(f"{server.url}/")
