@@ -533,7 +533,7 @@ def precheck(data: Any, limits: Limits) -> Any:
     for key in ("name", "title", "summary", "document"):
         v = data.get(key)
         if isinstance(v, str) and (why := _text_problem(v, newlines=key == "summary")):
-            errors.append((key if key != "name" else "scenario.name", why))
+            errors.append((f"scenario.{key}", why))
     reqs = data.get("requests")
     if isinstance(reqs, list) and len(reqs) <= limits.max_requests:
         total = 0

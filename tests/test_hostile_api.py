@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
 import time
 import tracemalloc
@@ -160,10 +159,10 @@ def test_an_empty_max_steps_is_the_default() -> None:
 def test_sizes_over_the_cost_model_are_a_quick_413_naming_field_limit_and_setting(
     scenario: dict[str, Any], field: str, setting: str
 ) -> None:
-    start = time.monotonic()
+    before = CLIENT.app.state.store.computations
     r = CLIENT.post("/api/runs", json=scenario)
-    assert time.monotonic() - start < 1.5
     assert r.status_code == 413, r.text
+    assert CLIENT.app.state.store.computations == before  # refused before any work
     msgs = [d["message"] for d in r.json()["detail"] if d["field"] == field]
     assert any(f"PAGEDVIZ_{setting}" in m and re.search(r"over the limit \d+", m) for m in msgs), msgs
 
@@ -182,28 +181,26 @@ def test_a_link_with_huge_prompts_is_refused_before_drawing_them() -> None:
         "requests": [{"id": str(i), "prompt_len": (1 << 20) - 8, "max_tokens": 8} for i in range(256)],
     }
     tracemalloc.start()
-    start = time.monotonic()
     r = CLIENT.get("/api/runs/from-link", params={"s": pack(huge)})
-    elapsed = time.monotonic() - start
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     assert r.status_code == 413 and "PAGEDVIZ_MAX_TOTAL_TOKENS" in fields(r)["requests"]
-    assert elapsed < 1.5 and peak < 150 << 20
+    assert peak < 16 << 20  # drawing the prompts would take 2 GB
 
 
 # 3: a step that would pass the time limit is not started
 def test_a_step_that_would_end_past_the_deadline_is_not_started() -> None:
-    scenario = Scenario.from_dict(LONG_RUN)
-    engine = make_engine(scenario)
-    times = []
-    start = time.monotonic()
-    budget = 1.0
-    with pytest.raises(RunTooLongError):
-        for _ in engine.run(start + budget):
-            times.append(time.monotonic())
-    stopped = time.monotonic() - start
-    longest = max(b - a for a, b in zip([start, *times], times))
-    assert stopped < budget + 0.5 * longest, (stopped, longest)
+    # every step of demo-preemption (tiny) takes at least 0.3 s (the engine's own hook, before
+    # each forward). With 0.45 s the first step runs; the second, which would end at ~0.6 s, is
+    # not started (checking only whether the deadline had passed, it would be)
+    list(make_engine(load_preset("demo-preemption")).run())  # warm: torch's first calls are slow
+    engine = make_engine(load_preset("demo-preemption"))
+    engine.before_forward = lambda _: time.sleep(0.3)
+    done = 0
+    with pytest.raises(RunTooLongError) as refused:
+        for _ in engine.run(time.monotonic() + 0.45):
+            done += 1
+    assert done == 1 and refused.value.steps_done == 1
 
 
 # 5: the store is bounded in measured bytes and plateaus
@@ -250,15 +247,12 @@ def test_a_run_whose_trace_passes_max_run_mb_is_a_413_remembered() -> None:
 # 7: admission control; refusals are remembered
 def test_over_budget_runs_are_remembered_not_recomputed() -> None:
     client = TestClient(create_app(Settings(max_run_seconds=1)))
-    start = time.monotonic()
     first = client.post("/api/runs", json=LONG_RUN)
-    first_s = time.monotonic() - start
     assert first.status_code == 413 and first.json()["error"] == "run_too_long"
     rid = client.post("/api/scenarios/validate", json=LONG_RUN).json()["run_id"]
-    start = time.monotonic()
     for _ in range(3):
-        assert client.get(f"/api/runs/{rid}").status_code == 413
-    assert time.monotonic() - start < 0.5 < first_s
+        r = client.get(f"/api/runs/{rid}")
+        assert r.status_code == 413 and r.json() == first.json()
     assert client.app.state.store.computations == 1
     assert client.get(f"/api/runs/{rid}/progress").json()["state"] == "refused"
 
@@ -417,4 +411,3 @@ def test_hostile_text_and_sizes_never_get_a_5xx(top: dict[str, Any], rid: str, s
     r = CLIENT.post("/api/runs", content=body)
     assert r.status_code in (201, 413, 422), r.text
     assert CLIENT.post("/api/scenarios/validate", content=body).status_code == 200
-    assert os.environ.get("PAGEDVIZ_MAX_RUNS") is None
