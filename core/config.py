@@ -109,8 +109,21 @@ class EngineConfig:
     enable_prefix_caching: bool = False
     cudagraph_capture_sizes: tuple[int, ...] | None = None
     device: str = "auto"
-    vocab_size: int = 512
+    vocab_size: int = 512  # token ids are < vocab_size, with or without a model
+    # Policies that changed across vLLM versions (defaults: vLLM 0.33.0, core/upstream.py).
+    # Admit a waiting request only if its whole sequence fits the free blocks (else its first chunk).
+    scheduler_reserve_full_isl: bool = True
+    # Fraction of the pool kept free when admitting waiting requests while others run.
+    watermark: float = 0.0
+    # "lifo": freed blocks without a hash go to the queue's head (0.33); "fifo": all to the tail.
+    free_queue_order: str = "lifo"
+    # Apply long_prefill_token_threshold even when one request is running or waiting (older vLLM).
+    long_prefill_cap_lone_request: bool = False
     model: ModelConfig | None = field(default_factory=ModelConfig)
+
+    @property
+    def watermark_blocks(self) -> int:
+        return int(self.watermark * self.num_kv_blocks)
 
     @property
     def max_num_blocks_per_req(self) -> int:
@@ -161,11 +174,12 @@ class Scenario:
     def to_dict(self) -> dict[str, Any]:
         """Canonical JSON form; prompts as they were given (text, seed-drawn length or token ids)."""
         cfg = asdict(self.config)
-        cfg.pop("vocab_size")
         if self.config.cudagraph_capture_sizes is not None:
             cfg["cudagraph_capture_sizes"] = list(self.config.cudagraph_capture_sizes)
         if self.config.model is None:
             cfg["model"] = None
+        else:
+            cfg["model"].pop("vocab_size")
         reqs = []
         for r in self.requests:
             prompt: dict[str, Any]
@@ -244,7 +258,7 @@ class _Validator:
             if key not in allowed:
                 self.err(f"{loc}.{key}" if loc else str(key), "unknown field")
 
-    def model(self, raw: Any) -> ModelConfig | None:
+    def model(self, raw: Any, vocab_size: int | None) -> ModelConfig | None:
         if raw is None:
             return None
         if not isinstance(raw, dict):
@@ -258,8 +272,10 @@ class _Validator:
             num_heads=self.int_field(raw, "num_heads", loc, d.num_heads, 1, 64),
             num_kv_heads=self.int_field(raw, "num_kv_heads", loc, d.num_kv_heads, 1, 64),
             head_size=self.int_field(raw, "head_size", loc, d.head_size, 2, 256),
-            vocab_size=self.int_field(raw, "vocab_size", loc, d.vocab_size, 8, 65536),
+            vocab_size=self.int_field(raw, "vocab_size", loc, vocab_size or d.vocab_size, 8, 1 << 20),
         )
+        if vocab_size is not None and "vocab_size" in raw and raw["vocab_size"] != vocab_size:
+            self.err(f"{loc}.vocab_size", f"differs from config.vocab_size ({vocab_size}); give one")
         if m.num_heads % m.num_kv_heads:
             self.err(f"{loc}.num_kv_heads", "must divide num_heads (grouped-query attention)")
         if m.head_size % 2:
@@ -275,7 +291,7 @@ class _Validator:
             self.err("config", "must be an object")
             raw = {}
         lim, loc, d = self.limits, "config", EngineConfig()
-        self.unknown_keys(raw, set(EngineConfig.__dataclass_fields__) - {"vocab_size"}, loc)
+        self.unknown_keys(raw, set(EngineConfig.__dataclass_fields__), loc)
         block_size = self.int_field(raw, "block_size", loc, d.block_size, 1, lim.max_block_size)
         max_model_len = self.int_field(raw, "max_model_len", loc, d.max_model_len, 1, 1 << 20)
         max_num_reqs = self.int_field(raw, "max_num_reqs", loc, d.max_num_reqs, 1, 4096)
@@ -298,8 +314,43 @@ class _Validator:
                 too_large=True,
             )
         sizes = self.capture_sizes(raw.get("cudagraph_capture_sizes"), budget)
-        model = self.model(raw.get("model", asdict(ModelConfig())))
-        vocab = model.vocab_size if model is not None else d.vocab_size
+        vocab: int | None = None
+        if "vocab_size" in raw:
+            vocab = self.int_field(raw, "vocab_size", loc, d.vocab_size, 8, 1 << 24)
+        model = self.model(raw.get("model", {}), vocab)
+        vocab = model.vocab_size if model is not None else (vocab or d.vocab_size)
+        reserve_full = self.bool_field(raw, "scheduler_reserve_full_isl", loc, d.scheduler_reserve_full_isl)
+        watermark = raw.get("watermark", d.watermark)
+        if not isinstance(watermark, int | float) or isinstance(watermark, bool) or not 0 <= watermark < 1:
+            self.err(f"{loc}.watermark", f"must be a number in [0, 1) (got {watermark!r:.40})")
+            watermark = d.watermark
+        order = raw.get("free_queue_order", d.free_queue_order)
+        if order not in ("lifo", "fifo"):
+            self.err(f"{loc}.free_queue_order", f'must be "lifo" or "fifo" (got {order!r:.40})')
+            order = d.free_queue_order
+        lone_cap = self.bool_field(raw, "long_prefill_cap_lone_request", loc, d.long_prefill_cap_lone_request)
+        # what vLLM's SchedulerConfig.verify_max_model_len refuses, with its reasons
+        vllm_rules = self.flavor != "nanovllm"
+        if vllm_rules and not chunked and budget < max_model_len:
+            self.err(
+                f"{loc}.max_num_batched_tokens",
+                f"max_num_batched_tokens ({budget}) is smaller than max_model_len ({max_model_len}). "
+                "This effectively limits the maximum sequence length to max_num_batched_tokens and "
+                "makes vLLM reject longer sequences. Please increase max_num_batched_tokens or "
+                "decrease max_model_len.",
+            )
+        if vllm_rules and budget < max_num_reqs:
+            self.err(
+                f"{loc}.max_num_batched_tokens",
+                f"max_num_batched_tokens ({budget}) must be greater than or equal to "
+                f"max_num_seqs (max_num_reqs, {max_num_reqs}).",
+            )
+        if vllm_rules and threshold > max_model_len:
+            self.err(
+                f"{loc}.long_prefill_token_threshold",
+                f"long_prefill_token_threshold ({threshold}) cannot be greater than the "
+                f"max_model_len ({max_model_len}).",
+            )
         if model is not None:
             elems = 2 * num_kv_blocks * block_size * model.num_kv_heads * model.head_size
             if elems > lim.max_kv_cache_elems:
@@ -321,6 +372,10 @@ class _Validator:
             cudagraph_capture_sizes=sizes,
             device=device,
             vocab_size=vocab,
+            scheduler_reserve_full_isl=reserve_full,
+            watermark=float(watermark),
+            free_queue_order=str(order),
+            long_prefill_cap_lone_request=lone_cap,
             model=model,
         )
 
