@@ -19,6 +19,7 @@ from pagedviz.core.device import DeviceUnavailableError
 from pagedviz.core.presets import list_presets, preset_dict
 from pagedviz.core.registry import make_engine
 from pagedviz.core.trace import StepTrace
+from pagedviz.core.upstream import UPSTREAM
 
 
 class CliError(Exception):
@@ -227,6 +228,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         json.dump(
             {
                 "scenario": scenario.to_dict(),
+                "upstream": UPSTREAM,
                 "truncated": engine.truncated,
                 "steps": [t.to_dict() for t in traces],
             },
