@@ -12,6 +12,8 @@ The sampled tokens themselves go from pagedviz to vLLM, so both sides see the sa
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,6 +23,7 @@ from hypothesis import strategies as st
 from pagedviz.core import Scenario, make_engine
 from pagedviz.core.presets import list_presets, preset_dict
 
+sys.path.insert(0, str(Path(__file__).parent))  # vllm_side.py, the glue beside this file
 vllm_side = pytest.importorskip(
     "vllm_side", reason="the vLLM 0.33.0 wheel is not installed (run scripts/fidelity-deps.sh)"
 )
