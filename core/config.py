@@ -218,7 +218,12 @@ class EngineConfig:
         schema=CAPTURE_SIZES_SCHEMA,
     )
     device: str = setting("auto", "where prepare_inputs and the model run", choices=DEVICES)
-    vocab_size: int = field(default=512, metadata={"internal": True})  # the model's, or 512 without one
+    vocab_size: int = setting(
+        512,
+        "token ids run over [0, vocab_size), with or without a model (the model's vocabulary too); "
+        "text prompts need at least 259",
+        schema={"type": "integer", "minimum": 8, "maximum": 1 << 24},
+    )
     model: ModelConfig | None = setting(
         None,
         "the tiny transformer's sizes, or null for fast simulation (no forward pass)",
@@ -234,6 +239,28 @@ class EngineConfig:
     async_scheduling: bool = setting(
         False, "schedule a step before the last one's sampled tokens reach the CPU (placeholders)"
     )
+    # Policies that changed across vLLM versions (defaults: vLLM 0.33.0, core/upstream.py)
+    scheduler_reserve_full_isl: bool = setting(
+        True,
+        "admit a waiting request only if its whole sequence fits the free blocks (0.33); "
+        "false: its first chunk",
+    )
+    watermark: float = setting(
+        0.0, "fraction of the pool kept free when admitting waiting requests while others run", lo=0, hi=0.99
+    )
+    free_queue_order: str = setting(
+        "lifo",
+        "lifo: freed blocks without a hash go to the free queue's head (0.33); "
+        "fifo: all to its tail (older vLLM)",
+        choices=("lifo", "fifo"),
+    )
+    long_prefill_cap_lone_request: bool = setting(
+        False, "apply long_prefill_token_threshold even to a lone running or waiting request (older vLLM)"
+    )
+
+    @property
+    def watermark_blocks(self) -> int:
+        return int(self.watermark * self.num_kv_blocks)
 
     @property
     def max_num_blocks_per_req(self) -> int:
@@ -354,11 +381,12 @@ class Scenario:
     def to_dict(self) -> dict[str, Any]:
         """Canonical JSON form; prompts as they were given (text, seed-drawn length or token ids)."""
         cfg = asdict(self.config)
-        cfg.pop("vocab_size")
         if self.config.cudagraph_capture_sizes is not None:
             cfg["cudagraph_capture_sizes"] = list(self.config.cudagraph_capture_sizes)
         if self.config.model is None:
             cfg["model"] = None
+        else:
+            cfg["model"].pop("vocab_size")
         reqs = []
         for r in self.requests:
             prompt: dict[str, Any]
@@ -493,7 +521,7 @@ class _Validator:
                 hint = f"; did you mean {close[0]!r}?" if close else ""
                 self.err(f"{loc}.{key}" if loc else str(key), f"unknown field{hint}")
 
-    def model(self, raw: Any) -> ModelConfig | None:
+    def model(self, raw: Any, vocab_size: int | None) -> ModelConfig | None:
         if raw is None:
             return None
         if not isinstance(raw, dict):
@@ -502,7 +530,12 @@ class _Validator:
         loc = "config.model"
         specs = fields_of(ModelConfig)
         self.unknown_keys(raw, {s.name for s in specs}, loc)
-        m = ModelConfig(**self.fields(raw, specs, loc))
+        vals = self.fields(raw, specs, loc)
+        if vocab_size is not None and "vocab_size" not in raw:
+            vals["vocab_size"] = vocab_size
+        m = ModelConfig(**vals)
+        if vocab_size is not None and "vocab_size" in raw and raw["vocab_size"] != vocab_size:
+            self.err(f"{loc}.vocab_size", f"differs from config.vocab_size ({vocab_size}); give one")
         if m.num_heads % m.num_kv_heads:
             self.err(f"{loc}.num_kv_heads", "must divide num_heads (grouped-query attention)")
         if m.head_size % 2:
@@ -531,15 +564,44 @@ class _Validator:
         sizes = self.capture_sizes(raw.get("cudagraph_capture_sizes"), v["max_num_batched_tokens"])
         spec, async_scheduling = v["num_speculative_tokens"], v["async_scheduling"]
         if v["prompt_lookup_max"] < v["prompt_lookup_min"]:
-            self.err(f"{loc}.prompt_lookup_max", f"must be >= prompt_lookup_min ({v['prompt_lookup_min']})")
+            self.err(
+                f"{loc}.prompt_lookup_max",
+                f"is below prompt_lookup_min ({v['prompt_lookup_min']}): give a range min <= max",
+            )
         if spec and async_scheduling:
             self.err(f"{loc}.async_scheduling", "is not modelled together with num_speculative_tokens > 0")
         if spec and v["enable_prefix_caching"]:
             self.err(f"{loc}.num_speculative_tokens", "is not modelled together with enable_prefix_caching")
         if (spec or async_scheduling) and self.flavor == "nanovllm":
             self.err(loc, "nanovllm has no speculative decoding or async scheduling")
-        model = self.model(raw.get("model", asdict(ModelConfig())))
-        vocab = model.vocab_size if model is not None else d.vocab_size
+        vocab: int | None = None
+        if "vocab_size" in raw:
+            vocab = self.int_field(raw, "vocab_size", loc, d.vocab_size, 8, 1 << 24)
+        model = self.model(raw.get("model", {}), vocab)
+        vocab = model.vocab_size if model is not None else (vocab or d.vocab_size)
+        # what vLLM's SchedulerConfig.verify_max_model_len refuses, with its reasons
+        vllm_rules = self.flavor != "nanovllm"
+        budget, max_model_len = v["max_num_batched_tokens"], v["max_model_len"]
+        if vllm_rules and not v["enable_chunked_prefill"] and budget < max_model_len:
+            self.err(
+                f"{loc}.max_num_batched_tokens",
+                f"max_num_batched_tokens ({budget}) is smaller than max_model_len ({max_model_len}). "
+                "This effectively limits the maximum sequence length to max_num_batched_tokens and "
+                "makes vLLM reject longer sequences. Please increase max_num_batched_tokens or "
+                "decrease max_model_len.",
+            )
+        if vllm_rules and budget < v["max_num_reqs"]:
+            self.err(
+                f"{loc}.max_num_batched_tokens",
+                f"max_num_batched_tokens ({budget}) must be greater than or equal to "
+                f"max_num_seqs (max_num_reqs, {v['max_num_reqs']}).",
+            )
+        if vllm_rules and v["long_prefill_token_threshold"] > max_model_len:
+            self.err(
+                f"{loc}.long_prefill_token_threshold",
+                f"long_prefill_token_threshold ({v['long_prefill_token_threshold']}) cannot be greater "
+                f"than the max_model_len ({max_model_len}).",
+            )
         if model is not None:
             elems = 2 * v["num_kv_blocks"] * v["block_size"] * model.num_kv_heads * model.head_size
             if elems > lim.max_kv_cache_elems:
