@@ -31,6 +31,8 @@ export const STRINGS = {
     kv_note_cap: "showing the first {n} blocks", default: "default", docs: "docs", mirrors: "mirrors",
     ax_position: "position", ax_row: "row", ax_logical: "logical block", ax_physical: "physical block",
     ax_slot: "slot in block", ax_key: "key position", more_tokens: "{n} more tokens: use the export links",
+    narration: "What happens", this_stage: "This stage", no_stage_narration: "Nothing to add for this stage in this step.",
+    ref_absent: "not in this step's batch",
   },
   zh: {
     tagline: "逐步观察类 vLLM 引擎如何基于分页 KV cache 为模型前向准备输入。",
@@ -61,6 +63,8 @@ export const STRINGS = {
     kv_note_cap: "仅显示前 {n} 个块", default: "默认", docs: "文档", mirrors: "对应上游",
     ax_position: "位置", ax_row: "行", ax_logical: "逻辑块", ax_physical: "物理块",
     ax_slot: "块内槽位", ax_key: "key 位置", more_tokens: "还有 {n} 个 token：请用导出链接查看",
+    narration: "发生了什么", this_stage: "本阶段", no_stage_narration: "这一步在本阶段没有要补充的。",
+    ref_absent: "不在本步的批次中",
   },
 };
 

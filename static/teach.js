@@ -1,0 +1,8 @@
+// The teaching side of the run page, started once by run.js: narration, stage-by-stage playback,
+// lessons, predict-then-reveal, what-if and compare (one module each).
+
+import { initNarration } from "./narration.js";
+
+export function initTeach() {
+  initNarration();
+}
