@@ -25,7 +25,7 @@ export const STRINGS = {
     sel_token: "token", sel_position: "position", sel_slot: "slot", sel_block: "block",
     none_selected: "Hover or select a token, a request or a block.",
     device: "device", prepare_us: "prepare_inputs", paged_dense: "paged = dense",
-    help_text: "← / → step · ↑ / ↓ stage · space play/pause · Esc clear selection · ? this help",
+    help_text: "← / → step · ↑ / ↓ stage · space play/pause · p play the step's stages · Esc clear selection · ? this help",
     truncated: "The run was cut short at max_steps.", free: "free", not_run_yet: "later stage",
     unknown_run: "Could not load the run", close: "Close", null_block: "null block", not_in_batch: "not in this step's batch", shared_block: "shared (prefix cache)", computing: "Computing the run: step {n} of at most {max} ({t} s)", more: "more",
     kv_note_cap: "showing the first {n} blocks", default: "default", docs: "docs", mirrors: "mirrors",
@@ -33,6 +33,8 @@ export const STRINGS = {
     ax_slot: "slot in block", ax_key: "key position", more_tokens: "{n} more tokens: use the export links",
     narration: "What happens", this_stage: "This stage", no_stage_narration: "Nothing to add for this stage in this step.",
     ref_absent: "not in this step's batch",
+    stage: "Stage", pb_title: "Play this step stage by stage", pb_play: "▶ Play stages", pb_pause: "⏸ Pause",
+    pb_continue: "▶ Continue", pb_stop: "■ Stop", pb_pause_at: "Pause at stage", pb_paused_at: "Paused at {stage}: read, then continue (p).",
   },
   zh: {
     tagline: "逐步观察类 vLLM 引擎如何基于分页 KV cache 为模型前向准备输入。",
@@ -57,7 +59,7 @@ export const STRINGS = {
     sel_token: "token", sel_position: "位置", sel_slot: "槽位", sel_block: "块",
     none_selected: "悬停或选择一个 token、请求或块。",
     device: "设备", prepare_us: "prepare_inputs", paged_dense: "分页 = 稠密",
-    help_text: "← / → 切换步 · ↑ / ↓ 切换阶段 · 空格 播放/暂停 · Esc 清除选择 · ? 帮助",
+    help_text: "← / → 切换步 · ↑ / ↓ 切换阶段 · 空格 播放/暂停 · p 逐阶段播放 · Esc 清除选择 · ? 帮助",
     truncated: "运行在 max_steps 处被截断。", free: "空闲", not_run_yet: "后续阶段",
     unknown_run: "无法加载该运行", close: "关闭", null_block: "空块（null block）", not_in_batch: "不在本步批次中", shared_block: "共享（前缀缓存）", computing: "正在计算：第 {n} 步（最多 {max} 步，已用 {t} 秒）", more: "项未显示",
     kv_note_cap: "仅显示前 {n} 个块", default: "默认", docs: "文档", mirrors: "对应上游",
@@ -65,6 +67,8 @@ export const STRINGS = {
     ax_slot: "块内槽位", ax_key: "key 位置", more_tokens: "还有 {n} 个 token：请用导出链接查看",
     narration: "发生了什么", this_stage: "本阶段", no_stage_narration: "这一步在本阶段没有要补充的。",
     ref_absent: "不在本步的批次中",
+    stage: "阶段", pb_title: "逐阶段播放这一步", pb_play: "▶ 逐阶段播放", pb_pause: "⏸ 暂停",
+    pb_continue: "▶ 继续", pb_stop: "■ 停止", pb_pause_at: "在这些阶段暂停", pb_paused_at: "已在「{stage}」暂停：读完后继续（p）。",
   },
 };
 

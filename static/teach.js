@@ -2,7 +2,9 @@
 // lessons, predict-then-reveal, what-if and compare (one module each).
 
 import { initNarration } from "./narration.js";
+import { initPlayback } from "./playback.js";
 
 export function initTeach() {
   initNarration();
+  initPlayback();
 }

@@ -113,3 +113,61 @@ def test_narration_follows_step_and_stage_and_its_names_light_up_the_views(page:
     assert HAN.search(page.locator("#narr-step li[data-key='chunk:2']").inner_text())
     assert HAN.search(page.locator("#narr-stage").inner_text())
     shot(page, "teach-narration-zh.png")
+
+
+# ------------------------------------------------------------------ 2. stage-by-stage playback
+def test_stage_playback_walks_the_stages_in_order_with_their_narration_and_stops_at_pause_points(
+    page: object,
+) -> None:
+    open_run(page, "preset=seed-001&step=2")
+    names = page.evaluate("[...document.querySelectorAll('.stage-btn')].map(b => b.dataset.stage)")
+    assert names[0] == "update_states" and "slot_mapping" in names
+    # the speeds the issue asks for
+    assert page.locator("#pb-speed option").all_inner_texts() == ["×0.25", "×0.5", "×0.75", "×1"]
+    # record every stage the page shows, and the narration shown with it
+    page.evaluate(
+        """window.seen = [];
+        new MutationObserver(() => {
+          const a = document.querySelector('.stage-btn.active');
+          const n = document.getElementById('narr-stage').textContent;
+          if (!a) return;
+          if (!window.seen.length || window.seen.at(-1)[0] !== a.dataset.stage) window.seen.push([a.dataset.stage, n]);
+          else window.seen.at(-1)[1] = n;  // the stage's narration arrives just after it
+        }).observe(document.getElementById('main'), {subtree: true, childList: true, characterData: true});"""
+    )
+    page.evaluate("import('/static/playback.js').then(m => m.setDwell(150))")
+    stop_at = names.index("slot_mapping")
+    page.click("#pb-points button[data-stage='slot_mapping']")
+    assert page.locator("#pb-points button[data-stage='slot_mapping']").get_attribute("aria-pressed") == "true"
+    page.select_option("#pb-speed", "1")
+    page.focus("#pb-play")
+    page.keyboard.press("Enter")  # keyboard alone
+    page.wait_for_function("document.querySelector('.stage-btn.active').dataset.stage === 'slot_mapping'")
+    page.wait_for_timeout(600)  # a pause point holds
+    assert page.locator(".stage-btn.active").get_attribute("data-stage") == "slot_mapping"
+    assert "Paused at Slot mapping" in page.locator("#pb-status").inner_text()
+    shot(page, "teach-playback.png")
+    page.wait_for_function(
+        "window.seen.length && window.seen.at(-1)[0] === 'slot_mapping' && "
+        "window.seen.at(-1)[1].includes('slot_mapping[')"
+    )
+    seen = page.evaluate("window.seen")
+    order = [s for s, _ in seen]
+    assert order == names[: stop_at + 1], order  # from the first stage, every stage once, in order
+    # each stage was shown with its own narration: its title, and its formula where it has one
+    titles = page.evaluate(
+        "Object.fromEntries([...document.querySelectorAll('.stage-btn')]"
+        ".map(b => [b.dataset.stage, b.querySelector('.stage-title').textContent]))"
+    )
+    for stage, text in seen:
+        assert text.startswith(f"This stage: {titles[stage]}"), (stage, text)
+        if stage not in ("update_states", "attn_metadata"):
+            assert f"{stage}[" in text, (stage, text)
+    page.locator("body").press("p")  # continue to the end
+    page.wait_for_function(f"document.querySelector('.stage-btn.active').dataset.stage === '{names[-1]}'")
+    page.wait_for_function("document.getElementById('pb-play').getAttribute('aria-pressed') === 'false'")
+    assert page.locator("body").get_attribute("data-step") == "2"  # one step, not the next
+    # Chinese labels
+    page.click("[data-lang='zh']")
+    assert HAN.search(page.locator("#pb-h").inner_text())
+    assert HAN.search(page.locator("#pb-play").inner_text())
