@@ -131,14 +131,16 @@ def test_stage_playback_walks_the_stages_in_order_with_their_narration_and_stops
           const a = document.querySelector('.stage-btn.active');
           const n = document.getElementById('narr-stage').textContent;
           if (!a) return;
-          if (!window.seen.length || window.seen.at(-1)[0] !== a.dataset.stage) window.seen.push([a.dataset.stage, n]);
+          const last = window.seen.at(-1);
+          if (!last || last[0] !== a.dataset.stage) window.seen.push([a.dataset.stage, n]);
           else window.seen.at(-1)[1] = n;  // the stage's narration arrives just after it
         }).observe(document.getElementById('main'), {subtree: true, childList: true, characterData: true});"""
     )
     page.evaluate("import('/static/playback.js').then(m => m.setDwell(150))")
     stop_at = names.index("slot_mapping")
-    page.click("#pb-points button[data-stage='slot_mapping']")
-    assert page.locator("#pb-points button[data-stage='slot_mapping']").get_attribute("aria-pressed") == "true"
+    point = page.locator("#pb-points button[data-stage='slot_mapping']")
+    point.click()
+    assert point.get_attribute("aria-pressed") == "true"
     page.select_option("#pb-speed", "1")
     page.focus("#pb-play")
     page.keyboard.press("Enter")  # keyboard alone
