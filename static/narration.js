@@ -117,6 +117,7 @@ export async function renderNarration() {
     for (const it of items.filter((x) => !x.stage)) list.append(el("li", { dataset: { key: it.key } }, sentence(it)));
   }
   renderStagePart(items);
+  document.dispatchEvent(new Event("pagedviz:narrated"));
 }
 
 function renderStagePart(items) {

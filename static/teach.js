@@ -3,8 +3,12 @@
 
 import { initNarration } from "./narration.js";
 import { initPlayback } from "./playback.js";
+import { initPredict } from "./predict.js";
+import { initLesson } from "./lesson.js";
 
 export function initTeach() {
   initNarration();
   initPlayback();
+  initPredict();
+  initLesson();
 }

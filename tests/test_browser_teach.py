@@ -173,3 +173,118 @@ def test_stage_playback_walks_the_stages_in_order_with_their_narration_and_stops
     page.click("[data-lang='zh']")
     assert HAN.search(page.locator("#pb-h").inner_text())
     assert HAN.search(page.locator("#pb-play").inner_text())
+
+
+# ------------------------------------------------------------------ 3. lessons
+def _steps(preset: str) -> list:
+    from pagedviz.core import load_preset, make_engine
+
+    return list(make_engine(load_preset(preset)).run())
+
+
+def test_the_landing_page_starts_with_the_lesson_and_its_panel_drives_the_view(page: object) -> None:
+    import json
+
+    shipped = json.loads(
+        (Path(__file__).resolve().parent.parent / "core" / "lessons" / "paged-attention-50.json").read_text()
+    )
+    secs = shipped["sections"]
+    page.goto(page.base + "/")
+    page.wait_for_selector("body[data-ready='1']", timeout=30_000)
+    card = page.locator(".lesson-card").first
+    assert card.locator("h3").inner_text() == shipped["title"]["en"]
+    # the lesson comes before the presets
+    assert card.bounding_box()["y"] < page.locator("#presets-h").bounding_box()["y"]
+    shot(page, "teach-landing.png")
+    card.locator("a.button").click()
+    page.wait_for_selector("body[data-lesson-section='0']", timeout=60_000)
+    assert page.locator("#lesson-sec-title").inner_text() == secs[0]["title"]["en"]
+    assert page.locator("#lesson-pos").inner_text() == f"Section 1 / {len(secs)}"
+    # next section (keyboard): its selection lights up request 2's row
+    page.focus("#lesson-next")
+    page.keyboard.press("Enter")
+    page.wait_for_selector("body[data-lesson-section='1']")
+    assert secs[1]["selection"] == {"kind": "request", "id": "2"}
+    assert page.locator("#request-table tr.hl").get_attribute("data-r") == "2"
+    assert page.locator("#lesson-text").inner_text() == secs[1]["paragraph"]["en"]
+    # the section with a checkpoint hides the block table until the student predicts it
+    page.keyboard.press("Enter")
+    page.wait_for_selector("body[data-lesson-section='2']")
+    cp = secs[2]["checkpoint"]
+    assert "concealed-card" in classes(page, "#card-block_table")
+    truth = _steps(secs[2]["scenario"])[secs[2]["step"] - 1].arrays[cp["array"]].reshape(-1)
+    expected = [int(truth[i]) for i in cp["indices"]]
+    for k, v in enumerate(expected):
+        page.fill(f"#predict-{k}", str(v + 1 if k == 1 else v))  # the second one wrong
+    shot(page, "teach-lesson-predict.png")
+    page.press("#predict-0", "Enter")
+    page.wait_for_selector("body[data-predict='revealed']")
+    assert page.locator("#predict-result p").first.inner_text() == "2 of 3 right."
+    why = page.locator("#predict-result li").inner_text()
+    assert f"it is {expected[1]}" in why and "block_table" in why
+    assert "concealed-card" not in classes(page, "#card-block_table")
+    assert "bad" in classes(page, "#predict-1") and "ok" in classes(page, "#predict-0")
+    shot(page, "teach-lesson-revealed.png")
+    # a section on another scenario loads its run in place, at its step and stage
+    k = next(i for i, s in enumerate(secs) if s["scenario"] != secs[0]["scenario"])
+    page.click(".lesson-toc-box summary")
+    page.click(f"#lesson-toc button[data-sec='{k}']")
+    page.wait_for_selector(f"body[data-lesson-section='{k}']", timeout=60_000)
+    assert page.locator("body").get_attribute("data-step") == str(secs[k]["step"])
+    assert page.locator(".stage-btn.active").get_attribute("data-stage") == secs[k]["stage"]
+    assert "lesson=paged-attention-50" in page.url and f"sec={k}" in page.url
+    # in Chinese, the lesson speaks Chinese
+    page.click("[data-lang='zh']")
+    assert page.locator("#lesson-text").inner_text() == secs[k]["paragraph"]["zh"]
+    assert page.locator("#lesson-title").inner_text() == shipped["title"]["zh"]
+    shot(page, "teach-lesson-zh.png")
+
+
+def test_a_lecturers_lesson_file_is_checked_by_field_and_shared_as_a_link(page: object) -> None:
+    import json
+
+    page.goto(page.base + "/")
+    page.wait_for_selector("body[data-ready='1']", timeout=30_000)
+    page.click(".lesson-loader summary")
+    bad = {
+        "title": {"en": "Mine"},
+        "sections": [{"scenario": "seed-002", "step": 1, "stage": "nope", "paragraph": {"en": "x"}}],
+    }
+    upload = {"name": "bad.json", "mimeType": "application/json", "buffer": json.dumps(bad).encode()}
+    page.set_input_files("#lesson-upload", files=[upload])
+    page.wait_for_selector("#lesson-file-out.bad")
+    assert "sections[0].stage: unknown stage 'nope'" in page.locator("#lesson-file-out").inner_text()
+    good = {
+        "title": {"en": "My <b>lesson</b>", "zh": "我的课"},
+        "sections": [
+            {
+                "scenario": "seed-002",
+                "step": 1,
+                "stage": "slot_mapping",
+                "selection": {"kind": "token", "id": 3},
+                "paragraph": {
+                    "en": "Token 3 <script>alert(1)</script> goes where?",
+                    "zh": "第 3 个 token 写到哪里？",
+                },
+                "checkpoint": {"array": "slot_mapping", "indices": [3]},
+            },
+        ],
+    }
+    upload = {"name": "good.json", "mimeType": "application/json", "buffer": json.dumps(good).encode()}
+    page.set_input_files("#lesson-upload", files=[upload])
+    page.wait_for_selector("#lesson-file-out.ok")
+    link = page.input_value("#lesson-link")
+    assert "/run?l=" in link
+    page.goto(link)
+    page.wait_for_selector("body[data-lesson-section='0']", timeout=60_000)
+    # the lecturer's text is shown as text, never as markup
+    assert page.locator("#lesson-title").inner_text() == "My <b>lesson</b>"
+    assert "<script>alert(1)</script>" in page.locator("#lesson-text").inner_text()
+    assert page.locator("#lesson script, #lesson b").count() == 0
+    assert page.locator(".stage-btn.active").get_attribute("data-stage") == "slot_mapping"
+    assert (
+        page.locator("#token-table th.tok-head.hl").count() + page.locator("#token-table td.hl").count() > 0
+    )
+    assert page.locator("#predict-0").count() == 1
+    page.click("#lesson-share")
+    assert page.input_value("#lesson-link").split("?")[1].startswith("l=")
