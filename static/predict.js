@@ -90,10 +90,17 @@ async function check() {
   const inputs = [...cp.container.querySelectorAll(".predict-in")];
   const values = inputs.map((i) => { const v = i.value.trim(); return /^-?\d+(\.\d+)?$/.test(v) ? Number(v) : v; });
   cp.values = inputs.map((i) => i.value);
+  const arr = S.steps.get(cp.step) ? S.steps.get(cp.step).arrays[cp.array] : null;
+  const bad = values.findIndex((v) => typeof v !== "number");
+  if (bad >= 0) {  // said here, without a round trip: the entry's name and what it needs
+    $("predict-msg").textContent = `${entryName(cp.array, arr && arr.shape, cp.indices[bad])}: ${L("predict_number")} (${JSON.stringify(String(values[bad]).slice(0, 20))})`;
+    inputs[bad].focus();
+    return;
+  }
   const r = await postJSON(`/api/runs/${S.created.run_id}/steps/${cp.step}/check`, { array: cp.array, indices: cp.indices, values });
   if (!r.ok) {
     const msg = $("predict-msg");
-    msg.textContent = errorLines(r.data).map((l) => l.replace(/^values\[(\d+)\]/, (_, k) => entryName(cp.array, null, cp.indices[Number(k)]))).join("; ");
+    msg.textContent = errorLines(r.data).map((l) => l.replace(/^values\[(\d+)\]/, (_, k) => entryName(cp.array, arr && arr.shape, cp.indices[Number(k)]))).join("; ");
     return;
   }
   P.result = r.data;

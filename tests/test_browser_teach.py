@@ -288,3 +288,40 @@ def test_a_lecturers_lesson_file_is_checked_by_field_and_shared_as_a_link(page: 
     assert page.locator("#predict-0").count() == 1
     page.click("#lesson-share")
     assert page.input_value("#lesson-link").split("?")[1].startswith("l=")
+
+
+# ------------------------------------------------------------------ 4. predict on any run
+def test_predict_any_array_of_any_run_hides_it_then_checks_with_explanations(page: object) -> None:
+    open_run(page, "preset=seed-001&step=2&stage=slot_mapping")
+    # the current stage's own array is offered first
+    assert page.locator("#predict-array").input_value() == "slot_mapping"
+    page.fill("#predict-entries", "0-4")
+    page.press("#predict-entries", "Enter")
+    page.wait_for_selector("#predict-form")
+    # the row is hidden in the token table, and so are the narration and formulas that give it away
+    assert page.locator("#token-table tr[data-array='slot_mapping'] td.concealed").count() == 5
+    assert "concealed" in classes(page, "#stage-values [data-array='slot_mapping']")
+    page.wait_for_function("document.querySelector('#narr-stage p.concealed') !== null")
+    truth = [int(x) for x in _steps("seed-001")[1].arrays["slot_mapping"]]
+    # a value that is not a number: the message names the entry
+    page.fill("#predict-0", "x")
+    page.click("#predict-check")
+    page.wait_for_function("document.getElementById('predict-msg').textContent.length > 0")
+    assert page.locator("#predict-msg").inner_text().startswith("slot_mapping[0]: must be a number")
+    for k, v in enumerate(truth):
+        page.fill(f"#predict-{k}", str(v if k != 3 else v - 1))
+    shot(page, "teach-predict.png")
+    page.click("#predict-check")
+    page.wait_for_selector("body[data-predict='revealed']")
+    assert page.locator("#predict-result p").first.inner_text() == "4 of 5 right."
+    why = page.locator("#predict-result li[data-index='3']").inner_text()
+    assert why.startswith(f"slot_mapping[3] you said {truth[3] - 1}, it is {truth[3]}:")
+    assert f"= {truth[3]}" in why  # the formula with this entry's numbers
+    assert page.locator("#token-table td.concealed").count() == 0
+    shot(page, "teach-predict-revealed.png")
+    # a bad list of entries is refused with the field named
+    page.fill("#predict-entries", "9-99")
+    page.click("#predict-start")
+    assert page.locator("#predict-any-msg").inner_text().startswith("Entries:")
+    page.click("[data-lang='zh']")
+    assert HAN.search(page.locator("#predict-any-h").inner_text())
