@@ -5,10 +5,12 @@ import { initNarration } from "./narration.js";
 import { initPlayback } from "./playback.js";
 import { initPredict } from "./predict.js";
 import { initLesson } from "./lesson.js";
+import { initWhatIf } from "./whatif.js";
 
 export function initTeach() {
   initNarration();
   initPlayback();
   initPredict();
+  initWhatIf();
   initLesson();
 }
