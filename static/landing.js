@@ -5,6 +5,7 @@ import { applyI18n, progressText, t } from "./i18n.js";
 import { readState, writeState } from "./state.js";
 import { clear, el, showUpstream } from "./views.js";
 import { lessonGallery, wireLessonLoader } from "./lesson.js";
+import { contrastLinks } from "./compare.js";
 
 const state = readState();
 const $ = (id) => document.getElementById(id);
@@ -323,6 +324,7 @@ async function boot() {
   $("upload").onchange = upload;
   getJSON("/healthz").then((h) => showUpstream(h.data));
   wireLessonLoader($("lesson-upload"), $("lesson-file-out"), state.lang);
+  contrastLinks($("contrasts"), state.lang);
   await lessonGallery($("lessons"), state.lang);
   await gallery();
   const first = await getJSON("/api/presets/seed-001");

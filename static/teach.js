@@ -6,11 +6,13 @@ import { initPlayback } from "./playback.js";
 import { initPredict } from "./predict.js";
 import { initLesson } from "./lesson.js";
 import { initWhatIf } from "./whatif.js";
+import { initCompare } from "./compare.js";
 
 export function initTeach() {
   initNarration();
   initPlayback();
   initPredict();
   initWhatIf();
+  initCompare();
   initLesson();
 }

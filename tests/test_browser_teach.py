@@ -380,3 +380,78 @@ def test_what_if_reruns_in_place_keeping_step_and_stage_with_a_delta_against_the
     page.click("[data-lang='zh']")
     assert HAN.search(page.locator("#whatif-h").inner_text())
     shot(page, "teach-whatif-zh.png")
+
+
+# ------------------------------------------------------------------ 6. compare
+def test_compare_prefix_caching_on_and_off_side_by_side_highlights_what_differs(page: object) -> None:
+    import numpy as np
+
+    from pagedviz.core import Scenario, load_preset, make_engine
+    from pagedviz.core.narrate import narrate
+
+    base = load_preset("demo-prefix-cache")
+    assert base.config.enable_prefix_caching
+    off = base.to_dict()
+    off["config"]["enable_prefix_caching"] = False
+    a, b = list(make_engine(base).run()), list(make_engine(Scenario.from_dict(off)).run())
+    # the first step where A reuses cached blocks: its narration says so, B's does not
+    n = next(
+        i + 1
+        for i, t in enumerate(a)
+        if any(it["key"].startswith("prefix_hit:") for it in narrate(t, a[i - 1] if i else None, base.config))
+    )
+    ta, tb = a[n - 1].arrays, b[n - 1].arrays
+    differ = sorted(
+        k for k in set(ta) & set(tb) if ta[k].shape != tb[k].shape or not np.array_equal(ta[k], tb[k])
+    )
+    assert differ  # a prefix hit changes what is computed
+    open_run(page, f"preset=demo-prefix-cache&step={n}&vs=enable_prefix_caching:false")
+    page.wait_for_selector(f"body[data-compare='{n}']", timeout=60_000)
+    shown = sorted(page.locator("#cmp-arrays tr.differs").evaluate_all("rs => rs.map(r => r.dataset.array)"))
+    assert shown == differ
+    assert page.locator("#cmp-arrays td .diff, #cmp-arrays td.diff").count() > 0
+    only_a = page.locator(".cmp-two > div:first-child .cmp-narr li.only").evaluate_all(
+        "ls => ls.map(l => l.dataset.key)"
+    )
+    assert any(k.startswith("prefix_hit:") for k in only_a)
+    # the KV view: blocks whose owners or ref counts differ are marked on both sides
+    kv_a = list(a[n - 1].kv_cache["ref_cnt"])
+    kv_b = list(b[n - 1].kv_cache["ref_cnt"])
+    if kv_a != kv_b:
+        assert page.locator(".cmp-kv[data-side='a'] .kv-cell.diff").count() > 0
+    # A's differing entries are marked in the token table above too
+    token_level = [k for k in differ if a[n - 1].array_entries[k].level == "token"]
+    if token_level:
+        assert page.locator("#token-table td.cmp-diff").count() > 0
+    shot(page, "teach-compare.png")
+    page.locator("#compare").scroll_into_view_if_needed()
+    shot(page, "teach-compare-panel.png")
+    # the next step keeps the comparison, aligned by step
+    page.locator("body").press("ArrowRight")
+    page.wait_for_selector(f"body[data-compare='{n + 1}']")
+    page.click("[data-lang='zh']")
+    page.wait_for_function("document.getElementById('cmp-title').textContent.includes('对比')")
+    shot(page, "teach-compare-zh.png")
+    page.click("#cmp-close")
+    assert page.locator("#compare").is_hidden() and "vs=" not in page.url
+
+
+def test_compare_with_another_flavour_from_the_keyboard(page: object) -> None:
+    open_run(page, "preset=seed-001&step=1")
+    assert page.locator("#cmp-flavor").input_value() != "vllm"
+    page.focus("#cmp-flavor")
+    page.select_option("#cmp-flavor", "nanovllm")
+    page.focus("#cmp-go-flavor")
+    page.keyboard.press("Enter")
+    page.wait_for_selector("body[data-compare='1']", timeout=60_000)
+    assert "vs=flavor%3Ananovllm" in page.url or "vs=flavor:nanovllm" in page.url
+    assert "(nanovllm)" in page.locator("#cmp-heads").inner_text()
+    # arrays only vllm has are said to be in one run only
+    row = page.locator("#cmp-arrays tr[data-array='req_indices']")
+    assert "only one run has it" in row.inner_text()
+    # the landing page lists the classic contrasts, each a link to such a view
+    page.goto(page.base + "/")
+    page.wait_for_selector("body[data-ready='1']", timeout=30_000)
+    hrefs = page.locator("#contrasts a").evaluate_all("as => as.map(a => a.getAttribute('href'))")
+    assert len(hrefs) == 5 and all("vs=" in h for h in hrefs)
+    assert any("flavor%3Aascend" in h for h in hrefs) and any("block_size%3A256" in h for h in hrefs)
