@@ -158,6 +158,7 @@ export function initWhatIf() {
       W.baseline = { run_id: S.created.run_id, link: S.created.link, scenario: JSON.parse(JSON.stringify(S.overview.scenario)) };
     }
     if (!W.baseline) return;
+    if (what === "run") clear($("whatif-msg"));  // a new run answers the last problem
     if (what === "run" || what === "lang") { W.built = ""; buildControls(); }
     if (what !== "stage") renderDelta();
   });

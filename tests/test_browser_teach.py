@@ -377,6 +377,7 @@ def test_what_if_reruns_in_place_keeping_step_and_stage_with_a_delta_against_the
     page.click("#whatif-reset")
     page.wait_for_function("!document.getElementById('run-title').textContent.includes('what if')")
     assert page.locator("body").get_attribute("data-step") == "2"
+    assert page.locator("#whatif-msg").inner_text() == ""
     page.click("[data-lang='zh']")
     assert HAN.search(page.locator("#whatif-h").inner_text())
     shot(page, "teach-whatif-zh.png")
