@@ -17,6 +17,8 @@ import { renderRequestTable, renderTokenTable } from "./tables.js";
 import { $, L, S, btName, stageNames, state, tokenCount } from "./trace.js";
 import { buildTimeline, renderBadges, renderChanges, renderTimelineActive } from "./timeline.js";
 import { clear, el, loadPlotly, showUpstream } from "./views.js";
+import { ctl, emitView } from "./bus.js";
+import { initTeach } from "./teach.js";
 
 // ------------------------------------------------------------------ loading
 async function loadRun() {
@@ -54,6 +56,22 @@ async function loadRun() {
   buildTimeline(pickStep);
   setStatus("");
   await showStep(state.step);
+  emitView("run");
+}
+
+// another run in place (a lesson's section, a what-if): {preset} or {link}, at {step, stage}
+async function loadInPlace(src, at = {}) {
+  stopPlay();
+  if (src.preset) { state.preset = src.preset; state.s = ""; } else { state.s = src.link; state.preset = ""; }
+  S.steps = new Map();
+  S.sysKey = null;
+  S.sel = null;
+  state.tok = -1;
+  if (at.step) state.step = at.step;
+  if (at.stage) state.stage = at.stage;
+  clear($("error")).hidden = true;
+  await loadRun();
+  if (window.Plotly && S.trace) redrawSystem();
 }
 
 // a preset's own title in Chinese, when the scenario is a preset's (same name and title)
@@ -103,6 +121,7 @@ async function showStep(n) {
   writeState(state);
   window.pagedvizTiming.lastStepMs = performance.now() - t0;
   document.body.dataset.step = String(n);
+  emitView("step");
 }
 
 function setStage(name) {
@@ -111,6 +130,7 @@ function setStage(name) {
   renderTokenTable();
   renderStageDetail();
   writeState(state);
+  emitView("stage");
 }
 
 function moveStage(delta) {
@@ -193,6 +213,7 @@ function setLang(lang) {
     renderStep();
   }
   writeState(state);
+  emitView("lang");
 }
 
 function setPresent(on) {
@@ -246,6 +267,8 @@ function wire() {
   $("btn-rerun").onclick = rerun;
   wireHover();
   document.addEventListener("keydown", onKey);
+  Object.assign(ctl, { showStep, setStage, load: loadInPlace, stopPlay });
+  initTeach();
 }
 
 async function boot() {

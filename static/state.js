@@ -9,6 +9,10 @@ export const FIELDS = [
   { key: "lang", type: "str", def: "en" },
   { key: "present", type: "bool", def: false },
   { key: "tok", type: "int", def: -1 },      // the selected token (-1: none)
+  { key: "lesson", type: "str", def: "" },   // a shipped lesson's id (lesson.js)
+  { key: "l", type: "str", def: "" },        // or a lecturer's lesson, packed
+  { key: "sec", type: "int", def: 0 },       // the lesson's section on show
+  { key: "vs", type: "str", def: "" },       // compare with: changes to the scenario (compare.js)
 ];
 
 export function readState(search = window.location.search) {
