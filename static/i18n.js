@@ -31,6 +31,10 @@ export const STRINGS = {
     kv_note_cap: "showing the first {n} blocks", default: "default", docs: "docs", mirrors: "mirrors",
     ax_position: "position", ax_row: "row", ax_logical: "logical block", ax_physical: "physical block",
     ax_slot: "slot in block", ax_key: "key position", more_tokens: "{n} more tokens: use the export links",
+    mark_allocated: "allocated", mark_reused: "reused from the prefix cache (ref +1)", mark_freed: "freed",
+    mark_preempted: "freed by a preemption", mark_read: "read by the selected token's attention, in logical order up to its position",
+    legend: "Legend", slot_empty: "empty", slot_written: "written", mask_visible: "0 visible", mask_masked: "1 masked",
+    reads: "attention reads blocks", causal_cut: "up to position",
   },
   zh: {
     tagline: "逐步观察类 vLLM 引擎如何基于分页 KV cache 为模型前向准备输入。",
@@ -61,6 +65,10 @@ export const STRINGS = {
     kv_note_cap: "仅显示前 {n} 个块", default: "默认", docs: "文档", mirrors: "对应上游",
     ax_position: "位置", ax_row: "行", ax_logical: "逻辑块", ax_physical: "物理块",
     ax_slot: "块内槽位", ax_key: "key 位置", more_tokens: "还有 {n} 个 token：请用导出链接查看",
+    mark_allocated: "新分配", mark_reused: "前缀缓存复用（引用 +1）", mark_freed: "已释放",
+    mark_preempted: "因抢占释放", mark_read: "选中 token 的注意力按逻辑顺序读取，直到它的位置",
+    legend: "图例", slot_empty: "空", slot_written: "已写入", mask_visible: "0 可见", mask_masked: "1 屏蔽",
+    reads: "注意力读取的块", causal_cut: "直到位置",
   },
 };
 

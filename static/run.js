@@ -7,13 +7,13 @@
 import { errorLines, getJSON, postJSON, unpackLink, withProgress } from "./api.js";
 import { copyLink } from "./export.js";
 import { card, drawBlockTable, drawMask, drawTokenIds } from "./heatmaps.js";
-import { applySelection, select, wireHover } from "./hover.js";
+import { applySelection, select, selectionFromState, wireHover } from "./hover.js";
 import { applyI18n, progressText } from "./i18n.js";
 import { drawKv, kvMetricSelect } from "./kvgrid.js";
 import { renderStageDetail, renderStages } from "./stages.js";
 import { writeState } from "./state.js";
 import { renderRequestTable, renderTokenTable } from "./tables.js";
-import { $, L, S, btName, stageNames, state, tokenCount } from "./trace.js";
+import { $, L, S, btName, stageNames, state } from "./trace.js";
 import { buildTimeline, renderBadges, renderChanges, renderTimelineActive } from "./timeline.js";
 import { clear, el, loadPlotly, showUpstream } from "./views.js";
 
@@ -94,8 +94,7 @@ async function showStep(n) {
   S.prev = prev;
   const names = stageNames();
   if (!names.includes(state.stage)) state.stage = names[0] || "";
-  if (state.tok >= tokenCount()) state.tok = -1;
-  S.sel = state.tok >= 0 ? { kind: "token", index: state.tok } : (S.sel && S.sel.kind !== "token" ? S.sel : null);
+  S.sel = selectionFromState();
   S.hover = null;
   renderStep();
   writeState(state);
@@ -212,10 +211,21 @@ async function rerun() {
   window.location.href = `/run?s=${encodeURIComponent(r.data.link)}${state.lang === "zh" ? "&lang=zh" : ""}`;
 }
 
+// Space and Enter belong to the focused control (a button presses, a link opens, a cell selects);
+// Space plays only when no control has the focus
+function ownsSpace(target) {
+  return Boolean(target.closest && target.closest("button, a[href], summary, [tabindex], [role=tab], label"));
+}
+
 function onKey(e) {
   const tag = (e.target.tagName || "").toLowerCase();
   if (["input", "textarea", "select"].includes(tag)) return;
   if (!S.overview) return;
+  if (e.key === " " && ownsSpace(e.target)) {
+    // a focused cell or row has no Space of its own: it selects, as a click does
+    if (!e.target.closest("button, a[href], summary, label")) { e.preventDefault(); e.target.click(); }
+    return;
+  }
   if (e.key === "ArrowRight") pickStep(state.step + 1);
   else if (e.key === "ArrowLeft") pickStep(state.step - 1);
   else if (e.key === "ArrowDown") moveStage(1);

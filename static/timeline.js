@@ -3,7 +3,8 @@
 // paged = dense check, attention state) and the chips of what changed since the previous step
 // (new, resumed, preempted and finished requests, new blocks, rows moved in the persistent batch).
 
-import { $, L, S, state } from "./trace.js";
+import { moveLabel } from "./tables.js";
+import { $, L, S, rowMoves, state } from "./trace.js";
 import { clear, el } from "./views.js";
 
 // one button per step, marked with its kind, preemptions and finishes; onPick(step) opens one
@@ -84,7 +85,7 @@ export function renderChanges() {
   const nb = sch.new_block_ids || {};
   const parts = Object.entries(nb).map(([r, b]) => `${r} → [${blockList(b)}]`);
   if (parts.length) box.append(chip("newblocks", L("new_blocks"), parts, 8));
-  const moves = (S.trace.batch.moves || []).map((m) => `${L("req")} ${m.req_id} ${L("row")} ${m.from} → ${m.to}`);
+  const moves = rowMoves().map(moveLabel);
   if (moves.length > 4) box.append(chip("moved", L("moved"), moves, 4));
   else for (const m of moves) box.append(el("span", { class: "chip moved", text: `${L("moved")}: ${m}` }));
 }
