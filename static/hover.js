@@ -186,8 +186,19 @@ function renderSelection(sel, tg) {
   }
 }
 
+// An array lit everywhere it shows: its token-table row, its card, its formula terms.
+export function lightArray(name) {
+  document.querySelectorAll(".array-hl").forEach((n) => n.classList.remove("array-hl"));
+  if (!name) return;
+  document.querySelectorAll(`#token-table tr[data-array="${name}"], #request-table th[data-array="${name}"], .term[data-array="${name}"], #card-${name}`)
+    .forEach((n) => n.classList.add("array-hl"));
+}
+
 // hover and click in the token table and clicks in the system-level tables
 export function wireHover() {
+  const formula = $("slot-formula");
+  formula.addEventListener("mouseover", (e) => { const t = e.target.closest(".term"); lightArray(t ? t.dataset.array : null); });
+  formula.addEventListener("mouseleave", () => lightArray(state.array || null));
   const tok = $("tok-table");
   tok.addEventListener("mouseover", (e) => { const c = e.target.closest("[data-t]"); if (c && Number(c.dataset.t) < tokenCount()) setHover({ kind: "token", index: Number(c.dataset.t) }); });
   tok.addEventListener("mouseleave", () => setHover(null));

@@ -14,7 +14,7 @@ import { renderStageDetail, renderStages } from "./stages.js";
 import { writeState } from "./state.js";
 import { renderRequestTable, renderTokenTable } from "./tables.js";
 import { $, L, S, btName, stageNames, state } from "./trace.js";
-import { buildTimeline, renderBadges, renderChanges, renderTimelineActive } from "./timeline.js";
+import { buildTimeline, renderBadges, renderChanges, renderQueue, renderTimelineActive } from "./timeline.js";
 import { clear, el, loadPlotly, showUpstream } from "./views.js";
 
 // ------------------------------------------------------------------ loading
@@ -121,6 +121,7 @@ function renderStep() {
   renderTimelineActive();
   renderBadges();
   renderChanges();
+  renderQueue(pickRequest);
   renderStages(setStage);
   renderStageDetail();
   renderRequestTable();
@@ -130,6 +131,16 @@ function renderStep() {
 }
 
 function pickStep(n) { stopPlay(); showStep(n); }
+
+// focus on one request: select it where it is in the batch, else keep it for the steps it is in
+function pickRequest(rid) {
+  const r = S.trace.batch.req_ids.map(String).indexOf(rid);
+  if (r >= 0) { select({ kind: "request", index: r }); return; }
+  state.req = rid; state.pos = -1; state.block = -1;
+  S.sel = null;
+  writeState(state);
+  applySelection();
+}
 
 // ------------------------------------------------------------------ system level
 // The cards are rebuilt only when their set, views or language change; a step change redraws

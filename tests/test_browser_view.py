@@ -212,3 +212,50 @@ def test_text_and_greyed_future_values_keep_4_5_to_1_in_both_themes(
         worst = min(contrast(fg, back) for fg, back in pairs)
         assert worst >= 4.5, (scheme, sel, worst, pairs[:3])
     context.close()
+
+
+def test_the_slot_formula_is_whole_coloured_linked_and_points_upstream(page: object) -> None:
+    open_run(page, "preset=seed-001&step=2&stage=slot_mapping")
+    formula = page.locator("#slot-formula")
+    assert formula.inner_text().startswith(
+        "slot = block_table[req, pos // block_size] * block_size + pos % block_size"
+    )
+    # a term wears its array's colour, and so does that array's row in the token table
+    term = formula.locator(".term[data-array='positions']").first
+    colour = term.evaluate("t => getComputedStyle(t).color")
+    row_mark = page.locator("#token-table tr[data-array='positions'] th").evaluate(
+        "t => getComputedStyle(t).boxShadow"
+    )
+    assert colour in row_mark
+    term.hover()
+    assert "array-hl" in page.locator("#token-table tr[data-array='positions']").get_attribute("class")
+    page.click("#token-table th.tok-head[data-t='2']")
+    assert "13 = block_table[2, 5 // 2] * 2 + 5 % 2 = 6 * 2 + 1" in formula.inner_text()
+    link = page.locator("#stage-upstream a")
+    assert link.get_attribute("href").startswith(
+        "https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/v1/worker/block_table.py"
+    )
+    page.click(".stage-btn[data-stage='positions']")
+    assert "gpu_model_runner.py" in link.get_attribute("href")
+    assert "_prepare_inputs" in link.inner_text()
+
+
+def test_the_queue_shows_waiting_running_and_preempted_requests_with_budget_and_pool(page: object) -> None:
+    open_run(page, "preset=demo-preemption&step=3")
+    lane = lambda key: page.locator(f"#queue .lane-{key} .qchip").evaluate_all(  # noqa: E731
+        "cs => cs.map(c => c.dataset.req)"
+    )
+    assert lane("running") == ["a", "b"]
+    assert lane("preempted") == ["c"]
+    assert lane("waiting") == []
+    assert "token budget 2 / 16" in page.locator("#queue .qbar.budget").inner_text()
+    assert "KV pool 6 / 8" in page.locator("#queue .qbar.pool").inner_text()
+    page.click("#timeline [data-step='4']")
+    page.wait_for_selector("body[data-step='4']")
+    assert lane("finished") == ["a"] and lane("running") == ["c", "b"]
+    # a chip focuses its request
+    page.click("#queue .lane-running .qchip[data-req='b']")
+    assert page.locator("#request-table tr.hl").get_attribute("data-req") == "b"
+    # the timeline says what its colours and marks mean
+    assert "prefill" in page.locator("#tl-legend").inner_text()
+    assert "! a request was preempted" in page.locator("#tl-legend").inner_text()
