@@ -199,6 +199,15 @@ export function wireHover() {
   const formula = $("slot-formula");
   formula.addEventListener("mouseover", (e) => { const t = e.target.closest(".term"); lightArray(t ? t.dataset.array : null); });
   formula.addEventListener("mouseleave", () => lightArray(state.array || null));
+  // a row header points at its array: the URL keeps it, so a link shows the same array
+  $("tok-table").addEventListener("click", (e) => {
+    const th = e.target.closest("tbody th");
+    if (!th || e.target.closest("a")) return;
+    const name = th.closest("tr").dataset.array;
+    state.array = state.array === name ? "" : name;
+    writeState(state);
+    lightArray(state.array || null);
+  });
   const tok = $("tok-table");
   tok.addEventListener("mouseover", (e) => { const c = e.target.closest("[data-t]"); if (c && Number(c.dataset.t) < tokenCount()) setHover({ kind: "token", index: Number(c.dataset.t) }); });
   tok.addEventListener("mouseleave", () => setHover(null));

@@ -7,7 +7,7 @@
 import { errorLines, getJSON, postJSON, unpackLink, withProgress } from "./api.js";
 import { copyLink } from "./export.js";
 import { card, drawBlockTable, drawMask, drawTokenIds } from "./heatmaps.js";
-import { applySelection, select, selectionFromState, wireHover } from "./hover.js";
+import { applySelection, lightArray, select, selectionFromState, wireHover } from "./hover.js";
 import { applyI18n, progressText } from "./i18n.js";
 import { drawKv, kvMetricSelect } from "./kvgrid.js";
 import { renderStageDetail, renderStages } from "./stages.js";
@@ -128,6 +128,7 @@ function renderStep() {
   renderTokenTable();
   renderSystem();
   applySelection({ plots: false });
+  lightArray(state.array || null);
 }
 
 function pickStep(n) { stopPlay(); showStep(n); }
@@ -285,6 +286,7 @@ async function boot() {
   await loadPlotly();
   if (S.trace) redrawSystem();
   window.pagedvizTiming.heatmapsMs = performance.now();
+  if (state.array) { const row = document.querySelector(`#token-table tr[data-array="${CSS.escape(state.array)}"]`); if (row) row.scrollIntoView({ block: "center" }); }
   document.body.dataset.ready = "1";
 }
 

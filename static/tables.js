@@ -3,7 +3,7 @@
 // order (the current stage's writes and reads marked, later stages dimmed). Cells are tinted by
 // request and tagged (data-r, data-t) for the linked highlighting in hover.js.
 
-import { exportLinks } from "./export.js";
+import { exportMenu } from "./export.js";
 import { select, setHover } from "./hover.js";
 import { $, L, S, reqOfTokens, reqTint, rowMoves, stageIndex, state, tokenCount, writerStage } from "./trace.js";
 import { clear, el, fmtList } from "./views.js";
@@ -28,8 +28,9 @@ export function renderRequestTable() {
   const extra = Object.keys(tr.arrays).filter((n) => tr.arrays[n].level === "request" && tr.arrays[n].shape[0] === ids.length + 1);
   const moved = new Map(rowMoves().map((m) => [m.req_id, m]));
   const table = el("table", { class: "req-table", id: "request-table", "aria-label": L("request_level") });
+  table.append(el("caption", {}, exportMenu([...names, ...extra])));
   table.append(el("thead", {}, el("tr", {}, [el("th", { text: L("row") }), el("th", { text: L("req") }),
-    ...names.map((n) => el("th", { title: n }, [el("code", { text: n }), exportLinks(n)]))])));
+    ...names.map((n) => el("th", { title: n, dataset: { array: n } }, [el("code", { text: n })]))])));
   const body = el("tbody");
   ids.forEach((rid, r) => {
     const move = moved.get(String(rid));
@@ -44,7 +45,7 @@ export function renderRequestTable() {
   });
   table.append(body);
   box.append(table);
-  for (const n of extra) box.append(el("p", { class: "value-line" }, [el("code", { text: n }), " = ", fmtList(tr.arrays[n].data, 64), exportLinks(n)]));
+  for (const n of extra) box.append(el("p", { class: "value-line", dataset: { array: n } }, [el("code", { text: n }), " = ", fmtList(tr.arrays[n].data, 64)]));
 }
 
 const MAX_TOKEN_COLS = 512;
@@ -62,6 +63,7 @@ export function renderTokenTable() {
   names.sort((x, y) => order(x) - order(y));
   const shown = Math.min(T, MAX_TOKEN_COLS);
   const table = el("table", { class: "tok-table", id: "token-table", "aria-label": L("token_level") });
+  table.append(el("caption", {}, exportMenu(names)));
   const head = el("tr", {}, [el("th", { scope: "col", text: L("token") })]);
   for (let i = 0; i < shown; i++) {
     head.append(el("th", { scope: "col", class: "tok-head", tabindex: 0, dataset: { t: i },
@@ -74,7 +76,7 @@ export function renderTokenTable() {
     const data = tr.arrays[n].data;
     const idx = order(n);
     const cls = curInfo.writes.includes(n) ? "current" : curInfo.reads.includes(n) ? "reads" : idx > cur ? "future" : "";
-    const row = el("tr", { class: cls, dataset: { array: n } }, [el("th", { scope: "row" }, [el("code", { text: n }), exportLinks(n)])]);
+    const row = el("tr", { class: `${cls}${state.array === n ? " array-hl" : ""}`, dataset: { array: n } }, [el("th", { scope: "row" }, [el("code", { text: n })])]);
     const cols = Math.min(data.length, MAX_TOKEN_COLS);
     for (let i = 0; i < cols; i++) {
       const pad = i >= T;

@@ -259,3 +259,19 @@ def test_the_queue_shows_waiting_running_and_preempted_requests_with_budget_and_
     # the timeline says what its colours and marks mean
     assert "prefill" in page.locator("#tl-legend").inner_text()
     assert "! a request was preempted" in page.locator("#tl-legend").inner_text()
+
+
+def test_export_links_sit_in_one_menu_per_table_and_an_array_can_be_linked(page: object) -> None:
+    open_run(page, "preset=seed-001&step=2")
+    # the first tab stops after the tools are the data, not dozens of download links
+    assert page.locator("#token-table details.export-menu").count() == 1
+    assert page.locator("#request-table details.export-menu").count() == 1
+    assert page.locator("#token-table a:visible").count() == 0
+    page.click("#token-table details.export-menu summary")
+    assert page.locator("#token-table a[aria-label='slot_mapping csv']").is_visible()
+    # a row header points at its array, and the link keeps it
+    page.click("#token-table tr[data-array='positions'] th")
+    assert "array=positions" in page.url
+    page.goto(page.url)
+    page.wait_for_selector("body[data-ready='1']", timeout=30_000)
+    assert "array-hl" in page.locator("#token-table tr[data-array='positions']").get_attribute("class")
