@@ -152,7 +152,10 @@ export function shapesFor(id) {
 // the read order of the kernel's blocks, numbered at each block's left edge in the KV grid
 export function annotationsFor(id) {
   if (id !== "kv") return [];
-  return targets(S.hover || S.sel).reads.map((rd, k) => ({ x: rd.upto / 2, y: rd.block, text: String(k + 1),
+  // on a tall pool the numbers would overlap: then only the first and the last block are numbered
+  const reads = targets(S.hover || S.sel).reads;
+  const crowded = S.trace.kv_cache && S.trace.kv_cache.num_blocks > 24;
+  return reads.map((rd, k) => [rd, k]).filter(([, k]) => !crowded || k === 0 || k === reads.length - 1).map(([rd, k]) => ({ x: rd.upto / 2, y: rd.block, text: String(k + 1),
     showarrow: false, bgcolor: "#ffffff", bordercolor: "#111111", font: { size: 11, color: "#111111" } }));
 }
 

@@ -208,7 +208,7 @@ function setPresent(on) {
   $("btn-present").textContent = L(on ? "leave_present" : "present");
   $("btn-present").dataset.i18n = on ? "leave_present" : "present";
   writeState(state);
-  if (S.trace) redrawSystem();
+  if (S.trace) { renderStep(); applySelection(); }
 }
 
 async function rerun() {

@@ -61,6 +61,11 @@ export function renderTokenTable() {
   const names = Object.keys(tr.arrays).filter((n) => tr.arrays[n].level === "token");
   const order = (n) => { const i = stageIndex(writerStage(n)); return i < 0 ? 99 : i; };
   names.sort((x, y) => order(x) - order(y));
+  // presentation: the token row from positions to slot_mapping, and what the stage reads and writes
+  if (state.present) {
+    const key = new Set(["req_indices", "positions", "block_numbers", "block_offsets", "slot_mapping", ...curInfo.reads, ...curInfo.writes]);
+    names.splice(0, names.length, ...names.filter((n) => key.has(n)));
+  }
   const shown = Math.min(T, MAX_TOKEN_COLS);
   const table = el("table", { class: "tok-table", id: "token-table", "aria-label": L("token_level") });
   table.append(el("caption", {}, exportMenu(names)));

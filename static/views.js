@@ -102,7 +102,7 @@ export function heatmap(div, z, { title, colorscale = "Blues", reversescale = fa
     title: { text: title, font: { size: 13 }, x: 0.01, xanchor: "left" }, margin: { l: 48, r: 8, t: 30, b: 36 },
     yaxis: { range: [rows - 0.5, -0.5], title: yTitle, dtick: rows <= 24 ? 1 : undefined, zeroline: false },
     xaxis: { title: xTitle, side: "bottom", range: [-0.5, cols - 0.5], dtick: cols <= 24 ? 1 : undefined, zeroline: false },
-    shapes, annotations, height: Math.max(180, Math.min(420, 28 * rows + 80)),
+    shapes, annotations, height: Math.max(160, Math.min(document.body.classList.contains("present") ? 190 : 420, 28 * rows + 80)),
     paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: css.getPropertyValue("--plot-bg").trim() || "#ffffff",
     font: { family: "inherit", color: fg },
   };

@@ -275,3 +275,44 @@ def test_export_links_sit_in_one_menu_per_table_and_an_array_can_be_linked(page:
     page.goto(page.url)
     page.wait_for_selector("body[data-ready='1']", timeout=30_000)
     assert "array-hl" in page.locator("#token-table tr[data-array='positions']").get_attribute("class")
+
+
+ONE_SCREEN = {
+    "queue and budget": "#queue .qbar.budget",
+    "block table": "#card-block_table .card-body > div:not([hidden])",
+    "positions": "#token-table tr[data-array='positions']",
+    "slot_mapping": "#token-table tr[data-array='slot_mapping']",
+    "KV pool": "#hm-kv .main-svg",
+    "formula": "#slot-formula",
+}
+
+
+def test_presentation_mode_fits_the_pipeline_on_one_1280_by_720_screen_for_every_preset(
+    browser: object, base_url: str
+) -> None:
+    from pagedviz.core.presets import list_presets
+
+    context = browser.new_context(viewport={"width": 1280, "height": 720})  # type: ignore[attr-defined]
+    pg = context.new_page()
+    for preset in list_presets():
+        # the first step that schedules a token of its slot stage
+        pg.goto(f"{base_url}/run?preset={preset['id']}&step=2&stage=slot_mapping&present=1")
+        pg.wait_for_selector("body[data-ready='1']", timeout=30_000)
+        pg.wait_for_function("Boolean(document.getElementById('hm-kv').data)")
+        assert pg.evaluate("document.documentElement.scrollWidth") <= 1280, preset["id"]
+        for what, sel in ONE_SCREEN.items():
+            if what == "positions" and pg.locator("#token-table").count() == 0:
+                continue  # an idle step has no token row
+            box = pg.locator(sel).first.bounding_box()
+            assert box is not None, (preset["id"], what)
+            assert box["y"] >= 0 and box["y"] + box["height"] <= 720 + 1, (preset["id"], what, box)
+        # the stage list is a stepper: one line of numbered buttons
+        tops = pg.evaluate(
+            "[...new Set([...document.querySelectorAll('.stage-btn')].map(b => b.getBoundingClientRect().y))]"
+        )
+        assert len(tops) == 1, preset["id"]
+        if preset["id"] in ("seed-001", "demo-prefix-cache"):
+            shot_name = f"present-1280-{preset['id']}.png"
+            tb.ARTIFACTS.mkdir(exist_ok=True)
+            pg.screenshot(path=str(tb.ARTIFACTS / shot_name))
+    context.close()
