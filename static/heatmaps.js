@@ -94,10 +94,11 @@ export function drawTokenIds() {
     }));
   } else {
     const z = rows.map((row, r) => row.map((v) => (v === null ? null : rowReq(r))));
-    const text = rows.map((row) => row.map((v) => (v === null ? "" : String(v))));
+    // the ids ride along as numbers (customdata); only a small table gets them as cell text
+    const numbers = cellNumbers(z.length, z.length ? z[0].length : 0);
     heatmap($("hm-token_ids_cpu"), z, { title: "token_ids_cpu", xTitle: L("ax_position"), yTitle: L("ax_row"), shapes: shapesFor("token_ids_cpu"),
-      text, texttemplate: cellNumbers(z.length, z.length ? z[0].length : 0), ...identityScale(),
-      hover: "row %{y}, position %{x}: id %{text}<extra></extra>", showscale: false });
+      customdata: rows, text: numbers ? rows.map((row) => row.map((v) => (v === null ? "" : String(v)))) : undefined,
+      texttemplate: numbers, ...identityScale(), hover: "row %{y}, position %{x}: id %{customdata}<extra></extra>", showscale: false });
     onCellClick("token_ids_cpu", (r) => (r < S.trace.batch.req_ids.length ? { kind: "request", index: r } : null));
   }
 }

@@ -117,18 +117,17 @@ function moveStage(delta) {
 }
 
 // every view of the step; the heatmaps were drawn with the selection already
+// (each view's time goes to window.pagedvizTiming.parts, each system card's to .systemParts)
 function renderStep() {
-  renderTimelineActive();
-  renderBadges();
-  renderChanges();
-  renderQueue(pickRequest);
-  renderStages(setStage);
-  renderStageDetail();
-  renderRequestTable();
-  renderTokenTable();
-  renderSystem();
-  applySelection({ plots: false });
-  lightArray(state.array || null);
+  const parts = {};
+  const timed = (name, f) => { const t = performance.now(); f(); parts[name] = performance.now() - t; };
+  timed("timeline", () => { renderTimelineActive(); renderBadges(); renderChanges(); renderQueue(pickRequest); });
+  timed("stages", () => { renderStages(setStage); renderStageDetail(); });
+  timed("requests", renderRequestTable);
+  timed("tokens", renderTokenTable);
+  timed("system", renderSystem);
+  timed("selection", () => { applySelection({ plots: false }); lightArray(state.array || null); });
+  window.pagedvizTiming.parts = parts;
 }
 
 function pickStep(n) { stopPlay(); showStep(n); }
@@ -162,7 +161,8 @@ function renderSystem() {
   }
   S.shapes = {};
   const draw = { token_ids_cpu: drawTokenIds, block_table: drawBlockTable, kv: drawKv, attn_mask: drawMask };
-  for (const [id] of cards) draw[id]();
+  const parts = (window.pagedvizTiming.systemParts = {});
+  for (const [id] of cards) { const t = performance.now(); draw[id](); parts[id] = Math.round(performance.now() - t); }
 }
 
 function redrawSystem() {

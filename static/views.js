@@ -84,12 +84,12 @@ export function plotlyText(s) {
 }
 
 // A Plotly heatmap drawn (or redrawn in place) in `div`; `shapes` outline highlighted cells.
-export function heatmap(div, z, { title, colorscale = "Blues", reversescale = false, zmin, zmax, text, texttemplate, hover, xTitle, yTitle, shapes = [], annotations = [], showscale = true, colorbar = {} }) {
+export function heatmap(div, z, { title, colorscale = "Blues", reversescale = false, zmin, zmax, text, customdata, texttemplate, hover, xTitle, yTitle, shapes = [], annotations = [], showscale = true, colorbar = {} }) {
   const rows = z.length, cols = rows ? z[0].length : 0;
   const css = getComputedStyle(document.body);
   const fg = css.getPropertyValue("--fg").trim() || "#111111";
   const trace = {
-    type: "heatmap", z, colorscale, reversescale, zmin, zmax, text, hoverongaps: false,
+    type: "heatmap", z, colorscale, reversescale, zmin, zmax, text, customdata, hoverongaps: false,
     ...(texttemplate ? { texttemplate, textfont: { color: "#111111", size: cols > 32 ? 9 : 12 } } : {}),
     hovertemplate: hover || "row %{y}, col %{x}: %{z}<extra></extra>",
     xgap: cols > 64 ? 0 : 1, ygap: rows > 64 ? 0 : 1,
