@@ -53,6 +53,13 @@ export const STRINGS = {
     cmp_nano: "vLLM vs nano-vllm, same requests", cmp_ascend: "vLLM vs Ascend, same requests",
     stage: "Stage", pb_title: "Play this step stage by stage", pb_play: "▶ Play stages", pb_pause: "⏸ Pause",
     pb_continue: "▶ Continue", pb_stop: "■ Stop", pb_pause_at: "Pause at stage", pb_paused_at: "Paused at {stage}: read, then continue (p).",
+    mark_allocated: "allocated", mark_reused: "reused from the prefix cache (ref +1)", mark_freed: "freed",
+    mark_preempted: "freed by a preemption", mark_read: "read by the selected token's attention, in logical order up to its position",
+    legend: "Legend", slot_empty: "empty", slot_written: "written", mask_visible: "0 visible", mask_masked: "1 masked",
+    reads: "attention reads blocks", causal_cut: "up to position", mirrors_upstream: "Mirrors upstream:",
+    q_arriving: "not arrived", q_waiting: "waiting", q_running: "running", q_preempted: "preempted", q_finished: "finished",
+    queue: "Queue", budget: "token budget", pool: "KV pool", blocks_used: "blocks in use",
+    tl_legend_marks: "! a request was preempted · ✓ a request finished", export_menu: "Export",
   },
   zh: {
     tagline: "逐步观察类 vLLM 引擎如何基于分页 KV cache 为模型前向准备输入。",
@@ -105,6 +112,13 @@ export const STRINGS = {
     cmp_nano: "vLLM vs nano-vllm，相同请求", cmp_ascend: "vLLM vs 昇腾，相同请求",
     stage: "阶段", pb_title: "逐阶段播放这一步", pb_play: "▶ 逐阶段播放", pb_pause: "⏸ 暂停",
     pb_continue: "▶ 继续", pb_stop: "■ 停止", pb_pause_at: "在这些阶段暂停", pb_paused_at: "已在「{stage}」暂停：读完后继续（p）。",
+    mark_allocated: "新分配", mark_reused: "前缀缓存复用（引用 +1）", mark_freed: "已释放",
+    mark_preempted: "因抢占释放", mark_read: "选中 token 的注意力按逻辑顺序读取，直到它的位置",
+    legend: "图例", slot_empty: "空", slot_written: "已写入", mask_visible: "0 可见", mask_masked: "1 屏蔽",
+    reads: "注意力读取的块", causal_cut: "直到位置", mirrors_upstream: "对应上游：",
+    q_arriving: "未到达", q_waiting: "等待中", q_running: "运行中", q_preempted: "被抢占", q_finished: "已完成",
+    queue: "队列", budget: "token 预算", pool: "KV 池", blocks_used: "已用块",
+    tl_legend_marks: "! 有请求被抢占 · ✓ 有请求完成", export_menu: "导出",
   },
 };
 
