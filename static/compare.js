@@ -46,7 +46,7 @@ async function stepOf(runId, n) {
 // The classic contrasts, for the landing page: a preset and what B changes.
 export const CONTRASTS = [
   { preset: "demo-prefix-cache", vs: "enable_prefix_caching:false", key: "cmp_prefix" },
-  { preset: "seed-000", vs: "enable_chunked_prefill:false", key: "cmp_chunked" },
+  { preset: "seed-000", vs: "enable_chunked_prefill:false,max_num_batched_tokens:240", key: "cmp_chunked" },  // vLLM needs budget >= max_model_len without chunking
   { preset: "seed-000", vs: "block_size:256", key: "cmp_block" },
   { preset: "seed-001", vs: "flavor:nanovllm", key: "cmp_nano" },
   { preset: "seed-001", vs: "flavor:ascend", key: "cmp_ascend" },
