@@ -21,6 +21,9 @@ class Health(BaseModel):
     status: str = Field(examples=["ok"])
     version: str = Field(examples=["0.1.0"])
     device: str = Field(examples=["cpu"])
+    upstream: str = Field(
+        description="the upstream code the engine mirrors", examples=["vLLM 0.33.0 · nano-vllm bb823b3"]
+    )
 
 
 class PresetSummary(BaseModel):
@@ -88,6 +91,7 @@ class RunOverview(BaseModel):
     device: str
     flavor: str
     link: str
+    upstream: str = Field(description="what this run's flavour mirrors", examples=["vLLM 0.33.0"])
     steps: list[StepSummary]
 
 

@@ -18,3 +18,13 @@ UPSTREAM: dict[str, dict[str, str]] = {
         "commit": "182b75ea84ff13ece27b57391331ef8935410aea",
     },
 }
+
+NAMES = {"vllm": "vLLM", "nanovllm": "nano-vllm", "ascend": "vllm-ascend"}
+
+
+def describe(flavor: str | None = None) -> str:
+    """In words, what a flavour mirrors ("vLLM 0.33.0 · vllm-ascend 182b75e"), or every flavour."""
+    keys = {"vllm": ["vllm"], "ascend": ["vllm", "ascend"], "nanovllm": ["nanovllm"]}.get(
+        flavor or "", list(UPSTREAM)
+    )
+    return " · ".join(f"{NAMES[k]} {UPSTREAM[k].get('version') or UPSTREAM[k]['commit'][:7]}" for k in keys)

@@ -279,3 +279,11 @@ def test_workers_sharing_a_folder_recompute_each_others_runs(tmp_path) -> None:
     assert b.get("/api/runs/..%2Fetc/steps/1").status_code == 404
     alone = TestClient(create_app())
     assert alone.get(f"/api/runs/{rid}").status_code == 404
+
+
+def test_health_and_run_overview_name_the_upstream_the_engine_mirrors(client: TestClient) -> None:
+    health = client.get("/healthz").json()["upstream"]
+    assert "vLLM 0.33.0" in health and "nano-vllm bb823b3" in health and "vllm-ascend 182b75e" in health
+    for preset, want in (("seed-001", "vLLM 0.33.0"), ("seed-004", "nano-vllm bb823b3")):
+        run_id = client.post("/api/runs", json={"preset": preset}).json()["run_id"]
+        assert client.get(f"/api/runs/{run_id}").json()["upstream"] == want

@@ -756,6 +756,6 @@ def test_the_footer_names_the_upstream_and_links_the_docs(page: object) -> None:
         assert versions
         for v in versions:
             page.wait_for_function(f"document.getElementById('upstream').textContent.includes({v!r})")
-    assert page.locator("footer a[href='/docs-md/']").inner_text() == "docs"
+    assert page.locator("footer a[href='/docs-md/architecture.md']").inner_text() == "docs"
     open_run(page, "preset=seed-001&lang=zh")
-    assert page.locator("footer a[href='/docs-md/']").inner_text() == "文档"
+    assert page.locator("footer a[href='/docs-md/architecture.md']").inner_text() == "文档"

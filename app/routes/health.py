@@ -9,6 +9,7 @@ from fastapi.responses import JSONResponse
 from pagedviz.app.schemas import ErrorOut, Health
 from pagedviz.core import __version__
 from pagedviz.core.device import resolve_device
+from pagedviz.core.upstream import describe
 
 router = APIRouter(tags=["health"])
 
@@ -23,5 +24,7 @@ def healthz(request: Request) -> JSONResponse:
             status_code=503,
         )
     return JSONResponse(
-        Health(status="ok", version=__version__, device=str(resolve_device("auto"))).model_dump()
+        Health(
+            status="ok", version=__version__, device=str(resolve_device("auto")), upstream=describe()
+        ).model_dump()
     )

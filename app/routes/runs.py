@@ -34,6 +34,7 @@ from pagedviz.core.presets import list_presets, preset_dict
 from pagedviz.core.registry import engine_class
 from pagedviz.core.runner import stage_source
 from pagedviz.core.trace import StepTrace
+from pagedviz.core.upstream import describe
 
 router = APIRouter(prefix="/api", tags=["runs"])
 
@@ -261,6 +262,7 @@ async def overview(request: Request, run_id: str) -> dict:
         device=run.device,
         flavor=run.scenario.flavor,
         link=pack(run.scenario.to_dict()),
+        upstream=describe(run.scenario.flavor),
         steps=steps,
     ).model_dump()
 
