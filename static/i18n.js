@@ -4,7 +4,7 @@
 export const STRINGS = {
   en: {
     tagline: "Watch a vLLM-style engine prepare model inputs over a paged KV cache, step by step.",
-    presets: "Presets", follows: "follows", open: "Open", editor: "Scenario editor",
+    presets: "Presets", follows: "worked example of", array_guide: "guide to every array", open: "Open", editor: "Scenario editor",
     editor_hint: "Change the engine config and the requests; the server checks the scenario as you type.",
     config: "Engine config", requests: "Requests", add_request: "Add request", remove: "Remove",
     run: "Run", upload: "Upload JSON", download: "Download JSON", valid: "Valid scenario",
@@ -63,7 +63,7 @@ export const STRINGS = {
   },
   zh: {
     tagline: "逐步观察类 vLLM 引擎如何基于分页 KV cache 为模型前向准备输入。",
-    presets: "预设场景", follows: "对应文档", open: "打开", editor: "场景编辑器",
+    presets: "预设场景", follows: "对应文档", array_guide: "数组指南", open: "打开", editor: "场景编辑器",
     editor_hint: "修改引擎配置和请求；输入时服务器会实时校验场景。",
     config: "引擎配置", requests: "请求", add_request: "添加请求", remove: "删除",
     run: "运行", upload: "上传 JSON", download: "下载 JSON", valid: "场景有效",

@@ -287,7 +287,9 @@ async function gallery() {
     box.append(el("article", { class: "preset-card", dataset: { preset: p.id } }, [
       el("h3", {}, [el("a", { href: `/run?preset=${encodeURIComponent(p.id)}${lang}`, text: p.title })]),
       el("p", { class: "meta" }, [el("code", { text: p.id }), " · ", el("span", { class: "badge", text: p.flavor }),
-        ...(p.document ? [` · ${L("follows")} `, el("code", { text: p.document })] : [])]),
+        // the worked example of a course document: its name (students hold it), and this project's guide
+        ...(p.document ? [` · ${L("follows")} `, el("code", { text: p.document }), " · ",
+          el("a", { href: "/docs-md/arrays.md", text: L("array_guide") })] : [])]),
       el("p", { text: p.summary }),
       el("div", { class: "card-actions" }, [
         el("a", { class: "button primary", href: `/run?preset=${encodeURIComponent(p.id)}${lang}`, text: L("open") }),
