@@ -234,6 +234,12 @@ class EngineConfig:
     num_speculative_tokens: int = setting(
         0, "draft tokens per step from the n-gram (prompt-lookup) drafter; 0: none", lo=0, hi=16
     )
+    speculative_method: str = setting(
+        "ngram",
+        "the drafter's method: ngram (vLLM's prompt lookup); mtp (ascend only: vllm-ascend then picks the "
+        "SpecDecoding attention state; the n-gram proposals stand in for the MTP head's drafts)",
+        choices=("ngram", "mtp"),
+    )
     prompt_lookup_min: int = setting(5, "shortest n-gram the drafter looks up", lo=1, hi=64)
     prompt_lookup_max: int = setting(5, "longest n-gram the drafter looks up", lo=1, hi=64)
     async_scheduling: bool = setting(
@@ -572,6 +578,11 @@ class _Validator:
             self.err(f"{loc}.async_scheduling", "is not modelled together with num_speculative_tokens > 0")
         if spec and v["enable_prefix_caching"]:
             self.err(f"{loc}.num_speculative_tokens", "is not modelled together with enable_prefix_caching")
+        if v["speculative_method"] == "mtp" and self.flavor != "ascend":
+            self.err(
+                f"{loc}.speculative_method",
+                "mtp is modelled for the ascend flavour only (it selects vllm-ascend's SpecDecoding state)",
+            )
         if (spec or async_scheduling) and self.flavor == "nanovllm":
             self.err(loc, "nanovllm has no speculative decoding or async scheduling")
         vocab: int | None = None

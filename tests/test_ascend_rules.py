@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pagedviz.core import Scenario, load_preset, make_engine
+from pagedviz.core import Scenario, ScenarioError, load_preset, make_engine, preset_dict
 from pagedviz.core.flavors.ascend import STATES, attn_mask_for, build_attn_state, causal_mask
 from pagedviz.core.trace import StepTrace
 
@@ -173,3 +173,30 @@ def test_rows_equal_the_right_down_causal_mask_the_head_kernel_applies() -> None
         right_down = np.triu(np.ones((q_len, L), dtype=np.uint8), k=L - q_len + 1)
         assert mask[qsl[r] : qsl[r + 1], :L].tolist() == right_down.tolist()
     assert "2048" in t.scalars["attn_mask_head"]
+
+
+def test_every_attention_state_is_reached_by_a_shipped_preset() -> None:
+    seen = {
+        t.scalars.get("attn_state")
+        for preset in ("seed-001-ascend", "ascend-prefill-cache-hit", "ascend-spec-decoding")
+        for t in make_engine(load_preset(preset)).run()
+    }
+    assert {"PrefillNoCache", "DecodeOnly", "ChunkedPrefill", "PrefillCacheHit", "SpecDecoding"} <= seen
+
+
+def test_mtp_decodes_with_drafts_are_spec_decoding_and_ngram_ones_chunked_prefill() -> None:
+    d = preset_dict("ascend-spec-decoding")
+    mtp = [t.scalars["attn_state"] for t in make_engine(Scenario.from_dict(d)).run()]
+    d["config"]["speculative_method"] = "ngram"
+    steps = list(make_engine(Scenario.from_dict(d)).run())
+    assert mtp[0] == "PrefillNoCache" and set(mtp[1:]) == {"SpecDecoding"}
+    # vllm-ascend builds SpecDecoding for any drafter but keeps ChunkedPrefill unless it is MTP
+    assert {t.scalars["attn_state"] for t in steps[1:]} == {"ChunkedPrefill"}
+    assert {t.scalars.get("attn_state_built") for t in steps[1:]} == {"SpecDecoding"}
+
+
+def test_mtp_is_refused_outside_the_ascend_flavour() -> None:
+    d = preset_dict("ascend-spec-decoding")
+    d["flavor"] = "vllm"
+    with pytest.raises(ScenarioError, match="speculative_method"):
+        Scenario.from_dict(d)

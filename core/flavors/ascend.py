@@ -11,9 +11,9 @@
 5. PrefillCacheHit -- otherwise: chunked prefill off and some request prefills over computed tokens
                       (a prefix-cache hit or a resumed request), or a decode beside a prefill.
 
-pagedviz has no drafter yet, so `num_valid_tokens == num_scheduled_tokens` and SpecDecoding cannot
-occur in a run; `build_attn_state` computes it from draft counts and the drafter's method when
-given them (tests hold all five states).
+With speculative decoding (`num_speculative_tokens`), `num_valid_tokens = num_scheduled_tokens -
+num_draft_tokens`; `speculative_method: "mtp"` makes a decode with drafts SpecDecoding (preset
+ascend-spec-decoding), while the n-gram drafter's steps are stored as ChunkedPrefill, as upstream.
 
 `attn_mask` is the mask each state gets from the mask builder the seed documents describe
 (vllm-ascend `_make_attention_mask`, commit `DOC_MASK_COMMIT`): PrefillNoCache one causal
@@ -91,9 +91,9 @@ class AscendModelRunner(ModelRunner):
     STAGES = (*ModelRunner.STAGES, "_attn_mask")
 
     def spec_decoding(self) -> tuple[np.ndarray | None, str | None]:
-        """Draft tokens per request and the drafter's method; none until pagedviz has a drafter."""
+        """Draft tokens per request and the drafter's method (None without speculative decoding)."""
         drafts = self.v.get("num_draft_tokens")
-        method = getattr(self.config, "speculative_method", None)
+        method = self.config.speculative_method if self.config.num_speculative_tokens else None
         return (None if drafts is None else np.asarray(drafts)), method
 
     @stage(
