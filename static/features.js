@@ -272,6 +272,6 @@ export async function showNotes(sc) {
     const i = en.ok && zh.ok ? en.data.findIndex((p) => p.id === sc.name && JSON.stringify(p.notes) === JSON.stringify(notes)) : -1;
     if (i >= 0 && zh.data[i].notes && zh.data[i].notes.length) notes = zh.data[i].notes;
   }
-  clear(box).append(...notes.map((n) => el("li", {}, [el("strong", { text: `${L("note")}: ` }), n])));
+  clear(box).append(...notes.map((n) => el("li", { title: n }, [el("strong", { text: `${L("note")}: ` }), n])));
   box.hidden = !notes.length;
 }

@@ -51,7 +51,7 @@ def browser() -> Iterator[Any]:
 
 @pytest.fixture()
 def page(browser: Any, base_url: str) -> Iterator[Any]:
-    context = browser.new_context(viewport={"width": 1280, "height": 720})
+    context = browser.new_context(viewport={"width": 1280, "height": 720}, bypass_csp=True)
     pg = context.new_page()
     problems: list[str] = []
     pg.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)

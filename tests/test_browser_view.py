@@ -97,7 +97,9 @@ def test_preempted_and_freed_blocks_have_their_own_marks(page: object) -> None:
     assert legend.locator(".legend-preempted strong").inner_text() == "—"
     page.click("#card-kv button:has-text('Table')")
     assert "mark-freed" in page.locator("#table-kv td[data-r='1'][data-c='0']").get_attribute("class")
-    assert page.locator("#table-kv tr[data-r='1'] th").inner_text().startswith("−")
+    # vLLM 0.33 reuses freed blocks first (LIFO): resumed c takes block 1 back in this very step, so
+    # its row carries the freed mark beside the allocated one
+    assert "−" in page.locator("#table-kv tr[data-r='1'] th").inner_text()
 
 
 def test_the_request_table_puts_its_inputs_first(page: object) -> None:
@@ -292,7 +294,7 @@ def test_presentation_mode_fits_the_pipeline_on_one_1280_by_720_screen_for_every
 ) -> None:
     from pagedviz.core.presets import list_presets
 
-    context = browser.new_context(viewport={"width": 1280, "height": 720})  # type: ignore[attr-defined]
+    context = browser.new_context(viewport={"width": 1280, "height": 720}, bypass_csp=True)  # type: ignore[attr-defined]
     pg = context.new_page()
     for preset in list_presets():
         # the first step that schedules a token of its slot stage
