@@ -24,7 +24,7 @@ from pagedviz.core.device import StageTimer
 from pagedviz.core.input_batch import InputBatch, cpu_tensor
 from pagedviz.core.scheduler import SchedulerOutput
 from pagedviz.core.spec_decode import calc_spec_decode_metadata
-from pagedviz.core.trace import Stage, StepTrace
+from pagedviz.core.trace import Stage, StepTrace, TraceArray
 
 
 @dataclass(frozen=True)
@@ -127,6 +127,20 @@ LEVELS: dict[str, str] = {
 }
 
 
+NO_PADDING: tuple[None, None] = (None, None)
+
+UPDATE_STATES_STAGE = Stage(
+    "update_states",
+    ["scheduler_output"],
+    ["token_ids_cpu", "block_table", "num_computed_tokens_cpu", "num_tokens", "num_scheduled_tokens"],
+    "remove finished/unscheduled rows; add new rows into the lowest hole; condense",
+    "The persistent batch catches up with the scheduler (GPUModelRunner._update_states): "
+    "finished and unscheduled requests leave and their rows become holes, new ones take "
+    "the lowest hole, and the last rows move into the holes (condense). Only what "
+    "changed is written; scheduled draft tokens are written after a request's tokens.",
+)
+
+
 class ModelRunner:
     """Persistent batch + prepare_inputs of the vllm flavour."""
 
@@ -191,7 +205,8 @@ class ModelRunner:
         self.pending_sampled: dict[str, int] = {}  # known to the CPU only after the next gather
         self.v: dict[str, Any] = {}  # the arrays of the step being prepared, by vLLM name
         self.pad: dict[str, tuple[int, np.ndarray | None]] = {}  # name -> (valid, whole buffer)
-        self.stage_plan = []
+        # the stage plan, fixed for this runner: the stages that run, in order, and what each records
+        self.stage_plan: list[tuple[Callable[[], None], StageSpec, Stage, list[tuple[str, str]]]] = []
         for name in self.STAGES:
             method = getattr(self, name)
             spec: StageSpec = method.stage_spec
@@ -200,6 +215,14 @@ class ModelRunner:
             levels = [(w, LEVELS[w]) for w in spec.writes if w in LEVELS]
             record = Stage(spec.name, list(spec.reads), list(spec.writes), spec.formula, spec.why)
             self.stage_plan.append((method, spec, record, levels))
+        self.stage_methods = tuple(method for method, _, _, _ in self.stage_plan)
+        self.stage_names = tuple(spec.name for _, spec, _, _ in self.stage_plan)
+        self.stage_records = [record for _, _, record, _ in self.stage_plan]
+        self.record_plan = [
+            (w, level, spec.name) for _, spec, _, levels in self.stage_plan for w, level in levels
+        ]
+        # the flattened token table, a view on its memory, for the input_ids gather
+        self.token_ids_flat = self.input_batch.token_ids_cpu_tensor.view(-1)
 
     @property
     def uses_mrope(self) -> bool:
@@ -370,14 +393,10 @@ class ModelRunner:
     )
     def _input_ids(self) -> None:
         v = self.v
-        out = self.input_ids_cpu[: v["T"]]
-        torch.index_select(
-            self.input_batch.token_ids_cpu_tensor.flatten(),
-            0,
-            torch.from_numpy(v["token_indices"]),
-            out=out,
-        )
-        v["input_ids"] = self.input_ids_np[: v["T"]]
+        T = v["T"]
+        index = torch.from_numpy(v["token_indices"])
+        torch.index_select(self.token_ids_flat, 0, index, out=self.input_ids_cpu[:T])
+        v["input_ids"] = self.input_ids_np[:T]
 
     @stage(
         "token_indices_whatif",
@@ -454,17 +473,15 @@ class ModelRunner:
     def _slot_mapping(self) -> None:
         v = self.v
         T = v["T"]
-        np.add(
-            v["block_numbers"].astype(np.int64) * self.block_size,
-            v["block_offsets"],
-            out=self.slot_mapping_np[:T],
-        )
+        out = self.slot_mapping_np[:T]
+        np.multiply(v["block_numbers"], self.block_size, out=out, dtype=np.int64)
+        np.add(out, v["block_offsets"], out=out)
         # with CUDA graphs the batch is padded to a capture size; padded slots are -1 (written nowhere)
-        v["num_input_tokens"] = self.config.pad_for_cudagraph(T) if T else 0
-        self.slot_mapping_np[T : v["num_input_tokens"]] = -1
-        v["slot_mapping"] = self.slot_mapping_np[: v["num_input_tokens"]]
-        if v["num_input_tokens"] > T:
+        P = v["num_input_tokens"] = self.config.pad_for_cudagraph(T) if T else 0
+        if P > T:
+            self.slot_mapping_np[T:P] = -1
             self.pad["slot_mapping"] = (T, None)
+        v["slot_mapping"] = self.slot_mapping_np[:P]
 
     @stage(
         "query_start_loc",
@@ -563,7 +580,7 @@ class ModelRunner:
         n = v["num_reqs"]
         v["num_tokens"] = self.input_batch.num_tokens[:n]
         v["discard_request_mask"] = v["seq_lens"] < v["num_tokens"]
-        v["logits_indices"] = v["query_start_loc"][1:].astype(np.int64) - 1
+        v["logits_indices"] = np.subtract(v["query_start_loc"][1:], 1, dtype=np.int64)
 
     @stage(
         "spec_decode_metadata",
@@ -603,54 +620,49 @@ class ModelRunner:
     )
     def _attn_metadata(self) -> None:
         v = self.v
-        v["scalars"].update(
-            {
-                "num_reqs": v["num_reqs"],
-                "total_num_scheduled_tokens": v["T"],
-                "num_input_tokens": v["num_input_tokens"],
-                "max_query_len": int(v["num_scheduled_tokens"].max()) if v["num_reqs"] else 0,
-                "max_seq_len": int(v["seq_lens"].max()) if v["num_reqs"] else 0,
-            }
-        )
+        n = v["num_reqs"]
+        scalars = v["scalars"]
+        scalars["num_reqs"] = n
+        scalars["total_num_scheduled_tokens"] = v["T"]
+        scalars["num_input_tokens"] = v["num_input_tokens"]
+        scalars["max_query_len"] = int(v["num_scheduled_tokens"].max()) if n else 0
+        scalars["max_seq_len"] = int(v["seq_lens"].max()) if n else 0
 
     # ---------------------------------------------------------------- driver
     def prepare_inputs(self, trace: StepTrace | None, timer: StageTimer) -> dict[str, Any]:
-        """Run every stage in order; record written arrays into `trace` when it is given."""
-        timings = timer.timings
-        for method, spec, stage_rec, levels in self.stage_plan:
+        """Run every stage in order; record written arrays into `trace` when it is given. Each
+        stage is timed only when the timer asks for it (`per_stage`); else the whole loop is."""
+        if timer.per_stage:
+            timings = timer.timings
+            for method, name in zip(self.stage_methods, self.stage_names):
+                t0 = time.perf_counter_ns()
+                method()
+                timings[name] = (time.perf_counter_ns() - t0) / 1e3
+        else:
             t0 = time.perf_counter_ns()
-            method()
-            timings[spec.name] = (time.perf_counter_ns() - t0) / 1e3
-            if trace is not None:
-                trace.stages.append(stage_rec)
-                for name, level in levels:
-                    if name in self.v:
-                        valid, buffer = self.pad.get(name, (None, None))
-                        trace.record(name, level, self.v[name], spec.name, valid=valid, buffer=buffer)
+            for method in self.stage_methods:
+                method()
+            timer.timings["prepare_inputs"] = (time.perf_counter_ns() - t0) / 1e3
+        if trace is not None:
+            self.record_stages(trace)
         return self.v
+
+    def record_stages(self, trace: StepTrace) -> None:
+        """The stages that ran and the arrays each wrote, in stage order (a later stage that
+        writes an array again, e.g. spec decode's logits_indices, is the one recorded)."""
+        trace.stages.extend(self.stage_records)
+        v, pad, entries = self.v, self.pad, trace.array_entries
+        for name, level, stage_name in self.record_plan:
+            data = v.get(name)
+            if data is None:
+                continue
+            valid, buffer = pad.get(name, NO_PADDING)
+            entries[name] = TraceArray.owned(name, level, data, stage_name, valid, buffer)
 
     def record_batch(self, trace: StepTrace) -> None:
         """Record the request-level batch arrays and the system tables after update_states."""
         ib, n = self.input_batch, self.v["num_reqs"]
-        trace.stages.insert(
-            0,
-            Stage(
-                "update_states",
-                ["scheduler_output"],
-                [
-                    "token_ids_cpu",
-                    "block_table",
-                    "num_computed_tokens_cpu",
-                    "num_tokens",
-                    "num_scheduled_tokens",
-                ],
-                "remove finished/unscheduled rows; add new rows into the lowest hole; condense",
-                "The persistent batch catches up with the scheduler (GPUModelRunner._update_states): "
-                "finished and unscheduled requests leave and their rows become holes, new ones take "
-                "the lowest hole, and the last rows move into the holes (condense). Only what "
-                "changed is written; scheduled draft tokens are written after a request's tokens.",
-            ),
-        )
+        trace.stages.insert(0, UPDATE_STATES_STAGE)
         rows = max(ib.req_id_to_index.values(), default=-1) + 1
         trace.record("num_scheduled_tokens", "request", self.v["num_scheduled_tokens"], "update_states")
         trace.record("num_computed_tokens_cpu", "request", ib.num_computed_tokens_cpu[:n], "update_states")

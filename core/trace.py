@@ -29,6 +29,22 @@ class TraceArray:
     valid: int | None = None
     buffer: np.ndarray | None = None
 
+    @classmethod
+    def owned(
+        cls,
+        name: str,
+        level: str,
+        data: np.ndarray,
+        stage: str,
+        valid: int | None = None,
+        buffer: np.ndarray | None = None,
+    ) -> TraceArray:
+        """An entry that owns its arrays: an array a stage made afresh is kept as it is (nothing
+        else holds it); a view of a persistent buffer, which the next step overwrites, is copied."""
+        if data.base is not None:
+            data = data.copy()
+        return cls(name, level, data, stage, "cpu", None, valid, None if buffer is None else buffer.copy())
+
     @property
     def value(self) -> np.ndarray:
         """The full array, zero rows restored."""
@@ -103,12 +119,9 @@ class StepTrace:
         valid: int | None = None,
         buffer: np.ndarray | None = None,
     ) -> None:
-        # arrays a stage made afresh are kept as they are; views of persistent buffers are copied
-        if data.base is not None:
-            data = data.copy()
-        if buffer is not None:
-            buffer = buffer.copy()
-        self.array_entries[name] = TraceArray(name, level, data, stage, side, shape, valid, buffer)
+        entry = TraceArray.owned(name, level, data, stage, valid, buffer)
+        entry.side, entry.shape = side, shape
+        self.array_entries[name] = entry
 
     def to_dict(self) -> dict[str, Any]:
         return {
