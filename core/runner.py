@@ -24,7 +24,7 @@ from pagedviz.core.device import StageTimer
 from pagedviz.core.input_batch import InputBatch, cpu_tensor
 from pagedviz.core.scheduler import SchedulerOutput
 from pagedviz.core.spec_decode import calc_spec_decode_metadata
-from pagedviz.core.trace import Stage, StepTrace, TraceArray
+from pagedviz.core.trace import Stage, StepTrace
 
 
 @dataclass(frozen=True)
@@ -127,8 +127,6 @@ LEVELS: dict[str, str] = {
 }
 
 
-NO_PADDING: tuple[None, None] = (None, None)
-
 UPDATE_STATES_STAGE = Stage(
     "update_states",
     ["scheduler_output"],
@@ -171,6 +169,8 @@ class ModelRunner:
         self.config = config
         self.device = device
         self.block_size = config.block_size
+        bs = config.block_size
+        self.block_shift = bs.bit_length() - 1 if bs & (bs - 1) == 0 else None
         self.max_model_len = config.max_model_len
         self.max_num_blocks_per_req = config.max_num_blocks_per_req
         self.mrope = mrope or {}  # per request, when the model uses M-RoPE
@@ -204,7 +204,8 @@ class ModelRunner:
         self.prev_req_id_to_index: dict[str, int] = {}
         self.pending_sampled: dict[str, int] = {}  # known to the CPU only after the next gather
         self.v: dict[str, Any] = {}  # the arrays of the step being prepared, by vLLM name
-        self.pad: dict[str, tuple[int, np.ndarray | None]] = {}  # name -> (valid, whole buffer)
+        # name -> (valid, the whole persistent buffer whose head is the array, or None)
+        self.pad: dict[str, tuple[int, np.ndarray | None]] = {}
         # the stage plan, fixed for this runner: the stages that run, in order, and what each records
         self.stage_plan: list[tuple[Callable[[], None], StageSpec, Stage, list[tuple[str, str]]]] = []
         for name in self.STAGES:
@@ -305,7 +306,7 @@ class ModelRunner:
     )
     def _req_indices(self) -> None:
         v = self.v
-        v["req_indices"] = np.repeat(self.arange_np[: v["num_reqs"]], v["num_scheduled_tokens"])
+        v["req_indices"] = self.arange_np[: v["num_reqs"]].repeat(v["num_scheduled_tokens"])
 
     @stage(
         "cu_num_tokens",
@@ -319,10 +320,11 @@ class ModelRunner:
     def _cu_num_tokens(self) -> None:
         v = self.v
         n = v["num_scheduled_tokens"]
-        cu = np.cumsum(n, dtype=np.int64)
+        cu = n.cumsum(dtype=np.int64)
         v["T"] = int(cu[-1]) if len(cu) else 0
         v["cu_num_tokens"] = cu
-        v["arange"] = self.arange_np[: v["T"]] - np.repeat(cu - n, n)
+        offsets = (cu - n).repeat(n)
+        v["arange"] = np.subtract(self.arange_np[: v["T"]], offsets, out=offsets)
 
     @stage(
         "positions",
@@ -381,7 +383,9 @@ class ModelRunner:
     )
     def _token_indices(self) -> None:
         v = self.v
-        v["token_indices"] = v["positions"] + v["req_indices"] * self.max_model_len
+        token_indices = v["req_indices"] * self.max_model_len
+        token_indices += v["positions"]
+        v["token_indices"] = token_indices
 
     @stage(
         "input_ids",
@@ -394,9 +398,11 @@ class ModelRunner:
     def _input_ids(self) -> None:
         v = self.v
         T = v["T"]
-        index = torch.from_numpy(v["token_indices"])
-        torch.index_select(self.token_ids_flat, 0, index, out=self.input_ids_cpu[:T])
-        v["input_ids"] = self.input_ids_np[:T]
+        out = self.input_ids_np[:T]  # a numpy slice wraps as a tensor faster than torch slices
+        torch.index_select(
+            self.token_ids_flat, 0, torch.from_numpy(v["token_indices"]), out=torch.from_numpy(out)
+        )
+        v["input_ids"] = out
 
     @stage(
         "token_indices_whatif",
@@ -432,9 +438,12 @@ class ModelRunner:
     )
     def _block_table_indices(self) -> None:
         v = self.v
-        v["block_table_indices"] = (
-            v["req_indices"] * self.max_num_blocks_per_req + v["positions"] // self.block_size
-        )
+        positions = v["positions"]
+        # a power-of-two block size divides by a shift (positions are never negative)
+        shift = self.block_shift
+        indices = positions // self.block_size if shift is None else positions >> shift
+        indices += v["req_indices"] * self.max_num_blocks_per_req
+        v["block_table_indices"] = indices
 
     @stage(
         "block_numbers",
@@ -456,7 +465,10 @@ class ModelRunner:
     )
     def _block_offsets(self) -> None:
         v = self.v
-        v["block_offsets"] = v["positions"] % self.block_size
+        if self.block_shift is None:
+            v["block_offsets"] = v["positions"] % self.block_size
+        else:
+            v["block_offsets"] = v["positions"] & (self.block_size - 1)
 
     @stage(
         "slot_mapping",
@@ -499,7 +511,7 @@ class ModelRunner:
         n = v["num_reqs"]
         self.query_start_loc_np[0] = 0
         self.query_start_loc_np[1 : n + 1] = v["cu_num_tokens"]
-        self.query_start_loc_np[n + 1 :] = v["cu_num_tokens"][-1] if n else 0
+        self.query_start_loc_np[n + 1 :] = v["T"]
         v["query_start_loc"] = self.query_start_loc_np[: n + 1]
         if n:
             self.pad["query_start_loc"] = (n + 1, self.query_start_loc_np)
@@ -651,36 +663,20 @@ class ModelRunner:
         """The stages that ran and the arrays each wrote, in stage order (a later stage that
         writes an array again, e.g. spec decode's logits_indices, is the one recorded)."""
         trace.stages.extend(self.stage_records)
-        v, pad, entries = self.v, self.pad, trace.array_entries
-        for name, level, stage_name in self.record_plan:
-            data = v.get(name)
-            if data is None:
-                continue
-            valid, buffer = pad.get(name, NO_PADDING)
-            entries[name] = TraceArray.owned(name, level, data, stage_name, valid, buffer)
+        trace.record_all(self.record_plan, self.v, self.pad)
 
     def record_batch(self, trace: StepTrace) -> None:
         """Record the request-level batch arrays and the system tables after update_states."""
-        ib, n = self.input_batch, self.v["num_reqs"]
+        ib, v = self.input_batch, self.v
+        n = v["num_reqs"]  # update_states condensed the batch: the active rows are 0..n-1
         trace.stages.insert(0, UPDATE_STATES_STAGE)
-        rows = max(ib.req_id_to_index.values(), default=-1) + 1
-        trace.record("num_scheduled_tokens", "request", self.v["num_scheduled_tokens"], "update_states")
-        trace.record("num_computed_tokens_cpu", "request", ib.num_computed_tokens_cpu[:n], "update_states")
-        trace.record("num_tokens", "request", self.v["num_tokens"], "update_states")
-        trace.record(
-            "token_ids_cpu",
-            "system",
-            ib.token_ids_cpu[:rows],
-            "update_states",
-            shape=tuple(ib.token_ids_cpu.shape),
-        )
-        trace.record(
-            "block_table",
-            "system",
-            ib.block_table.block_table_np[:rows],
-            "update_states",
-            shape=tuple(ib.block_table.block_table_np.shape),
-        )
+        record = trace.record
+        record("num_scheduled_tokens", "request", v["num_scheduled_tokens"], "update_states")
+        record("num_computed_tokens_cpu", "request", ib.num_computed_tokens_cpu[:n], "update_states")
+        record("num_tokens", "request", ib.num_tokens[:n], "update_states")
+        tokens, blocks = ib.token_ids_cpu, ib.block_table.block_table_np
+        record("token_ids_cpu", "system", tokens[:n], "update_states", shape=tokens.shape)
+        record("block_table", "system", blocks[:n], "update_states", shape=blocks.shape)
 
     def copy_to_device(self, timer: StageTimer) -> bool:
         """Copy inputs to the device; compute slot_mapping there and check it against the CPU's."""

@@ -10,10 +10,15 @@ more for query_start_loc) in `data` and the whole persistent buffer, padding inc
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
+# a recorded array before it becomes a TraceArray: TraceArray's fields, in order
+Pending = tuple[str, str, np.ndarray, str, str, "tuple[int, ...] | None", "int | None", "np.ndarray | None"]
+NO_PADDING: tuple[None, None] = (None, None)
 
 
 @dataclass(slots=True)
@@ -28,22 +33,6 @@ class TraceArray:
     # buffer the kernels are handed (data keeps its level's length); else `data` itself is padded.
     valid: int | None = None
     buffer: np.ndarray | None = None
-
-    @classmethod
-    def owned(
-        cls,
-        name: str,
-        level: str,
-        data: np.ndarray,
-        stage: str,
-        valid: int | None = None,
-        buffer: np.ndarray | None = None,
-    ) -> TraceArray:
-        """An entry that owns its arrays: an array a stage made afresh is kept as it is (nothing
-        else holds it); a view of a persistent buffer, which the next step overwrites, is copied."""
-        if data.base is not None:
-            data = data.copy()
-        return cls(name, level, data, stage, "cpu", None, valid, None if buffer is None else buffer.copy())
 
     @property
     def value(self) -> np.ndarray:
@@ -96,13 +85,25 @@ class StepTrace:
     idle: bool = False
     scheduler: dict[str, Any] = field(default_factory=dict)
     batch: dict[str, Any] = field(default_factory=dict)
-    array_entries: dict[str, TraceArray] = field(default_factory=dict)
     scalars: dict[str, Any] = field(default_factory=dict)
     stages: list[Stage] = field(default_factory=list)
     sampled_token_ids: dict[str, int] = field(default_factory=dict)
     kv_cache: dict[str, Any] = field(default_factory=dict)
     forward: dict[str, Any] = field(default_factory=dict)
     timing_us: dict[str, float] = field(default_factory=dict)
+    # recorded arrays, owned by the trace, become TraceArray entries when first read (in order)
+    _pending: list[Pending] = field(default_factory=list, repr=False, compare=False)
+    _entries: dict[str, TraceArray] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def array_entries(self) -> dict[str, TraceArray]:
+        """The arrays by name; an array recorded twice keeps its first place and its last value."""
+        if self._pending:
+            entries = self._entries
+            for item in self._pending:
+                entries[item[0]] = TraceArray(*item)
+            self._pending.clear()
+        return self._entries
 
     @property
     def arrays(self) -> dict[str, np.ndarray]:
@@ -119,9 +120,34 @@ class StepTrace:
         valid: int | None = None,
         buffer: np.ndarray | None = None,
     ) -> None:
-        entry = TraceArray.owned(name, level, data, stage, valid, buffer)
-        entry.side, entry.shape = side, shape
-        self.array_entries[name] = entry
+        # arrays a stage made afresh are kept as they are; views of persistent buffers are copied
+        if data.base is not None:
+            data = data.copy()
+        if buffer is not None:
+            buffer = buffer.copy()
+        self._pending.append((name, level, data, stage, side, shape, valid, buffer))
+
+    def record_all(
+        self,
+        plan: Iterable[tuple[str, str, str]],
+        values: Mapping[str, Any],
+        padding: Mapping[str, tuple[int | None, np.ndarray | None]],
+    ) -> None:
+        """Record, for each (name, level, stage) of `plan` that `values` holds, that array, with
+        its padding (valid, buffer) if any. Where a buffer is given the array is its head, so the
+        buffer is copied once and the array is a view of that copy."""
+        pending = self._pending
+        for name, level, stage in plan:
+            data = values.get(name)
+            if data is None:
+                continue
+            valid, buffer = padding.get(name, NO_PADDING)
+            if buffer is not None:
+                buffer = buffer.copy()
+                data = buffer[: len(data)]
+            elif data.base is not None:
+                data = data.copy()
+            pending.append((name, level, data, stage, "cpu", None, valid, buffer))
 
     def to_dict(self) -> dict[str, Any]:
         return {
