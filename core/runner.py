@@ -24,7 +24,7 @@ from pagedviz.core.device import StageTimer
 from pagedviz.core.input_batch import InputBatch, cpu_tensor
 from pagedviz.core.scheduler import SchedulerOutput
 from pagedviz.core.spec_decode import calc_spec_decode_metadata
-from pagedviz.core.trace import Stage, StepTrace
+from pagedviz.core.trace import NO_PADDING, PlanItem, Stage, StepTrace
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,8 @@ class StageSpec:
     why: str = ""
     # the stage runs only for runners where this holds (e.g. speculative decoding is on)
     when: Callable[[Any], bool] | None = None
+    # arrays the stage leaves as views of persistent buffers (the next step overwrites them)
+    views: tuple[str, ...] = ()
 
 
 def stage(
@@ -45,11 +47,16 @@ def stage(
     formula: str,
     why: str = "",
     when: Callable[[Any], bool] | None = None,
+    views: str = "",
 ) -> Callable[[Callable[..., None]], Callable[..., None]]:
-    """Mark a runner method as a stage of prepare_inputs (reads/writes are space-separated)."""
+    """Mark a runner method as a stage of prepare_inputs (reads/writes/views are space-separated;
+    `views`: what it leaves as views of persistent buffers, which a trace must copy)."""
 
     def mark(fn: Callable[..., None]) -> Callable[..., None]:
-        fn.stage_spec = StageSpec(name, tuple(reads.split()), tuple(writes.split()), formula, why, when)  # type: ignore[attr-defined]
+        spec = StageSpec(
+            name, tuple(reads.split()), tuple(writes.split()), formula, why, when, tuple(views.split())
+        )
+        fn.stage_spec = spec  # type: ignore[attr-defined]
         return fn
 
     return mark
@@ -219,8 +226,19 @@ class ModelRunner:
         self.stage_methods = tuple(method for method, _, _, _ in self.stage_plan)
         self.stage_names = tuple(spec.name for _, spec, _, _ in self.stage_plan)
         self.stage_records = [record for _, _, record, _ in self.stage_plan]
-        self.record_plan = [
-            (w, level, spec.name) for _, spec, _, levels in self.stage_plan for w, level in levels
+        self.record_plan: list[PlanItem] = [
+            (w, level, spec.name, "cpu", None)
+            for _, spec, _, levels in self.stage_plan
+            for w, level in levels
+        ]
+        self.view_names = tuple(name for _, spec, _, _ in self.stage_plan for name in spec.views)
+        ib = self.input_batch
+        self.batch_plan: list[PlanItem] = [
+            ("num_scheduled_tokens", "request", "update_states", "cpu", None),
+            ("num_computed_tokens_cpu", "request", "update_states", "cpu", None),
+            ("num_tokens", "request", "update_states", "cpu", None),
+            ("token_ids_cpu", "system", "update_states", "cpu", ib.token_ids_cpu.shape),
+            ("block_table", "system", "update_states", "cpu", ib.block_table.block_table_np.shape),
         ]
         # the flattened token table, a view on its memory, for the input_ids gather
         self.token_ids_flat = self.input_batch.token_ids_cpu_tensor.view(-1)
@@ -334,6 +352,7 @@ class ModelRunner:
         "Each token's position in its own sequence: what the request had computed before this step "
         "plus its offset in this step. RoPE rotates by it. vLLM 0.33 computes the same sum on the "
         "device from its device copy of num_computed_tokens.",
+        views="positions",
     )
     def _positions(self) -> None:
         v = self.v
@@ -394,6 +413,7 @@ class ModelRunner:
         "input_ids = token_ids_cpu.flatten()[token_indices]",
         "The model's input ids, gathered from the token table with token_indices in one "
         "torch.index_select (faster than np.take for large tables).",
+        views="input_ids",
     )
     def _input_ids(self) -> None:
         v = self.v
@@ -481,6 +501,7 @@ class ModelRunner:
         "through the graph's layers, but their slot is -1, which the cache-write kernel "
         "(reshape_and_cache_flash) skips, so they write nothing. Attention reads the first T "
         "entries only (`valid` in the trace).",
+        views="slot_mapping",
     )
     def _slot_mapping(self) -> None:
         v = self.v
@@ -505,6 +526,7 @@ class ModelRunner:
         "max_num_reqs + 1 entries; past num_reqs it repeats the last value so it stays "
         "non-decreasing, as FlashAttention requires: a kernel launched over more (padded) requests "
         "sees empty queries there (`buffer` in the trace).",
+        views="query_start_loc",
     )
     def _query_start_loc(self) -> None:
         v = self.v
@@ -524,6 +546,7 @@ class ModelRunner:
         "Each request's length after this step, computed + scheduled tokens: attention reads this "
         "many keys through the request's block-table row (FlashAttention's seqused_k). Past "
         "num_reqs the buffer is 0, so a padded request attends to nothing.",
+        views="seq_lens",
     )
     def _seq_lens(self) -> None:
         v = self.v
@@ -553,6 +576,7 @@ class ModelRunner:
         "the batch kept its order the requests are rows 0..n-1 in both steps and one slice copy "
         "does it; otherwise a scatter by (sample_flattened_indices, prev_common_req_indices).",
         when=lambda r: r.config.async_scheduling,
+        views="prev_sampled_token_ids",
     )
     def _prepare_input_ids(self) -> None:
         v = self.v
@@ -586,6 +610,7 @@ class ModelRunner:
         "The hidden state of each request's last scheduled token goes to the LM head. A request in "
         "the middle of a chunked prefill (seq_lens < num_tokens) is sampled too, for simplicity, "
         "and its token discarded (discard_request_mask).",
+        views="num_tokens",
     )
     def _logits_indices(self) -> None:
         v = self.v
@@ -663,20 +688,32 @@ class ModelRunner:
         """The stages that ran and the arrays each wrote, in stage order (a later stage that
         writes an array again, e.g. spec decode's logits_indices, is the one recorded)."""
         trace.stages.extend(self.stage_records)
-        trace.record_all(self.record_plan, self.v, self.pad)
+        values = self.v.copy()
+        padding: dict[str, tuple[int, np.ndarray | None]] = {}
+        for name, (valid, buffer) in self.pad.items():
+            if buffer is not None:  # the array is the buffer's head: one copy serves both
+                buffer = buffer.copy()
+                values[name] = buffer[: len(values[name])]
+            padding[name] = (valid, buffer)
+        for name in self.view_names:
+            data = values.get(name)
+            if data is not None and data.base is not None and padding.get(name, NO_PADDING)[1] is None:
+                values[name] = data.copy()
+        trace.record_all(self.record_plan, values, padding)
 
     def record_batch(self, trace: StepTrace) -> None:
         """Record the request-level batch arrays and the system tables after update_states."""
         ib, v = self.input_batch, self.v
         n = v["num_reqs"]  # update_states condensed the batch: the active rows are 0..n-1
         trace.stages.insert(0, UPDATE_STATES_STAGE)
-        record = trace.record
-        record("num_scheduled_tokens", "request", v["num_scheduled_tokens"], "update_states")
-        record("num_computed_tokens_cpu", "request", ib.num_computed_tokens_cpu[:n], "update_states")
-        record("num_tokens", "request", ib.num_tokens[:n], "update_states")
-        tokens, blocks = ib.token_ids_cpu, ib.block_table.block_table_np
-        record("token_ids_cpu", "system", tokens[:n], "update_states", shape=tokens.shape)
-        record("block_table", "system", blocks[:n], "update_states", shape=blocks.shape)
+        values = {
+            "num_scheduled_tokens": v["num_scheduled_tokens"],  # made afresh by update_states
+            "num_computed_tokens_cpu": ib.num_computed_tokens_cpu[:n].copy(),
+            "num_tokens": ib.num_tokens[:n].copy(),
+            "token_ids_cpu": ib.token_ids_cpu[:n].copy(),
+            "block_table": ib.block_table.block_table_np[:n].copy(),
+        }
+        trace.record_all(self.batch_plan, values, {})
 
     def copy_to_device(self, timer: StageTimer) -> bool:
         """Copy inputs to the device; compute slot_mapping there and check it against the CPU's."""

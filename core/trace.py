@@ -16,8 +16,9 @@ from typing import Any
 
 import numpy as np
 
-# a recorded array before it becomes a TraceArray: TraceArray's fields, in order
-Pending = tuple[str, str, np.ndarray, str, str, "tuple[int, ...] | None", "int | None", "np.ndarray | None"]
+# what to record of each array: (name, level, stage, side, full shape or None)
+PlanItem = tuple[str, str, str, str, "tuple[int, ...] | None"]
+Padding = Mapping[str, tuple["int | None", "np.ndarray | None"]]
 NO_PADDING: tuple[None, None] = (None, None)
 
 
@@ -92,7 +93,9 @@ class StepTrace:
     forward: dict[str, Any] = field(default_factory=dict)
     timing_us: dict[str, float] = field(default_factory=dict)
     # recorded arrays, owned by the trace, become TraceArray entries when first read (in order)
-    _pending: list[Pending] = field(default_factory=list, repr=False, compare=False)
+    _pending: list[tuple[Iterable[PlanItem], Mapping[str, Any], Padding]] = field(
+        default_factory=list, repr=False, compare=False
+    )
     _entries: dict[str, TraceArray] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -100,8 +103,12 @@ class StepTrace:
         """The arrays by name; an array recorded twice keeps its first place and its last value."""
         if self._pending:
             entries = self._entries
-            for item in self._pending:
-                entries[item[0]] = TraceArray(*item)
+            for plan, values, padding in self._pending:
+                for name, level, stage, side, shape in plan:
+                    data = values.get(name)
+                    if data is not None:
+                        valid, buffer = padding.get(name, NO_PADDING)
+                        entries[name] = TraceArray(name, level, data, stage, side, shape, valid, buffer)
             self._pending.clear()
         return self._entries
 
@@ -125,29 +132,14 @@ class StepTrace:
             data = data.copy()
         if buffer is not None:
             buffer = buffer.copy()
-        self._pending.append((name, level, data, stage, side, shape, valid, buffer))
+        padding = {name: (valid, buffer)} if valid is not None or buffer is not None else {}
+        self._pending.append((((name, level, stage, side, shape),), {name: data}, padding))
 
-    def record_all(
-        self,
-        plan: Iterable[tuple[str, str, str]],
-        values: Mapping[str, Any],
-        padding: Mapping[str, tuple[int | None, np.ndarray | None]],
-    ) -> None:
-        """Record, for each (name, level, stage) of `plan` that `values` holds, that array, with
-        its padding (valid, buffer) if any. Where a buffer is given the array is its head, so the
-        buffer is copied once and the array is a view of that copy."""
-        pending = self._pending
-        for name, level, stage in plan:
-            data = values.get(name)
-            if data is None:
-                continue
-            valid, buffer = padding.get(name, NO_PADDING)
-            if buffer is not None:
-                buffer = buffer.copy()
-                data = buffer[: len(data)]
-            elif data.base is not None:
-                data = data.copy()
-            pending.append((name, level, data, stage, "cpu", None, valid, buffer))
+    def record_all(self, plan: Iterable[PlanItem], values: Mapping[str, Any], padding: Padding) -> None:
+        """Record each array of `plan` that `values` holds, with its padding (valid, buffer) if
+        any. The trace takes `values` and the buffers as they are: the caller hands over arrays
+        that nothing will overwrite (fresh ones, or copies of persistent buffers)."""
+        self._pending.append((plan, values, padding))
 
     def to_dict(self) -> dict[str, Any]:
         return {
