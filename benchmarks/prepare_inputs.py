@@ -154,16 +154,17 @@ def measure(R: int, T: int, repeat: int) -> tuple[float, float, float, float]:
         got = runner.v["scalars"][name] if name.startswith("max_") else runner.v[name]
         assert np.array_equal(got, want), f"{name} differs from the bare reference"
     # interleave the measurements so that drift of this machine's speed touches each alike
-    t_bare, t_off, t_on = [], [], []
+    t_bare, t_off, t_on, t_loop = [], [], [], []
     for _ in range(5):
         t_bare.append(best_of(bare, max(1, repeat // 5)))
         t_off.append(best_of(off, max(1, repeat // 5)))
         t_on.append(best_of(on, max(1, repeat // 5)))
+        t_loop.append(best_of(lambda: loop_prepare(engine), max(1, repeat // 100)))
     return (
         float(np.median(t_bare)),
         float(np.median(t_off)),
         float(np.median(t_on)),
-        best_of(lambda: loop_prepare(engine), max(3, repeat // 20)),
+        float(np.median(t_loop)),
     )
 
 
