@@ -21,6 +21,10 @@ SERVE_LIMITS = {
     "max_cells": "PAGEDVIZ_MAX_CELLS",
     "max_total_tokens": "PAGEDVIZ_MAX_TOTAL_TOKENS",
     "max_steps": "PAGEDVIZ_MAX_STEPS",
+    "max_run_seconds": "PAGEDVIZ_MAX_RUN_SECONDS",
+    "max_run_mb": "PAGEDVIZ_MAX_RUN_MB",
+    "max_computing": "PAGEDVIZ_MAX_COMPUTING",
+    "max_queued": "PAGEDVIZ_MAX_QUEUED",
 }
 
 
@@ -48,6 +52,8 @@ def _limit_default(defaults: Settings, key: str) -> int:
         return defaults.max_store_bytes >> 20
     if key == "max_body_kb":
         return defaults.max_body_bytes >> 10
+    if key == "max_run_mb":
+        return defaults.max_run_bytes >> 20
     if hasattr(defaults, key):
         return int(getattr(defaults, key))
     return int(getattr(Limits(), key))

@@ -9,6 +9,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from pagedviz.app.shared import SharedFolderError
+from pagedviz.app.store import BusyError, RunTooLargeError
 from pagedviz.core import ScenarioError
 from pagedviz.core.device import DeviceUnavailableError
 from pagedviz.core.engine import RunTooLongError
@@ -21,8 +23,13 @@ class ApiError(Exception):
         self.status, self.error, self.field, self.message = status, error, field, message
 
 
+def clean_text(s: str) -> str:
+    """`s` as valid Unicode: a lone surrogate (from a JSON escape such as \\ud800) is escaped."""
+    return s.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def body(error: str, items: list[tuple[str, str]]) -> dict[str, object]:
-    return {"error": error, "detail": [{"field": f, "message": m} for f, m in items]}
+    return {"error": error, "detail": [{"field": clean_text(f), "message": clean_text(m)} for f, m in items]}
 
 
 def install(app: FastAPI) -> None:
@@ -44,10 +51,35 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(RunTooLongError)
     async def too_long(_: Request, e: RunTooLongError) -> JSONResponse:
         msg = (
-            f"the run was still computing after {app.state.settings.max_run_seconds} s "
-            f'({e.steps_done} steps): lower max_steps or the sizes, or set "model": null'
+            f"the run would compute longer than {app.state.settings.max_run_seconds} s "
+            f"(stopped before step {e.steps_done + 1}; PAGEDVIZ_MAX_RUN_SECONDS raises it): "
+            'lower max_steps or the sizes, or set "model": null'
         )
         return JSONResponse(body("run_too_long", [("scenario", msg)]), status_code=413)
+
+    @app.exception_handler(RunTooLargeError)
+    async def too_large(_: Request, e: RunTooLargeError) -> JSONResponse:
+        msg = (
+            f"the run's trace passed {e.max_bytes >> 20} MB after {e.steps_done} steps "
+            "(PAGEDVIZ_MAX_RUN_MB raises it): lower max_steps, num_kv_blocks or the sizes"
+        )
+        return JSONResponse(body("run_too_large", [("scenario", msg)]), status_code=413)
+
+    @app.exception_handler(BusyError)
+    async def busy(_: Request, e: BusyError) -> JSONResponse:
+        msg = f"{e} (in {e.retry_after} s); PAGEDVIZ_MAX_COMPUTING and PAGEDVIZ_MAX_QUEUED set how many"
+        return JSONResponse(
+            body("busy", [("", msg)]), status_code=503, headers={"Retry-After": str(e.retry_after)}
+        )
+
+    @app.exception_handler(SharedFolderError)
+    async def shared_folder(_: Request, e: SharedFolderError) -> JSONResponse:
+        log.error("%s", e)
+        return JSONResponse(
+            body("shared_folder_unwritable", [("PAGEDVIZ_SHARED_DIR", str(e))]),
+            status_code=503,
+            headers={"Retry-After": "30"},
+        )
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(_: Request, e: RequestValidationError) -> JSONResponse:

@@ -9,6 +9,7 @@ from fastapi import FastAPI
 from fastapi.middleware.gzip import GZipMiddleware
 from fastapi.responses import PlainTextResponse
 from fastapi_offline import FastAPIOffline
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from pagedviz.app import errors
 from pagedviz.app.errors import ApiError
@@ -38,6 +39,48 @@ def docs_md(name: str) -> PlainTextResponse:
     return PlainTextResponse((DOCS_DIR / name).read_text(encoding="utf-8"))
 
 
+# Pages run only their own scripts (static/, Plotly from /vendor): no inline script, no eval.
+# Styles may be inline: Plotly and the views set element styles from script.
+CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; "
+    "font-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'none'; "
+    "form-action 'self'; frame-ancestors 'none'"
+)
+# /docs and /redoc start Swagger UI and ReDoc with an inline script of FastAPI's; they read no user text
+DOCS_CSP = CSP.replace("script-src 'self'", "script-src 'self' 'unsafe-inline'")
+HEADERS = [
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"same-origin"),
+    (b"x-frame-options", b"DENY"),
+]
+
+
+class SecurityHeaders:
+    """Adds the security headers to every response: nosniff, Referrer-Policy, no framing, and the
+    Content-Security-Policy (pure ASGI, so streamed responses pass through untouched)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        docs = scope["path"].startswith(("/docs", "/redoc"))
+        csp = (DOCS_CSP if docs else CSP).encode()
+
+        async def with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [
+                    *message.get("headers", []),
+                    *HEADERS,
+                    (b"content-security-policy", csp),
+                ]
+            await send(message)
+
+        await self.app(scope, receive, with_headers)
+
+
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings.from_env()
     # /docs and /redoc with Swagger UI and ReDoc from a Python package, not from a CDN: offline too
@@ -52,9 +95,19 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     if shared is not None:
         shared.mkdir(parents=True, exist_ok=True)
     app.state.store = RunStore(
-        settings.max_runs, settings.max_store_bytes, settings.max_scenarios, settings.max_run_seconds, shared
+        settings.max_runs,
+        settings.max_store_bytes,
+        settings.max_scenarios,
+        settings.max_run_seconds,
+        shared,
+        max_run_bytes=settings.max_run_bytes,
+        max_scenario_bytes=settings.max_scenario_bytes,
+        max_computing=settings.max_computing,
+        max_queued=settings.max_queued,
+        max_file_bytes=settings.max_body_bytes,
     )
     app.add_middleware(GZipMiddleware, minimum_size=1024)
+    app.add_middleware(SecurityHeaders)
     errors.install(app)
     for r in (health.router, presets.router, runs.router, schema.router, teach.router):
         app.include_router(r)

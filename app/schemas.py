@@ -50,10 +50,11 @@ class RunProgress(BaseModel):
     """Where a run stands: done, computing (steps so far), or waiting to be computed."""
 
     run_id: str
-    state: str = Field(examples=["computing"], description="done | computing | waiting")
+    state: str = Field(examples=["computing"], description="done | computing | queued | refused | waiting")
     steps_done: int = Field(examples=[120])
     max_steps: int = Field(examples=[256], description="the scenario's bound on steps")
     elapsed_s: float | None = Field(default=None, description="seconds spent computing so far")
+    queue_ahead: int | None = Field(default=None, description="runs ahead of this one while it is queued")
     max_seconds: float | None = Field(default=None, description="the server's time bound per run")
 
 

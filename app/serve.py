@@ -20,6 +20,7 @@ from typing import IO, Any
 
 import uvicorn
 
+from pagedviz.app.settings import Settings
 from pagedviz.core.device import resolve_device
 
 
@@ -48,6 +49,7 @@ def serve(
 ) -> int:
     for key, value in (env or {}).items():
         os.environ[key] = value  # read by Settings.from_env in every worker
+    Settings.from_env()  # a bad PAGEDVIZ_* value stops here, naming the variable (SettingError)
     shared = None
     if workers > 1 and not os.environ.get("PAGEDVIZ_SHARED_DIR"):
         # workers keep their own run caches; a shared folder of scenarios lets each recompute any run

@@ -1,40 +1,46 @@
-"""Server settings: bounds of the run store and of requests, from the environment (PAGEDVIZ_*),
-which `pagedviz serve` flags set. The engine's own limits (core.Limits) read the same way."""
+"""Server settings: bounds of the run store, of requests and of concurrent work, from the
+environment (PAGEDVIZ_*), which `pagedviz serve` flags set. The engine's own limits (core.Limits)
+read the same way. A value that is not a positive integer raises SettingError naming the variable,
+so a server with a mistyped limit stops at start rather than serve without it."""
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
 
-from pagedviz.core.config import Limits
-
-
-def _env_int(name: str, default: int) -> int:
-    raw = os.environ.get(name, "").strip()
-    return int(raw) if raw.isdigit() else default
+from pagedviz.core.config import Limits, env_int
 
 
 @dataclass(frozen=True)
 class Settings:
     max_runs: int = 64  # computed runs kept in memory (LRU)
-    max_store_bytes: int = 256 << 20  # bytes of computed runs kept in memory
+    max_store_bytes: int = 256 << 20  # measured bytes of computed runs kept in memory
+    max_run_bytes: int = 128 << 20  # measured bytes of one run's trace; past it the run is refused
     max_scenarios: int = 4096  # scenarios remembered so evicted runs can be recomputed
+    max_scenario_bytes: int = 64 << 20  # measured bytes of those scenarios
     max_body_bytes: int = 1 << 20  # largest POST body
     max_link_chars: int = 64 << 10  # largest packed scenario in a link
-    max_run_seconds: int = 60  # a run still computing after this long is refused (413)
+    max_run_seconds: int = 60  # a run that would compute longer than this is refused (413)
+    # runs computing at once: at most the cores, and at most 4 so that their peaks stay under 1.5 GB together
+    max_computing: int = field(default_factory=lambda: min(4, os.cpu_count() or 1))
+    max_queued: int = 64  # runs waiting for a turn; past it a new run gets 503 + Retry-After
     shared_dir: str = ""  # where workers share remembered scenarios ("" = not shared)
-    limits: Limits = field(default_factory=Limits.from_env)
+    limits: Limits = field(default_factory=Limits)
 
     @classmethod
     def from_env(cls) -> Settings:
         d = cls()
         return cls(
-            max_runs=_env_int("PAGEDVIZ_MAX_RUNS", d.max_runs),
-            max_store_bytes=_env_int("PAGEDVIZ_MAX_STORE_MB", d.max_store_bytes >> 20) << 20,
-            max_scenarios=_env_int("PAGEDVIZ_MAX_SCENARIOS", d.max_scenarios),
-            max_body_bytes=_env_int("PAGEDVIZ_MAX_BODY_KB", d.max_body_bytes >> 10) << 10,
-            max_link_chars=_env_int("PAGEDVIZ_MAX_LINK_CHARS", d.max_link_chars),
-            max_run_seconds=_env_int("PAGEDVIZ_MAX_RUN_SECONDS", d.max_run_seconds),
+            max_runs=env_int("PAGEDVIZ_MAX_RUNS", d.max_runs),
+            max_store_bytes=env_int("PAGEDVIZ_MAX_STORE_MB", d.max_store_bytes >> 20) << 20,
+            max_run_bytes=env_int("PAGEDVIZ_MAX_RUN_MB", d.max_run_bytes >> 20) << 20,
+            max_scenarios=env_int("PAGEDVIZ_MAX_SCENARIOS", d.max_scenarios),
+            max_scenario_bytes=env_int("PAGEDVIZ_MAX_SCENARIO_MB", d.max_scenario_bytes >> 20) << 20,
+            max_body_bytes=env_int("PAGEDVIZ_MAX_BODY_KB", d.max_body_bytes >> 10) << 10,
+            max_link_chars=env_int("PAGEDVIZ_MAX_LINK_CHARS", d.max_link_chars),
+            max_run_seconds=env_int("PAGEDVIZ_MAX_RUN_SECONDS", d.max_run_seconds),
+            max_computing=env_int("PAGEDVIZ_MAX_COMPUTING", d.max_computing),
+            max_queued=env_int("PAGEDVIZ_MAX_QUEUED", d.max_queued),
             shared_dir=os.environ.get("PAGEDVIZ_SHARED_DIR", ""),
             limits=Limits.from_env(),
         )

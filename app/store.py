@@ -1,26 +1,96 @@
-"""The run store: computed runs in an LRU bounded by count and bytes, the scenarios behind them in
-a larger LRU, so an evicted run is recomputed on demand. Engine work runs in a worker thread;
-concurrent requests for one run share one computation."""
+"""The run store: computed runs in an LRU bounded by count and by their measured bytes, the
+scenarios behind them in a larger LRU (also bounded in measured bytes), so an evicted run is
+recomputed on demand; with several workers the scenarios also go to a shared folder (app/shared.py).
+
+Engine work runs in worker threads under admission control: at most `max_computing` runs compute
+at once, up to `max_queued` more wait their turn (their progress says `queued`), and past that a
+new run is refused (BusyError: a 503 with Retry-After). Concurrent requests for one run share one
+computation. A run refused for its time or size is remembered as refused, not recomputed.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
 import json
-import os
+import sys
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from pagedviz.core import Scenario, __version__, make_engine
+import numpy as np
+
+from pagedviz.app.shared import SharedFolder
+from pagedviz.core import Scenario, ScenarioError, __version__, make_engine
+from pagedviz.core.engine import RunTooLongError
 from pagedviz.core.trace import StepTrace
+
+_SCALARS = (int, float, str, bytes)
+
+
+def measured_bytes(root: Any) -> int:
+    """Bytes an object graph holds in memory: sys.getsizeof of every container reached (each
+    once), numpy buffers by their nbytes, and every scalar (int, float, str) that the graph alone
+    holds. A scalar referenced from elsewhere too (a constant name, a small int, an id the block
+    pool also holds) is shared, not this graph's: it is not counted."""
+    seen: set[int] = set()
+    stack = [root]
+    total = 0
+    while stack:
+        o = stack.pop()
+        if id(o) in seen:
+            continue
+        seen.add(id(o))
+        if isinstance(o, np.ndarray):
+            total += sys.getsizeof(o) + (o.nbytes if o.base is not None else 0)
+            continue
+        total += sys.getsizeof(o)
+        if isinstance(o, dict):
+            for k, v in o.items():  # a scalar only the dict holds has 6 references here
+                for x in (k, v):
+                    if type(x) not in _SCALARS:
+                        stack.append(x)
+                    elif sys.getrefcount(x) <= 6:
+                        total += sys.getsizeof(x)
+            continue
+        if isinstance(o, (list, tuple, set, frozenset)):
+            items: Any = o
+        elif hasattr(o, "__dict__"):
+            items = [vars(o)]
+        elif hasattr(o, "__slots__"):
+            items = [getattr(o, a) for a in type(o).__slots__ if hasattr(o, a)]
+        else:
+            continue
+        for x in items:  # a scalar only the container holds has 3 references here
+            if type(x) not in _SCALARS:
+                stack.append(x)
+            elif sys.getrefcount(x) <= 3:
+                total += sys.getsizeof(x)
+    return total
 
 
 def run_id_of(scenario: Scenario) -> str:
     """Content hash of the canonical scenario and the engine version."""
     canon = json.dumps(scenario.to_dict(), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(f"pagedviz {__version__}\n{canon}".encode()).hexdigest()[:20]
+
+
+class RunTooLargeError(RuntimeError):
+    """A run's trace grew past the server's bound on one run's bytes."""
+
+    def __init__(self, steps_done: int, max_bytes: int) -> None:
+        self.steps_done, self.max_bytes = steps_done, max_bytes
+        super().__init__(f"the run's trace passed {max_bytes >> 20} MB after {steps_done} steps")
+
+
+class BusyError(RuntimeError):
+    """Every computing slot and every queue place is taken; try again after `retry_after` s."""
+
+    def __init__(self, retry_after: int) -> None:
+        self.retry_after = retry_after
+        super().__init__("the server is computing as many runs as it may; try again shortly")
 
 
 @dataclass
@@ -31,31 +101,37 @@ class Run:
     truncated: bool
     device: str
     nbytes: int
-    overview: dict | None = None  # the overview response, built once
 
 
 @dataclass
 class Progress:
-    """How far a computation in flight has come (written by the worker thread, read by routes)."""
+    """Where a computation in flight stands (written by the worker thread, read by routes)."""
 
     max_steps: int
-    started: float
+    queued: float
+    started: float | None = None  # None while it waits for a computing slot
     steps_done: int = 0
 
 
 def compute(
-    run_id: str, scenario: Scenario, max_seconds: float | None = None, progress: Progress | None = None
+    run_id: str,
+    scenario: Scenario,
+    max_seconds: float | None = None,
+    progress: Progress | None = None,
+    max_bytes: int | None = None,
 ) -> Run:
+    """Run the scenario, measuring its trace as it grows: past `max_seconds` (RunTooLongError)
+    or `max_bytes` (RunTooLargeError) it stops rather than run on."""
     engine = make_engine(scenario)
-    steps = []
+    steps: list[StepTrace] = []
+    nbytes = 0
     for t in engine.run(None if max_seconds is None else time.monotonic() + max_seconds):
+        nbytes += measured_bytes(t)
+        if max_bytes is not None and nbytes > max_bytes:
+            raise RunTooLargeError(len(steps) + 1, max_bytes)
         steps.append(t)
         if progress is not None:
             progress.steps_done = len(steps)
-    nbytes = 0
-    for t in steps:
-        nbytes += 2048 + sum(a.data.nbytes for a in t.array_entries.values())
-        nbytes += 16 * len(t.kv_cache.get("ref_cnt", ()))
     return Run(run_id, scenario, steps, engine.truncated, str(engine.device), nbytes)
 
 
@@ -67,51 +143,79 @@ class RunStore:
         max_scenarios: int,
         max_seconds: float | None = None,
         shared_dir: Path | None = None,
+        *,
+        max_run_bytes: int | None = None,
+        max_scenario_bytes: int = 1 << 40,
+        max_computing: int = 1 << 10,
+        max_queued: int = 1 << 10,
+        max_file_bytes: int = 1 << 20,
     ) -> None:
         self.max_runs, self.max_bytes, self.max_scenarios = max_runs, max_bytes, max_scenarios
-        self.max_seconds = max_seconds
+        self.max_seconds, self.max_run_bytes = max_seconds, max_run_bytes
+        self.max_scenario_bytes = max_scenario_bytes
+        self.max_computing, self.max_queued = max_computing, max_queued
         # with several workers, scenarios are also written here so any worker can recompute a run
-        self.shared_dir = shared_dir
+        self.shared = (
+            SharedFolder(shared_dir, max_scenarios, max_file_bytes) if shared_dir is not None else None
+        )
         self.runs: OrderedDict[str, Run] = OrderedDict()
-        self.scenarios: OrderedDict[str, Scenario] = OrderedDict()
+        self.scenarios: OrderedDict[str, tuple[Scenario, int]] = OrderedDict()
+        self.refused: OrderedDict[str, tuple[str, int]] = OrderedDict()  # run id -> (kind, steps)
         self.in_flight: dict[str, asyncio.Future[Run]] = {}
         self.progress: dict[str, Progress] = {}
+        self._slots: asyncio.Semaphore | None = None
         self.bytes = 0
+        self.scenario_bytes = 0
         self.computations = 0
 
     def remember(self, scenario: Scenario) -> str:
+        """Keep the scenario (and share it); its run id. Raises SharedFolderError when it cannot
+        be shared, since another worker could then not answer for the run."""
         run_id = run_id_of(scenario)
-        self.scenarios[run_id] = scenario
-        self.scenarios.move_to_end(run_id)
-        while len(self.scenarios) > self.max_scenarios:
-            self.scenarios.popitem(last=False)
-        if self.shared_dir is not None:
-            self._share(run_id, scenario)
+        if self.shared is not None:
+            self.shared.write(run_id, scenario.to_dict())
+        self._keep(run_id, scenario)
         return run_id
 
-    def _share(self, run_id: str, scenario: Scenario) -> None:
-        path = self.shared_dir / f"{run_id}.json"  # type: ignore[operator]
-        if not path.exists():
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(scenario.to_dict()), encoding="utf-8")
-            tmp.replace(path)
-        files = sorted(self.shared_dir.glob("*.json"), key=lambda p: p.stat().st_mtime)  # type: ignore[union-attr]
-        for old in files[: max(0, len(files) - self.max_scenarios)]:
-            old.unlink(missing_ok=True)
+    def _keep(self, run_id: str, scenario: Scenario) -> None:
+        if run_id in self.scenarios:
+            self.scenarios.move_to_end(run_id)
+            return
+        size = measured_bytes(scenario)
+        self.scenarios[run_id] = (scenario, size)
+        self.scenario_bytes += size
+        while len(self.scenarios) > 1 and (
+            len(self.scenarios) > self.max_scenarios or self.scenario_bytes > self.max_scenario_bytes
+        ):
+            _, (_, old) = self.scenarios.popitem(last=False)
+            self.scenario_bytes -= old
 
-    def _shared(self, run_id: str) -> Scenario | None:
-        """A scenario another worker remembered (run ids are hex, so the name is safe)."""
-        if self.shared_dir is None or not run_id.isalnum():
+    def _scenario(self, run_id: str) -> Scenario | None:
+        """The remembered scenario of `run_id`: this worker's, else one another worker shared
+        (checked: a file whose scenario is not valid or not this run's is ignored)."""
+        kept = self.scenarios.get(run_id)
+        if kept is not None:
+            return kept[0]
+        data = self.shared.read(run_id) if self.shared is not None else None
+        if data is None:
             return None
         try:
-            return Scenario.from_dict(
-                json.loads((self.shared_dir / f"{run_id}.json").read_text(encoding="utf-8"))
-            )
-        except (OSError, ValueError):
+            scenario = Scenario.from_dict(data)
+        except ScenarioError:
             return None
+        if run_id_of(scenario) != run_id:
+            return None
+        self._keep(run_id, scenario)
+        return scenario
 
     def knows(self, run_id: str) -> bool:
         return run_id in self.runs or run_id in self.scenarios
+
+    def _refuse(self, run_id: str) -> None:
+        kind, steps = self.refused[run_id]
+        if kind == "too_long":
+            raise RunTooLongError(steps)
+        raise RunTooLargeError(steps, self.max_run_bytes or 0)
 
     async def get(self, run_id: str) -> Run | None:
         """The computed run, computing (once) from the remembered scenario if needed."""
@@ -119,19 +223,33 @@ class RunStore:
         if run is not None:
             self.runs.move_to_end(run_id)
             return run
+        if run_id in self.refused:
+            self._refuse(run_id)
         if run_id in self.in_flight:
             return await asyncio.shield(self.in_flight[run_id])
-        scenario = self.scenarios.get(run_id) or self._shared(run_id)
+        scenario = self._scenario(run_id)
         if scenario is None:
             return None
-        self.scenarios[run_id] = scenario
+        if len(self.in_flight) >= self.max_computing + self.max_queued:
+            raise BusyError(retry_after=max(1, min(30, int(self.max_seconds or 5) // 2)))
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(self.max_computing)
         fut: asyncio.Future[Run] = asyncio.get_running_loop().create_future()
         self.in_flight[run_id] = fut
         progress = self.progress[run_id] = Progress(scenario.max_steps, time.monotonic())
         try:
-            self.computations += 1
-            run = await asyncio.to_thread(compute, run_id, scenario, self.max_seconds, progress)
+            async with self._slots:
+                progress.started = time.monotonic()
+                self.computations += 1
+                run = await asyncio.to_thread(
+                    compute, run_id, scenario, self.max_seconds, progress, self.max_run_bytes
+                )
         except BaseException as e:
+            if isinstance(e, (RunTooLongError, RunTooLargeError)):
+                kind = "too_long" if isinstance(e, RunTooLongError) else "too_large"
+                self.refused[run_id] = (kind, e.steps_done)
+                while len(self.refused) > self.max_scenarios:
+                    self.refused.popitem(last=False)
             fut.set_exception(e)
             fut.exception()  # mark retrieved: waiters re-raise it themselves
             raise
@@ -143,13 +261,17 @@ class RunStore:
         return run
 
     def status(self, run_id: str) -> dict | None:
-        """done (with its steps), computing (steps so far, seconds), waiting (known, not computed:
-        the next read computes it), or None for a run this server does not know."""
+        """done (with its steps), computing (steps so far, seconds), queued (waiting for a slot,
+        with how many are ahead), refused (over a bound), waiting (known, not computed: the next
+        read computes it), or None for a run this server does not know."""
         run = self.runs.get(run_id)
         if run is not None:
             return {"state": "done", "steps_done": len(run.steps), "max_steps": run.scenario.max_steps}
         p = self.progress.get(run_id)
         if p is not None:
+            if p.started is None:
+                ahead = sum(1 for q in self.progress.values() if q.started is None and q.queued < p.queued)
+                return {"state": "queued", "steps_done": 0, "max_steps": p.max_steps, "queue_ahead": ahead}
             elapsed = round(time.monotonic() - p.started, 2)
             return {
                 "state": "computing",
@@ -157,9 +279,10 @@ class RunStore:
                 "max_steps": p.max_steps,
                 "elapsed_s": elapsed,
             }
-        scenario = self.scenarios.get(run_id) or self._shared(run_id)
+        scenario = self._scenario(run_id)
         if scenario is not None:
-            return {"state": "waiting", "steps_done": 0, "max_steps": scenario.max_steps}
+            state = "refused" if run_id in self.refused else "waiting"
+            return {"state": state, "steps_done": 0, "max_steps": scenario.max_steps}
         return None
 
     def _put(self, run: Run) -> None:
@@ -167,6 +290,6 @@ class RunStore:
         self.bytes += run.nbytes
         while self.runs and (len(self.runs) > self.max_runs or self.bytes > self.max_bytes):
             if len(self.runs) == 1:
-                break  # always keep the newest run, whatever its size
+                break  # always keep the newest run (never over max_run_bytes)
             _, old = self.runs.popitem(last=False)
             self.bytes -= old.nbytes

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import argparse
 import functools
+import io
 import json
 import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 from rich import box
@@ -20,12 +21,13 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedCo
 from rich.table import Table
 
 from pagedviz.core import __version__
-from pagedviz.core.config import Scenario, ScenarioError, decode_ids, scenario_schema
+from pagedviz.core.config import Scenario, ScenarioError, SettingError, decode_ids, scenario_schema
 from pagedviz.core.device import DeviceUnavailableError
 from pagedviz.core.narrate import narrate
 from pagedviz.core.presets import list_presets, preset_dict
 from pagedviz.core.registry import make_engine
 from pagedviz.core.trace import StepTrace
+from pagedviz.core.upstream import UPSTREAM
 
 
 class CliError(Exception):
@@ -40,10 +42,14 @@ def load_scenario(ref: str) -> Scenario:
             raw = path.read_text(encoding="utf-8")
         except OSError as e:
             raise CliError(f"cannot read {ref}: {e.strerror}") from e
+        except UnicodeDecodeError as e:
+            raise CliError(f"{ref} is not UTF-8 text (byte {e.start}: {e.reason})") from None
         try:
             data = json.loads(raw)
         except json.JSONDecodeError as e:
             raise CliError(f"{ref} is not valid JSON: {e.msg} at line {e.lineno} column {e.colno}") from e
+        except RecursionError:
+            raise CliError(f"{ref}: the JSON is nested too deeply") from None
     else:
         try:
             data = preset_dict(ref)
@@ -299,6 +305,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         json.dump(
             {
                 "scenario": scenario.to_dict(),
+                "upstream": UPSTREAM,
                 "truncated": engine.truncated,
                 "steps": [
                     {**t.to_dict(), "narration": narrate(t, before[t.step], scenario.config, t is last)}
@@ -359,9 +366,16 @@ class HELP(argparse.ArgumentDefaultsHelpFormatter):
         return super()._get_help_string(action)
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, with its errors as one line on stderr (exit 2) like every other error here."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see --help)\n")
+
+
 def build_parser() -> tuple[argparse.ArgumentParser, Any]:
     """The parser of the engine's commands; the web app adds `serve` to it (pagedviz.app.cli)."""
-    parser = argparse.ArgumentParser(prog="pagedviz", description=__doc__, formatter_class=HELP)
+    parser = OneLineParser(prog="pagedviz", description=__doc__, formatter_class=HELP)
     parser.add_argument("--version", action="version", version=f"pagedviz {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run a scenario file or a preset", formatter_class=HELP)
@@ -386,24 +400,34 @@ def build_parser() -> tuple[argparse.ArgumentParser, Any]:
 def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None = None) -> int:
     if parser is None:
         parser, _ = build_parser()
+    # text the terminal cannot show (another encoding, a lone surrogate) prints escaped, not as a crash
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="backslashreplace")
     args = parser.parse_args(argv)
     try:
         return int(args.fn(args))
     except ScenarioError as e:
-        print("pagedviz: invalid scenario:", file=sys.stderr)
-        for loc, msg in e.errors:
-            print(f"  {loc}: {msg}", file=sys.stderr)
-        return 2
+        return fail("invalid scenario: " + "; ".join(f"{loc}: {msg}" for loc, msg in e.errors))
+    except (SettingError, CliError) as e:
+        return fail(str(e))
     except DeviceUnavailableError as e:
-        print(f"pagedviz: {e.field}: {e}", file=sys.stderr)
-        return 2
-    except CliError as e:
-        print(f"pagedviz: {e}", file=sys.stderr)
-        return 2
+        return fail(f"{e.field}: {e}")
     except BrokenPipeError:
         # the reader (`| head`) went away: stop quietly, as other command-line tools do
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
+    except (MemoryError, RecursionError) as e:
+        return fail(f"the scenario is too large for this machine ({type(e).__name__})")
+    except Exception as e:  # never a traceback: one line, and the exit code of every other error
+        return fail(f"unexpected error: {type(e).__name__}: {str(e)[:200]}")
+
+
+def fail(message: str) -> int:
+    """Print one line on stderr (control characters from the input escaped) and give exit code 2."""
+    safe = "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in message)
+    print(f"pagedviz: {safe}", file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ import dataclasses
 import difflib
 import math
 import os
+import unicodedata
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -49,9 +50,24 @@ def decode_ids(ids: list[int] | np.ndarray) -> str:
     return "".join(out)
 
 
+class SettingError(ValueError):
+    """A PAGEDVIZ_* setting in the environment is not a positive integer; names the variable."""
+
+
+def env_int(name: str, default: int) -> int:
+    """The positive integer in environment variable `name`, or `default` when it is unset."""
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    if not raw.strip().isdigit() or int(raw) < 1:
+        raise SettingError(f"{name} must be a positive integer (got {raw!r:.40})")
+    return int(raw)
+
+
 @dataclass(frozen=True)
 class Limits:
-    """Bounds that keep any scenario finite; overridable by environment (PAGEDVIZ_MAX_*)."""
+    """What one scenario may cost, checked before any work starts (`cost_problems`). Each is raised
+    or lowered with PAGEDVIZ_<NAME> in the environment (README: the limits table)."""
 
     max_requests: int = 256
     max_cells: int = 4_000_000  # cells of token_ids_cpu (max_num_reqs * max_model_len)
@@ -60,16 +76,20 @@ class Limits:
     max_num_kv_blocks: int = 1_000_000
     max_block_size: int = 4096
     max_model_cells: int = 1 << 24  # parameters of the tiny model
-    max_kv_cache_elems: int = 1 << 26  # elements of one layer's KV cache tensor
+    max_kv_cache_elems: int = 1 << 26  # elements of the KV cache tensors, all layers together
+    max_tokens_per_step: int = 16384  # max_num_batched_tokens and every CUDA-graph capture size
+    max_context_tokens: int = 65536  # tokens one step's forward attends over (with a model)
+    max_attention_scores: int = 1 << 24  # num_heads * longest sequence^2 (dense check, with a model)
+    max_mask_cells: int = 1 << 22  # cells of the ascend attention mask of one step
+    max_vocab_size: int = 65536
+    max_step_mflop: int = 2_000  # estimated forward work of one step, millions of flops
+    max_step_trace_kb: int = 32 << 10  # estimated bytes one step's trace holds
 
     @classmethod
     def from_env(cls) -> Limits:
-        values: dict[str, int] = {}
-        for name in cls.__dataclass_fields__:
-            raw = os.environ.get(f"PAGEDVIZ_{name.upper()}")
-            if raw is not None and raw.strip().isdigit():
-                values[name] = int(raw)
-        return cls(**values)
+        """Defaults overridden by PAGEDVIZ_<NAME>; a bad value raises SettingError naming it."""
+        d = cls()
+        return cls(**{n: env_int(f"PAGEDVIZ_{n.upper()}", getattr(d, n)) for n in cls.__dataclass_fields__})
 
 
 class ScenarioError(ValueError):
@@ -198,7 +218,12 @@ class EngineConfig:
         schema=CAPTURE_SIZES_SCHEMA,
     )
     device: str = setting("auto", "where prepare_inputs and the model run", choices=DEVICES)
-    vocab_size: int = field(default=512, metadata={"internal": True})  # the model's, or 512 without one
+    vocab_size: int = setting(
+        512,
+        "token ids run over [0, vocab_size), with or without a model (the model's vocabulary too); "
+        "text prompts need at least 259",
+        schema={"type": "integer", "minimum": 8, "maximum": 1 << 24},
+    )
     model: ModelConfig | None = setting(
         None,
         "the tiny transformer's sizes, or null for fast simulation (no forward pass)",
@@ -214,6 +239,28 @@ class EngineConfig:
     async_scheduling: bool = setting(
         False, "schedule a step before the last one's sampled tokens reach the CPU (placeholders)"
     )
+    # Policies that changed across vLLM versions (defaults: vLLM 0.33.0, core/upstream.py)
+    scheduler_reserve_full_isl: bool = setting(
+        True,
+        "admit a waiting request only if its whole sequence fits the free blocks (0.33); "
+        "false: its first chunk",
+    )
+    watermark: float = setting(
+        0.0, "fraction of the pool kept free when admitting waiting requests while others run", lo=0, hi=0.99
+    )
+    free_queue_order: str = setting(
+        "lifo",
+        "lifo: freed blocks without a hash go to the free queue's head (0.33); "
+        "fifo: all to its tail (older vLLM)",
+        choices=("lifo", "fifo"),
+    )
+    long_prefill_cap_lone_request: bool = setting(
+        False, "apply long_prefill_token_threshold even to a lone running or waiting request (older vLLM)"
+    )
+
+    @property
+    def watermark_blocks(self) -> int:
+        return int(self.watermark * self.num_kv_blocks)
 
     @property
     def max_num_blocks_per_req(self) -> int:
@@ -324,16 +371,22 @@ class Scenario:
 
     @classmethod
     def from_dict(cls, data: Any, limits: Limits | None = None) -> Scenario:
-        return _Validator(limits or Limits.from_env()).scenario(data)
+        limits = limits or Limits.from_env()
+        scenario = _Validator(limits).scenario(precheck(data, limits))
+        problems = cost_problems(scenario, limits)
+        if problems:
+            raise ScenarioError(problems, too_large=True)
+        return scenario
 
     def to_dict(self) -> dict[str, Any]:
         """Canonical JSON form; prompts as they were given (text, seed-drawn length or token ids)."""
         cfg = asdict(self.config)
-        cfg.pop("vocab_size")
         if self.config.cudagraph_capture_sizes is not None:
             cfg["cudagraph_capture_sizes"] = list(self.config.cudagraph_capture_sizes)
         if self.config.model is None:
             cfg["model"] = None
+        else:
+            cfg["model"].pop("vocab_size")
         reqs = []
         for r in self.requests:
             prompt: dict[str, Any]
@@ -468,7 +521,7 @@ class _Validator:
                 hint = f"; did you mean {close[0]!r}?" if close else ""
                 self.err(f"{loc}.{key}" if loc else str(key), f"unknown field{hint}")
 
-    def model(self, raw: Any) -> ModelConfig | None:
+    def model(self, raw: Any, vocab_size: int | None) -> ModelConfig | None:
         if raw is None:
             return None
         if not isinstance(raw, dict):
@@ -477,7 +530,12 @@ class _Validator:
         loc = "config.model"
         specs = fields_of(ModelConfig)
         self.unknown_keys(raw, {s.name for s in specs}, loc)
-        m = ModelConfig(**self.fields(raw, specs, loc))
+        vals = self.fields(raw, specs, loc)
+        if vocab_size is not None and "vocab_size" not in raw:
+            vals["vocab_size"] = vocab_size
+        m = ModelConfig(**vals)
+        if vocab_size is not None and "vocab_size" in raw and raw["vocab_size"] != vocab_size:
+            self.err(f"{loc}.vocab_size", f"differs from config.vocab_size ({vocab_size}); give one")
         if m.num_heads % m.num_kv_heads:
             self.err(f"{loc}.num_kv_heads", "must divide num_heads (grouped-query attention)")
         if m.head_size % 2:
@@ -506,15 +564,44 @@ class _Validator:
         sizes = self.capture_sizes(raw.get("cudagraph_capture_sizes"), v["max_num_batched_tokens"])
         spec, async_scheduling = v["num_speculative_tokens"], v["async_scheduling"]
         if v["prompt_lookup_max"] < v["prompt_lookup_min"]:
-            self.err(f"{loc}.prompt_lookup_max", f"must be >= prompt_lookup_min ({v['prompt_lookup_min']})")
+            self.err(
+                f"{loc}.prompt_lookup_max",
+                f"is below prompt_lookup_min ({v['prompt_lookup_min']}): give a range min <= max",
+            )
         if spec and async_scheduling:
             self.err(f"{loc}.async_scheduling", "is not modelled together with num_speculative_tokens > 0")
         if spec and v["enable_prefix_caching"]:
             self.err(f"{loc}.num_speculative_tokens", "is not modelled together with enable_prefix_caching")
         if (spec or async_scheduling) and self.flavor == "nanovllm":
             self.err(loc, "nanovllm has no speculative decoding or async scheduling")
-        model = self.model(raw.get("model", asdict(ModelConfig())))
-        vocab = model.vocab_size if model is not None else d.vocab_size
+        vocab: int | None = None
+        if "vocab_size" in raw:
+            vocab = self.int_field(raw, "vocab_size", loc, d.vocab_size, 8, 1 << 24)
+        model = self.model(raw.get("model", {}), vocab)
+        vocab = model.vocab_size if model is not None else (vocab or d.vocab_size)
+        # what vLLM's SchedulerConfig.verify_max_model_len refuses, with its reasons
+        vllm_rules = self.flavor != "nanovllm"
+        budget, max_model_len = v["max_num_batched_tokens"], v["max_model_len"]
+        if vllm_rules and not v["enable_chunked_prefill"] and budget < max_model_len:
+            self.err(
+                f"{loc}.max_num_batched_tokens",
+                f"max_num_batched_tokens ({budget}) is smaller than max_model_len ({max_model_len}). "
+                "This effectively limits the maximum sequence length to max_num_batched_tokens and "
+                "makes vLLM reject longer sequences. Please increase max_num_batched_tokens or "
+                "decrease max_model_len.",
+            )
+        if vllm_rules and budget < v["max_num_reqs"]:
+            self.err(
+                f"{loc}.max_num_batched_tokens",
+                f"max_num_batched_tokens ({budget}) must be greater than or equal to "
+                f"max_num_seqs (max_num_reqs, {v['max_num_reqs']}).",
+            )
+        if vllm_rules and v["long_prefill_token_threshold"] > max_model_len:
+            self.err(
+                f"{loc}.long_prefill_token_threshold",
+                f"long_prefill_token_threshold ({v['long_prefill_token_threshold']}) cannot be greater "
+                f"than the max_model_len ({max_model_len}).",
+            )
         if model is not None:
             elems = 2 * v["num_kv_blocks"] * v["block_size"] * model.num_kv_heads * model.head_size
             if elems > lim.max_kv_cache_elems:
@@ -805,3 +892,158 @@ def scenario_schema(limits: Limits | None = None) -> dict[str, Any]:
         "required": ["requests"],
         "additionalProperties": False,
     }
+
+
+# ----------------------------------------------------------------------------- before validation
+_INT_DEFAULTS = {"seed", "max_steps"}
+_CONFIG_INTS = {k for k, v in asdict(EngineConfig()).items() if _is_int(v)}
+
+
+def _text_problem(text: str, newlines: bool) -> str | None:
+    """Why `text` cannot be an id or a name: a lone surrogate, or a control character."""
+    for ch in text:
+        if "\ud800" <= ch <= "\udfff":
+            return f"has a lone surrogate (U+{ord(ch):04X}): not valid Unicode text"
+        if unicodedata.category(ch) == "Cc" and not (newlines and ch in "\n\t"):
+            return f"has a control character (U+{ord(ch):04X})"
+    return None
+
+
+def precheck(data: Any, limits: Limits) -> Any:
+    """What must hold before the validator draws or encodes prompts: ids and names are printable
+    text, prompts valid Unicode, and the requests' token total within the limit (so a huge
+    `prompt_len` is refused before any id is drawn). Empty values of integer fields mean their
+    default (a form's blank field). Returns the data to validate; raises ScenarioError."""
+    if not isinstance(data, dict):
+        return data
+    data = {k: v for k, v in data.items() if not (k in _INT_DEFAULTS and _blank(v))}
+    if isinstance(data.get("config"), dict):
+        data["config"] = {k: v for k, v in data["config"].items() if not (k in _CONFIG_INTS and _blank(v))}
+    errors: list[tuple[str, str]] = []
+    for key in ("name", "title", "summary", "document"):
+        v = data.get(key)
+        if isinstance(v, str) and (why := _text_problem(v, newlines=key == "summary")):
+            errors.append((f"scenario.{key}", why))
+    reqs = data.get("requests")
+    if isinstance(reqs, list) and len(reqs) <= limits.max_requests:
+        total = 0
+        for i, r in enumerate(reqs):
+            if not isinstance(r, dict):
+                continue
+            if isinstance(r.get("id"), str) and (why := _text_problem(r["id"], newlines=False)):
+                errors.append((f"requests[{i}].id", why))
+            prompt = r.get("prompt")
+            if isinstance(prompt, str):
+                if any("\ud800" <= ch <= "\udfff" for ch in prompt):
+                    errors.append((f"requests[{i}].prompt", "has a lone surrogate: not valid Unicode text"))
+                total += len(prompt)
+            ids = r.get("prompt_token_ids")
+            total += len(ids) if isinstance(ids, list) else 0
+            for key, default in (("prompt_len", 0), ("max_tokens", 8)):
+                n = r.get(key, default)
+                total += max(0, int(n)) if _is_int(n) else 0
+        if total > limits.max_total_tokens:
+            errors.append(
+                (
+                    "requests",
+                    f"at least {total} tokens in all; the limit is {limits.max_total_tokens} "
+                    "(PAGEDVIZ_MAX_TOTAL_TOKENS raises it)",
+                )
+            )
+            raise ScenarioError(errors, too_large=True)
+    if errors:
+        raise ScenarioError(errors)
+    return data
+
+
+def _blank(v: Any) -> bool:
+    return isinstance(v, str) and not v.strip()
+
+
+# ----------------------------------------------------------------------------- the cost model
+# the dense reference recomputes whole sequences; past this many tokens of context in a step it is skipped
+DENSE_CHECK_MAX_TOKENS = 16384
+
+
+def step_costs(s: Scenario) -> dict[str, int]:
+    """Upper bounds of what one step of `s` can cost, from its config and requests alone.
+
+    L is the longest sequence (prompt + max_tokens), T the padded tokens of a step, rows the
+    requests a step can hold. Paged attention scores one request's queries against its context
+    (<= T * L per head); the dense check recomputes whole sequences (<= L * L per head, over at
+    most DENSE_CHECK_MAX_TOKENS tokens of context in a step); the ascend mask is causal over L.
+    """
+    c, m = s.config, s.config.model
+    lens = [len(r.prompt_token_ids) + r.max_tokens for r in s.requests]
+    L, total = max(lens), sum(lens)
+    rows = min(c.max_num_reqs, len(lens))
+    T = max(c.max_num_batched_tokens, max(c.cudagraph_capture_sizes or (0,)))
+    context = min(rows * L, total)
+    mask = L * max(L, min(T, total)) if s.flavor == "ascend" else 0
+    blocks_per_req = math.ceil(c.max_model_len / c.block_size)
+    trace = 8 * 16 * T + rows * 4 * (c.max_model_len + blocks_per_req) + mask + 3 * 40 * c.num_kv_blocks
+    costs = {"tokens": T, "context": context, "mask": mask, "trace": trace, "scores": 0, "flop": 0}
+    if m is not None:
+        h, d = m.num_heads, m.head_size
+        per_layer = (m.num_params() - 2 * m.vocab_size * m.hidden_size) // m.num_layers
+        fwd = min(T, total) + min(context, DENSE_CHECK_MAX_TOKENS)
+        costs["scores"] = h * L * L
+        costs["flop"] = (
+            m.num_layers * (2 * per_layer + 4 * h * d * L) * fwd + 2 * m.hidden_size * m.vocab_size * rows
+        )
+        costs["kv"] = m.num_layers * 2 * c.num_kv_blocks * c.block_size * m.num_kv_heads * d
+    return costs
+
+
+def cost_problems(s: Scenario, limits: Limits) -> list[tuple[str, str]]:
+    """Each size over its limit, as (field, message naming the limit and the setting that raises it)."""
+    k = step_costs(s)
+    m = s.config.model
+    checks = [
+        (
+            "config.max_num_batched_tokens",
+            s.config.max_num_batched_tokens,
+            "max_tokens_per_step",
+            "tokens per step",
+        ),
+        (
+            "config.cudagraph_capture_sizes",
+            max(s.config.cudagraph_capture_sizes or (0,)),
+            "max_tokens_per_step",
+            "the largest capture size",
+        ),
+        ("config", k["mask"], "max_mask_cells", "cells of the ascend attention mask of one step"),
+        ("config", k["trace"] >> 10, "max_step_trace_kb", "KiB of trace one step may hold"),
+    ]
+    if m is not None:
+        checks += [
+            ("config.model.vocab_size", m.vocab_size, "max_vocab_size", "vocab_size"),
+            (
+                "config.model",
+                k["context"],
+                "max_context_tokens",
+                "tokens of context one step may attend over",
+            ),
+            (
+                "config.model",
+                k["scores"],
+                "max_attention_scores",
+                "attention scores of the longest sequence (num_heads x length^2)",
+            ),
+            (
+                "config.model",
+                k["flop"] // 1_000_000,
+                "max_step_mflop",
+                "million flops one step's forward may take",
+            ),
+            ("config.num_kv_blocks", k["kv"], "max_kv_cache_elems", "elements of the KV cache (all layers)"),
+        ]
+    out = []
+    for loc, value, name, what in checks:
+        limit = getattr(limits, name)
+        if value > limit:
+            hint = ' or set "model": null' if m is not None and loc.startswith("config.model") else ""
+            out.append(
+                (loc, f"{what}: {value} is over the limit {limit} (PAGEDVIZ_{name.upper()} raises it){hint}")
+            )
+    return out

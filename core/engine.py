@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from pagedviz.core.config import Scenario
+from pagedviz.core.config import DENSE_CHECK_MAX_TOKENS, Scenario
 from pagedviz.core.device import StageTimer, resolve_device
 from pagedviz.core.model import ForwardInputs, TinyTransformer
 from pagedviz.core.registry import register_flavor
@@ -34,9 +34,6 @@ KV_LAYOUTS = {
     "vllm": "[2, num_blocks, block_size, num_kv_heads, head_size] per layer (K and V)",
     "nanovllm": "[2, num_layers, num_blocks, block_size, num_kv_heads, head_dim] (one tensor, all layers)",
 }
-
-# the dense reference recomputes whole sequences; past this many tokens in a step it is skipped
-DENSE_CHECK_MAX_TOKENS = 16384
 
 
 @register_flavor("vllm")
@@ -91,15 +88,20 @@ class Engine:
         return not self.scheduler.has_unfinished
 
     def run(self, deadline: float | None = None) -> Iterator[StepTrace]:
-        """Steps until every request finished or max_steps; past `deadline` (time.monotonic())
-        it raises RunTooLongError rather than run on."""
+        """Steps until every request finished or max_steps. With a `deadline` (time.monotonic()),
+        a step that would end past it is not started: when less time is left than the longest
+        step so far took, it raises RunTooLongError rather than run on."""
+        longest = 0.0
         while not self.done:
             if self.step_no >= self.scenario.max_steps:
                 self.truncated = True
                 return
-            if deadline is not None and time.monotonic() > deadline:
+            start = time.monotonic()
+            if deadline is not None and start + longest > deadline:
                 raise RunTooLongError(self.step_no)
-            yield self.step()
+            trace = self.step()
+            longest = max(longest, time.monotonic() - start)
+            yield trace
 
     def step(self) -> StepTrace:
         self.step_no += 1

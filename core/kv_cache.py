@@ -28,14 +28,18 @@ def hash_block(parent: str | None, token_ids: np.ndarray) -> str:
 class BlockPool:
     """Free queue, ref counts and the prefix-cache hash map of `num_blocks` physical blocks."""
 
-    def __init__(self, num_blocks: int, enable_prefix_caching: bool = False) -> None:
+    def __init__(
+        self, num_blocks: int, enable_prefix_caching: bool = False, free_queue_order: str = "lifo"
+    ) -> None:
         self.num_blocks = num_blocks
         self.enable_prefix_caching = enable_prefix_caching
+        self.free_queue_order = free_queue_order
         self.ref_cnt = np.zeros(num_blocks, dtype=np.int32)
         # OrderedDict as a doubly linked list: O(1) pop at the head, append, prepend and removal
         self.free_queue: OrderedDict[int, None] = OrderedDict.fromkeys(range(NULL_BLOCK + 1, num_blocks))
         self.block_hash: dict[int, str] = {}
-        self.cached: dict[str, int] = {}
+        # hash -> the blocks holding it, oldest first (a lookup takes the oldest, as vLLM's does)
+        self.cached: dict[str, dict[int, None]] = {}
 
     @property
     def num_free(self) -> int:
@@ -53,8 +57,11 @@ class BlockPool:
 
     def _evict(self, block: int) -> None:
         h = self.block_hash.pop(block, None)
-        if h is not None and self.cached.get(h) == block:
-            del self.cached[h]
+        if h is not None:
+            holders = self.cached[h]
+            del holders[block]
+            if not holders:
+                del self.cached[h]
 
     def touch(self, blocks: Sequence[int]) -> None:
         """Take a reference on cached blocks (prefix-cache hits)."""
@@ -64,13 +71,18 @@ class BlockPool:
             self.ref_cnt[b] += 1
 
     def free(self, blocks: Sequence[int]) -> None:
-        """Drop one reference on each block, walking the list in reverse (vLLM's order)."""
+        """Drop one reference on each block, walking the list in reverse (vLLM's order).
+
+        Of the blocks that become free, those without a hash go to the head of the queue in
+        reverse-walk order ("lifo", vLLM 0.33's `prepend_n`, reused first); hashed ones go to the
+        tail (`append_n`, evicted last). With "fifo" (older vLLM) every block goes to the tail.
+        """
         to_head: list[int] = []
         for b in reversed(blocks):
             self.ref_cnt[b] -= 1
             if self.ref_cnt[b] > 0:
                 continue
-            if self.enable_prefix_caching and b not in self.block_hash:
+            if self.free_queue_order == "lifo" and b not in self.block_hash:
                 to_head.append(b)
             else:
                 self.free_queue[b] = None
@@ -82,15 +94,15 @@ class BlockPool:
         """Longest run of leading hashes that are cached."""
         hits: list[int] = []
         for h in block_hashes:
-            b = self.cached.get(h)
-            if b is None:
+            holders = self.cached.get(h)
+            if not holders:
                 break
-            hits.append(b)
+            hits.append(next(iter(holders)))
         return hits
 
     def cache_block(self, block: int, h: str) -> None:
         self.block_hash[block] = h
-        self.cached.setdefault(h, block)
+        self.cached.setdefault(h, {})[block] = None
 
     def num_needed(self, hits: Sequence[int], num_new_blocks: int) -> int:
         """Free-queue blocks an allocation would consume: new ones plus hits sitting free."""
@@ -108,10 +120,12 @@ class BlockPool:
 class KVCacheManager:
     """Per-request block lists on top of a BlockPool, with prefix-cache hashing of full blocks."""
 
-    def __init__(self, num_blocks: int, block_size: int, enable_prefix_caching: bool) -> None:
+    def __init__(
+        self, num_blocks: int, block_size: int, enable_prefix_caching: bool, free_queue_order: str = "lifo"
+    ) -> None:
         self.block_size = block_size
         self.enable_prefix_caching = enable_prefix_caching
-        self.pool = BlockPool(num_blocks, enable_prefix_caching)
+        self.pool = BlockPool(num_blocks, enable_prefix_caching, free_queue_order)
         self.req_blocks: dict[str, list[int]] = {}
         self.req_hashes: dict[str, list[str]] = {}
 
@@ -140,16 +154,25 @@ class KVCacheManager:
         num_computed_tokens: int,
         num_new_tokens: int,
         hits: Sequence[int] = (),
+        full_sequence_tokens: int | None = None,
+        watermark_blocks: int = 0,
     ) -> list[int] | None:
         """Grow a request's block list to hold computed + new tokens; None when the pool is short.
 
-        Returns the blocks added (hits first). Blocks filled by this step's tokens are hashed now,
-        so a request scheduled later in the same step can already hit them.
+        `full_sequence_tokens` (admission with scheduler_reserve_full_isl): first require that the
+        free blocks could hold that many tokens (vLLM's `full_sequence_must_fit`). Both checks keep
+        `watermark_blocks` free. Returns the blocks added (hits first). Blocks filled by this
+        step's tokens are hashed now, so a request scheduled later in the same step can hit them.
         """
         held = self.req_blocks.get(req_id, [])
+        if full_sequence_tokens is not None:
+            full = math.ceil(full_sequence_tokens / self.block_size)
+            needed = self.pool.num_needed(hits, max(0, full - len(held) - len(hits)))
+            if needed + watermark_blocks > self.pool.num_free:
+                return None
         need = math.ceil((num_computed_tokens + num_new_tokens) / self.block_size)
         num_new_blocks = max(0, need - len(held) - len(hits))
-        if self.pool.num_needed(hits, num_new_blocks) > self.pool.num_free:
+        if self.pool.num_needed(hits, num_new_blocks) + watermark_blocks > self.pool.num_free:
             return None
         if hits:
             self.pool.touch(hits)

@@ -75,7 +75,9 @@ class SchedulerOutput:
 class Scheduler:
     def __init__(self, config: EngineConfig, requests: tuple[RequestSpec, ...]) -> None:
         self.config = config
-        self.kv = KVCacheManager(config.num_kv_blocks, config.block_size, config.enable_prefix_caching)
+        self.kv = KVCacheManager(
+            config.num_kv_blocks, config.block_size, config.enable_prefix_caching, config.free_queue_order
+        )
         self.arrivals: dict[int, list[Request]] = {}
         for spec in requests:
             self.arrivals.setdefault(spec.arrival_step, []).append(Request(spec))
@@ -88,11 +90,20 @@ class Scheduler:
     def has_unfinished(self) -> bool:
         return bool(self.arrivals or self.waiting or self.running)
 
-    def _num_new(self, req: Request, budget: int) -> int:
+    def _num_new(self, req: Request, budget: int, cap: int) -> int:
         n = req.num_tokens + self._num_spec(req) - req.num_computed_tokens
-        if self.config.long_prefill_token_threshold > 0:
-            n = min(n, self.config.long_prefill_token_threshold)
+        if cap > 0:
+            n = min(n, cap)
         return min(n, budget)
+
+    def _long_prefill_cap(self) -> int:
+        """The long-prefill cap of this step: 0 (none) when at most one request is running or
+        waiting, since a lone request starves nobody (vLLM 0.33), unless the scenario asks for
+        the older rule."""
+        cfg = self.config
+        if cfg.long_prefill_cap_lone_request or len(self.running) + len(self.waiting) > 1:
+            return cfg.long_prefill_token_threshold
+        return 0
 
     def _preempt_last(self) -> Request:
         victim = self.running.pop()
@@ -126,7 +137,10 @@ class Scheduler:
         for req_id, k in num_rejected.items():
             self.requests[req_id].num_computed_tokens -= k
         finished: list[str] = []
-        for req_id, tokens in generated.items():
+        for s in out.scheduled:  # scheduling order, as update_from_output (frees in that order)
+            if s.req_id not in generated:
+                continue
+            req_id, tokens = s.req_id, generated[s.req_id]
             req = self.requests[req_id]
             for token in tokens[: req.max_tokens - req.num_output_tokens]:
                 req.append(token)
@@ -160,11 +174,12 @@ class Scheduler:
             self.requests[req.req_id] = req
             self.waiting.append(req)
         budget = self.config.max_num_batched_tokens
+        cap = self._long_prefill_cap()
 
         i = 0
         while i < len(self.running) and budget > 0:
             req = self.running[i]
-            n = self._num_new(req, budget)
+            n = self._num_new(req, budget, cap)
             if n == 0:
                 i += 1
                 continue
@@ -190,13 +205,26 @@ class Scheduler:
             computed = len(hits) * self.config.block_size
             req.num_computed_tokens = computed
             n = req.num_tokens - computed
-            if self.config.long_prefill_token_threshold > 0:
-                n = min(n, self.config.long_prefill_token_threshold)
+            if cap > 0:
+                n = min(n, cap)
             if n > budget and not self.config.enable_chunked_prefill:
                 req.num_computed_tokens = 0
                 break
             n = min(n, budget)
-            added = self.kv.allocate_slots(req.req_id, req.all_token_ids, computed, n, hits)
+            added = self.kv.allocate_slots(
+                req.req_id,
+                req.all_token_ids,
+                computed,
+                n,
+                hits,
+                full_sequence_tokens=(
+                    min(req.num_tokens, self.config.max_model_len)
+                    if self.config.scheduler_reserve_full_isl
+                    else None
+                ),
+                # the watermark holds back admissions only while some request runs
+                watermark_blocks=self.config.watermark_blocks if self.running else 0,
+            )
             if added is None:
                 req.num_computed_tokens = 0
                 break
@@ -213,9 +241,15 @@ class Scheduler:
         return out
 
     def update_from_output(self, out: SchedulerOutput, sampled: dict[str, int]) -> list[str]:
-        """Append sampled tokens; finish and free requests that reached max_tokens."""
+        """Append sampled tokens; finish and free requests that reached max_tokens.
+
+        Walks the step's requests in scheduling order (vLLM walks `num_scheduled_tokens`), so
+        requests finishing together free their blocks in that order."""
         finished: list[str] = []
-        for req_id, token in sampled.items():
+        for s in out.scheduled:
+            if s.req_id not in sampled:
+                continue
+            req_id, token = s.req_id, sampled[s.req_id]
             req = self.requests[req_id]
             req.append(token)
             if req.is_done:

@@ -3,6 +3,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh --test
+bash scripts/fidelity-deps.sh
 .venv/bin/ruff check core app tests benchmarks
 .venv/bin/mypy core app
 exec .venv/bin/python -m pytest -q "$@"

@@ -5,6 +5,14 @@ import { writeState } from "./state.js";
 import { $, L, S, state } from "./trace.js";
 import { el } from "./views.js";
 
+// one menu per card: a single tab stop that opens every array's links, so the data comes first in
+// the tab order
+export function exportMenu(names) {
+  return el("details", { class: "export export-menu" }, [
+    el("summary", { text: `${L("export_menu")} ▾` }),
+    el("ul", {}, names.map((n) => el("li", {}, [el("code", { text: n }), " ", exportLinks(n)])))]);
+}
+
 // json / csv / npy download links of one array of the current step
 export function exportLinks(name) {
   const base = `/api/runs/${S.created.run_id}/steps/${state.step}/arrays/${encodeURIComponent(name)}`;

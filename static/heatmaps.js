@@ -1,12 +1,25 @@
 // The system-level heatmaps: token_ids_cpu (rows of the persistent batch), the block table and
 // the attention mask, each as a Plotly heatmap or as a table, with this step's changes outlined in
-// orange and the selection in black. The card around each view, the table/heatmap switch and a
+// orange and the selection in black. Ids are written as numbers in their cells; a cell's colour is
+// its row's request (one colour per request for the whole run), so no colour scale rescales
+// between steps; the mask is a two-category legend. The card around each view, the table/heatmap switch and a
 // heatmap's click-to-select live here too; the KV cache has its own module, kvgrid.js.
 
 import { pngButton } from "./export.js";
 import { select, shapesFor } from "./hover.js";
-import { $, A, L, S, btName } from "./trace.js";
-import { cellShape, clear, el, gridTable, heatmap } from "./views.js";
+import { $, A, L, S, bigBatch, btName, reqOrder, reqTint, scenarioReqIds } from "./trace.js";
+import { GREY_TINT, cellShape, clear, discreteScale, el, gridTable, heatmap } from "./views.js";
+
+// Request identity as a heatmap colour: z is the request's place in the scenario (a domain fixed for
+// the run), and the scale gives each place its request's tint, light enough for dark numbers.
+function identityScale() {
+  const ids = scenarioReqIds();
+  if (bigBatch() || !ids.length) return { colorscale: [[0, GREY_TINT], [1, GREY_TINT]], zmin: 0, zmax: 1 };
+  return { colorscale: discreteScale(ids.map(reqTint)), zmin: -0.5, zmax: ids.length - 0.5 };
+}
+const rowReq = (r) => reqOrder(S.trace.batch.req_ids[r]);
+// numbers in the cells when they fit; the hover names them always
+const cellNumbers = (rows, cols) => (rows * cols <= 800 && cols <= 32 ? "%{text}" : undefined);
 
 // a system-level card: a heatmap and its table, a Table/Heatmap toggle and a PNG button;
 // onToggle redraws the cards once the view changed
@@ -80,8 +93,12 @@ export function drawTokenIds() {
       cellClass: (r, c) => (fresh.has(`${r},${c}`) ? "new" : rows[r][c] === null ? "empty" : ""),
     }));
   } else {
-    heatmap($("hm-token_ids_cpu"), rows, { title: "token_ids_cpu", xTitle: L("ax_position"), yTitle: L("ax_row"), shapes: shapesFor("token_ids_cpu"),
-      hover: "row %{y}, position %{x}: id %{z}<extra></extra>", showscale: false });
+    const z = rows.map((row, r) => row.map((v) => (v === null ? null : rowReq(r))));
+    // the ids ride along as numbers (customdata); only a small table gets them as cell text
+    const numbers = cellNumbers(z.length, z.length ? z[0].length : 0);
+    heatmap($("hm-token_ids_cpu"), z, { title: "token_ids_cpu", xTitle: L("ax_position"), yTitle: L("ax_row"), shapes: shapesFor("token_ids_cpu"),
+      customdata: rows, text: numbers ? rows.map((row) => row.map((v) => (v === null ? "" : String(v)))) : undefined,
+      texttemplate: numbers, ...identityScale(), hover: "row %{y}, position %{x}: id %{customdata}<extra></extra>", showscale: false });
     onCellClick("token_ids_cpu", (r) => (r < S.trace.batch.req_ids.length ? { kind: "request", index: r } : null));
   }
 }
@@ -102,10 +119,12 @@ export function drawBlockTable() {
       label: L(name), cellClass: (r, c) => (data[r][c] === empty ? (empty < 0 ? "zero pad" : "zero") : isNew(r, data[r][c]) ? "new" : ""),
     }));
   } else {
-    const z = data.map((row) => row.map((v) => (v === empty ? null : v)));
+    const z = data.map((row, r) => row.map((v) => (v === empty ? null : rowReq(r))));
+    const text = data.map((row) => row.map((v) => (v === empty ? "" : String(v))));
     heatmap($("hm-block_table"), z, { title: name, xTitle: L("ax_logical"), yTitle: L("ax_row"), shapes: shapesFor("block_table"),
-      hover: "row %{y}, logical block %{x}: physical block %{z}<extra></extra>" });
-    onCellClick("block_table", (r, c, v) => (v !== null && v !== undefined ? { kind: "block", index: Number(v) } : null));
+      text, texttemplate: cellNumbers(z.length, z.length ? z[0].length : 0), ...identityScale(), showscale: false,
+      hover: "row %{y}, logical block %{x}: physical block %{text}<extra></extra>" });
+    onCellClick("block_table", (r, c) => (data[r] && data[r][c] !== empty ? { kind: "block", index: Number(data[r][c]) } : null));
   }
 }
 
@@ -119,6 +138,7 @@ export function drawMask() {
     clear($("tbl-attn_mask")).append(gridTable("table-attn_mask", m, { label: L("attn_mask"), cellClass: (r, c) => (m[r][c] ? "masked" : "") }));
   } else {
     heatmap($("hm-attn_mask"), m, { shapes: shapesFor("attn_mask"), title: `attn_mask ${m.length} × ${m[0] ? m[0].length : 0}`, xTitle: L("ax_key"), yTitle: L("ax_row"),
-      colorscale: [[0, "#ffffff"], [1, "#0072B2"]], zmin: 0, zmax: 1, hover: "row %{y}, key %{x}: %{z}<extra></extra>" });
+      colorscale: discreteScale(["#ffffff", "#0072B2"]), zmin: -0.5, zmax: 1.5, hover: "row %{y}, key %{x}: %{z}<extra></extra>",
+      colorbar: { tickmode: "array", tickvals: [0, 1], ticktext: [L("mask_visible"), L("mask_masked")] } });
   }
 }

@@ -1,7 +1,10 @@
 // Linked hover and selection, the heart of the page: hovering or choosing a token, a request or a KV
 // block lights up everything it touches in every view -- its token-table column, its request row,
 // its block-table cells, its KV slots and blocks, its attention-mask row (table cells and heatmap
-// outlines alike) -- and the selection line and the substituted formula follow it.
+// outlines alike) -- and the selection line and the substituted formula follow it. A token also
+// shows what the attention kernel reads for it: the blocks of block_table[req] in logical order,
+// up to its own position. The selection is kept as (request id, position) or a block id in the URL,
+// so it survives a step change and a link reopens it.
 
 import { renderSubstituted } from "./stages.js";
 import { writeState } from "./state.js";
@@ -12,14 +15,57 @@ export function setHover(sel) { S.hover = sel; applySelection(); }
 
 export function select(sel) {
   S.sel = sel;
-  state.tok = sel && sel.kind === "token" ? sel.index : -1;
+  state.tok = -1;
+  state.req = ""; state.pos = -1; state.block = -1;
+  if (sel && sel.kind === "block") state.block = sel.index;
+  else if (sel && S.trace && !S.trace.idle) {
+    const r = sel.kind === "token" ? reqOfTokens()[sel.index] : sel.index;
+    state.req = String(S.trace.batch.req_ids[r]);
+    if (sel.kind === "token") state.pos = A("positions")[sel.index];
+  }
   writeState(state);
   applySelection();
 }
 
+// the selection the URL state names in this step: the request's token at that position, else the
+// request itself, else the block; null when none of them is in the step
+export function selectionFromState() {
+  if (!S.trace || S.trace.idle) return state.block >= 0 ? { kind: "block", index: state.block } : null;
+  if (state.tok >= 0 && !state.req && state.tok < tokenCount()) {
+    const i = state.tok, r = reqOfTokens()[i];
+    state.req = String(S.trace.batch.req_ids[r]); state.pos = A("positions")[i]; state.tok = -1;
+  }
+  if (state.req) {
+    const r = S.trace.batch.req_ids.map(String).indexOf(state.req);
+    if (r < 0) return null;
+    if (state.pos >= 0) {
+      const reqOf = reqOfTokens(), pos = A("positions") || [];
+      for (let i = 0; i < tokenCount(); i++) if (reqOf[i] === r && pos[i] === state.pos) return { kind: "token", index: i };
+    }
+    return { kind: "request", index: r };
+  }
+  if (state.block >= 0) return { kind: "block", index: state.block };
+  return null;
+}
+
+// The blocks the attention kernel reads for token i, in logical order: block_table[req][0..pos // bs],
+// all of each block but the last, which is read up to pos % bs (the causal cut).
+export function kernelReads(i) {
+  const r = reqOfTokens()[i];
+  const pos = A("positions")[i];
+  const bs = blockSize();
+  const arr = S.trace.arrays[btName()];
+  const row = arr && arr.data[r] ? arr.data[r] : [];
+  const out = [];
+  for (let c = 0; c <= Math.floor(pos / bs) && c < row.length; c++) {
+    if (row[c] < 0) break;
+    out.push({ logical: c, block: row[c], upto: c === Math.floor(pos / bs) ? pos % bs : bs - 1 });
+  }
+  return out;
+}
 function targets(sel) {
   // what a selection touches: token indices, request rows, (row, col) cells and KV slots/blocks
-  const out = { tokens: new Set(), rows: new Set(), tokCells: [], btCells: [], kvSlots: [], kvBlocks: new Set(), maskRows: new Set() };
+  const out = { tokens: new Set(), rows: new Set(), tokCells: [], btCells: [], kvSlots: [], kvBlocks: new Set(), maskRows: new Set(), reads: [] };
   if (!sel || !S.trace || S.trace.idle) return out;
   const reqOf = reqOfTokens();
   const pos = A("positions") || [];
@@ -36,7 +82,7 @@ function targets(sel) {
     out.kvSlots.push(slots[i]);
     if (mask) out.maskRows.add(mask.length === T ? i : pos[i]);
   };
-  if (sel.kind === "token") addToken(sel.index);
+  if (sel.kind === "token") { addToken(sel.index); out.reads = kernelReads(sel.index); }
   else if (sel.kind === "request") {
     for (let i = 0; i < T; i++) if (reqOf[i] === sel.index) addToken(i);
     out.rows.add(sel.index);
@@ -66,6 +112,8 @@ export function applySelection({ plots = true } = {}) {
   mark("table-block_table", tg.btCells);
   const kvTable = $("table-kv");
   if (kvTable) {
+    kvTable.querySelectorAll("td.read").forEach((c) => { c.classList.remove("read"); delete c.dataset.order; });
+    tg.reads.forEach((rd, k) => { for (let c = 0; c <= rd.upto; c++) { const cell = kvTable.querySelector(`td[data-r="${rd.block}"][data-c="${c}"]`); if (cell) { cell.classList.add("read"); cell.dataset.order = k + 1; } } });
     tg.kvSlots.forEach((s) => { const cell = kvTable.querySelector(`td[data-slot="${s}"]`); if (cell) cell.classList.add("hl"); });
     tg.kvBlocks.forEach((b) => { const row = kvTable.querySelector(`tr[data-r="${b}"]`); if (row) row.classList.add("hl"); });
   }
@@ -77,10 +125,15 @@ export function applySelection({ plots = true } = {}) {
 }
 
 // the outlines a selection puts on each heatmap
+// a read block is lit: washed light, edged, and numbered in the order the kernel walks it
+export const READ_FILL = "rgba(255,255,255,0.55)";
 function selectionShapes(tg) {
   const bs = blockSize();
   const HL = "#000000";
-  const kv = tg.kvSlots.map((s) => cellShape(s % bs, Math.floor(s / bs), HL));
+  // the kernel's reads first (filled, under the outlines), then the slot this token writes
+  const kv = tg.reads.map((rd) => ({ type: "rect", x0: -0.5, x1: rd.upto + 0.5, y0: rd.block - 0.5, y1: rd.block + 0.5,
+    line: { width: 1, color: "#111111" }, fillcolor: READ_FILL, layer: "above" }));
+  tg.kvSlots.forEach((s) => kv.push(cellShape(s % bs, Math.floor(s / bs), HL)));
   tg.kvBlocks.forEach((b) => kv.push(rowShape(b, Math.min(bs, 512), HL)));
   const m = A("attn_mask");
   return {
@@ -96,11 +149,23 @@ export function shapesFor(id) {
   return [...(S.shapes[id] || []), ...selectionShapes(targets(S.hover || S.sel))[id]];
 }
 
+// the read order of the kernel's blocks, numbered at each block's left edge in the KV grid
+export function annotationsFor(id) {
+  if (id !== "kv") return [];
+  // on a tall pool the numbers would overlap: then only the first and the last block are numbered
+  const reads = targets(S.hover || S.sel).reads;
+  const crowded = S.trace.kv_cache && S.trace.kv_cache.num_blocks > 24;
+  return reads.map((rd, k) => [rd, k]).filter(([, k]) => !crowded || k === 0 || k === reads.length - 1).map(([rd, k]) => ({ x: rd.upto / 2, y: rd.block, text: String(k + 1),
+    showarrow: false, bgcolor: "#ffffff", bordercolor: "#111111", font: { size: 11, color: "#111111" } }));
+}
+
 function relayoutShapes(tg) {
   const extra = selectionShapes(tg);
   for (const id of Object.keys(extra)) {
     const div = $(`hm-${id}`);
-    if (div && !div.hidden && div.data) window.Plotly.relayout(div, { shapes: [...(S.shapes[id] || []), ...extra[id]] });
+    if (div && !div.hidden && div.data) {
+      window.Plotly.relayout(div, { shapes: [...(S.shapes[id] || []), ...extra[id]], annotations: annotationsFor(id) });
+    }
   }
 }
 
@@ -115,7 +180,8 @@ function renderSelection(sel, tg) {
     const slot = A("slot_mapping")[i];
     const blk = Math.floor(slot / bs);
     box.textContent = `${L("sel_token")} ${i} · ${L("req")} ${S.trace.batch.req_ids[r]} (${L("row")} ${r}) · ${L("sel_position")} ${pos} · ` +
-      `${btName()}[${r}][${Math.floor(pos / bs)}] = ${blk} · ${L("sel_slot")} ${slot} = ${blk} × ${bs} + ${slot % bs}`;
+      `${btName()}[${r}][${Math.floor(pos / bs)}] = ${blk} · ${L("sel_slot")} ${slot} = ${blk} × ${bs} + ${slot % bs}` +
+      (tg.reads.length ? ` · ${L("reads")} ${tg.reads.map((rd) => rd.block).join(" → ")} (${L("causal_cut")} ${pos})` : "");
   } else if (sel.kind === "request") {
     box.textContent = `${L("req")} ${S.trace.batch.req_ids[sel.index]} (${L("row")} ${sel.index}) · ${tg.tokens.size} ${L("token")} · ${L("sel_block")} [${[...tg.kvBlocks].join(", ")}]`;
   } else {
@@ -123,8 +189,28 @@ function renderSelection(sel, tg) {
   }
 }
 
+// An array lit everywhere it shows: its token-table row, its card, its formula terms.
+export function lightArray(name) {
+  document.querySelectorAll(".array-hl").forEach((n) => n.classList.remove("array-hl"));
+  if (!name) return;
+  document.querySelectorAll(`#token-table tr[data-array="${name}"], #request-table th[data-array="${name}"], .term[data-array="${name}"], #card-${name}`)
+    .forEach((n) => n.classList.add("array-hl"));
+}
+
 // hover and click in the token table and clicks in the system-level tables
 export function wireHover() {
+  const formula = $("slot-formula");
+  formula.addEventListener("mouseover", (e) => { const t = e.target.closest(".term"); lightArray(t ? t.dataset.array : null); });
+  formula.addEventListener("mouseleave", () => lightArray(state.array || null));
+  // a row header points at its array: the URL keeps it, so a link shows the same array
+  $("tok-table").addEventListener("click", (e) => {
+    const th = e.target.closest("tbody th");
+    if (!th || e.target.closest("a")) return;
+    const name = th.closest("tr").dataset.array;
+    state.array = state.array === name ? "" : name;
+    writeState(state);
+    lightArray(state.array || null);
+  });
   const tok = $("tok-table");
   tok.addEventListener("mouseover", (e) => { const c = e.target.closest("[data-t]"); if (c && Number(c.dataset.t) < tokenCount()) setHover({ kind: "token", index: Number(c.dataset.t) }); });
   tok.addEventListener("mouseleave", () => setHover(null));

@@ -1,48 +1,114 @@
-// The KV cache grid: one row per physical block, one column per slot in the block, coloured by
-// the owner request (or by ref count, written slots, free-queue order); this step's new blocks are
-// outlined. As a heatmap or as a table that names each block's owners.
+// The KV cache grid: one row per physical block, one column per slot in the block, coloured by the
+// owner request (the request's own colour for the whole run), by ref count, by written slots or by
+// free-queue order, each on a colour domain fixed for the whole run. This step's changes carry
+// distinct marks: allocated, reused from the prefix cache (ref +1), freed, freed by a preemption.
+// When a token is selected, the blocks its attention reads through block_table[req] are numbered
+// in logical order, up to its own position (the causal cut). As a heatmap or as a table.
 
 import { onCellClick, showView } from "./heatmaps.js";
-import { shapesFor } from "./hover.js";
-import { $, L, S } from "./trace.js";
-import { clear, colorOf, el, gridTable, heatmap, plotlyText } from "./views.js";
+import { annotationsFor, shapesFor } from "./hover.js";
+import { $, L, S, bigBatch, reqColor, reqOrder, scenarioReqIds } from "./trace.js";
+import { GREY, clear, discreteScale, el, gridTable, heatmap, plotlyText } from "./views.js";
 
 const MAX_KV_BLOCKS = 256;
+const OWNER_SHARED = "#444444";
 
-// Owner colours: one category per request of this step's batch (its row), then, when present, one
-// for blocks shared by several requests (prefix-cache hits) and one, grey, for blocks held by a
-// request that is not in the batch this step (waiting to be scheduled again, or a nano-vllm decode).
-const OWNER_SHARED = "#444444", OWNER_OTHER = "#bbbbbb";
+// The marks of this step's changes: colour, dash and a glyph for the table view and the legend.
+export const MARKS = {
+  allocated: { color: "#D55E00", dash: "dash", width: 2, glyph: "+" },
+  reused: { color: "#009E73", dash: "solid", width: 3, glyph: "↺" },
+  freed: { color: "#0072B2", dash: "dot", width: 2, glyph: "−" },
+  preempted: { color: "#CC79A7", dash: "dashdot", width: 3, glyph: "!" },
+};
 
-function kvGrid() {
+// What happened to each block between the previous step's pool and this one's:
+// {allocated, reused, freed, preempted}: block id -> the request(s) it concerns.
+export function blockChanges() {
+  const out = { allocated: new Map(), reused: new Map(), freed: new Map(), preempted: new Map() };
+  const kv = S.trace.kv_cache || {};
+  const prev = S.prev && S.prev.kv_cache ? S.prev.kv_cache : null;
+  const hashBefore = (prev && prev.block_hash) || {};
+  const hashNow = kv.block_hash || {};
+  const seen = new Set();
+  const add = (m, b, rid) => { if (!m.has(b)) m.set(b, []); m.get(b).push(rid); };
+  for (const [rid, blocks] of Object.entries(S.trace.scheduler.new_block_ids || {})) {
+    for (const b of blocks) {
+      // a hit on a block hashed before this step (its hash survived), or on one that a request
+      // earlier in this same step filled, is a reuse: its ref count goes up by one
+      const hit = (hashBefore[b] !== undefined && hashBefore[b] === hashNow[b]) || seen.has(b);
+      add(hit ? out.reused : out.allocated, b, rid);
+      seen.add(b);
+    }
+  }
+  if (prev && prev.owners) {
+    const preempted = new Set((S.trace.scheduler.preempted_req_ids || []).map(String));
+    const nowOwners = kv.owners || {};
+    for (const [b, owners] of Object.entries(prev.owners)) {
+      const still = new Set((nowOwners[b] || []).map(String));
+      for (const rid of owners.map(String)) if (!still.has(rid)) add(preempted.has(rid) ? out.preempted : out.freed, Number(b), rid);
+    }
+  }
+  return out;
+}
+
+// colours for the owner metric: one category per request of the scenario (fixed for the run;
+// all grey past the palette), then one for blocks shared by several requests
+function ownerCategories() {
+  const ids = scenarioReqIds();
+  if (bigBatch()) return { cats: [{ value: 0, label: L("req"), color: GREY }, { value: 1, kind: "shared", label: L("shared_block"), color: OWNER_SHARED }], of: (owners) => (owners.length > 1 ? 1 : 0) };
+  const cats = ids.map((rid, i) => ({ value: i, rid, label: plotlyText(rid), color: reqColor(rid) }));
+  cats.push({ value: ids.length, kind: "shared", label: L("shared_block"), color: OWNER_SHARED });
+  return { cats, of: (owners) => (owners.length > 1 ? ids.length : reqOrder(owners[0])) };
+}
+
+// a sequential blue scale cut into n equal steps, for counts
+function countColors(n) {
+  const lo = [239, 243, 255], hi = [8, 48, 107];
+  return Array.from({ length: n }, (_, i) => {
+    const f = n === 1 ? 0 : i / (n - 1);
+    return `rgb(${lo.map((c, k) => Math.round(c + (hi[k] - c) * f)).join(",")})`;
+  });
+}
+
+// the colour scale, domain and legend of each metric: categories for owners and booleans, integer
+// steps for counts, the pool's own length for the free-queue order; none depends on the step
+function encoding(metric, kv) {
+  if (metric === "owner") {
+    const { cats } = ownerCategories();
+    return { colors: cats.map((c) => c.color), cats };
+  }
+  if (metric === "written") {
+    return { colors: ["#f2f2f2", "#0072B2"], cats: [{ value: 0, label: L("slot_empty") }, { value: 1, label: L("slot_written") }] };
+  }
+  if (metric === "ref_cnt") {
+    const max = Math.max(2, scenarioReqIds().length);
+    const every = Math.ceil((max + 1) / 12);
+    return { colors: countColors(max + 1), cats: Array.from({ length: max + 1 }, (_, v) => ({ value: v, label: String(v) })).filter((c) => c.value % every === 0) };
+  }
+  return { continuous: true, zmin: 0, zmax: Math.max(1, kv.num_blocks - 1) };
+}
+
+function kvGrid(changes) {
   const kv = S.trace.kv_cache;
   const nb = Math.min(kv.num_blocks, MAX_KV_BLOCKS);
   const bs = Math.min(kv.block_size, 512);
-  const reqRow = {};
-  S.trace.batch.req_ids.forEach((rid, r) => { reqRow[rid] = r; });
   const freePos = {};
   kv.free_block_queue.forEach((b, i) => { freePos[b] = i; });
-  const ownersOf = [], ownerKind = [];
-  for (let b = 0; b < nb; b++) {
-    const owners = kv.owners[String(b)] || [];
-    ownersOf.push(owners);
-    ownerKind.push(!owners.length ? null : owners.length > 1 ? "shared" : reqRow[owners[0]] !== undefined ? reqRow[owners[0]] : "other");
-  }
-  const cats = S.trace.batch.req_ids.map((rid, r) => ({ value: r, label: plotlyText(rid), color: colorOf(r) }));
-  for (const [kind, color] of [["shared", OWNER_SHARED], ["other", OWNER_OTHER]]) {
-    if (ownerKind.includes(kind)) cats.push({ value: cats.length, kind, label: L(kind === "shared" ? "shared_block" : "not_in_batch"), color });
-  }
-  const catOf = (k) => (k === null ? null : typeof k === "number" ? k : cats.find((c) => c.kind === k).value);
+  const { of } = ownerCategories();
+  const ownersOf = [];
+  for (let b = 0; b < nb; b++) ownersOf.push((kv.owners[String(b)] || []).map(String));
   const z = [], text = [];
   for (let b = 0; b < nb; b++) {
     const owners = ownersOf[b];
     const written = kv.written_slots ? kv.written_slots[b] : null;
+    const marks = Object.keys(MARKS).filter((k) => changes[k].has(b)).map((k) => `${L("mark_" + k)} (${changes[k].get(b).map(plotlyText).join("+")})`);
     const label = `block ${b}` + (owners.length ? `, ${L("req")} ${owners.map(plotlyText).join("+")}` : freePos[b] !== undefined ? `, ${L("free")} #${freePos[b]}` : "") +
-      `, ref ${kv.ref_cnt[b]}` + (written !== null ? `, written ${written}/${kv.block_size}` : "") + (b === 0 && S.overview.flavor !== "nanovllm" ? ` (${L("null_block")})` : "");
+      `, ref ${kv.ref_cnt[b]}` + (written !== null ? `, written ${written}/${kv.block_size}` : "") + (b === 0 && S.overview.flavor !== "nanovllm" ? ` (${L("null_block")})` : "") +
+      (marks.length ? ` · ${marks.join(", ")}` : "");
     const zr = [], tr = [];
     for (let s = 0; s < bs; s++) {
       let v;
-      if (S.kvMetric === "owner") v = catOf(ownerKind[b]);
+      if (S.kvMetric === "owner") v = owners.length ? of(owners) : null;
       else if (S.kvMetric === "ref_cnt") v = kv.ref_cnt[b];
       else if (S.kvMetric === "written") v = written === null ? null : s < written ? 1 : 0;
       else v = freePos[b] !== undefined ? freePos[b] : null;
@@ -51,47 +117,69 @@ function kvGrid() {
     }
     z.push(zr); text.push(tr);
   }
-  return { z, text, nb, bs, owned: ownersOf.map((o) => o.join("+")), cats };
+  return { z, text, nb, bs, owned: ownersOf.map((o) => o.join("+")) };
 }
 
 export function drawKv() {
-  const { z, text, nb, owned, cats } = kvGrid();
-  const fresh = newBlockSet();
+  const changes = blockChanges();
+  const { z, text, nb, owned } = kvGrid(changes);
   const bs = S.trace.kv_cache.block_size;
-  S.shapes.kv = runs([...fresh].filter((b) => b < nb)).map(([lo, hi]) => blockRunShape(lo, hi, Math.min(bs, 512), "#D55E00"));
-  const id = "kv";
+  const width = Math.min(bs, 512);
+  S.shapes.kv = [];
+  for (const [kind, m] of Object.entries(MARKS)) {
+    for (const [lo, hi] of runs([...changes[kind].keys()].filter((b) => b < nb))) {
+      S.shapes.kv.push({ type: "rect", x0: -0.5, x1: width - 0.5, y0: lo - 0.5, y1: hi + 0.5, line: { color: m.color, width: m.width, dash: m.dash }, fillcolor: "rgba(0,0,0,0)" });
+    }
+  }
   const owner = S.kvMetric === "owner";
-  if (showView(id)) {
+  if (showView("kv")) {
     // the table names the owner request(s) itself; the other metrics are numbers
+    const glyphs = (b) => Object.keys(MARKS).filter((k) => changes[k].has(b)).map((k) => MARKS[k].glyph).join("");
     clear($("tbl-kv")).append(gridTable("table-kv", z, {
-      label: L("kv_cache"), rowHeader: (r) => `block ${r}`, maxRows: MAX_KV_BLOCKS,
+      label: L("kv_cache"), rowHeader: (r) => `${glyphs(r)} block ${r}`.trim(), maxRows: MAX_KV_BLOCKS,
       cellText: (r, c) => (z[r][c] === null ? "·" : owner ? owned[r] : z[r][c]),
-      cellClass: (r, c) => (fresh.has(r) ? "new" : ""),
+      cellClass: (r) => Object.keys(MARKS).filter((k) => changes[k].has(r)).map((k) => `mark-${k}`).join(" "),
     }));
     $("tbl-kv").querySelectorAll("td").forEach((td) => { td.dataset.slot = Number(td.dataset.r) * bs + Number(td.dataset.c); });
   } else {
-    const colors = cats.length ? cats.map((c) => c.color) : [OWNER_OTHER];
-    // one labelled tick per category; past 16 requests every k-th request keeps its label
-    const every = Math.ceil(cats.filter((c) => !c.kind).length / 16);
-    const ticks = cats.filter((c) => c.kind || c.value % every === 0);
-    const colorbar = owner ? { tickmode: "array", tickvals: ticks.map((c) => c.value), ticktext: ticks.map((c) => c.label) } : {};
+    const enc = encoding(S.kvMetric, S.trace.kv_cache);
+    let opts;
+    if (enc.continuous) {
+      opts = { colorscale: "Blues", reversescale: true, zmin: enc.zmin, zmax: enc.zmax, colorbar: { tickformat: "d", title: { text: L("m_free") } } };
+    } else {
+      // categories: only those on show get a labelled tick (past 16 requests every k-th one)
+      const present = new Set(z.flat().filter((v) => v !== null));
+      const shown = enc.cats.filter((c) => S.kvMetric !== "owner" || present.has(c.value));
+      const every = Math.ceil(shown.length / 16);
+      const ticks = shown.filter((c, i) => c.kind || i % every === 0);
+      opts = { colorscale: discreteScale(enc.colors), zmin: -0.5, zmax: enc.colors.length - 0.5,
+               colorbar: { tickmode: "array", tickvals: ticks.map((c) => c.value), ticktext: ticks.map((c) => c.label) } };
+    }
     heatmap($("hm-kv"), z, { title: `KV cache (${L("m_" + S.kvMetric)})`, xTitle: L("ax_slot"), yTitle: L("ax_physical"), text,
-      hover: "%{text}<extra></extra>", colorscale: owner ? discreteScale(colors) : "Viridis",
-      zmin: owner ? -0.5 : undefined, zmax: owner ? colors.length - 0.5 : undefined, colorbar, shapes: shapesFor("kv") });
+      hover: "%{text}<extra></extra>", shapes: shapesFor("kv"), annotations: annotationsFor("kv"), ...opts });
     onCellClick("kv", (r) => ({ kind: "block", index: r }));
   }
+  renderKvLegend(changes);
   if (S.trace.kv_cache.num_blocks > MAX_KV_BLOCKS && !$("kv-note")) {
     $("tbl-kv").after(el("p", { id: "kv-note", class: "muted", text: L("kv_note_cap").replace("{n}", MAX_KV_BLOCKS) }));
   }
 }
 
-function newBlockSet() {
-  const out = new Set();
-  for (const blocks of Object.values(S.trace.scheduler.new_block_ids || {})) blocks.forEach((b) => out.add(b));
-  return out;
+// under the grid: each change mark with its count this step, and the kernel-read mark
+function renderKvLegend(changes) {
+  let box = $("kv-legend");
+  if (!box) { box = el("ul", { id: "kv-legend", class: "mark-legend", "aria-label": L("legend") }); $("card-kv").append(box); }
+  clear(box);
+  for (const [kind, m] of Object.entries(MARKS)) {
+    const blocks = [...changes[kind].keys()].sort((x, y) => x - y);
+    box.append(el("li", { class: `legend-${kind}`, dataset: { count: blocks.length } }, [
+      el("span", { class: "swatch-line", style: `border-top: ${m.width}px ${m.dash === "solid" ? "solid" : m.dash === "dot" ? "dotted" : "dashed"} ${m.color}`, "aria-hidden": "true" }),
+      `${m.glyph} ${L("mark_" + kind)}: `, el("strong", { text: blocks.length ? blocks.join(", ") : "—" })]));
+  }
+  box.append(el("li", { class: "legend-read" }, [el("span", { class: "swatch-fill", "aria-hidden": "true" }), L("mark_read")]));
 }
 
-// contiguous runs [lo, hi] of sorted block ids, so adjacent new blocks get one outline
+// contiguous runs [lo, hi] of sorted block ids, so adjacent marked blocks get one outline
 function runs(ids) {
   const out = [];
   for (const b of ids.sort((x, y) => x - y)) {
@@ -101,16 +189,6 @@ function runs(ids) {
   return out;
 }
 
-function blockRunShape(lo, hi, width, color) {
-  return { type: "rect", x0: -0.5, x1: width - 0.5, y0: lo - 0.5, y1: hi + 0.5, line: { color, width: 2, dash: "dot" }, fillcolor: "rgba(0,0,0,0)" };
-}
-
-// a stepwise colour scale: category i (of colors.length) takes colors[i]
-function discreteScale(colors) {
-  const out = [], n = colors.length;
-  colors.forEach((c, i) => out.push([i / n, c], [(i + 1) / n, c]));
-  return out;
-}
 
 // the KV grid's colour-by menu; onChange redraws the cards
 export function kvMetricSelect(onChange) {

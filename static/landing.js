@@ -4,6 +4,8 @@ import { errorLines, getJSON, postJSON, withProgress } from "./api.js";
 import { applyI18n, progressText, t } from "./i18n.js";
 import { readState, writeState } from "./state.js";
 import { clear, el, showUpstream } from "./views.js";
+import { lessonGallery, wireLessonLoader } from "./lesson.js";
+import { contrastLinks } from "./compare.js";
 
 const state = readState();
 const $ = (id) => document.getElementById(id);
@@ -321,6 +323,9 @@ async function boot() {
   $("btn-download").onclick = download;
   $("upload").onchange = upload;
   getJSON("/healthz").then((h) => showUpstream(h.data));
+  wireLessonLoader($("lesson-upload"), $("lesson-file-out"), state.lang);
+  contrastLinks($("contrasts"), state.lang);
+  await lessonGallery($("lessons"), state.lang);
   await gallery();
   const first = await getJSON("/api/presets/seed-001");
   if (first.ok) load(first.data.scenario);

@@ -8,15 +8,17 @@ import { errorLines, getJSON, postJSON, unpackLink, withProgress } from "./api.j
 import { copyLink } from "./export.js";
 import { renderFeatures, showNotes } from "./features.js";
 import { card, drawBlockTable, drawMask, drawTokenIds } from "./heatmaps.js";
-import { applySelection, select, wireHover } from "./hover.js";
+import { applySelection, lightArray, select, selectionFromState, wireHover } from "./hover.js";
 import { applyI18n, progressText } from "./i18n.js";
 import { drawKv, kvMetricSelect } from "./kvgrid.js";
 import { renderStageDetail, renderStages } from "./stages.js";
 import { writeState } from "./state.js";
 import { renderRequestTable, renderTokenTable } from "./tables.js";
-import { $, L, S, btName, stageNames, state, tokenCount } from "./trace.js";
-import { buildTimeline, renderBadges, renderChanges, renderTimelineActive } from "./timeline.js";
+import { $, L, S, btName, stageNames, state } from "./trace.js";
+import { buildTimeline, renderBadges, renderChanges, renderQueue, renderTimelineActive } from "./timeline.js";
 import { clear, el, loadPlotly, showUpstream } from "./views.js";
+import { ctl, emitView } from "./bus.js";
+import { initTeach } from "./teach.js";
 
 // ------------------------------------------------------------------ loading
 async function loadRun() {
@@ -54,6 +56,22 @@ async function loadRun() {
   buildTimeline(pickStep);
   setStatus("");
   await showStep(state.step);
+  emitView("run");
+}
+
+// another run in place (a lesson's section, a what-if): {preset} or {link}, at {step, stage}
+async function loadInPlace(src, at = {}) {
+  stopPlay();
+  if (src.preset) { state.preset = src.preset; state.s = ""; } else { state.s = src.link; state.preset = ""; }
+  S.steps = new Map();
+  S.sysKey = null;
+  S.sel = null;
+  state.tok = -1;
+  if (at.step) state.step = at.step;
+  if (at.stage) state.stage = at.stage;
+  clear($("error")).hidden = true;
+  await loadRun();
+  if (window.Plotly && S.trace) redrawSystem();
 }
 
 // a preset's own title in Chinese, when the scenario is a preset's (same name and title)
@@ -96,13 +114,13 @@ async function showStep(n) {
   S.prev = prev;
   const names = stageNames();
   if (!names.includes(state.stage)) state.stage = names[0] || "";
-  if (state.tok >= tokenCount()) state.tok = -1;
-  S.sel = state.tok >= 0 ? { kind: "token", index: state.tok } : (S.sel && S.sel.kind !== "token" ? S.sel : null);
+  S.sel = selectionFromState();
   S.hover = null;
   renderStep();
   writeState(state);
   window.pagedvizTiming.lastStepMs = performance.now() - t0;
   document.body.dataset.step = String(n);
+  emitView("step");
 }
 
 function setStage(name) {
@@ -111,6 +129,7 @@ function setStage(name) {
   renderTokenTable();
   renderStageDetail();
   writeState(state);
+  emitView("stage");
 }
 
 function moveStage(delta) {
@@ -120,19 +139,30 @@ function moveStage(delta) {
 }
 
 // every view of the step; the heatmaps were drawn with the selection already
+// (each view's time goes to window.pagedvizTiming.parts, each system card's to .systemParts)
 function renderStep() {
-  renderTimelineActive();
-  renderBadges();
-  renderChanges();
-  renderStages(setStage);
-  renderStageDetail();
-  renderRequestTable();
-  renderTokenTable();
-  renderSystem();
-  applySelection({ plots: false });
+  const parts = {};
+  const timed = (name, f) => { const t = performance.now(); f(); parts[name] = performance.now() - t; };
+  timed("timeline", () => { renderTimelineActive(); renderBadges(); renderChanges(); renderQueue(pickRequest); });
+  timed("stages", () => { renderStages(setStage); renderStageDetail(); });
+  timed("requests", renderRequestTable);
+  timed("tokens", renderTokenTable);
+  timed("system", renderSystem);
+  timed("selection", () => { applySelection({ plots: false }); lightArray(state.array || null); });
+  window.pagedvizTiming.parts = parts;
 }
 
 function pickStep(n) { stopPlay(); showStep(n); }
+
+// focus on one request: select it where it is in the batch, else keep it for the steps it is in
+function pickRequest(rid) {
+  const r = S.trace.batch.req_ids.map(String).indexOf(rid);
+  if (r >= 0) { select({ kind: "request", index: r }); return; }
+  state.req = rid; state.pos = -1; state.block = -1;
+  S.sel = null;
+  writeState(state);
+  applySelection();
+}
 
 // ------------------------------------------------------------------ system level
 // The cards are rebuilt only when their set, views or language change; a step change redraws
@@ -153,7 +183,8 @@ function renderSystem() {
   }
   S.shapes = {};
   const draw = { token_ids_cpu: drawTokenIds, block_table: drawBlockTable, kv: drawKv, attn_mask: drawMask };
-  for (const [id] of cards) draw[id]();
+  const parts = (window.pagedvizTiming.systemParts = {});
+  for (const [id] of cards) { const t = performance.now(); draw[id](); parts[id] = Math.round(performance.now() - t); }
   renderFeatures();
 }
 
@@ -193,6 +224,7 @@ function setLang(lang) {
     renderStep();
   }
   writeState(state);
+  emitView("lang");
 }
 
 function setPresent(on) {
@@ -201,7 +233,7 @@ function setPresent(on) {
   $("btn-present").textContent = L(on ? "leave_present" : "present");
   $("btn-present").dataset.i18n = on ? "leave_present" : "present";
   writeState(state);
-  if (S.trace) redrawSystem();
+  if (S.trace) { renderStep(); applySelection(); }
 }
 
 async function rerun() {
@@ -216,10 +248,21 @@ async function rerun() {
   window.location.href = `/run?s=${encodeURIComponent(r.data.link)}${state.lang === "zh" ? "&lang=zh" : ""}`;
 }
 
+// Space and Enter belong to the focused control (a button presses, a link opens, a cell selects);
+// Space plays only when no control has the focus
+function ownsSpace(target) {
+  return Boolean(target.closest && target.closest("button, a[href], summary, [tabindex], [role=tab], label"));
+}
+
 function onKey(e) {
   const tag = (e.target.tagName || "").toLowerCase();
   if (["input", "textarea", "select"].includes(tag)) return;
   if (!S.overview) return;
+  if (e.key === " " && ownsSpace(e.target)) {
+    // a focused cell or row has no Space of its own: it selects, as a click does
+    if (!e.target.closest("button, a[href], summary, label")) { e.preventDefault(); e.target.click(); }
+    return;
+  }
   if (e.key === "ArrowRight") pickStep(state.step + 1);
   else if (e.key === "ArrowLeft") pickStep(state.step - 1);
   else if (e.key === "ArrowDown") moveStage(1);
@@ -246,6 +289,8 @@ function wire() {
   $("btn-rerun").onclick = rerun;
   wireHover();
   document.addEventListener("keydown", onKey);
+  Object.assign(ctl, { showStep, setStage, load: loadInPlace, stopPlay });
+  initTeach();
 }
 
 async function boot() {
@@ -268,6 +313,7 @@ async function boot() {
   await loadPlotly();
   if (S.trace) redrawSystem();
   window.pagedvizTiming.heatmapsMs = performance.now();
+  if (state.array) { const row = document.querySelector(`#token-table tr[data-array="${CSS.escape(state.array)}"]`); if (row) row.scrollIntoView({ block: "center" }); }
   document.body.dataset.ready = "1";
 }
 

@@ -1,10 +1,73 @@
 // The stages panel: the step's pipeline stages in order, the chosen stage's explanation, formula and
-// engine source, the values it writes, and its formula again with the selected token's (or
-// request's) own numbers substituted in.
+// engine source, a link to the upstream function it mirrors, the values it writes, and its formula
+// again with the selected token's (or request's) own numbers substituted in. The whole slot formula,
+// slot = block_table[req, pos // block_size] * block_size + pos % block_size, stays pinned above
+// the detail, each term in its array's colour and linked to that array in the other views.
 
 import { stageText } from "./i18n.js";
-import { $, A, L, S, blockSize, reqOfTokens, stageIndex, stageNames, state, tokenCount } from "./trace.js";
+import { $, A, L, S, blockSize, btName, reqOfTokens, stageIndex, stageNames, state, tokenCount } from "./trace.js";
 import { clear, el, fmtList } from "./views.js";
+
+// Where each stage lives upstream, at the version or commit the flavour mirrors (read from that
+// source: vLLM 0.33.0 computes block numbers, offsets and slots in one Triton kernel).
+const VLLM = "https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/v1/worker/";
+const RUNNER = [`${VLLM}gpu_model_runner.py`, "GPUModelRunner._prepare_inputs", 1924];
+const SLOTS = [`${VLLM}block_table.py`, "ComputeSlotMappingKernel.kernel (BlockTable.compute_slot_mapping)", 320];
+const NANO = "https://github.com/GeeeekExplorer/nano-vllm/blob/bb823b3/nanovllm/engine/model_runner.py";
+const ASCEND = "https://github.com/vllm-project/vllm-ascend/blob/182b75ea84/vllm_ascend/worker/model_runner_v1.py";
+export const UPSTREAM = {
+  update_states: [`${VLLM}gpu_model_runner.py`, "GPUModelRunner._update_states (InputBatch.condense)", 1176],
+  req_indices: RUNNER, positions: RUNNER, token_indices: RUNNER, input_ids: RUNNER, query_start_loc: RUNNER,
+  seq_lens: RUNNER, logits_indices: RUNNER,
+  cu_num_tokens: [`${VLLM}gpu_model_runner.py`, "GPUModelRunner._get_cumsum_and_arange", 1699],
+  block_table_indices: SLOTS, block_numbers: SLOTS, block_offsets: SLOTS, slot_mapping: SLOTS,
+  attn_metadata: [`${VLLM}gpu_model_runner.py`, "GPUModelRunner._build_attention_metadata", 2253],
+  "ascend:attn_mask": [ASCEND, "NPUModelRunner._build_attn_state (vllm-ascend 182b75ea84)"],
+  "nanovllm:positions": [NANO, "ModelRunner.prepare_prefill / prepare_decode (nano-vllm bb823b3)"],
+  "nanovllm:input_ids": [NANO, "ModelRunner.prepare_prefill / prepare_decode (nano-vllm bb823b3)"],
+  "nanovllm:cu_seqlens_q": [NANO, "ModelRunner.prepare_prefill (nano-vllm bb823b3)"],
+  "nanovllm:cu_seqlens_k": [NANO, "ModelRunner.prepare_prefill (nano-vllm bb823b3)"],
+  "nanovllm:slot_mapping": [NANO, "ModelRunner.prepare_prefill / prepare_decode (nano-vllm bb823b3)"],
+  "nanovllm:block_tables": [NANO, "ModelRunner.prepare_block_tables (nano-vllm bb823b3)"],
+  "nanovllm:last_indices": [NANO, "ModelRunner.prepare_sample / prepare_prefill (nano-vllm bb823b3)"],
+};
+
+export function upstreamOf(name, flavor) {
+  if (flavor === "nanovllm") return UPSTREAM[`nanovllm:${name}`] || null;
+  return UPSTREAM[`${flavor}:${name}`] || UPSTREAM[name] || null;
+}
+
+function renderUpstream(name) {
+  const box = clear($("stage-upstream"));
+  const up = upstreamOf(name, S.overview.flavor);
+  if (!up) return;
+  const [file, fn, line] = up;
+  const href = line ? `${file}#L${line}` : file;
+  const shortFile = file.replace(/^https:\/\/github\.com\/[^/]+\/[^/]+\/blob\/[^/]+\//, "");
+  box.append(`${L("mirrors_upstream")} `, el("a", { href, target: "_blank", rel: "noopener", text: `${shortFile} · ${fn}` }));
+}
+
+// The whole slot formula, its terms coloured like their arrays (positions, block_table, block_size,
+// slot_mapping; the colours are style.css's --t-* and mark the same arrays' rows and cards) and
+// tagged with the array each stands for; with a selected token, its numbers too.
+export function renderSlotFormula() {
+  const box = $("slot-formula");
+  if (!box) return;
+  clear(box);
+  const bt = S.trace ? btName() : "block_table";
+  const term = (array, text) => el("span", { class: `term t-${array}`, dataset: { array }, text });
+  box.append(term("slot_mapping", "slot"), " = ", term("block_table", `${bt}[`), term("req", "req"), ", ",
+    term("positions", "pos"), " // ", term("block_size", "block_size"), term("block_table", "]"), " * ",
+    term("block_size", "block_size"), " + ", term("positions", "pos"), " % ", term("block_size", "block_size"));
+  const sel = S.hover || S.sel;
+  if (!sel || sel.kind !== "token" || !S.trace || S.trace.idle || !A("slot_mapping")) return;
+  const i = sel.index, r = reqOfTokens()[i], pos = A("positions")[i], bs = blockSize(), slot = A("slot_mapping")[i];
+  const blk = Math.floor(slot / bs);
+  box.append(el("br"), term("slot_mapping", `${slot}`), " = ", term("block_table", `${bt}[`), term("req", String(r)), ", ",
+    term("positions", String(pos)), " // ", term("block_size", String(bs)), term("block_table", "]"), " * ",
+    term("block_size", String(bs)), " + ", term("positions", String(pos)), " % ", term("block_size", String(bs)),
+    " = ", term("block_table", String(blk)), ` * ${bs} + ${pos % bs}`);
+}
 
 // the stage list; onPick(name) chooses a stage
 export function renderStages(onPick) {
@@ -29,6 +92,7 @@ export function renderStageDetail() {
   $("stage-expl").textContent = expl || info.why || "";
   $("stage-formula").textContent = info.formula;
   $("stage-source").textContent = src ? src.source : "";
+  renderUpstream(name);
   const vals = clear($("stage-values"));
   for (const w of info.writes) {
     const arr = S.trace.arrays[w];
@@ -100,4 +164,5 @@ function subRequest(name, r) {
 
 export function renderSubstituted() {
   $("stage-sub").textContent = substituted() || L("none_selected");
+  renderSlotFormula();
 }

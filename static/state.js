@@ -1,5 +1,6 @@
 // The page's state, declared once: every field round-trips through the URL, so a copied link
-// reopens exactly this view (scenario, step, stage, language, presentation mode) on any server.
+// reopens exactly this view (scenario, step, stage, language, presentation mode, the selected
+// request, position or block, the array in focus) on any server.
 
 export const FIELDS = [
   { key: "s", type: "str", def: "" },        // the scenario, packed (zlib + base64url)
@@ -8,7 +9,15 @@ export const FIELDS = [
   { key: "stage", type: "str", def: "" },
   { key: "lang", type: "str", def: "en" },
   { key: "present", type: "bool", def: false },
-  { key: "tok", type: "int", def: -1 },      // the selected token (-1: none)
+  { key: "tok", type: "int", def: -1 },      // a selected token by its index (older links; read once)
+  { key: "req", type: "str", def: "" },      // the selected request, by id: it survives step changes
+  { key: "pos", type: "int", def: -1 },      // with a position: that token of the request
+  { key: "block", type: "int", def: -1 },    // or a selected physical block
+  { key: "array", type: "str", def: "" },    // an array to point at (its row is marked and shown)
+  { key: "lesson", type: "str", def: "" },   // a shipped lesson's id (lesson.js)
+  { key: "l", type: "str", def: "" },        // or a lecturer's lesson, packed
+  { key: "sec", type: "int", def: 0 },       // the lesson's section on show
+  { key: "vs", type: "str", def: "" },       // compare with: changes to the scenario (compare.js)
 ];
 
 export function readState(search = window.location.search) {

@@ -3,7 +3,8 @@
 // paged = dense check, attention state) and the chips of what changed since the previous step
 // (new, resumed, preempted and finished requests, new blocks, rows moved in the persistent batch).
 
-import { $, L, S, state } from "./trace.js";
+import { moveLabel } from "./tables.js";
+import { $, A, L, S, reqColor, reqTint, rowMoves, scenarioReqIds, state } from "./trace.js";
 import { clear, el } from "./views.js";
 
 // one button per step, marked with its kind, preemptions and finishes; onPick(step) opens one
@@ -20,6 +21,16 @@ export function buildTimeline(onPick) {
       dataset: { step: s.step }, onclick: () => onPick(s.step),
     }, [el("span", { text: s.step }), ...marks]));
   }
+  renderTimelineLegend();
+}
+
+// what the timeline's colours and marks mean
+function renderTimelineLegend() {
+  const box = clear($("tl-legend"));
+  for (const kind of ["prefill", "decode", "mixed", "idle"]) {
+    box.append(el("span", { class: "tl-key" }, [el("span", { class: `tl-swatch kind-${kind}`, "aria-hidden": "true" }), L("kind_" + kind)]));
+  }
+  box.append(el("span", { class: "tl-key", text: L("tl_legend_marks") }));
 }
 
 export function renderTimelineActive() {
@@ -84,7 +95,68 @@ export function renderChanges() {
   const nb = sch.new_block_ids || {};
   const parts = Object.entries(nb).map(([r, b]) => `${r} → [${blockList(b)}]`);
   if (parts.length) box.append(chip("newblocks", L("new_blocks"), parts, 8));
-  const moves = (S.trace.batch.moves || []).map((m) => `${L("req")} ${m.req_id} ${L("row")} ${m.from} → ${m.to}`);
+  const moves = rowMoves().map(moveLabel);
   if (moves.length > 4) box.append(chip("moved", L("moved"), moves, 4));
   else for (const m of moves) box.append(el("span", { class: "chip moved", text: `${L("moved")}: ${m}` }));
+}
+
+// ------------------------------------------------------------------ queue, budget and pool
+// Where every request of the scenario stands at this step (not arrived, waiting, running,
+// preempted, finished), the scheduler's token budget and the KV pool's occupancy. A running
+// request's chip carries a bar of its tokens: computed before this step, scheduled in it, still to
+// come. Chips select their request (onPick(rid)).
+const LANE_MAX = 24;
+
+function finishedBy(step) {
+  const out = [];
+  for (const s of S.overview.steps) if (s.step <= step) out.push(...s.finished_req_ids.map(String));
+  return out;
+}
+
+function bar(cls, used, total, label) {
+  const pct = total ? Math.min(100, (100 * used) / total) : 0;
+  return el("div", { class: `qbar ${cls}`, role: "img", "aria-label": label, title: label }, [
+    el("span", { class: "qbar-fill", style: `width:${pct.toFixed(1)}%` }), el("span", { class: "qbar-text", text: label })]);
+}
+
+export function renderQueue(onPick) {
+  const box = clear($("queue"));
+  const tr = S.trace, sch = tr.scheduler, cfg = S.overview.scenario.config;
+  const arrival = new Map(S.overview.scenario.requests.map((r) => [String(r.id), r.arrival_step || 0]));
+  const preempted = (sch.preempted_req_ids || []).map(String);
+  const finished = finishedBy(state.step);
+  const running = tr.batch.req_ids.map(String);
+  const waiting = (sch.waiting_req_ids || []).map(String).filter((r) => !preempted.includes(r));
+  const arriving = scenarioReqIds().filter((r) => arrival.get(r) > state.step);
+  const computed = A("num_computed_tokens_cpu"), scheduled = A("num_scheduled_tokens"), total = A("num_tokens");
+  const maxLen = cfg.max_model_len;
+  const chip = (rid, lane) => {
+    const r = running.indexOf(rid);
+    const kids = [el("span", { text: rid })];
+    if (lane === "running" && computed && scheduled && r >= 0) {
+      const w = (n) => `${((100 * n) / maxLen).toFixed(1)}%`;
+      const rest = Math.max(0, (total ? total[r] : 0) - computed[r] - scheduled[r]);
+      kids.push(el("span", { class: "tokbar", "aria-hidden": "true" }, [
+        el("span", { class: "tb-computed", style: `width:${w(computed[r])}` }), el("span", { class: "tb-scheduled", style: `width:${w(scheduled[r])}` }),
+        el("span", { class: "tb-rest", style: `width:${w(rest)}` })]));
+    }
+    return el("button", { class: `qchip q-${lane}`, dataset: { req: rid }, style: `background:${reqTint(rid)};border-left-color:${reqColor(rid)}`,
+      title: `${rid}: ${L("q_" + lane)}` + (r >= 0 && computed ? ` · computed ${computed[r]}, scheduled ${scheduled[r]}` : ""),
+      onclick: () => onPick(rid) }, kids);
+  };
+  const lane = (key, ids) => {
+    const shown = ids.slice(0, LANE_MAX).map((rid) => chip(rid, key));
+    if (ids.length > LANE_MAX) shown.push(el("span", { class: "muted", text: `+${ids.length - LANE_MAX} ${L("more")}` }));
+    return el("div", { class: `qlane lane-${key}`, dataset: { count: ids.length } }, [el("span", { class: "qlane-h", text: `${L("q_" + key)} (${ids.length})` }), ...shown]);
+  };
+  box.append(el("h2", { id: "queue-h", class: "visually-hidden", text: L("queue") }));
+  const lanes = el("div", { class: "qlanes" }, [lane("waiting", waiting), lane("running", running), lane("preempted", preempted)]);
+  if (arriving.length) lanes.append(lane("arriving", arriving));
+  lanes.append(lane("finished", finished));
+  const used = tr.kv_cache && tr.kv_cache.ref_cnt ? tr.kv_cache.ref_cnt.filter((c) => c > 0).length : 0;
+  const usable = tr.kv_cache ? tr.kv_cache.num_blocks - (S.overview.flavor === "nanovllm" ? 0 : 1) : 0;
+  const spent = tr.scalars.total_num_scheduled_tokens || 0;
+  box.append(lanes, el("div", { class: "qbars" }, [
+    bar("budget", spent, cfg.max_num_batched_tokens, `${L("budget")} ${spent} / ${cfg.max_num_batched_tokens}`),
+    bar("pool", used, usable, `${L("pool")} ${used} / ${usable} ${L("blocks_used")}`)]));
 }

@@ -4,6 +4,7 @@
 
 import { t } from "./i18n.js";
 import { readState } from "./state.js";
+import { GREY, GREY_TINT, NUM_IDENTITY_COLORS, PALETTE, TINTS } from "./views.js";
 
 export const state = readState();
 
@@ -43,4 +44,35 @@ export function reqOfTokens() {
 export function writerStage(arrayName) {
   const a = S.trace.arrays[arrayName];
   return a ? a.stage : "";
+}
+
+// ------------------------------------------------------------------ identity
+// A request keeps one colour for the whole run: its place in the scenario's request list, never its
+// batch row (rows change on preemption and condense). A run with more requests than colours shows
+// them all grey; the selection's outline then tells one request from the others.
+export const scenarioReqIds = () => (S.overview ? S.overview.scenario.requests.map((r) => String(r.id)) : []);
+export const reqOrder = (rid) => scenarioReqIds().indexOf(String(rid));
+export const bigBatch = () => scenarioReqIds().length > NUM_IDENTITY_COLORS;
+export function reqColor(rid) {
+  const i = reqOrder(rid);
+  return bigBatch() || i < 0 ? GREY : PALETTE[i];
+}
+export function reqTint(rid) {
+  const i = reqOrder(rid);
+  return bigBatch() || i < 0 ? GREY_TINT : TINTS[i];
+}
+
+// Rows that changed hands since the previous step: every request in both batches whose row differs
+// (condense moves and re-admissions alike), as {req_id, from, to}; the trace's own moves first.
+export function rowMoves() {
+  const out = new Map();
+  for (const m of S.trace.batch.moves || []) out.set(String(m.req_id), { req_id: String(m.req_id), from: m.from, to: m.to });
+  if (S.prev) {
+    const before = new Map(S.prev.batch.req_ids.map((rid, r) => [String(rid), r]));
+    S.trace.batch.req_ids.forEach((rid, r) => {
+      const was = before.get(String(rid));
+      if (was !== undefined && was !== r && !out.has(String(rid))) out.set(String(rid), { req_id: String(rid), from: was, to: r });
+    });
+  }
+  return [...out.values()];
 }

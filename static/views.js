@@ -1,9 +1,13 @@
 // DOM and Plotly helpers. Text always goes in through textContent, never innerHTML, so scenario
 // names and prompts are shown as the user typed them and never run as markup.
 
-// Okabe-Ito: a palette that stays distinct for colour-blind viewers and on a projector.
+// Okabe-Ito: a palette that stays distinct for colour-blind viewers and on a projector. Its eighth
+// colour, grey, is kept for "not one request": blocks of several owners, and every request of a
+// batch too big for one colour each.
 export const PALETTE = ["#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7", "#999999"];
 export const TINTS = ["#fbe3b3", "#cde8f8", "#b3e2d5", "#faf6c2", "#b3d4e8", "#f3ccb3", "#f0d7e6", "#e0e0e0"];
+export const NUM_IDENTITY_COLORS = 7;
+export const GREY = PALETTE[7], GREY_TINT = TINTS[7];
 
 export function colorOf(i) { return PALETTE[((i % PALETTE.length) + PALETTE.length) % PALETTE.length]; }
 export function tintOf(i) { return TINTS[((i % TINTS.length) + TINTS.length) % TINTS.length]; }
@@ -80,13 +84,16 @@ export function plotlyText(s) {
 }
 
 // A Plotly heatmap drawn (or redrawn in place) in `div`; `shapes` outline highlighted cells.
-export function heatmap(div, z, { title, colorscale = "Viridis", zmin, zmax, text, hover, xTitle, yTitle, shapes = [], showscale = true, colorbar = {} }) {
+export function heatmap(div, z, { title, colorscale = "Blues", reversescale = false, zmin, zmax, text, customdata, texttemplate, hover, xTitle, yTitle, shapes = [], annotations = [], showscale = true, colorbar = {} }) {
   const rows = z.length, cols = rows ? z[0].length : 0;
+  const css = getComputedStyle(document.body);
+  const fg = css.getPropertyValue("--fg").trim() || "#111111";
   const trace = {
-    type: "heatmap", z, colorscale, zmin, zmax, text, hoverongaps: false,
+    type: "heatmap", z, colorscale, reversescale, zmin, zmax, text, customdata, hoverongaps: false,
+    ...(texttemplate ? { texttemplate, textfont: { color: "#111111", size: cols > 32 ? 9 : 12 } } : {}),
     hovertemplate: hover || "row %{y}, col %{x}: %{z}<extra></extra>",
     xgap: cols > 64 ? 0 : 1, ygap: rows > 64 ? 0 : 1,
-    colorbar: { thickness: 10, ...colorbar }, showscale,
+    colorbar: { thickness: 10, tickfont: { color: fg }, ...colorbar }, showscale,
   };
   // no zero lines: they would show through the empty (null) cells as stray rules; the ranges are
   // the array's own, so a view whose cells are all empty (a KV cache with every block free) still
@@ -95,8 +102,9 @@ export function heatmap(div, z, { title, colorscale = "Viridis", zmin, zmax, tex
     title: { text: title, font: { size: 13 }, x: 0.01, xanchor: "left" }, margin: { l: 48, r: 8, t: 30, b: 36 },
     yaxis: { range: [rows - 0.5, -0.5], title: yTitle, dtick: rows <= 24 ? 1 : undefined, zeroline: false },
     xaxis: { title: xTitle, side: "bottom", range: [-0.5, cols - 0.5], dtick: cols <= 24 ? 1 : undefined, zeroline: false },
-    shapes, height: Math.max(180, Math.min(420, 28 * rows + 80)),
-    paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "#ffffff", font: { family: "inherit" },
+    shapes, annotations, height: Math.max(160, Math.min(document.body.classList.contains("present") ? 190 : 420, 28 * rows + 80)),
+    paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: css.getPropertyValue("--plot-bg").trim() || "#ffffff",
+    font: { family: "inherit", color: fg },
   };
   div.setAttribute("role", "img");
   div.setAttribute("aria-label", `${title}: ${rows} × ${cols} heatmap; the Table button shows the numbers`);
@@ -105,6 +113,13 @@ export function heatmap(div, z, { title, colorscale = "Viridis", zmin, zmax, tex
                    modeBarButtonsToRemove: ["select2d", "lasso2d", "autoScale2d"],
                    toImageButtonOptions: { format: "png", filename: div.id } };
   return window.Plotly.react(div, [trace], layout, config);
+}
+
+// a stepwise colour scale: category i (of colors.length) takes colors[i]
+export function discreteScale(colors) {
+  const out = [], n = colors.length;
+  colors.forEach((c, i) => out.push([i / n, c], [(i + 1) / n, c]));
+  return out;
 }
 
 export function cellShape(x, y, color = "#000000", dash = "solid", width = 3) {

@@ -53,7 +53,9 @@ def browser() -> Iterator[object]:
 
 @pytest.fixture()
 def page(browser: object, base_url: str) -> Iterator[object]:
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})  # type: ignore[attr-defined]
+    # Playwright's wait_for_function evaluates strings in the page, which the pages' CSP forbids;
+    # the CSP itself is checked in test_hostile_browser.py
+    context = browser.new_context(viewport={"width": 1400, "height": 1000}, bypass_csp=True)  # type: ignore[attr-defined]
     pg = context.new_page()
     problems: list[str] = []
     pg.on("console", lambda m: problems.append(f"console {m.type}: {m.text}") if m.type == "error" else None)

@@ -53,6 +53,7 @@ def test_run_json_prints_the_trace_contract() -> None:
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["scenario"]["name"] == "seed-001" and doc["truncated"] is False
+    assert doc["upstream"]["vllm"]["version"] == "0.33.0"
     step2 = doc["steps"][1]
     assert step2["step"] == 2 and step2["idle"] is False
     assert step2["arrays"]["slot_mapping"] == {

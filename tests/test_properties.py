@@ -38,11 +38,13 @@ def scenarios(draw: st.DrawFn, flavor: str = "vllm", with_model: bool = False) -
         )
         need = max(need, -(-(plen + max_tokens) // bs))
         longest = max(longest, plen + max_tokens)
-    min_budget = 1 if chunked else longest
+    max_num_reqs = draw(st.integers(1, 5))
+    # vLLM refuses a budget below max_num_reqs, and below max_model_len without chunked prefill
+    min_budget = max(longest, M if flavor != "nanovllm" else 1) if not chunked else max_num_reqs
     cfg = {
         "block_size": bs,
         "max_model_len": M,
-        "max_num_reqs": draw(st.integers(1, 5)),
+        "max_num_reqs": max_num_reqs,
         "max_num_batched_tokens": draw(st.integers(min_budget, min_budget + 30)),
         "num_kv_blocks": max(2, need + (0 if flavor == "nanovllm" else 1) + draw(st.integers(0, 8))),
         "long_prefill_token_threshold": draw(st.sampled_from([0, 0, 2, 5])) if flavor != "nanovllm" else 0,

@@ -12,7 +12,7 @@ import numpy as np
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, Response
 
-from pagedviz.app.errors import ApiError
+from pagedviz.app.errors import ApiError, clean_text
 from pagedviz.app.links import LinkError, pack, unpack
 from pagedviz.app.schemas import (
     ArrayNamed,
@@ -190,7 +190,7 @@ async def validate(request: Request) -> ScenarioCheck:
         return ScenarioCheck(
             valid=False,
             error="scenario_too_large" if e.too_large else "invalid_scenario",
-            detail=[ErrorItem(field=f, message=m) for f, m in e.errors],
+            detail=[ErrorItem(field=clean_text(f), message=clean_text(m)) for f, m in e.errors],
         )
     except DeviceUnavailableError as e:
         return ScenarioCheck(

@@ -1,0 +1,137 @@
+// The narration panel: what happened in this step and why, generated from the trace by the server
+// (GET /api/runs/{id}/steps/{n}/narration), in English or 简体中文. The step's own sentences come
+// first; the chosen stage's sentence follows the stage (and the stage player). Every request,
+// block, row and token a sentence names is a button: hovering or focusing it lights it up in every
+// view through hover.js, clicking selects it. Text goes in through textContent only.
+
+import { getJSON } from "./api.js";
+import { onView } from "./bus.js";
+import { select, setHover } from "./hover.js";
+import { stageText } from "./i18n.js";
+import { $, L, S, state } from "./trace.js";
+import { clear, el } from "./views.js";
+
+const cache = new Map();  // "run_id/step" -> items
+
+export async function narrationOf(runId, step) {
+  const key = `${runId}/${step}`;
+  if (!cache.has(key)) {
+    cache.set(key, getJSON(`/api/runs/${encodeURIComponent(runId)}/steps/${step}/narration`).then((r) => (r.ok ? r.data.items : [])));
+  }
+  return cache.get(key);
+}
+
+// a narration ref as a selection of the views, or null where this step cannot show it
+// (a request no longer in the batch, a token past the step's tokens)
+export function refSelection(ref) {
+  if (!S.trace) return null;
+  if (ref.kind === "request") {
+    const r = S.trace.batch.req_ids.indexOf(String(ref.id));
+    return r >= 0 ? { kind: "request", index: r } : null;
+  }
+  const n = Number(ref.id);
+  if (!Number.isInteger(n) || n < 0) return null;
+  if (ref.kind === "row") return n < S.trace.batch.req_ids.length ? { kind: "request", index: n } : null;
+  if (ref.kind === "block") return { kind: "block", index: n };
+  if (ref.kind === "token") return n < (S.trace.scalars.total_num_scheduled_tokens || 0) ? { kind: "token", index: n } : null;
+  return null;
+}
+
+const KIND_WORD = { en: { request: "request", block: "block", row: "row", token: "token" },
+                    zh: { request: "请求", block: "块", row: "行", token: "token" } };
+
+// a button that lights up what a ref names
+export function refButton(ref, label) {
+  const sel = refSelection(ref);
+  const text = label || `${KIND_WORD[state.lang][ref.kind] || ref.kind} ${ref.id}`;
+  return el("button", {
+    type: "button", class: `ref ref-${ref.kind}${sel ? "" : " ref-absent"}`, text,
+    dataset: { kind: ref.kind, id: String(ref.id) },
+    title: sel ? null : L("ref_absent"),
+    onmouseenter: () => sel && setHover(sel), onmouseleave: () => setHover(null),
+    onfocus: () => sel && setHover(sel), onblur: () => setHover(null),
+    onclick: () => sel && select(sel),
+  });
+}
+
+function escapeRe(s) { return s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"); }
+
+// The sentence with its refs made buttons where the text names them ("request 2", "block 6",
+// "row 1", "第 1 行"); refs it names only as bare numbers follow as small buttons.
+export function sentence(item, lang = state.lang) {
+  const text = item.text[lang] || item.text.en;
+  const pats = [];
+  const seen = new Set();
+  for (const ref of item.refs) {
+    const key = `${ref.kind}:${ref.id}`;
+    if (seen.has(key)) continue;
+    seen.add(key);
+    const id = escapeRe(String(ref.id));
+    const end = "(?![\\w.]\\w|\\w)";
+    const forms = {
+      request: [`[Rr]equest ${id}${end}`, `请求 ${id}${end}`],
+      block: [`[Bb]lock ${id}${end}`, `块 ${id}${end}`],
+      row: [`[Rr]ow ${id}${end}`, `第 ${id} 行`],
+      token: [`[Tt]oken ${id}${end}`],
+    }[ref.kind] || [];
+    for (const f of forms) pats.push({ re: f, ref });
+  }
+  const out = el("span", { class: "narr-text" });
+  const linked = new Set();
+  if (pats.length) {
+    const re = new RegExp(pats.map((p) => `(${p.re})`).join("|"), "g");
+    let last = 0;
+    for (const m of text.matchAll(re)) {
+      const k = m.slice(1).findIndex((g) => g !== undefined);
+      const ref = pats[k].ref;
+      out.append(text.slice(last, m.index), refButton(ref, m[0]));
+      linked.add(`${ref.kind}:${ref.id}`);
+      last = m.index + m[0].length;
+    }
+    out.append(text.slice(last));
+  } else out.append(text);
+  const rest = [];
+  const restSeen = new Set();
+  for (const ref of item.refs) {
+    const key = `${ref.kind}:${ref.id}`;
+    if (linked.has(key) || restSeen.has(key)) continue;
+    restSeen.add(key);
+    rest.push(refButton(ref));
+  }
+  return rest.length ? el("span", {}, [out, " ", el("span", { class: "refs" }, rest)]) : out;
+}
+
+let shown = "";  // what the panel shows, so that a stage change redraws only the stage part
+
+export async function renderNarration() {
+  if (!S.created || !S.trace) return;
+  const runId = S.created.run_id;
+  const step = state.step;
+  const items = await narrationOf(runId, step);
+  if (!S.created || S.created.run_id !== runId || state.step !== step) return;  // moved on meanwhile
+  const key = `${runId}/${step}/${state.lang}`;
+  if (key !== shown) {
+    shown = key;
+    $("narr-h").textContent = `${L("narration")} · ${L("step")} ${step}`;
+    const list = clear($("narr-step"));
+    for (const it of items.filter((x) => !x.stage)) list.append(el("li", { dataset: { key: it.key } }, sentence(it)));
+  }
+  renderStagePart(items);
+  document.dispatchEvent(new Event("pagedviz:narrated"));
+}
+
+function renderStagePart(items) {
+  const box = clear($("narr-stage"));
+  const [title] = stageText(state.lang, state.stage, S.overview.flavor);
+  box.append(el("h3", { text: `${L("this_stage")}: ${title}` }));
+  const mine = items.filter((x) => x.stage === state.stage);
+  if (!mine.length) box.append(el("p", { class: "muted", text: L("no_stage_narration") }));
+  for (const it of mine) box.append(el("p", { class: "narr-stage-text", dataset: { key: it.key } }, sentence(it)));
+}
+
+export function initNarration() {
+  onView((what) => {
+    if (what === "lang" || what === "run") shown = "";
+    renderNarration();
+  });
+}

@@ -1,0 +1,165 @@
+// What-if in place: sliders and toggles for the settings a student asks about -- block size, token
+// budget, pool size, max_num_reqs, chunked prefill, prefix caching -- rerun the same requests
+// and reload the page's run in place at the same step and stage. A Δ table compares the new run
+// with the baseline (the run the page had before the first what-if) from GET /api/runs/{id}/metrics:
+// blocks used and internal fragmentation (this step and at peak), preemptions and padded tokens.
+
+import { errorLines, getJSON, postJSON } from "./api.js";
+import { ctl, onView } from "./bus.js";
+import { $, L, S, state } from "./trace.js";
+import { clear, el } from "./views.js";
+
+const BLOCK_SIZES = [1, 2, 4, 8, 16, 32, 64, 128, 256];
+// the settings, in the order shown: [config key, kind]
+export const KNOBS = [
+  ["block_size", "blocks"], ["max_num_batched_tokens", "range"], ["num_kv_blocks", "range"],
+  ["max_num_reqs", "range"], ["enable_chunked_prefill", "bool"], ["enable_prefix_caching", "bool"],
+];
+const W = { baseline: null, ours: false, metrics: new Map(), built: "" };
+
+export const baseline = () => W.baseline;
+
+async function metricsOf(runId) {
+  if (!W.metrics.has(runId)) W.metrics.set(runId, getJSON(`/api/runs/${encodeURIComponent(runId)}/metrics`).then((r) => (r.ok ? r.data : null)));
+  return W.metrics.get(runId);
+}
+
+// the range a slider offers around the baseline's value
+function bounds(key, base) {
+  if (key === "max_num_batched_tokens") return [1, Math.max(4 * base, 64)];
+  if (key === "num_kv_blocks") return [2, Math.max(4 * base, 32)];
+  return [1, Math.max(2 * base, 16)];
+}
+
+function buildControls() {
+  const cfg = S.overview.scenario.config;
+  const base = W.baseline.scenario.config;
+  const key = JSON.stringify([W.baseline.run_id, S.created.run_id, state.lang]);
+  if (key === W.built) return;
+  W.built = key;
+  const box = clear($("whatif-knobs"));
+  for (const [k, kind] of KNOBS) {
+    const id = `wi-${k}`;
+    let input;
+    if (kind === "bool") input = el("input", { id, type: "checkbox", checked: Boolean(cfg[k]) });
+    else if (kind === "blocks") {
+      const sizes = [...new Set([...BLOCK_SIZES, cfg[k], base[k]])].sort((a, b) => a - b);
+      input = el("select", { id }, sizes.map((v) => el("option", { value: v, selected: v === cfg[k], text: v })));
+    } else {
+      const [lo, hi] = bounds(k, base[k]);
+      input = el("input", { id, type: "range", min: lo, max: Math.max(hi, cfg[k]), step: 1, value: cfg[k] });
+    }
+    const out = kind === "range" ? el("output", { for: id, id: `${id}-out`, text: cfg[k] }) : null;
+    if (out) input.addEventListener("input", () => { out.textContent = input.value; });
+    const changed = cfg[k] !== base[k];
+    box.append(el("label", { class: `wi-knob${changed ? " changed" : ""}`, for: id, dataset: { key: k } },
+      [el("code", { text: k }), input, out, changed ? el("span", { class: "muted", text: `(${L("baseline")} ${base[k]})` }) : null]));
+  }
+}
+
+// the scenario with the controls' settings: the same requests, the settings changed
+export function modifiedScenario() {
+  const sc = JSON.parse(JSON.stringify(S.overview.scenario));
+  const base = W.baseline ? W.baseline.scenario.config : sc.config;
+  const changes = [];
+  for (const [k, kind] of KNOBS) {
+    const input = $(`wi-${k}`);
+    if (!input) continue;
+    const v = kind === "bool" ? input.checked : Number(input.value);
+    sc.config[k] = v;
+    if (v !== base[k]) changes.push(`${k} ${v}`);
+  }
+  const title = (W.baseline ? W.baseline.scenario.title || W.baseline.scenario.name : sc.title || sc.name) || "";
+  sc.title = (changes.length ? `${title.replace(/block size \d+/, `block size ${sc.config.block_size}`)} · what if: ${changes.join(", ")}` : title).slice(0, 200);
+  return { scenario: sc, changes };
+}
+
+// a scenario checked, then run: its link, or the problems (each naming its field) shown in `msg`
+export async function runScenario(sc, msg) {
+  clear(msg);
+  const check = await postJSON("/api/scenarios/validate", sc);
+  if (!check.ok || !check.data.valid) { msg.append(el("ul", {}, errorLines(check.data).map((l) => el("li", { text: l })))); return null; }
+  const r = await postJSON("/api/runs", sc);
+  if (!r.ok) { msg.append(el("ul", {}, errorLines(r.data).map((l) => el("li", { text: l })))); return null; }
+  return r.data;
+}
+
+async function rerun() {
+  const { scenario } = modifiedScenario();
+  $("whatif-run").disabled = true;
+  const made = await runScenario(scenario, $("whatif-msg"));
+  $("whatif-run").disabled = false;
+  if (!made) return;
+  W.ours = true;
+  try { await ctl.load({ link: made.link }, { step: state.step, stage: state.stage }); } finally { W.ours = false; }
+}
+
+async function reset() {
+  if (!W.baseline) return;
+  W.ours = true;
+  try { await ctl.load({ link: W.baseline.link }, { step: state.step, stage: state.stage }); } finally { W.ours = false; }
+}
+
+const ROWS = [
+  ["wi_blocks_step", (m, n) => m.steps[n - 1] && m.steps[n - 1].blocks_used],
+  ["wi_frag_step", (m, n) => m.steps[n - 1] && m.steps[n - 1].internal_fragmentation],
+  ["wi_blocks_peak", (m) => m.totals.peak_blocks_used],
+  ["wi_frag_peak", (m) => m.totals.peak_internal_fragmentation],
+  ["wi_preemptions", (m) => m.totals.preemptions],
+  ["wi_padded", (m) => m.totals.padded_tokens],
+  ["wi_steps", (m) => m.totals.steps],
+];
+
+export async function renderDelta() {
+  const box = $("whatif-delta");
+  if (!W.baseline || !S.created) return;
+  const same = W.baseline.run_id === S.created.run_id;
+  const [mb, mn] = await Promise.all([metricsOf(W.baseline.run_id), metricsOf(S.created.run_id)]);
+  clear(box);
+  if (!mb || !mn) return;
+  $("whatif-reset").disabled = same;
+  const n = state.step;
+  const table = el("table", { class: "req-table wi-table", id: "whatif-table", "aria-label": L("wi_delta") }, [
+    el("thead", {}, el("tr", {}, [el("th", { text: "" }), el("th", { text: L("baseline") }), el("th", { text: L("wi_now") }), el("th", { text: "Δ" })])),
+  ]);
+  const body = el("tbody");
+  for (const [key, get] of ROWS) {
+    const a = get(mb, n), b = get(mn, n);
+    const d = a === undefined || b === undefined ? "" : b - a;
+    body.append(el("tr", { dataset: { metric: key } }, [
+      el("th", { scope: "row", text: key.endsWith("_step") ? `${L(key)} (${L("step")} ${n})` : L(key) }),
+      el("td", { text: a ?? "–" }), el("td", { text: b ?? "–" }),
+      el("td", { class: d > 0 ? "up" : d < 0 ? "down" : "", text: d === "" ? "–" : d > 0 ? `+${d}` : String(d) })]));
+  }
+  table.append(body);
+  box.append(table);
+  if (same) box.append(el("p", { class: "muted small-text", text: L("wi_same") }));
+}
+
+function build() {
+  const section = el("section", { id: "whatif", class: "whatif", "aria-labelledby": "whatif-h" }, [
+    el("h2", { id: "whatif-h", dataset: { i18n: "wi_title" }, text: L("wi_title") }),
+    el("div", { id: "whatif-knobs", class: "wi-knobs" }),
+    el("div", { class: "controls" }, [
+      el("button", { type: "button", id: "whatif-run", class: "primary", dataset: { i18n: "wi_run" }, text: L("wi_run"), onclick: rerun }),
+      el("button", { type: "button", id: "whatif-reset", dataset: { i18n: "wi_reset" }, text: L("wi_reset"), onclick: reset }),
+    ]),
+    el("div", { id: "whatif-msg", class: "error-text", role: "alert" }),
+    el("div", { id: "whatif-delta", class: "wi-delta", "aria-live": "polite" }),
+  ]);
+  const after = $("predict-any") || $("narration");
+  after.after(section);
+}
+
+export function initWhatIf() {
+  build();
+  onView((what) => {
+    if (what === "run" && !W.ours) {
+      W.baseline = { run_id: S.created.run_id, link: S.created.link, scenario: JSON.parse(JSON.stringify(S.overview.scenario)) };
+    }
+    if (!W.baseline) return;
+    if (what === "run") clear($("whatif-msg"));  // a new run answers the last problem
+    if (what === "run" || what === "lang") { W.built = ""; buildControls(); }
+    if (what !== "stage") renderDelta();
+  });
+}

@@ -1,0 +1,181 @@
+"""pagedviz's vllm flavour against the real vLLM 0.33.0, step by step (pytest -m fidelity).
+
+Both sides run the same scenario: vLLM's own Scheduler / KVCacheManager / BlockPool and its
+InputBatch / BlockTable with the model runner's `_update_states` and `_prepare_inputs` on the CPU
+(vllm_side.py: glue only; what is stubbed and why is in its docstring), and pagedviz's engine with
+`model: null`. Each step compares the scheduled tokens, the new / resumed / preempted / finished
+requests, the new block ids, the free queue, the batch rows, every prepare_inputs array, the
+persistent block table, the live part of the token table (vLLM leaves stale ids past a request's
+tokens and in vacated rows, where pagedviz writes zeros), and which requests sample.
+The sampled tokens themselves go from pagedviz to vLLM, so both sides see the same sequences.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pagedviz.core import Scenario, make_engine
+from pagedviz.core.presets import list_presets, preset_dict
+
+sys.path.insert(0, str(Path(__file__).parent))  # vllm_side.py, the glue beside this file
+vllm_side = pytest.importorskip(
+    "vllm_side", reason="the vLLM 0.33.0 wheel is not installed (run scripts/fidelity-deps.sh)"
+)
+
+pytestmark = pytest.mark.fidelity
+
+ARRAYS = (
+    "num_scheduled_tokens",
+    "num_computed_tokens_cpu",
+    "req_indices",
+    "positions",
+    "input_ids",
+    "query_start_loc",
+    "seq_lens",
+    "discard_request_mask",
+    "logits_indices",
+    "slot_mapping",
+)
+
+
+def _vllm_new_blocks(out: Any) -> dict[str, list[int]]:
+    blocks = {r.req_id: list(r.block_ids[0]) for r in out.scheduled_new_reqs}
+    cached = out.scheduled_cached_reqs
+    for rid, ids in zip(cached.req_ids, cached.new_block_ids):
+        if ids is not None:
+            blocks[rid] = list(ids[0])
+    return {rid: b for rid, b in blocks.items() if b}
+
+
+def _compare_step(t: Any, out: Any, got: dict[str, Any]) -> None:
+    where = f"step {t.step}"
+    s = t.scheduler
+    assert list(out.num_scheduled_tokens.items()) == list(s["num_scheduled_tokens"].items()), where
+    assert [r.req_id for r in out.scheduled_new_reqs] == s["new_req_ids"], where
+    assert sorted(out.scheduled_cached_reqs.resumed_req_ids) == sorted(s["resumed_req_ids"]), where
+    assert sorted(out.preempted_req_ids) == sorted(s["preempted_req_ids"]), where
+    assert sorted(out.finished_req_ids) == sorted(s["finished_req_ids"]), where
+    assert _vllm_new_blocks(out) == s["new_block_ids"], where
+    assert got["free_block_queue"] == t.kv_cache["free_block_queue"], where
+    a = got["arrays"]
+    rows = list(a["req_ids"])
+    assert rows == t.batch["req_ids"], where
+    for name in ARRAYS:
+        if name in a:
+            assert a[name].tolist() == t.arrays[name].tolist(), f"{where}: {name}"
+    # vLLM's table is wider (get_block_table_width aligns it to 128 tokens); the rest is equal
+    K = t.arrays["block_table"].shape[1]
+    assert a["block_table"][:, :K].tolist() == t.arrays["block_table"].tolist(), f"{where}: block_table"
+    for row in range(len(rows)):
+        k = int(t.arrays["num_tokens"][row]) if "num_tokens" in t.arrays else 0
+        assert a["token_ids_cpu"][row, :k].tolist() == t.arrays["token_ids_cpu"][row, :k].tolist(), where
+    assert got["sampled"] == t.sampled_token_ids, f"{where}: requests that sample"
+
+
+def run_both(scenario: Scenario) -> int:
+    """Step both sides to the end, comparing every step; the number of steps."""
+    side = vllm_side.VllmSide(scenario)
+    steps = 0
+    for t in make_engine(scenario).run():
+        out, got = side.step(t.sampled_token_ids)
+        _compare_step(t, out, got)
+        steps += 1
+    assert side.scheduler.get_num_unfinished_requests() == 0, "vLLM has unfinished requests"
+    return steps
+
+
+def _as_vllm(d: dict[str, Any]) -> Scenario:
+    d = {**d, "flavor": "vllm", "config": {**d["config"], "model": None, "device": "cpu"}}
+    return Scenario.from_dict(d)
+
+
+@pytest.mark.parametrize("preset", [p["id"] for p in list_presets() if p["flavor"] in ("vllm", "ascend")])
+def test_every_vllm_and_ascend_preset_matches_vllm(preset: str) -> None:
+    assert run_both(_as_vllm(preset_dict(preset))) > 0
+
+
+@st.composite
+def scenarios(draw: st.DrawFn) -> Scenario:
+    bs = draw(st.integers(1, 4))
+    M = draw(st.integers(6, 24))
+    prefix = draw(st.booleans())
+    chunked = draw(st.booleans())
+    max_num_reqs = draw(st.integers(1, 5))
+    shared = draw(st.lists(st.integers(3, 40), max_size=M // 2))
+    reqs, need, longest = [], 1, 1
+    for i in range(draw(st.integers(1, 6))):
+        max_tokens = draw(st.integers(1, 5))
+        plen = draw(st.integers(1, M - max_tokens))
+        tail = draw(st.lists(st.integers(3, 40), min_size=plen, max_size=plen))
+        ids = (shared + tail)[:plen] if prefix else tail
+        reqs.append(
+            {
+                "id": f"r{i}",
+                "prompt_token_ids": ids,
+                "max_tokens": max_tokens,
+                "arrival_step": draw(st.integers(1, 4)),
+            }
+        )
+        need = max(need, -(-(plen + max_tokens) // bs))
+        longest = max(longest, plen + max_tokens)
+    low = max_num_reqs if chunked else max(M, max_num_reqs)
+    cfg = {
+        "block_size": bs,
+        "max_model_len": M,
+        "max_num_reqs": max_num_reqs,
+        "max_num_batched_tokens": draw(st.integers(low, low + 24)),
+        # tight pools: just enough for the longest request, so preemption is common
+        "num_kv_blocks": need + 1 + draw(st.integers(0, 6)),
+        "long_prefill_token_threshold": draw(st.sampled_from([0, 0, 2, 5])),
+        "enable_chunked_prefill": chunked,
+        "enable_prefix_caching": prefix,
+        "scheduler_reserve_full_isl": draw(st.booleans()),
+        "watermark": draw(st.sampled_from([0.0, 0.0, 0.1, 0.3])),
+        "model": None,
+        "device": "cpu",
+    }
+    return Scenario.from_dict(
+        {"name": "fid", "flavor": "vllm", "config": cfg, "requests": reqs, "max_steps": 2000}
+    )
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios())
+def test_random_scenarios_match_vllm_step_for_step(scenario: Scenario) -> None:
+    run_both(scenario)
+
+
+def test_the_comparison_catches_a_difference() -> None:
+    """The other way round: with the older free-queue order pagedviz must part from 0.33."""
+    d = preset_dict("demo-preemption")
+    d["config"]["free_queue_order"] = "fifo"
+    with pytest.raises(AssertionError):
+        run_both(_as_vllm(d))
+
+
+def test_the_installed_vllm_is_the_one_the_engine_names() -> None:
+    from importlib.metadata import version
+
+    from pagedviz.core.upstream import UPSTREAM
+
+    assert version("vllm") == UPSTREAM["vllm"]["version"]
+
+
+def test_vllm_refuses_what_pagedviz_refuses() -> None:
+    """vLLM's own SchedulerConfig raises for the configs pagedviz's validation refuses."""
+    from vllm.config import SchedulerConfig
+
+    with pytest.raises(ValueError, match="smaller than max_model_len"):
+        SchedulerConfig(
+            max_model_len=8,
+            is_encoder_decoder=False,
+            max_num_batched_tokens=6,
+            max_num_seqs=4,
+            enable_chunked_prefill=False,
+        )

@@ -1,0 +1,291 @@
+"""Glue that drives vLLM 0.33.0's own scheduler, block pool and persistent batch on the CPU.
+
+Everything that decides a number is vLLM's: `Scheduler` (with its `KVCacheManager`, `BlockPool`
+and `FreeKVCacheBlockQueue`), `InputBatch` and its `MultiGroupBlockTable`, and the model runner's
+`_update_states` / `_prepare_inputs`, called on a runner object that holds only the fields those
+two methods read. This module only builds configs, feeds requests in at their arrival steps,
+hands the sampled tokens (taken from pagedviz, so both sides see the same sequences) back to
+`Scheduler.update_from_output`, and reads the results out.
+
+What is stubbed, and why:
+- `ModelConfig`: building one needs a Hugging Face config and tokenizer (files or a download).
+  The scheduler and the runner read a dozen plain attributes of it; `_TinyModelConfig` holds them
+  (a text-only decoder, no M-RoPE, `max_model_len`, the vocabulary size). No weights anywhere.
+- The KV cache spec: one full-attention group (`FullAttentionSpec`, 1 KV head of size 8, float32),
+  the smallest configuration that gives one block table with the scenario's block size.
+- The pipeline-parallel group (`get_pp_group`): `_update_states` asks whether this is the last
+  rank; without `torch.distributed` initialised the answer is fixed to yes (a single process).
+- `_to_list`: vLLM's copies the sampled ids through pinned memory and waits on a device event;
+  on the CPU it is `tolist()`.
+- `compute_slot_mapping`: in 0.33 it is only a Triton kernel on the device block table
+  (`ComputeSlotMappingKernel`, vllm/v1/worker/block_table.py), which needs a GPU. The glue reads
+  slot_mapping off vLLM's own CPU block table with the kernel's formula
+  (`block_table[req, pos // block_size] * block_size + pos % block_size`).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+os.environ.setdefault("VLLM_CONFIGURE_LOGGING", "0")
+# vLLM's CPU platform: no pinned memory, no CUDA streams
+os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
+
+import torch  # noqa: E402
+from vllm.config import CacheConfig, DeviceConfig, SchedulerConfig, VllmConfig  # noqa: E402
+from vllm.sampling_params import SamplingParams  # noqa: E402
+from vllm.utils.hashing import sha256_cbor  # noqa: E402
+from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash  # noqa: E402
+from vllm.v1.core.sched.scheduler import Scheduler  # noqa: E402
+from vllm.v1.kv_cache_interface import (  # noqa: E402
+    FullAttentionSpec,
+    KVCacheConfig,
+    KVCacheGroupSpec,
+)
+from vllm.v1.outputs import ModelRunnerOutput, SamplerOutput  # noqa: E402
+from vllm.v1.pool.late_interaction_runner import LateInteractionRunner  # noqa: E402
+from vllm.v1.request import Request  # noqa: E402
+from vllm.v1.structured_output import StructuredOutputManager  # noqa: E402
+from vllm.v1.worker import gpu_model_runner  # noqa: E402
+from vllm.v1.worker.gpu_input_batch import InputBatch  # noqa: E402
+from vllm.v1.worker.gpu_model_runner import GPUModelRunner  # noqa: E402
+
+from pagedviz.core.config import Scenario  # noqa: E402
+
+
+@dataclass
+class _TinyModelConfig:
+    """The attributes of vLLM's ModelConfig that the scheduler and runner read (see docstring)."""
+
+    max_model_len: int
+    vocab_size: int
+    uses_mrope: bool = False
+    runner_type: str = "generate"
+    is_diffusion: bool = False
+    is_encoder_decoder: bool = False
+    supports_multimodal_inputs: bool = False
+    is_multimodal_model: bool = False
+    return_sampling_mask: bool = False
+    enable_prompt_embeds: bool = False
+    skip_tokenizer_init: bool = True  # no tokenizer: prompts are token ids
+    multimodal_config: Any = None
+    hf_config: Any = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def get_vocab_size(self) -> int:
+        return self.vocab_size
+
+
+def vllm_config(scenario: Scenario) -> VllmConfig:
+    """vLLM's own configs for the scenario; SchedulerConfig validates as vLLM does."""
+    cfg = scenario.config
+    sched = SchedulerConfig(
+        max_model_len=cfg.max_model_len,
+        is_encoder_decoder=False,
+        max_num_batched_tokens=cfg.max_num_batched_tokens,
+        max_num_seqs=cfg.max_num_reqs,
+        enable_chunked_prefill=cfg.enable_chunked_prefill,
+        long_prefill_token_threshold=cfg.long_prefill_token_threshold,
+        scheduler_reserve_full_isl=cfg.scheduler_reserve_full_isl,
+        watermark=cfg.watermark,
+        async_scheduling=False,
+    )
+    cache = CacheConfig(block_size=cfg.block_size, enable_prefix_caching=cfg.enable_prefix_caching)
+    cache.num_gpu_blocks = cfg.num_kv_blocks
+    vc = VllmConfig(scheduler_config=sched, cache_config=cache, device_config=DeviceConfig(device="cpu"))
+    object.__setattr__(vc, "model_config", _TinyModelConfig(cfg.max_model_len, cfg.vocab_size))
+    return vc
+
+
+def kv_cache_config(scenario: Scenario) -> KVCacheConfig:
+    spec = FullAttentionSpec(
+        block_size=scenario.config.block_size, num_kv_heads=1, head_size=8, dtype=torch.float32
+    )
+    return KVCacheConfig(
+        num_blocks=scenario.config.num_kv_blocks,
+        kv_cache_tensors=[],
+        kv_cache_groups=[KVCacheGroupSpec(["layer.0"], spec)],
+    )
+
+
+class VllmSide:
+    """vLLM's Scheduler for a scenario, stepped with externally chosen sampled tokens."""
+
+    def __init__(self, scenario: Scenario) -> None:
+        self.scenario = scenario
+        self.config = vllm_config(scenario)
+        cfg = scenario.config
+        init_none_hash(sha256_cbor)
+        self.block_hasher = get_request_block_hasher(cfg.block_size, sha256_cbor)
+        self.scheduler = Scheduler(
+            vllm_config=self.config,
+            kv_cache_config=kv_cache_config(scenario),
+            structured_output_manager=StructuredOutputManager(self.config),
+            block_size=cfg.block_size,
+        )
+        self.arrivals: dict[int, list[Any]] = {}
+        for spec in scenario.requests:
+            self.arrivals.setdefault(spec.arrival_step, []).append(spec)
+        self.step_no = 0
+        self.runner = _Runner(self.config, scenario)
+        # slot_mapping needs a GPU in 0.33 (a Triton kernel): read it off the block table instead
+        self.runner.input_batch.block_table.compute_slot_mapping = lambda *a, **k: None  # type: ignore[method-assign]
+
+    def _request(self, spec: Any) -> Request:
+        params = SamplingParams(max_tokens=spec.max_tokens, ignore_eos=True, temperature=0.0)
+        return Request(
+            request_id=spec.id,
+            prompt_token_ids=list(spec.prompt_token_ids),
+            sampling_params=params,
+            pooling_params=None,
+            arrival_time=float(self.step_no),
+            block_hasher=self.block_hasher,
+        )
+
+    def schedule(self) -> Any:
+        self.step_no += 1
+        for spec in self.arrivals.pop(self.step_no, []):
+            self.scheduler.add_request(self._request(spec))
+        return self.scheduler.schedule()
+
+    def free_queue(self) -> list[int]:
+        q = self.scheduler.kv_cache_manager.block_pool.free_block_queue
+        return [b.block_id for b in q.get_all_free_blocks()]
+
+    def step(self, sampled: dict[str, int]) -> tuple[Any, dict[str, Any]]:
+        """One engine step: schedule, update the batch and prepare inputs, then take `sampled`
+        (pagedviz's tokens) through the runner's bookkeeping into `update_from_output`. Returns
+        the scheduler output, the arrays, the free queue as the step saw it and what vLLM kept."""
+        out = self.schedule()
+        arrays = self.runner.step(out)
+        free_queue = self.free_queue()
+        kept: dict[str, int] = {}
+        if out.total_num_scheduled_tokens:
+            result = self.runner.sampled(out, sampled)
+            kept = {r: t[0] for r, t in zip(result.req_ids, result.sampled_token_ids) if t}
+            self.scheduler.update_from_output(out, result)
+        return out, {"arrays": arrays, "free_block_queue": free_queue, "sampled": kept}
+
+
+class _Runner(GPUModelRunner):
+    """vLLM's GPUModelRunner with only the fields `_update_states` and `_prepare_inputs` read,
+    on the CPU (its __init__ would load a model and size the KV cache on a GPU)."""
+
+    def __init__(self, vc: VllmConfig, scenario: Scenario) -> None:  # noqa: D107
+        cfg = scenario.config
+        self.vllm_config = vc
+        self.model_config = vc.model_config
+        self.cache_config = vc.cache_config
+        self.scheduler_config = vc.scheduler_config
+        self.lora_config = None
+        self.speculative_config = None
+        self.device = torch.device("cpu")
+        self.is_pooling_model = False
+        self.enable_prompt_embeds = False
+        self.uses_mrope = False
+        self.use_async_scheduling = False
+        self.use_async_spec_decode = False
+        self.num_spec_tokens = 0
+        self._pp_recv_work = None
+        self.valid_sampled_token_count_gpu = None
+        self.num_accepted_tokens_event = None
+        self.requests = {}
+        self.num_prompt_logprobs = {}
+        self.late_interaction_runner = LateInteractionRunner()
+        self.kv_cache_config = kv_cache_config(scenario)
+        # FlashAttention's metadata builder asks for no reordering of the batch
+        self.reorder_batch_threshold = None
+        self.max_num_reqs = cfg.max_num_reqs
+        self.max_num_tokens = cfg.max_num_batched_tokens
+        self.max_model_len = cfg.max_model_len
+        self.input_batch = InputBatch(
+            max_num_reqs=cfg.max_num_reqs,
+            max_model_len=cfg.max_model_len,
+            max_num_batched_tokens=cfg.max_num_batched_tokens,
+            device=self.device,
+            vocab_size=cfg.vocab_size,
+            block_sizes=[cfg.block_size],
+            max_num_blocks_per_req=[cfg.max_num_blocks_per_req],
+        )
+        n, T = cfg.max_num_reqs, cfg.max_num_batched_tokens
+        self.input_ids = self._make_buffer(T, dtype=torch.int32)
+        self.positions = torch.zeros(T, dtype=torch.int64)
+        self.query_start_loc = self._make_buffer(n + 1, dtype=torch.int32)
+        self.seq_lens = torch.zeros(n, dtype=torch.int32)
+        self.optimistic_seq_lens_cpu = torch.zeros(n, dtype=torch.int32)
+        self.num_computed_tokens = torch.zeros(n, dtype=torch.int32)
+        self.prev_num_draft_tokens = self._make_buffer(n, dtype=torch.int32)
+        self.req_indices = self._make_buffer(T, dtype=torch.int64)
+        self.prev_positions = self._make_buffer(n, dtype=torch.int64)
+        self.num_scheduled_tokens = self._make_buffer(n, dtype=torch.int32)
+        self.discard_request_mask = self._make_buffer(n, dtype=torch.bool)
+        self.num_accepted_tokens = self._make_buffer(n, dtype=torch.int32)
+        self.is_token_ids = self._make_buffer(T, dtype=torch.bool)
+        size = max(n + 1, T)
+        self.arange_np = np.arange(size, dtype=np.int64)
+        self.query_pos = self._make_buffer(size, dtype=torch.int64)
+
+    def step(self, out: Any) -> dict[str, np.ndarray]:
+        """`_update_states` then `_prepare_inputs` on vLLM's scheduler output; the arrays they made."""
+        self._update_states(out)
+        ib = self.input_batch
+        num_reqs = ib.num_reqs
+        arrays: dict[str, np.ndarray] = {
+            "req_ids": np.array(ib.req_ids[:num_reqs], dtype=object),
+            "token_ids_cpu": ib.token_ids_cpu.copy(),
+            "block_table": ib.block_table[0].get_numpy_array().copy(),
+        }
+        if not out.total_num_scheduled_tokens:
+            return arrays
+        num_scheduled = np.array([out.num_scheduled_tokens[r] for r in ib.req_ids[:num_reqs]], dtype=np.int32)
+        arrays["num_computed_tokens_cpu"] = ib.num_computed_tokens_cpu[:num_reqs].copy()
+        logits_indices, _, _ = self._prepare_inputs(out, num_scheduled)
+        T = out.total_num_scheduled_tokens
+        positions = self.positions[:T].numpy().copy()
+        req_indices = self.req_indices.np[:T].copy()
+        bs = self.cache_config.block_size
+        bt = arrays["block_table"]
+        arrays.update(
+            num_scheduled_tokens=num_scheduled,
+            req_indices=req_indices,
+            positions=positions,
+            input_ids=self.input_ids.cpu[:T].numpy().copy(),
+            query_start_loc=self.query_start_loc.np[: num_reqs + 1].copy(),
+            seq_lens=self.seq_lens[:num_reqs].numpy().copy(),
+            discard_request_mask=self.discard_request_mask.np[:num_reqs].copy(),
+            logits_indices=logits_indices.numpy().copy(),
+            # the Triton kernel's formula on vLLM's own block table (see the module docstring)
+            slot_mapping=bt[req_indices, positions // bs].astype(np.int64) * bs + positions % bs,
+        )
+        return arrays
+
+    def _to_list(self, sampled_token_ids: torch.Tensor) -> list[list[int]]:
+        # vLLM's copies through pinned memory and waits on a device event; on the CPU, tolist
+        return sampled_token_ids.tolist()
+
+    def sampled(self, out: Any, tokens: dict[str, int]) -> ModelRunnerOutput:
+        """vLLM's `_bookkeeping_sync` with the tokens pagedviz sampled (0 in the rows pagedviz
+        did not sample: vLLM's own discard mask must clear exactly those)."""
+        ib = self.input_batch
+        ids = [[tokens.get(rid, 0)] for rid in ib.req_ids[: ib.num_reqs]]
+        sampler_output = SamplerOutput(torch.tensor(ids, dtype=torch.int32), None)
+        T = out.total_num_scheduled_tokens
+        _, _, _, valid, _, req_ids, index, _ = self._bookkeeping_sync(
+            out, sampler_output, None, torch.zeros(T, 1), T
+        )
+        return ModelRunnerOutput(req_ids=req_ids, req_id_to_index=index, sampled_token_ids=valid)
+
+
+class _SingleRank:
+    is_last_rank = True
+    is_first_rank = True
+    world_size = 1
+    rank_in_group = 0
+
+
+gpu_model_runner.get_pp_group = _SingleRank  # type: ignore[assignment]

@@ -1,0 +1,458 @@
+"""The teaching side of the pages (issue 15) in a real Chromium against a real uvicorn: narration,
+stage-by-stage playback, lessons, predict-then-reveal, what-if and compare. Screenshots at
+1280x720 in English and 中文 land in test-artifacts/."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pagedviz.app.serve import running_server
+
+CHROMIUM = os.environ.get("PAGEDVIZ_CHROMIUM", "/usr/bin/chromium")
+ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
+HAN = re.compile(r"[\u4e00-\u9fff]")
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(
+        not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is not installed (apt-get install chromium)"
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def base_url() -> Iterator[str]:
+    with running_server() as server:
+        yield server.url
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(
+            executable_path=CHROMIUM,
+            args=["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"],
+        )
+        yield b
+        b.close()
+
+
+@pytest.fixture()
+def page(browser: object, base_url: str) -> Iterator[object]:
+    context = browser.new_context(viewport={"width": 1280, "height": 720})  # type: ignore[attr-defined]
+    pg = context.new_page()
+    pg.set_default_timeout(20_000)
+    problems: list[str] = []
+    pg.on("console", lambda m: problems.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
+    pg.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+    pg.base = base_url
+    yield pg
+    context.close()
+    assert problems == [], problems  # no console errors on any page
+
+
+def open_run(page: object, query: str) -> None:
+    page.goto(f"{page.base}/run?{query}")
+    page.wait_for_selector("body[data-ready='1']", timeout=60_000)
+
+
+def shot(page: object, name: str) -> Path:
+    ARTIFACTS.mkdir(exist_ok=True)
+    path = ARTIFACTS / name
+    page.screenshot(path=str(path))
+    assert path.stat().st_size > 10_000
+    return path
+
+
+def classes(page: object, selector: str) -> list[str]:
+    return (page.locator(selector).get_attribute("class") or "").split()
+
+
+# ------------------------------------------------------------------ 1. narration
+def test_narration_follows_step_and_stage_and_its_names_light_up_the_views(page: object) -> None:
+    open_run(page, "preset=seed-001&step=2&stage=slot_mapping")
+    stage = page.locator("#narr-stage")
+    page.wait_for_function("document.getElementById('narr-stage').textContent.includes('slot_mapping[2]')")
+    # token 2 of step 2 is written to slot 13 = block 6 * 2 + 1 (the same slot the tables show)
+    assert "= 13" in stage.inner_text()
+    assert page.locator("#token-table tr[data-array='slot_mapping'] td[data-t='2']").inner_text() == "13"
+    # the step's own sentences: step 2 opens blocks 7 and 8 (the changes chip says the same)
+    assert "new blocks: 1 → [7], 2 → [8]" in page.locator("#changes").inner_text()
+    grow = page.locator("#narr-step li[data-key='grow']")
+    assert "7" in grow.inner_text() and "8" in grow.inner_text()
+    # hovering "block 6" lights block 6 in the block table, and nothing else there
+    page.hover("#narr-stage .ref[data-kind='block'][data-id='6']")
+    lit = page.locator("#table-block_table td.hl").all_inner_texts()
+    assert lit and set(lit) == {"6"}
+    # focusing a request name (keyboard) lights its row of the request table
+    page.focus("#narr-stage .ref[data-kind='request'][data-id='2']")
+    assert page.locator("#request-table tr.hl").get_attribute("data-r") == "2"
+    page.click("#narr-stage .ref[data-kind='request'][data-id='2']")
+    assert page.locator("#selection").inner_text().startswith("request 2")
+    shot(page, "teach-narration.png")
+    # the stage below: the narration follows it
+    page.focus("#btn-next")
+    page.keyboard.press("Escape")
+    page.locator("body").press("ArrowDown")
+    page.wait_for_function("document.getElementById('narr-stage').textContent.includes('query_start_loc')")
+    # another step: its own sentences
+    page.click("#timeline [data-step='1']")
+    page.wait_for_function("document.getElementById('narr-h').textContent.includes('1')")
+    page.wait_for_selector("#narr-step li[data-key='chunk:2']")
+    assert "chunked" in page.locator("#narr-step li[data-key='chunk:2']").inner_text()
+    # and in Chinese
+    page.click("[data-lang='zh']")
+    page.wait_for_function("document.getElementById('narr-h').textContent.includes('发生了什么')")
+    assert HAN.search(page.locator("#narr-step li[data-key='chunk:2']").inner_text())
+    assert HAN.search(page.locator("#narr-stage").inner_text())
+    shot(page, "teach-narration-zh.png")
+
+
+# ------------------------------------------------------------------ 2. stage-by-stage playback
+def test_stage_playback_walks_the_stages_in_order_with_their_narration_and_stops_at_pause_points(
+    page: object,
+) -> None:
+    open_run(page, "preset=seed-001&step=2")
+    names = page.evaluate("[...document.querySelectorAll('.stage-btn')].map(b => b.dataset.stage)")
+    assert names[0] == "update_states" and "slot_mapping" in names
+    # the speeds the issue asks for
+    assert page.locator("#pb-speed option").all_inner_texts() == ["×0.25", "×0.5", "×0.75", "×1"]
+    # record every stage the page shows, and the narration shown with it
+    page.evaluate(
+        """window.seen = [];
+        new MutationObserver(() => {
+          const a = document.querySelector('.stage-btn.active');
+          const n = document.getElementById('narr-stage').textContent;
+          if (!a) return;
+          const last = window.seen.at(-1);
+          if (!last || last[0] !== a.dataset.stage) window.seen.push([a.dataset.stage, n]);
+          else window.seen.at(-1)[1] = n;  // the stage's narration arrives just after it
+        }).observe(document.getElementById('main'), {subtree: true, childList: true, characterData: true});"""
+    )
+    page.evaluate("import('/static/playback.js').then(m => m.setDwell(150))")
+    stop_at = names.index("slot_mapping")
+    point = page.locator("#pb-points button[data-stage='slot_mapping']")
+    point.click()
+    assert point.get_attribute("aria-pressed") == "true"
+    page.select_option("#pb-speed", "1")
+    page.focus("#pb-play")
+    page.keyboard.press("Enter")  # keyboard alone
+    page.wait_for_function("document.querySelector('.stage-btn.active').dataset.stage === 'slot_mapping'")
+    page.wait_for_timeout(600)  # a pause point holds
+    assert page.locator(".stage-btn.active").get_attribute("data-stage") == "slot_mapping"
+    assert "Paused at Slot mapping" in page.locator("#pb-status").inner_text()
+    shot(page, "teach-playback.png")
+    page.wait_for_function(
+        "window.seen.length && window.seen.at(-1)[0] === 'slot_mapping' && "
+        "window.seen.at(-1)[1].includes('slot_mapping[')"
+    )
+    seen = page.evaluate("window.seen")
+    order = [s for s, _ in seen]
+    assert order == names[: stop_at + 1], order  # from the first stage, every stage once, in order
+    # each stage was shown with its own narration: its title, and its formula where it has one
+    titles = page.evaluate(
+        "Object.fromEntries([...document.querySelectorAll('.stage-btn')]"
+        ".map(b => [b.dataset.stage, b.querySelector('.stage-title').textContent]))"
+    )
+    for stage, text in seen:
+        assert text.startswith(f"This stage: {titles[stage]}"), (stage, text)
+        if stage not in ("update_states", "attn_metadata"):
+            assert f"{stage}[" in text, (stage, text)
+    page.locator("body").press("p")  # continue to the end
+    page.wait_for_function(f"document.querySelector('.stage-btn.active').dataset.stage === '{names[-1]}'")
+    page.wait_for_function("document.getElementById('pb-play').getAttribute('aria-pressed') === 'false'")
+    assert page.locator("body").get_attribute("data-step") == "2"  # one step, not the next
+    # Chinese labels
+    page.click("[data-lang='zh']")
+    assert HAN.search(page.locator("#pb-h").inner_text())
+    assert HAN.search(page.locator("#pb-play").inner_text())
+
+
+# ------------------------------------------------------------------ 3. lessons
+def _steps(preset: str) -> list:
+    from pagedviz.core import load_preset, make_engine
+
+    return list(make_engine(load_preset(preset)).run())
+
+
+def test_the_landing_page_starts_with_the_lesson_and_its_panel_drives_the_view(page: object) -> None:
+    import json
+
+    shipped = json.loads(
+        (Path(__file__).resolve().parent.parent / "core" / "lessons" / "paged-attention-50.json").read_text()
+    )
+    secs = shipped["sections"]
+    page.goto(page.base + "/")
+    page.wait_for_selector("body[data-ready='1']", timeout=30_000)
+    card = page.locator(".lesson-card").first
+    assert card.locator("h3").inner_text() == shipped["title"]["en"]
+    # the lesson comes before the presets
+    assert card.bounding_box()["y"] < page.locator("#presets-h").bounding_box()["y"]
+    shot(page, "teach-landing.png")
+    card.locator("a.button").click()
+    page.wait_for_selector("body[data-lesson-section='0']", timeout=60_000)
+    assert page.locator("#lesson-sec-title").inner_text() == secs[0]["title"]["en"]
+    assert page.locator("#lesson-pos").inner_text() == f"Section 1 / {len(secs)}"
+    # next section (keyboard): its selection lights up request 2's row
+    page.focus("#lesson-next")
+    page.keyboard.press("Enter")
+    page.wait_for_selector("body[data-lesson-section='1']")
+    assert secs[1]["selection"] == {"kind": "request", "id": "2"}
+    assert page.locator("#request-table tr.hl").get_attribute("data-r") == "2"
+    assert page.locator("#lesson-text").inner_text() == secs[1]["paragraph"]["en"]
+    # the section with a checkpoint hides the block table until the student predicts it
+    page.keyboard.press("Enter")
+    page.wait_for_selector("body[data-lesson-section='2']")
+    cp = secs[2]["checkpoint"]
+    assert "concealed-card" in classes(page, "#card-block_table")
+    truth = _steps(secs[2]["scenario"])[secs[2]["step"] - 1].arrays[cp["array"]].reshape(-1)
+    expected = [int(truth[i]) for i in cp["indices"]]
+    for k, v in enumerate(expected):
+        page.fill(f"#predict-{k}", str(v + 1 if k == 1 else v))  # the second one wrong
+    shot(page, "teach-lesson-predict.png")
+    page.press("#predict-0", "Enter")
+    page.wait_for_selector("body[data-predict='revealed']")
+    assert page.locator("#predict-result p").first.inner_text() == "2 of 3 right."
+    why = page.locator("#predict-result li").inner_text()
+    assert f"it is {expected[1]}" in why and "block_table" in why
+    assert "concealed-card" not in classes(page, "#card-block_table")
+    assert "bad" in classes(page, "#predict-1") and "ok" in classes(page, "#predict-0")
+    shot(page, "teach-lesson-revealed.png")
+    # a section on another scenario loads its run in place, at its step and stage
+    k = next(i for i, s in enumerate(secs) if s["scenario"] != secs[0]["scenario"])
+    page.click(".lesson-toc-box summary")
+    page.click(f"#lesson-toc button[data-sec='{k}']")
+    page.wait_for_selector(f"body[data-lesson-section='{k}']", timeout=60_000)
+    assert page.locator("body").get_attribute("data-step") == str(secs[k]["step"])
+    assert page.locator(".stage-btn.active").get_attribute("data-stage") == secs[k]["stage"]
+    assert "lesson=paged-attention-50" in page.url and f"sec={k}" in page.url
+    # in Chinese, the lesson speaks Chinese
+    page.click("[data-lang='zh']")
+    assert page.locator("#lesson-text").inner_text() == secs[k]["paragraph"]["zh"]
+    assert page.locator("#lesson-title").inner_text() == shipped["title"]["zh"]
+    shot(page, "teach-lesson-zh.png")
+
+
+def test_a_lecturers_lesson_file_is_checked_by_field_and_shared_as_a_link(page: object) -> None:
+    import json
+
+    page.goto(page.base + "/")
+    page.wait_for_selector("body[data-ready='1']", timeout=30_000)
+    page.click(".lesson-loader summary")
+    bad = {
+        "title": {"en": "Mine"},
+        "sections": [{"scenario": "seed-002", "step": 1, "stage": "nope", "paragraph": {"en": "x"}}],
+    }
+    upload = {"name": "bad.json", "mimeType": "application/json", "buffer": json.dumps(bad).encode()}
+    page.set_input_files("#lesson-upload", files=[upload])
+    page.wait_for_selector("#lesson-file-out.bad")
+    assert "sections[0].stage: unknown stage 'nope'" in page.locator("#lesson-file-out").inner_text()
+    good = {
+        "title": {"en": "My <b>lesson</b>", "zh": "我的课"},
+        "sections": [
+            {
+                "scenario": "seed-002",
+                "step": 1,
+                "stage": "slot_mapping",
+                "selection": {"kind": "token", "id": 3},
+                "paragraph": {
+                    "en": "Token 3 <script>alert(1)</script> goes where?",
+                    "zh": "第 3 个 token 写到哪里？",
+                },
+                "checkpoint": {"array": "slot_mapping", "indices": [3]},
+            },
+        ],
+    }
+    upload = {"name": "good.json", "mimeType": "application/json", "buffer": json.dumps(good).encode()}
+    page.set_input_files("#lesson-upload", files=[upload])
+    page.wait_for_selector("#lesson-file-out.ok")
+    link = page.input_value("#lesson-link")
+    assert "/run?l=" in link
+    page.goto(link)
+    page.wait_for_selector("body[data-lesson-section='0']", timeout=60_000)
+    # the lecturer's text is shown as text, never as markup
+    assert page.locator("#lesson-title").inner_text() == "My <b>lesson</b>"
+    assert "<script>alert(1)</script>" in page.locator("#lesson-text").inner_text()
+    assert page.locator("#lesson script, #lesson b").count() == 0
+    assert page.locator(".stage-btn.active").get_attribute("data-stage") == "slot_mapping"
+    assert (
+        page.locator("#token-table th.tok-head.hl").count() + page.locator("#token-table td.hl").count() > 0
+    )
+    assert page.locator("#predict-0").count() == 1
+    page.click("#lesson-share")
+    assert page.input_value("#lesson-link").split("?")[1].startswith("l=")
+
+
+# ------------------------------------------------------------------ 4. predict on any run
+def test_predict_any_array_of_any_run_hides_it_then_checks_with_explanations(page: object) -> None:
+    open_run(page, "preset=seed-001&step=2&stage=slot_mapping")
+    # the current stage's own array is offered first
+    assert page.locator("#predict-array").input_value() == "slot_mapping"
+    page.fill("#predict-entries", "0-4")
+    page.press("#predict-entries", "Enter")
+    page.wait_for_selector("#predict-form")
+    # the row is hidden in the token table, and so are the narration and formulas that give it away
+    assert page.locator("#token-table tr[data-array='slot_mapping'] td.concealed").count() == 5
+    assert "concealed" in classes(page, "#stage-values [data-array='slot_mapping']")
+    page.wait_for_function("document.querySelector('#narr-stage p.concealed') !== null")
+    truth = [int(x) for x in _steps("seed-001")[1].arrays["slot_mapping"]]
+    # a value that is not a number: the message names the entry
+    page.fill("#predict-0", "x")
+    page.click("#predict-check")
+    page.wait_for_function("document.getElementById('predict-msg').textContent.length > 0")
+    assert page.locator("#predict-msg").inner_text().startswith("slot_mapping[0]: must be a number")
+    for k, v in enumerate(truth):
+        page.fill(f"#predict-{k}", str(v if k != 3 else v - 1))
+    shot(page, "teach-predict.png")
+    page.click("#predict-check")
+    page.wait_for_selector("body[data-predict='revealed']")
+    assert page.locator("#predict-result p").first.inner_text() == "4 of 5 right."
+    why = page.locator("#predict-result li[data-index='3']").inner_text()
+    assert why.startswith(f"slot_mapping[3] you said {truth[3] - 1}, it is {truth[3]}:")
+    assert f"= {truth[3]}" in why  # the formula with this entry's numbers
+    assert page.locator("#token-table td.concealed").count() == 0
+    shot(page, "teach-predict-revealed.png")
+    # a bad list of entries is refused with the field named
+    page.fill("#predict-entries", "9-99")
+    page.click("#predict-start")
+    assert page.locator("#predict-any-msg").inner_text().startswith("Entries:")
+    page.click("[data-lang='zh']")
+    assert HAN.search(page.locator("#predict-any-h").inner_text())
+
+
+# ------------------------------------------------------------------ 5. what-if
+def test_what_if_reruns_in_place_keeping_step_and_stage_with_a_delta_against_the_baseline(
+    page: object,
+) -> None:
+    from pagedviz.core import Scenario, load_preset, make_engine
+    from pagedviz.core.metrics import run_metrics
+
+    open_run(page, "preset=seed-001&step=2&stage=slot_mapping")
+    page.wait_for_selector("#whatif-table")
+    assert page.locator("#whatif-table tr[data-metric='wi_blocks_step'] td").last.inner_text() == "0"
+    # block size 4 instead of 2, from the keyboard
+    page.focus("#wi-block_size")
+    page.select_option("#wi-block_size", "4")
+    page.focus("#whatif-run")
+    page.keyboard.press("Enter")
+    page.wait_for_function(
+        "document.getElementById('run-title').textContent.includes('what if: block_size 4')"
+    )
+    page.wait_for_selector("body[data-ready='1']")
+    # same step and stage, and the run shows block size 4
+    assert page.locator("body").get_attribute("data-step") == "2"
+    assert page.locator(".stage-btn.active").get_attribute("data-stage") == "slot_mapping"
+    assert "block size 4" in page.locator("#run-title").inner_text()
+    assert "block size 2" not in page.locator("#run-title").inner_text()
+    # the delta is the engine's own metrics of both runs (computed here, independently of the page)
+    base = load_preset("seed-001")
+    data = base.to_dict()
+    data["config"]["block_size"] = 4
+    m_base = run_metrics(list(make_engine(base).run()))
+    m_new = run_metrics(list(make_engine(Scenario.from_dict(data)).run()))
+    page.wait_for_function(
+        "document.querySelector('#whatif-table tr[data-metric=\"wi_blocks_peak\"] td:nth-child(3)')"
+        f".textContent === '{m_new['totals']['peak_blocks_used']}'"
+    )
+    row = page.locator("#whatif-table tr[data-metric='wi_blocks_peak'] td").all_inner_texts()
+    a, b = m_base["totals"]["peak_blocks_used"], m_new["totals"]["peak_blocks_used"]
+    assert row == [str(a), str(b), f"{b - a:+d}" if b != a else "0"]
+    frag = page.locator("#whatif-table tr[data-metric='wi_frag_step'] td").all_inner_texts()
+    fa, fb = m_base["steps"][1]["internal_fragmentation"], m_new["steps"][1]["internal_fragmentation"]
+    assert frag[:2] == [str(fa), str(fb)]
+    shot(page, "teach-whatif.png")
+    # a setting the server refuses: the message names the field
+    page.evaluate("document.getElementById('wi-num_kv_blocks').value = 2")
+    page.click("#whatif-run")
+    page.wait_for_function("document.getElementById('whatif-msg').textContent.length > 0")
+    assert "num_kv_blocks" in page.locator("#whatif-msg").inner_text()
+    # back to the baseline, still at step 2
+    page.click("#whatif-reset")
+    page.wait_for_function("!document.getElementById('run-title').textContent.includes('what if')")
+    assert page.locator("body").get_attribute("data-step") == "2"
+    assert page.locator("#whatif-msg").inner_text() == ""
+    page.click("[data-lang='zh']")
+    assert HAN.search(page.locator("#whatif-h").inner_text())
+    shot(page, "teach-whatif-zh.png")
+
+
+# ------------------------------------------------------------------ 6. compare
+def test_compare_prefix_caching_on_and_off_side_by_side_highlights_what_differs(page: object) -> None:
+    import numpy as np
+
+    from pagedviz.core import Scenario, load_preset, make_engine
+    from pagedviz.core.narrate import narrate
+
+    base = load_preset("demo-prefix-cache")
+    assert base.config.enable_prefix_caching
+    off = base.to_dict()
+    off["config"]["enable_prefix_caching"] = False
+    a, b = list(make_engine(base).run()), list(make_engine(Scenario.from_dict(off)).run())
+    # the first step where A reuses cached blocks: its narration says so, B's does not
+    n = next(
+        i + 1
+        for i, t in enumerate(a)
+        if any(it["key"].startswith("prefix_hit:") for it in narrate(t, a[i - 1] if i else None, base.config))
+    )
+    ta, tb = a[n - 1].arrays, b[n - 1].arrays
+    differ = sorted(
+        k for k in set(ta) & set(tb) if ta[k].shape != tb[k].shape or not np.array_equal(ta[k], tb[k])
+    )
+    assert differ  # a prefix hit changes what is computed
+    open_run(page, f"preset=demo-prefix-cache&step={n}&vs=enable_prefix_caching:false")
+    page.wait_for_selector(f"body[data-compare='{n}']", timeout=60_000)
+    shown = sorted(page.locator("#cmp-arrays tr.differs").evaluate_all("rs => rs.map(r => r.dataset.array)"))
+    assert shown == differ
+    assert page.locator("#cmp-arrays td .diff, #cmp-arrays td.diff").count() > 0
+    only_a = page.locator(".cmp-two > div:first-child .cmp-narr li.only").evaluate_all(
+        "ls => ls.map(l => l.dataset.key)"
+    )
+    assert any(k.startswith("prefix_hit:") for k in only_a)
+    # the KV view: blocks whose owners or ref counts differ are marked on both sides
+    kv_a = list(a[n - 1].kv_cache["ref_cnt"])
+    kv_b = list(b[n - 1].kv_cache["ref_cnt"])
+    if kv_a != kv_b:
+        assert page.locator(".cmp-kv[data-side='a'] .kv-cell.diff").count() > 0
+    # A's differing entries are marked in the token table above too
+    token_level = [k for k in differ if a[n - 1].array_entries[k].level == "token"]
+    if token_level:
+        assert page.locator("#token-table td.cmp-diff").count() > 0
+    shot(page, "teach-compare.png")
+    page.locator("#compare").scroll_into_view_if_needed()
+    shot(page, "teach-compare-panel.png")
+    # the next step keeps the comparison, aligned by step
+    page.locator("body").press("ArrowRight")
+    page.wait_for_selector(f"body[data-compare='{n + 1}']")
+    page.click("[data-lang='zh']")
+    page.wait_for_function("document.getElementById('cmp-title').textContent.includes('对比')")
+    shot(page, "teach-compare-zh.png")
+    page.click("#cmp-close")
+    assert page.locator("#compare").is_hidden() and "vs=" not in page.url
+
+
+def test_compare_with_another_flavour_from_the_keyboard(page: object) -> None:
+    open_run(page, "preset=seed-001&step=1")
+    assert page.locator("#cmp-flavor").input_value() != "vllm"
+    page.focus("#cmp-flavor")
+    page.select_option("#cmp-flavor", "nanovllm")
+    page.focus("#cmp-go-flavor")
+    page.keyboard.press("Enter")
+    page.wait_for_selector("body[data-compare='1']", timeout=60_000)
+    assert "vs=flavor%3Ananovllm" in page.url or "vs=flavor:nanovllm" in page.url
+    assert "(nanovllm)" in page.locator("#cmp-heads").inner_text()
+    # arrays only vllm has are said to be in one run only
+    row = page.locator("#cmp-arrays tr[data-array='req_indices']")
+    assert "only one run has it" in row.inner_text()
+    # the landing page lists the classic contrasts, each a link to such a view
+    page.goto(page.base + "/")
+    page.wait_for_selector("body[data-ready='1']", timeout=30_000)
+    hrefs = page.locator("#contrasts a").evaluate_all("as => as.map(a => a.getAttribute('href'))")
+    assert len(hrefs) == 5 and all("vs=" in h for h in hrefs)
+    assert any("flavor%3Aascend" in h for h in hrefs) and any("block_size%3A256" in h for h in hrefs)
