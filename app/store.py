@@ -133,6 +133,7 @@ def compute(
     nbytes = 0
     for t in engine.run(None if max_seconds is None else time.monotonic() + max_seconds):
         t.array_entries  # noqa: B018 - builds the entries here, in the worker, before measuring
+        t.compact()
         nbytes += measured_bytes(t)
         if max_bytes is not None and nbytes > max_bytes:
             raise RunTooLargeError(len(steps) + 1, max_bytes)

@@ -46,3 +46,26 @@ def test_every_recorded_array_owns_its_memory_or_views_its_own_buffer_copy(prese
             assert data.base is None or data.base is entry.buffer, f"{preset} step {t.step}: {name}"
             assert entry.buffer is None or entry.buffer.base is None
             assert not any(np.shares_memory(data, p) for p in persistent), f"{name} shares a buffer"
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_a_compacted_trace_reads_and_serialises_as_before(preset: str) -> None:
+    for t in make_engine(load_preset(preset)).run():
+        before = json.dumps(t.to_dict(), default=str)
+        owners = dict(t.kv_cache.get("owners", {}))
+        t.compact()
+        compact = t.kv_cache.get("owners", {})
+        assert list(compact.items()) == list(owners.items())  # same keys, order and lists
+        for key in [*owners, "999999", "x", "01"]:
+            assert (key in compact) == (key in owners) and compact.get(key) == owners.get(key)
+        assert json.dumps(t.to_dict(), default=str) == before
+
+
+def test_block_owners_take_a_fraction_of_the_dict_memory() -> None:
+    from pagedviz.app.store import measured_bytes
+    from pagedviz.core.trace import BlockOwners
+
+    owners = {str(b): [str(b % 300)] + ([str(b % 7)] if b % 5 == 0 else []) for b in range(4000, 0, -1)}
+    compact = BlockOwners(owners)
+    assert dict(compact) == owners and list(compact) == list(owners)
+    assert measured_bytes(compact) * 5 < measured_bytes(owners)
