@@ -45,6 +45,9 @@ class RunCreated(BaseModel):
     device: str = Field(examples=["cpu"])
     flavor: str = Field(examples=["vllm"])
     truncated: bool = False
+    complete: bool = Field(
+        True, description="false when `wait=first` answered while later steps still compute (202)"
+    )
     url: str = Field(description="the run page", examples=["/run?s=eNqr..."])
     link: str = Field(description="the scenario packed for URLs (zlib + base64url)")
 

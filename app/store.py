@@ -6,6 +6,10 @@ Engine work runs in worker threads under admission control: at most `max_computi
 at once, up to `max_queued` more wait their turn (their progress says `queued`), and past that a
 new run is refused (BusyError: a 503 with Retry-After). Concurrent requests for one run share one
 computation. A run refused for its time or size is remembered as refused, not recomputed.
+
+Runs stream: a computation is a task of its own, and its steps are readable as the engine makes
+them (`get_step` answers step n once it exists), so a big run's first step is seen while the
+later ones compute, and a reader that goes away does not stop the computation.
 """
 
 from __future__ import annotations
@@ -119,13 +123,17 @@ def compute(
     max_seconds: float | None = None,
     progress: Progress | None = None,
     max_bytes: int | None = None,
+    steps: list[StepTrace] | None = None,
 ) -> Run:
     """Run the scenario, measuring its trace as it grows: past `max_seconds` (RunTooLongError)
-    or `max_bytes` (RunTooLargeError) it stops rather than run on."""
+    or `max_bytes` (RunTooLargeError) it stops rather than run on. Each step is appended to
+    `steps` (when given) as soon as it is made, for readers in other threads."""
     engine = make_engine(scenario)
-    steps: list[StepTrace] = []
+    steps = [] if steps is None else steps
     nbytes = 0
     for t in engine.run(None if max_seconds is None else time.monotonic() + max_seconds):
+        t.array_entries  # noqa: B018 - builds the entries here, in the worker, before measuring
+        t.compact()
         nbytes += measured_bytes(t)
         if max_bytes is not None and nbytes > max_bytes:
             raise RunTooLargeError(len(steps) + 1, max_bytes)
@@ -163,6 +171,8 @@ class RunStore:
         self.refused: OrderedDict[str, tuple[str, int]] = OrderedDict()  # run id -> (kind, steps)
         self.in_flight: dict[str, asyncio.Future[Run]] = {}
         self.progress: dict[str, Progress] = {}
+        self.partial: dict[str, list[StepTrace]] = {}  # the steps so far of each run in flight
+        self._tasks: set[asyncio.Task[None]] = set()
         self._slots: asyncio.Semaphore | None = None
         self.bytes = 0
         self.scenario_bytes = 0
@@ -223,26 +233,66 @@ class RunStore:
         if run is not None:
             self.runs.move_to_end(run_id)
             return run
+        fut = self._start(run_id)
+        return None if fut is None else await asyncio.shield(fut)
+
+    async def get_step(self, run_id: str, n: int) -> tuple[StepTrace | None, Run | None]:
+        """Step n (from 1) as soon as it is computed, with the run if that is complete: (trace,
+        None) while later steps still compute, (trace or None when n is outside the run, run)
+        once it is complete; (None, None) for a run this server does not know."""
+        run = self.runs.get(run_id)
+        if run is None:
+            fut = self._start(run_id)
+            if fut is None:
+                return None, None
+            steps = self.partial.get(run_id, [])
+            while n >= 1 and len(steps) < n and not fut.done():
+                await asyncio.sleep(0.01)  # the worker thread appends steps; poll for step n
+            if n >= 1 and len(steps) >= n:
+                return steps[n - 1], None
+            run = await asyncio.shield(fut)
+        else:
+            self.runs.move_to_end(run_id)
+        return (run.steps[n - 1] if 1 <= n <= len(run.steps) else None), run
+
+    def _start(self, run_id: str) -> asyncio.Future[Run] | None:
+        """The future of the run's computation, started (as a task of its own) unless it is in
+        flight already; None for a run this server does not know. Raises for a refused run and
+        BusyError when every computing slot and queue place is taken."""
         if run_id in self.refused:
             self._refuse(run_id)
-        if run_id in self.in_flight:
-            return await asyncio.shield(self.in_flight[run_id])
+        fut = self.in_flight.get(run_id)
+        if fut is not None:
+            if fut.get_loop() is asyncio.get_running_loop():
+                return fut
+            # started in an event loop that has ended (a test client's per-request loop): its task
+            # is gone with it, so this loop computes the run again
+            for table in (self.in_flight, self.progress, self.partial):
+                table.pop(run_id, None)
         scenario = self._scenario(run_id)
         if scenario is None:
             return None
         if len(self.in_flight) >= self.max_computing + self.max_queued:
             raise BusyError(retry_after=max(1, min(30, int(self.max_seconds or 5) // 2)))
+        fut = asyncio.get_running_loop().create_future()
+        self.in_flight[run_id] = fut
+        self.progress[run_id] = Progress(scenario.max_steps, time.monotonic())
+        self.partial[run_id] = []
+        task = asyncio.create_task(self._compute(run_id, scenario, fut))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return fut
+
+    async def _compute(self, run_id: str, scenario: Scenario, fut: asyncio.Future[Run]) -> None:
         if self._slots is None:
             self._slots = asyncio.Semaphore(self.max_computing)
-        fut: asyncio.Future[Run] = asyncio.get_running_loop().create_future()
-        self.in_flight[run_id] = fut
-        progress = self.progress[run_id] = Progress(scenario.max_steps, time.monotonic())
+        progress, steps = self.progress[run_id], self.partial[run_id]
         try:
             async with self._slots:
                 progress.started = time.monotonic()
                 self.computations += 1
                 run = await asyncio.to_thread(
-                    compute, run_id, scenario, self.max_seconds, progress, self.max_run_bytes
+                    compute, run_id, scenario, self.max_seconds, progress, self.max_run_bytes, steps
                 )
         except BaseException as e:
             if isinstance(e, (RunTooLongError, RunTooLargeError)):
@@ -250,15 +300,18 @@ class RunStore:
                 self.refused[run_id] = (kind, e.steps_done)
                 while len(self.refused) > self.max_scenarios:
                     self.refused.popitem(last=False)
+            if not isinstance(e, Exception):
+                fut.cancel()
+                raise  # cancelled (the server stops): the task ends so
             fut.set_exception(e)
             fut.exception()  # mark retrieved: waiters re-raise it themselves
-            raise
+            return
         finally:
             self.in_flight.pop(run_id, None)
             self.progress.pop(run_id, None)
+            self.partial.pop(run_id, None)
         fut.set_result(run)
         self._put(run)
-        return run
 
     def status(self, run_id: str) -> dict | None:
         """done (with its steps), computing (steps so far, seconds), queued (waiting for a slot,

@@ -1,6 +1,9 @@
 """Load on a real server: N concurrent clients step through every step of every preset and fetch
-arrays, on loopback, bounded in clients, rounds and seconds. Prints p50/p99 latency per request
-kind, throughput, the error count and the server's peak memory (VmHWM). Run:
+arrays, on loopback, bounded in clients, rounds and seconds; meanwhile another client creates new
+runs (each a 256-request scenario computing for a while) with POST /api/runs?wait=first and
+times their first step. Prints p50/p99 latency per request kind, throughput, the error count and
+the server's peak memory (VmHWM). Targets: cached steps p99 under 50 ms, a new run's first step
+under 1 s. Run:
 
     .venv/bin/python benchmarks/api_load.py --clients 32 --seconds 30
 """
@@ -29,11 +32,29 @@ def peak_rss_mb(pid: int) -> float:
     return float("nan")
 
 
+def new_run(seed: int) -> dict:
+    """256 requests of 64 prompt tokens and 32 outputs, simulated (model null): about 60 steps."""
+    return {
+        "name": f"load-{seed}",
+        "seed": seed,
+        "config": {
+            "block_size": 16,
+            "max_model_len": 96,
+            "max_num_reqs": 128,
+            "max_num_batched_tokens": 4096,
+            "num_kv_blocks": 1024,
+            "model": None,
+        },
+        "requests": [{"id": str(i), "prompt_len": 64, "max_tokens": 32} for i in range(256)],
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--clients", type=int, default=32)
     ap.add_argument("--seconds", type=float, default=30)
     ap.add_argument("--rounds", type=int, default=5, help="passes over every preset per client, at most")
+    ap.add_argument("--new-runs", type=int, default=8, help="new runs created during the load")
     args = ap.parse_args()
     clients = max(1, min(args.clients, 256))
     with running_server() as server:
@@ -44,7 +65,7 @@ def main() -> None:
             scenario = httpx.get(f"{base}/api/presets/{p['id']}").json()["scenario"]
             created = httpx.post(f"{base}/api/runs", json=scenario, timeout=120).json()
             runs.append((created["run_id"], created["num_steps"]))
-        lat: dict[str, list[float]] = {"step": [], "array": [], "overview": []}
+        lat: dict[str, list[float]] = {"step": [], "array": [], "overview": [], "new run": []}
         errors = 0
         lock = threading.Lock()
         deadline = time.monotonic() + args.seconds
@@ -74,9 +95,26 @@ def main() -> None:
                                 lat[kind].append(dt)
                                 errors += not ok
 
+        def creator() -> None:
+            """New runs, one after another, while the clients read: each answers at its first step."""
+            nonlocal errors
+            with httpx.Client(base_url=base, timeout=120) as c:
+                for seed in range(args.new_runs):
+                    if time.monotonic() > deadline:
+                        return
+                    t0 = time.perf_counter()
+                    r = c.post("/api/runs?wait=first", json=new_run(seed))
+                    dt = (time.perf_counter() - t0) * 1e3
+                    with lock:
+                        lat["new run"].append(dt)
+                        errors += r.status_code not in (201, 202)
+                    time.sleep(0.5)
+
         t0 = time.perf_counter()
-        with ThreadPoolExecutor(clients) as pool:
+        with ThreadPoolExecutor(clients + 1) as pool:
+            done = pool.submit(creator)
             list(pool.map(client, range(clients)))
+            done.result()
         wall = time.perf_counter() - t0
         total = sum(len(v) for v in lat.values())
         print(

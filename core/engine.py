@@ -39,13 +39,14 @@ KV_LAYOUTS = {
 @register_flavor("vllm")
 class Engine:
     """The vllm flavour's engine: runs a Scenario step by step; `capture=False` skips recording
-    arrays (for timing). Other flavours subclass it and register themselves (core/registry.py);
+    arrays (for timing); `stage_timing=True` times each stage of prepare_inputs, not only their
+    total. Other flavours subclass it and register themselves (core/registry.py);
     `make_engine(scenario)` picks the scenario's."""
 
     flavor = "vllm"
     runner_cls: type[ModelRunner] = ModelRunner
 
-    def __init__(self, scenario: Scenario, capture: bool = True) -> None:
+    def __init__(self, scenario: Scenario, capture: bool = True, stage_timing: bool = False) -> None:
         if scenario.flavor != self.flavor:
             raise ValueError(
                 f"{type(self).__name__} runs the {self.flavor!r} flavour, not {scenario.flavor!r}: "
@@ -53,6 +54,7 @@ class Engine:
             )
         self.scenario = scenario
         self.capture = capture
+        self.stage_timing = stage_timing
         cfg = scenario.config
         self.device = resolve_device(cfg.device)
         self.step_no = 0
@@ -103,7 +105,7 @@ class Engine:
 
     def step(self) -> StepTrace:
         self.step_no += 1
-        timer = StageTimer(self.device)
+        timer = StageTimer(self.device, per_stage=self.stage_timing)
         out = self.scheduler.schedule(self.step_no)
         trace = StepTrace(step=self.step_no, idle=not out.scheduled)
         with timer.cpu("update_states"):
@@ -147,7 +149,7 @@ class Engine:
             self.scheduler.update_from_output(out, sampled)
             self.runner.append_sampled(sampled)
         trace.sampled_token_ids = sampled
-        trace.timing_us = timer.collect(tuple(spec.name for _, spec, _, _ in self.runner.stage_plan))
+        trace.timing_us = timer.collect(self.runner.stage_names)
         return trace
 
     def _forward_and_sample(self, v: dict[str, Any], trace: StepTrace, timer: StageTimer) -> np.ndarray:

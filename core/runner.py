@@ -24,7 +24,7 @@ from pagedviz.core.device import StageTimer
 from pagedviz.core.input_batch import InputBatch, cpu_tensor
 from pagedviz.core.scheduler import SchedulerOutput
 from pagedviz.core.spec_decode import calc_spec_decode_metadata
-from pagedviz.core.trace import Stage, StepTrace
+from pagedviz.core.trace import NO_PADDING, PlanItem, Stage, StepTrace
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,8 @@ class StageSpec:
     why: str = ""
     # the stage runs only for runners where this holds (e.g. speculative decoding is on)
     when: Callable[[Any], bool] | None = None
+    # arrays the stage leaves as views of persistent buffers (the next step overwrites them)
+    views: tuple[str, ...] = ()
 
 
 def stage(
@@ -45,11 +47,16 @@ def stage(
     formula: str,
     why: str = "",
     when: Callable[[Any], bool] | None = None,
+    views: str = "",
 ) -> Callable[[Callable[..., None]], Callable[..., None]]:
-    """Mark a runner method as a stage of prepare_inputs (reads/writes are space-separated)."""
+    """Mark a runner method as a stage of prepare_inputs (reads/writes/views are space-separated;
+    `views`: what it leaves as views of persistent buffers, which a trace must copy)."""
 
     def mark(fn: Callable[..., None]) -> Callable[..., None]:
-        fn.stage_spec = StageSpec(name, tuple(reads.split()), tuple(writes.split()), formula, why, when)  # type: ignore[attr-defined]
+        spec = StageSpec(
+            name, tuple(reads.split()), tuple(writes.split()), formula, why, when, tuple(views.split())
+        )
+        fn.stage_spec = spec  # type: ignore[attr-defined]
         return fn
 
     return mark
@@ -127,6 +134,18 @@ LEVELS: dict[str, str] = {
 }
 
 
+UPDATE_STATES_STAGE = Stage(
+    "update_states",
+    ["scheduler_output"],
+    ["token_ids_cpu", "block_table", "num_computed_tokens_cpu", "num_tokens", "num_scheduled_tokens"],
+    "remove finished/unscheduled rows; add new rows into the lowest hole; condense",
+    "The persistent batch catches up with the scheduler (GPUModelRunner._update_states): "
+    "finished and unscheduled requests leave and their rows become holes, new ones take "
+    "the lowest hole, and the last rows move into the holes (condense). Only what "
+    "changed is written; scheduled draft tokens are written after a request's tokens.",
+)
+
+
 class ModelRunner:
     """Persistent batch + prepare_inputs of the vllm flavour."""
 
@@ -157,6 +176,8 @@ class ModelRunner:
         self.config = config
         self.device = device
         self.block_size = config.block_size
+        bs = config.block_size
+        self.block_shift = bs.bit_length() - 1 if bs & (bs - 1) == 0 else None
         self.max_model_len = config.max_model_len
         self.max_num_blocks_per_req = config.max_num_blocks_per_req
         self.mrope = mrope or {}  # per request, when the model uses M-RoPE
@@ -190,8 +211,10 @@ class ModelRunner:
         self.prev_req_id_to_index: dict[str, int] = {}
         self.pending_sampled: dict[str, int] = {}  # known to the CPU only after the next gather
         self.v: dict[str, Any] = {}  # the arrays of the step being prepared, by vLLM name
-        self.pad: dict[str, tuple[int, np.ndarray | None]] = {}  # name -> (valid, whole buffer)
-        self.stage_plan = []
+        # name -> (valid, the whole persistent buffer whose head is the array, or None)
+        self.pad: dict[str, tuple[int, np.ndarray | None]] = {}
+        # the stage plan, fixed for this runner: the stages that run, in order, and what each records
+        self.stage_plan: list[tuple[Callable[[], None], StageSpec, Stage, list[tuple[str, str]]]] = []
         for name in self.STAGES:
             method = getattr(self, name)
             spec: StageSpec = method.stage_spec
@@ -200,6 +223,25 @@ class ModelRunner:
             levels = [(w, LEVELS[w]) for w in spec.writes if w in LEVELS]
             record = Stage(spec.name, list(spec.reads), list(spec.writes), spec.formula, spec.why)
             self.stage_plan.append((method, spec, record, levels))
+        self.stage_methods = tuple(method for method, _, _, _ in self.stage_plan)
+        self.stage_names = tuple(spec.name for _, spec, _, _ in self.stage_plan)
+        self.stage_records = [record for _, _, record, _ in self.stage_plan]
+        self.record_plan: list[PlanItem] = [
+            (w, level, spec.name, "cpu", None)
+            for _, spec, _, levels in self.stage_plan
+            for w, level in levels
+        ]
+        self.view_names = tuple(name for _, spec, _, _ in self.stage_plan for name in spec.views)
+        ib = self.input_batch
+        self.batch_plan: list[PlanItem] = [
+            ("num_scheduled_tokens", "request", "update_states", "cpu", None),
+            ("num_computed_tokens_cpu", "request", "update_states", "cpu", None),
+            ("num_tokens", "request", "update_states", "cpu", None),
+            ("token_ids_cpu", "system", "update_states", "cpu", ib.token_ids_cpu.shape),
+            ("block_table", "system", "update_states", "cpu", ib.block_table.block_table_np.shape),
+        ]
+        # the flattened token table, a view on its memory, for the input_ids gather
+        self.token_ids_flat = self.input_batch.token_ids_cpu_tensor.view(-1)
 
     @property
     def uses_mrope(self) -> bool:
@@ -282,7 +324,7 @@ class ModelRunner:
     )
     def _req_indices(self) -> None:
         v = self.v
-        v["req_indices"] = np.repeat(self.arange_np[: v["num_reqs"]], v["num_scheduled_tokens"])
+        v["req_indices"] = self.arange_np[: v["num_reqs"]].repeat(v["num_scheduled_tokens"])
 
     @stage(
         "cu_num_tokens",
@@ -296,10 +338,11 @@ class ModelRunner:
     def _cu_num_tokens(self) -> None:
         v = self.v
         n = v["num_scheduled_tokens"]
-        cu = np.cumsum(n, dtype=np.int64)
+        cu = n.cumsum(dtype=np.int64)
         v["T"] = int(cu[-1]) if len(cu) else 0
         v["cu_num_tokens"] = cu
-        v["arange"] = self.arange_np[: v["T"]] - np.repeat(cu - n, n)
+        offsets = (cu - n).repeat(n)
+        v["arange"] = np.subtract(self.arange_np[: v["T"]], offsets, out=offsets)
 
     @stage(
         "positions",
@@ -309,6 +352,7 @@ class ModelRunner:
         "Each token's position in its own sequence: what the request had computed before this step "
         "plus its offset in this step. RoPE rotates by it. vLLM 0.33 computes the same sum on the "
         "device from its device copy of num_computed_tokens.",
+        views="positions",
     )
     def _positions(self) -> None:
         v = self.v
@@ -358,7 +402,9 @@ class ModelRunner:
     )
     def _token_indices(self) -> None:
         v = self.v
-        v["token_indices"] = v["positions"] + v["req_indices"] * self.max_model_len
+        token_indices = v["req_indices"] * self.max_model_len
+        token_indices += v["positions"]
+        v["token_indices"] = token_indices
 
     @stage(
         "input_ids",
@@ -367,17 +413,16 @@ class ModelRunner:
         "input_ids = token_ids_cpu.flatten()[token_indices]",
         "The model's input ids, gathered from the token table with token_indices in one "
         "torch.index_select (faster than np.take for large tables).",
+        views="input_ids",
     )
     def _input_ids(self) -> None:
         v = self.v
-        out = self.input_ids_cpu[: v["T"]]
+        T = v["T"]
+        out = self.input_ids_np[:T]  # a numpy slice wraps as a tensor faster than torch slices
         torch.index_select(
-            self.input_batch.token_ids_cpu_tensor.flatten(),
-            0,
-            torch.from_numpy(v["token_indices"]),
-            out=out,
+            self.token_ids_flat, 0, torch.from_numpy(v["token_indices"]), out=torch.from_numpy(out)
         )
-        v["input_ids"] = self.input_ids_np[: v["T"]]
+        v["input_ids"] = out
 
     @stage(
         "token_indices_whatif",
@@ -413,9 +458,12 @@ class ModelRunner:
     )
     def _block_table_indices(self) -> None:
         v = self.v
-        v["block_table_indices"] = (
-            v["req_indices"] * self.max_num_blocks_per_req + v["positions"] // self.block_size
-        )
+        positions = v["positions"]
+        # a power-of-two block size divides by a shift (positions are never negative)
+        shift = self.block_shift
+        indices = positions // self.block_size if shift is None else positions >> shift
+        indices += v["req_indices"] * self.max_num_blocks_per_req
+        v["block_table_indices"] = indices
 
     @stage(
         "block_numbers",
@@ -437,7 +485,10 @@ class ModelRunner:
     )
     def _block_offsets(self) -> None:
         v = self.v
-        v["block_offsets"] = v["positions"] % self.block_size
+        if self.block_shift is None:
+            v["block_offsets"] = v["positions"] % self.block_size
+        else:
+            v["block_offsets"] = v["positions"] & (self.block_size - 1)
 
     @stage(
         "slot_mapping",
@@ -450,21 +501,20 @@ class ModelRunner:
         "through the graph's layers, but their slot is -1, which the cache-write kernel "
         "(reshape_and_cache_flash) skips, so they write nothing. Attention reads the first T "
         "entries only (`valid` in the trace).",
+        views="slot_mapping",
     )
     def _slot_mapping(self) -> None:
         v = self.v
         T = v["T"]
-        np.add(
-            v["block_numbers"].astype(np.int64) * self.block_size,
-            v["block_offsets"],
-            out=self.slot_mapping_np[:T],
-        )
+        out = self.slot_mapping_np[:T]
+        np.multiply(v["block_numbers"], self.block_size, out=out, dtype=np.int64)
+        np.add(out, v["block_offsets"], out=out)
         # with CUDA graphs the batch is padded to a capture size; padded slots are -1 (written nowhere)
-        v["num_input_tokens"] = self.config.pad_for_cudagraph(T) if T else 0
-        self.slot_mapping_np[T : v["num_input_tokens"]] = -1
-        v["slot_mapping"] = self.slot_mapping_np[: v["num_input_tokens"]]
-        if v["num_input_tokens"] > T:
+        P = v["num_input_tokens"] = self.config.pad_for_cudagraph(T) if T else 0
+        if P > T:
+            self.slot_mapping_np[T:P] = -1
             self.pad["slot_mapping"] = (T, None)
+        v["slot_mapping"] = self.slot_mapping_np[:P]
 
     @stage(
         "query_start_loc",
@@ -476,13 +526,14 @@ class ModelRunner:
         "max_num_reqs + 1 entries; past num_reqs it repeats the last value so it stays "
         "non-decreasing, as FlashAttention requires: a kernel launched over more (padded) requests "
         "sees empty queries there (`buffer` in the trace).",
+        views="query_start_loc",
     )
     def _query_start_loc(self) -> None:
         v = self.v
         n = v["num_reqs"]
         self.query_start_loc_np[0] = 0
         self.query_start_loc_np[1 : n + 1] = v["cu_num_tokens"]
-        self.query_start_loc_np[n + 1 :] = v["cu_num_tokens"][-1] if n else 0
+        self.query_start_loc_np[n + 1 :] = v["T"]
         v["query_start_loc"] = self.query_start_loc_np[: n + 1]
         if n:
             self.pad["query_start_loc"] = (n + 1, self.query_start_loc_np)
@@ -495,6 +546,7 @@ class ModelRunner:
         "Each request's length after this step, computed + scheduled tokens: attention reads this "
         "many keys through the request's block-table row (FlashAttention's seqused_k). Past "
         "num_reqs the buffer is 0, so a padded request attends to nothing.",
+        views="seq_lens",
     )
     def _seq_lens(self) -> None:
         v = self.v
@@ -524,6 +576,7 @@ class ModelRunner:
         "the batch kept its order the requests are rows 0..n-1 in both steps and one slice copy "
         "does it; otherwise a scatter by (sample_flattened_indices, prev_common_req_indices).",
         when=lambda r: r.config.async_scheduling,
+        views="prev_sampled_token_ids",
     )
     def _prepare_input_ids(self) -> None:
         v = self.v
@@ -557,13 +610,14 @@ class ModelRunner:
         "The hidden state of each request's last scheduled token goes to the LM head. A request in "
         "the middle of a chunked prefill (seq_lens < num_tokens) is sampled too, for simplicity, "
         "and its token discarded (discard_request_mask).",
+        views="num_tokens",
     )
     def _logits_indices(self) -> None:
         v = self.v
         n = v["num_reqs"]
         v["num_tokens"] = self.input_batch.num_tokens[:n]
         v["discard_request_mask"] = v["seq_lens"] < v["num_tokens"]
-        v["logits_indices"] = v["query_start_loc"][1:].astype(np.int64) - 1
+        v["logits_indices"] = np.subtract(v["query_start_loc"][1:], 1, dtype=np.int64)
 
     @stage(
         "spec_decode_metadata",
@@ -603,72 +657,63 @@ class ModelRunner:
     )
     def _attn_metadata(self) -> None:
         v = self.v
-        v["scalars"].update(
-            {
-                "num_reqs": v["num_reqs"],
-                "total_num_scheduled_tokens": v["T"],
-                "num_input_tokens": v["num_input_tokens"],
-                "max_query_len": int(v["num_scheduled_tokens"].max()) if v["num_reqs"] else 0,
-                "max_seq_len": int(v["seq_lens"].max()) if v["num_reqs"] else 0,
-            }
-        )
+        n = v["num_reqs"]
+        scalars = v["scalars"]
+        scalars["num_reqs"] = n
+        scalars["total_num_scheduled_tokens"] = v["T"]
+        scalars["num_input_tokens"] = v["num_input_tokens"]
+        scalars["max_query_len"] = int(v["num_scheduled_tokens"].max()) if n else 0
+        scalars["max_seq_len"] = int(v["seq_lens"].max()) if n else 0
 
     # ---------------------------------------------------------------- driver
     def prepare_inputs(self, trace: StepTrace | None, timer: StageTimer) -> dict[str, Any]:
-        """Run every stage in order; record written arrays into `trace` when it is given."""
-        timings = timer.timings
-        for method, spec, stage_rec, levels in self.stage_plan:
+        """Run every stage in order; record written arrays into `trace` when it is given. Each
+        stage is timed only when the timer asks for it (`per_stage`); else the whole loop is."""
+        if timer.per_stage:
+            timings = timer.timings
+            for method, name in zip(self.stage_methods, self.stage_names):
+                t0 = time.perf_counter_ns()
+                method()
+                timings[name] = (time.perf_counter_ns() - t0) / 1e3
+        else:
             t0 = time.perf_counter_ns()
-            method()
-            timings[spec.name] = (time.perf_counter_ns() - t0) / 1e3
-            if trace is not None:
-                trace.stages.append(stage_rec)
-                for name, level in levels:
-                    if name in self.v:
-                        valid, buffer = self.pad.get(name, (None, None))
-                        trace.record(name, level, self.v[name], spec.name, valid=valid, buffer=buffer)
+            for method in self.stage_methods:
+                method()
+            timer.timings["prepare_inputs"] = (time.perf_counter_ns() - t0) / 1e3
+        if trace is not None:
+            self.record_stages(trace)
         return self.v
+
+    def record_stages(self, trace: StepTrace) -> None:
+        """The stages that ran and the arrays each wrote, in stage order (a later stage that
+        writes an array again, e.g. spec decode's logits_indices, is the one recorded)."""
+        trace.stages.extend(self.stage_records)
+        values = self.v.copy()
+        padding: dict[str, tuple[int, np.ndarray | None]] = {}
+        for name, (valid, buffer) in self.pad.items():
+            if buffer is not None:  # the array is the buffer's head: one copy serves both
+                buffer = buffer.copy()
+                values[name] = buffer[: len(values[name])]
+            padding[name] = (valid, buffer)
+        for name in self.view_names:
+            data = values.get(name)
+            if data is not None and data.base is not None and padding.get(name, NO_PADDING)[1] is None:
+                values[name] = data.copy()
+        trace.record_all(self.record_plan, values, padding)
 
     def record_batch(self, trace: StepTrace) -> None:
         """Record the request-level batch arrays and the system tables after update_states."""
-        ib, n = self.input_batch, self.v["num_reqs"]
-        trace.stages.insert(
-            0,
-            Stage(
-                "update_states",
-                ["scheduler_output"],
-                [
-                    "token_ids_cpu",
-                    "block_table",
-                    "num_computed_tokens_cpu",
-                    "num_tokens",
-                    "num_scheduled_tokens",
-                ],
-                "remove finished/unscheduled rows; add new rows into the lowest hole; condense",
-                "The persistent batch catches up with the scheduler (GPUModelRunner._update_states): "
-                "finished and unscheduled requests leave and their rows become holes, new ones take "
-                "the lowest hole, and the last rows move into the holes (condense). Only what "
-                "changed is written; scheduled draft tokens are written after a request's tokens.",
-            ),
-        )
-        rows = max(ib.req_id_to_index.values(), default=-1) + 1
-        trace.record("num_scheduled_tokens", "request", self.v["num_scheduled_tokens"], "update_states")
-        trace.record("num_computed_tokens_cpu", "request", ib.num_computed_tokens_cpu[:n], "update_states")
-        trace.record("num_tokens", "request", self.v["num_tokens"], "update_states")
-        trace.record(
-            "token_ids_cpu",
-            "system",
-            ib.token_ids_cpu[:rows],
-            "update_states",
-            shape=tuple(ib.token_ids_cpu.shape),
-        )
-        trace.record(
-            "block_table",
-            "system",
-            ib.block_table.block_table_np[:rows],
-            "update_states",
-            shape=tuple(ib.block_table.block_table_np.shape),
-        )
+        ib, v = self.input_batch, self.v
+        n = v["num_reqs"]  # update_states condensed the batch: the active rows are 0..n-1
+        trace.stages.insert(0, UPDATE_STATES_STAGE)
+        values = {
+            "num_scheduled_tokens": v["num_scheduled_tokens"],  # made afresh by update_states
+            "num_computed_tokens_cpu": ib.num_computed_tokens_cpu[:n].copy(),
+            "num_tokens": ib.num_tokens[:n].copy(),
+            "token_ids_cpu": ib.token_ids_cpu[:n].copy(),
+            "block_table": ib.block_table.block_table_np[:n].copy(),
+        }
+        trace.record_all(self.batch_plan, values, {})
 
     def copy_to_device(self, timer: StageTimer) -> bool:
         """Copy inputs to the device; compute slot_mapping there and check it against the CPU's."""

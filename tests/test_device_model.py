@@ -8,7 +8,7 @@ import types
 import pytest
 import torch
 
-from pagedviz.core import load_preset, make_engine
+from pagedviz.core import Engine, load_preset, make_engine
 from pagedviz.core.device import DeviceUnavailableError, pick_device_type, resolve_device
 from pagedviz.core.model import ForwardInputs
 from pagedviz.core.presets import list_presets
@@ -98,11 +98,18 @@ def test_default_capture_sizes_follow_vllm_and_are_capped_by_the_budget() -> Non
 
 
 def test_timing_and_device_are_recorded() -> None:
-    t = make_engine(load_preset("seed-001")).step()
+    t = Engine(load_preset("seed-001"), stage_timing=True).step()
     for stage in ("update_states", "positions", "slot_mapping", "copy_to_device", "device_slot_mapping"):
         assert t.timing_us[stage] >= 0
     stages = [s.name for s in t.stages if s.name != "update_states"]
     assert t.timing_us["prepare_inputs"] == pytest.approx(sum(t.timing_us[s] for s in stages), abs=0.2)
+
+
+def test_by_default_prepare_inputs_is_timed_as_a_whole() -> None:
+    t = make_engine(load_preset("seed-001")).step()
+    assert t.timing_us["prepare_inputs"] > 0
+    assert "positions" not in t.timing_us and "slot_mapping" not in t.timing_us
+    assert t.timing_us["copy_to_device"] >= 0 and t.timing_us["update_states"] >= 0
     assert t.forward["device"] == str(resolve_device("auto"))
     assert t.forward["slot_mapping_device_matches_cpu"] is True
 

@@ -1,4 +1,5 @@
-"""The HTML pages (Jinja2, autoescaped) and the static files, Plotly served from its package."""
+"""The HTML pages (Jinja2, autoescaped) and the static files; Plotly's cartesian bundle, vendored in
+static/vendor (or the plotly package's full bundle), served gzipped from memory."""
 
 from __future__ import annotations
 
@@ -25,7 +26,11 @@ def _dir(name: str) -> Path:
 
 
 templates = Jinja2Templates(directory=str(_dir("templates")))
-PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+# plotly.js's cartesian partial bundle (heatmaps are all the pages draw), vendored in static/vendor;
+# the plotly package's full bundle when it is missing
+PLOTLY_FULL_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+PLOTLY_CARTESIAN_JS = _dir("static") / "vendor" / "plotly-cartesian.min.js"
+PLOTLY_JS = PLOTLY_CARTESIAN_JS if PLOTLY_CARTESIAN_JS.is_file() else PLOTLY_FULL_JS
 
 
 @router.get("/", response_class=HTMLResponse)
@@ -45,7 +50,7 @@ def _plotly_gz() -> bytes:
 
 @router.get("/vendor/plotly.min.js")
 def plotly_js(request: Request) -> Response:
-    """Plotly from the installed package (no CDN), gzipped once and then served from memory."""
+    """Plotly from this server (no CDN), gzipped once and then served from memory."""
     headers = {"Cache-Control": "public, max-age=86400", "Vary": "Accept-Encoding"}
     if "gzip" in request.headers.get("accept-encoding", ""):
         headers["Content-Encoding"] = "gzip"

@@ -170,12 +170,38 @@ def _created(run: Run) -> dict[str, Any]:
 @router.post(
     "/runs", status_code=201, response_model=RunCreated, responses=ERRORS, openapi_extra=SCENARIO_BODY
 )
-async def create_run(request: Request) -> JSONResponse:
+async def create_run(
+    request: Request,
+    wait: str = Query(
+        "all",
+        pattern="^(all|first)$",
+        description="all: answer once every step is "
+        "computed; first: once step 1 is (202 with complete: false if more follow)",
+    ),
+) -> JSONResponse:
     """Run a scenario, or a preset with overrides (`{"preset": "seed-001", "overrides": {"config":
-    {"block_size": 4}}}`). The run id is a content hash: the same scenario gives the same id."""
+    {"block_size": 4}}}`). The run id is a content hash: the same scenario gives the same id.
+    With `wait=first` a big run answers as soon as its first step is computed; its steps can be
+    read while the later ones compute."""
     scenario = _scenario(from_preset(await read_json(request)), request)
-    run = await _run(request, _store(request).remember(scenario))
-    return JSONResponse(_created(run), status_code=201, headers={"Location": f"/api/runs/{run.run_id}"})
+    store = _store(request)
+    run_id = store.remember(scenario)
+    location = {"Location": f"/api/runs/{run_id}"}
+    if wait == "first":
+        first, run = await store.get_step(run_id, 1)
+        if run is None and first is not None:
+            partial = RunCreated(
+                run_id=run_id,
+                num_steps=max(1, len(store.partial.get(run_id, ()))),  # computed so far
+                device=first.forward.get("device", ""),
+                flavor=scenario.flavor,
+                complete=False,
+                url=f"/run?s={pack(scenario.to_dict())}",
+                link=pack(scenario.to_dict()),
+            )
+            return JSONResponse(partial.model_dump(), status_code=202, headers=location)
+    run = await _run(request, run_id)
+    return JSONResponse(_created(run), status_code=201, headers=location)
 
 
 @router.post(
@@ -273,10 +299,22 @@ def _step(run: Run, n: int) -> StepTrace:
     return run.steps[n - 1]
 
 
+async def _streamed_step(request: Request, run_id: str, n: int) -> StepTrace:
+    """Step n as soon as the engine has made it: a big run's first steps answer while its
+    later steps still compute."""
+    t, run = await _store(request).get_step(run_id, n)
+    if t is not None:
+        return t
+    if run is None:
+        raise _unknown_run(run_id)
+    return _step(run, n)
+
+
 @router.get("/runs/{run_id}/steps/{n}", response_model=StepOut, responses=ERRORS)
 async def step(request: Request, run_id: str, n: int) -> Response:
-    """One step in the trace contract; [every array in it](/docs-md/arrays.md)."""
-    t = _step(await _run(request, run_id), n)
+    """One step in the trace contract; [every array in it](/docs-md/arrays.md). Answers as soon
+    as the step is computed, while later steps of the run may still compute."""
+    t = await _streamed_step(request, run_id, n)
     return Response(json.dumps(t.to_dict(), separators=(",", ":")), media_type="application/json")
 
 
@@ -302,7 +340,7 @@ async def array(
     request: Request, run_id: str, n: int, name: str, format: str = Query("json", pattern="^(json|csv|npy)$")
 ) -> Response:
     """One array of a step as JSON, CSV (opens in a spreadsheet) or NPY (loads with numpy.load)."""
-    t = _step(await _run(request, run_id), n)
+    t = await _streamed_step(request, run_id, n)
     entry = t.array_entries.get(name)
     if entry is None:
         known = ", ".join(sorted(t.array_entries)) or "none (idle step)"

@@ -1,0 +1,102 @@
+"""Big runs on a real server: time to the first step, total time and the server's memory, for
+scenarios of 128, 512 and 1024 requests.
+
+Each size runs in a fresh `pagedviz serve` (so its peak memory is the run's own): POST
+/api/runs?wait=first answers once step 1 is computed (202 while later steps compute), GET
+/api/runs/{id}/steps/1 then reads it, and GET /api/runs/{id} waits for the whole run. Printed:
+time to the first step (POST answered, step 1 read), the total time, the steps, and the server's
+resident memory before the run, at its peak (VmHWM) and the peak's growth per step. Targets: the
+first step in under 1 s at 1024 requests. Requests have 64-token prompts and `--max-tokens`
+outputs; `--model` runs the tiny model too (default: fast simulation, `model: null`). Run:
+
+    .venv/bin/python benchmarks/big_runs.py [--sizes 128,512,1024] [--max-tokens 32] [--model]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Any
+
+import httpx
+
+from pagedviz.app.serve import running_server
+
+
+def memory_mb(pid: int, field: str) -> float:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def scenario(requests: int, max_tokens: int, model: bool) -> dict[str, Any]:
+    config: dict[str, Any] = {
+        "block_size": 16,
+        "max_model_len": 64 + max_tokens,
+        "max_num_reqs": 256,
+        "max_num_batched_tokens": 8192,
+        "num_kv_blocks": 256 * ((64 + max_tokens) // 16 + 1) + 1,
+        "device": "cpu",
+    }
+    if not model:
+        config["model"] = None
+    return {
+        "name": f"big-{requests}",
+        "seed": 0,
+        "config": config,
+        "requests": [{"id": str(i), "prompt_len": 64, "max_tokens": max_tokens} for i in range(requests)],
+        "max_steps": 4096,
+    }
+
+
+def measure(requests: int, max_tokens: int, model: bool) -> dict[str, float]:
+    limits = ["--max-requests", "4096", "--max-run-seconds", "600", "--max-run-mb", "4096"]
+    with running_server(*limits, "--max-store-mb", "8192") as server:
+        base = server.url
+        before = memory_mb(server.pid, "VmRSS")
+        with httpx.Client(base_url=base, timeout=600) as c:
+            t0 = time.perf_counter()
+            created = c.post("/api/runs?wait=first", json=scenario(requests, max_tokens, model))
+            t_created = time.perf_counter() - t0
+            assert created.status_code in (201, 202), created.text
+            run_id = created.json()["run_id"]
+            first = c.get(f"/api/runs/{run_id}/steps/1")
+            t_first = time.perf_counter() - t0
+            assert first.status_code == 200 and first.json()["step"] == 1
+            overview = c.get(f"/api/runs/{run_id}").json()
+            t_total = time.perf_counter() - t0
+        peak = memory_mb(server.pid, "VmHWM")
+    steps = overview["num_steps"]
+    return {
+        "created": t_created,
+        "first": t_first,
+        "total": t_total,
+        "steps": steps,
+        "before": before,
+        "peak": peak,
+        "per_step_kb": (peak - before) * 1024 / max(1, steps),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sizes", default="128,512,1024")
+    ap.add_argument("--max-tokens", type=int, default=32)
+    ap.add_argument("--model", action="store_true", help="run the tiny model (default: model null)")
+    args = ap.parse_args()
+    print(
+        f"{'reqs':>5} | {'POST (202) s':>12} {'step 1 s':>8} {'total s':>8} {'steps':>5} | "
+        f"{'RSS before MB':>13} {'peak MB':>8} {'peak/step KB':>12}"
+    )
+    for size in (int(s) for s in args.sizes.split(",")):
+        m = measure(size, args.max_tokens, args.model)
+        print(
+            f"{size:>5} | {m['created']:>12.2f} {m['first']:>8.2f} {m['total']:>8.2f} {m['steps']:>5} | "
+            f"{m['before']:>13.0f} {m['peak']:>8.0f} {m['per_step_kb']:>12.1f}"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,44 @@
+"""Runs stream: a step is answered as soon as the engine has made it, while the run's later steps
+still compute (GET /api/runs/{id}/steps/{n}, POST /api/runs?wait=first)."""
+
+from __future__ import annotations
+
+from fastapi.testclient import TestClient
+
+from pagedviz.app.main import create_app
+from pagedviz.app.settings import Settings
+from pagedviz.core import Scenario
+
+from conftest import LONG_RUN
+
+
+def test_step_one_is_answered_while_later_steps_compute() -> None:
+    with TestClient(create_app(Settings())) as client:  # one event loop for every request
+        store = client.app.state.store
+        run_id = store.remember(Scenario.from_dict(LONG_RUN))
+        first = client.get(f"/api/runs/{run_id}/steps/1")
+        assert first.status_code == 200 and first.json()["step"] == 1
+        status = store.status(run_id)
+        assert status["state"] == "computing" and status["steps_done"] < LONG_RUN["max_steps"]
+        overview = client.get(f"/api/runs/{run_id}").json()  # waits for the whole run
+        assert store.status(run_id)["state"] == "done"
+        assert first.json() == client.get(f"/api/runs/{run_id}/steps/1").json()
+        past = client.get(f"/api/runs/{run_id}/steps/{overview['num_steps'] + 1}")
+        assert past.status_code == 404 and past.json()["detail"][0]["field"] == "n"
+
+
+def test_post_with_wait_first_answers_202_before_the_run_is_complete() -> None:
+    with TestClient(create_app(Settings())) as client:
+        r = client.post("/api/runs?wait=first", json={**LONG_RUN, "seed": 7})
+        assert r.status_code == 202, r.text
+        body = r.json()
+        assert body["complete"] is False and 1 <= body["num_steps"] < LONG_RUN["max_steps"]
+        assert client.get(f"/api/runs/{body['run_id']}/steps/2").json()["step"] == 2
+        num_steps = client.get(f"/api/runs/{body['run_id']}").json()["num_steps"]  # waits for all
+        done = client.post("/api/runs?wait=first", json={**LONG_RUN, "seed": 7})
+        assert done.status_code == 201 and done.json()["complete"] is True
+        assert done.json()["num_steps"] == num_steps
+        small = client.post("/api/runs?wait=first", json={"preset": "seed-001"})
+        assert small.status_code in (201, 202) and small.json()["run_id"]
+        bad = client.post("/api/runs?wait=soon", json={"preset": "seed-001"})
+        assert bad.status_code == 422 and "wait" in bad.text
