@@ -1,4 +1,4 @@
-"""One engine step (DESIGN.md §2): schedule -> update_states -> prepare_inputs -> forward ->
+"""One engine step (docs/architecture.md): schedule -> update_states -> prepare_inputs -> forward ->
 sample -> update the scheduler. `Engine.step()` returns the step's StepTrace; `run()` yields them
 until every request has finished or `max_steps` is reached (then `truncated` is True)."""
 

@@ -1,4 +1,4 @@
-"""The persistent batch (DESIGN.md §3, "Persistent batch"), as vLLM's gpu_input_batch keeps it.
+"""The persistent batch (docs/architecture.md), as vLLM's gpu_input_batch keeps it.
 
 Rows of `token_ids_cpu` (max_num_reqs, max_model_len) and of the block table
 (max_num_reqs, ceil(max_model_len / block_size)) belong to requests and persist across steps, so a

@@ -1,4 +1,4 @@
-"""The KV block pool of the vllm flavour (DESIGN.md §3, "Block pool").
+"""The KV block pool of the vllm flavour (docs/architecture.md, README "Fidelity").
 
 Physical block 0 is the null block and is never handed out, so a block-table entry of 0 reads as
 "not allocated". Free blocks wait in a queue (head = next to allocate). Ref counts let several

@@ -9,7 +9,7 @@ padding, idle steps, speculative tokens when the trace has them. Stage sentences
 step's numbers into the stage's formula (`slot_mapping[3] = 7 * 2 + 1 = 15`); `explain()` does the
 same for any one entry, which is what a predict-then-reveal check shows for a wrong answer.
 
-Nothing here is written per preset: the facts come from the trace contract (DESIGN.md §5), so the
+Nothing here is written per preset: the facts come from the trace contract (docs/arrays.md), so the
 three flavours narrate alike. Arrays a flavour or an engine version lacks are skipped, not assumed.
 """
 

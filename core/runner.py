@@ -1,4 +1,4 @@
-"""The model runner's input preparation (DESIGN.md §3, "prepare_inputs"), stage by stage.
+"""The model runner's input preparation (docs/arrays.md), stage by stage.
 
 `update_states` brings the persistent batch up to date with the scheduler's decision. Then each
 stage of `prepare_inputs` is one small method that computes vLLM's arrays with vectorised numpy on

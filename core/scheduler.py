@@ -1,4 +1,4 @@
-"""The vllm-flavour scheduler (DESIGN.md §3, "Scheduler"), one call per engine step.
+"""The vllm-flavour scheduler (docs/architecture.md, README "Fidelity"), one call per engine step.
 
 Running requests are served first, in running order, from a token budget; then, if nothing was
 preempted, waiting requests in queue order. When the pool runs short the last running request is

@@ -1,4 +1,4 @@
-"""Every number the seed documents print for their worked examples (DESIGN.md §9)."""
+"""Every number the seed documents print for their worked examples."""
 
 from __future__ import annotations
 

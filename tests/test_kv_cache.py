@@ -1,4 +1,4 @@
-"""The block pool's pinned rules (DESIGN.md §3, "Block pool")."""
+"""The block pool's pinned rules (docs/architecture.md, README "Fidelity")."""
 
 from __future__ import annotations
 
