@@ -845,6 +845,12 @@ _ATTN_STATE = {
         "(a prefix-cache hit or a resumed request)",
         "分块预填充关闭，预填充覆盖了已计算的 token（前缀缓存命中或恢复的请求）",
     ),
+    "SpecDecoding": (
+        "every request has one valid token plus its draft tokens and the drafter is MTP, so no causal "
+        "mask of its own (the kernel reads a separate spec_attn_mask)",
+        "每个请求只有一个有效 token 加上它的草稿 token，且草稿来自 MTP，"
+        "所以不构造自己的因果掩码（算子读取单独的 spec_attn_mask）",
+    ),
 }
 
 
