@@ -12,41 +12,18 @@ in English and Chinese land in test-artifacts/.
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+import test_browser as tb
 
-from pagedviz.app.serve import running_server
-
-CHROMIUM = os.environ.get("PAGEDVIZ_CHROMIUM", "/usr/bin/chromium")
-ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
-
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(
-        not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is not installed (apt-get install chromium)"
-    ),
-]
-
-
-@pytest.fixture(scope="module")
-def base_url() -> Iterator[str]:
-    with running_server() as server:
-        yield server.url
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
-        yield b
-        b.close()
+# the real server and Chromium come from test_browser's fixtures, shared with its tests
+pytestmark = tb.pytestmark
+ARTIFACTS = tb.ARTIFACTS
+base_url = tb.base_url
+browser = tb.browser
 
 
 @pytest.fixture()

@@ -4,44 +4,19 @@ stage-by-stage playback, lessons, predict-then-reveal, what-if and compare. Scre
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import test_browser as tb
 
-from pagedviz.app.serve import running_server
-
-CHROMIUM = os.environ.get("PAGEDVIZ_CHROMIUM", "/usr/bin/chromium")
-ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
+# the real server and Chromium come from test_browser's fixtures, shared with its tests
+pytestmark = tb.pytestmark
+ARTIFACTS = tb.ARTIFACTS
+base_url = tb.base_url
+browser = tb.browser
 HAN = re.compile(r"[\u4e00-\u9fff]")
-
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(
-        not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is not installed (apt-get install chromium)"
-    ),
-]
-
-
-@pytest.fixture(scope="module")
-def base_url() -> Iterator[str]:
-    with running_server() as server:
-        yield server.url
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(
-            executable_path=CHROMIUM,
-            args=["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"],
-        )
-        yield b
-        b.close()
 
 
 @pytest.fixture()
