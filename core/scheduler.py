@@ -136,21 +136,7 @@ class Scheduler:
         tokens up to max_tokens; finish and free as update_from_output does."""
         for req_id, k in num_rejected.items():
             self.requests[req_id].num_computed_tokens -= k
-        finished: list[str] = []
-        for s in out.scheduled:  # scheduling order, as update_from_output (frees in that order)
-            if s.req_id not in generated:
-                continue
-            req_id, tokens = s.req_id, generated[s.req_id]
-            req = self.requests[req_id]
-            for token in tokens[: req.max_tokens - req.num_output_tokens]:
-                req.append(token)
-            if req.is_done:
-                req.status = Status.FINISHED
-                self.running.remove(req)
-                self.kv.free(req_id)
-                finished.append(req_id)
-        self.finished_since_last_step = finished
-        return finished
+        return self._append_and_finish(out, generated)
 
     def _scheduled(
         self, req: Request, kind: str, computed: int, n: int, added: list[int]
@@ -241,21 +227,26 @@ class Scheduler:
         return out
 
     def update_from_output(self, out: SchedulerOutput, sampled: dict[str, int]) -> list[str]:
-        """Append sampled tokens; finish and free requests that reached max_tokens.
+        """Append sampled tokens; finish and free requests that reached max_tokens."""
+        return self._append_and_finish(out, {req_id: [token] for req_id, token in sampled.items()})
+
+    def _append_and_finish(self, out: SchedulerOutput, tokens_of: dict[str, list[int]]) -> list[str]:
+        """Append each request's new tokens up to max_tokens; finish and free the done ones.
 
         Walks the step's requests in scheduling order (vLLM walks `num_scheduled_tokens`), so
         requests finishing together free their blocks in that order."""
         finished: list[str] = []
         for s in out.scheduled:
-            if s.req_id not in sampled:
+            tokens = tokens_of.get(s.req_id)
+            if tokens is None:
                 continue
-            req_id, token = s.req_id, sampled[s.req_id]
-            req = self.requests[req_id]
-            req.append(token)
+            req = self.requests[s.req_id]
+            for token in tokens[: req.max_tokens - req.num_output_tokens]:
+                req.append(token)
             if req.is_done:
                 req.status = Status.FINISHED
                 self.running.remove(req)
-                self.kv.free(req_id)
-                finished.append(req_id)
+                self.kv.free(s.req_id)
+                finished.append(s.req_id)
         self.finished_since_last_step = finished
         return finished
