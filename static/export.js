@@ -1,8 +1,9 @@
 // Export: each array of a step as JSON, CSV or .npy (links to the REST API), a heatmap as a PNG
-// (Plotly's own download), and the link that reopens this exact view.
+// (the drawn canvas), and the link that reopens this exact view.
 
 import { writeState } from "./state.js";
 import { $, L, S, state } from "./trace.js";
+import { toPng } from "./canvasmap.js";
 import { el } from "./views.js";
 
 // one menu per card: a single tab stop that opens every array's links, so the data comes first in
@@ -22,8 +23,20 @@ export function exportLinks(name) {
 
 // the PNG button of a system-level card (disabled while the card shows its table)
 export function pngButton(id) {
-  return el("button", { class: "small", onclick: () => window.Plotly && $(`hm-${id}`).data && window.Plotly.downloadImage($(`hm-${id}`), { format: "png", filename: `${id}-step${state.step}` }),
+  return el("button", { class: "small", onclick: () => downloadPng($(`hm-${id}`), `${id}-step${state.step}.png`),
     text: L("png"), "aria-label": `${id} PNG`, disabled: S.view[id] === "table" });
+}
+
+// the heatmap as drawn, saved as a PNG file
+export async function downloadPng(div, filename) {
+  const blob = div ? await toPng(div) : null;
+  if (!blob) return;
+  const url = URL.createObjectURL(blob);
+  const a = el("a", { href: url, download: filename, hidden: true });
+  document.body.append(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 1000);
 }
 
 // the view's URL into the link field and, where the browser allows, the clipboard

@@ -202,8 +202,8 @@ function drawMrope() {
   const m = A("mrope_positions"), div = $("hm-mrope");
   if (!m || !div) return;
   const z = [A("positions").slice(0, m[0].length), ...m];
-  heatmap(div, z, { title: "positions | mrope_positions (t, h, w)", xTitle: L("token"), hover: "%{y}, token %{x}: %{z}<extra></extra>" });
-  if (window.Plotly && div.data) window.Plotly.relayout(div, { "yaxis.tickvals": [0, 1, 2, 3], "yaxis.ticktext": ["positions", "t", "h", "w"], "margin.l": 72, height: 200 });
+  heatmap(div, z, { title: "positions | mrope_positions (t, h, w)", xTitle: L("token"), hover: "%{y}, token %{x}: %{z}",
+    yTickvals: [0, 1, 2, 3], yTicktext: ["positions", "t", "h", "w"], height: 200 });
 }
 
 // ------------------------------------------------------------------ 6. nano-vllm and Ascend

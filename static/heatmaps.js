@@ -1,5 +1,5 @@
 // The system-level heatmaps: token_ids_cpu (rows of the persistent batch), the block table and
-// the attention mask, each as a Plotly heatmap or as a table, with this step's changes outlined in
+// the attention mask, each as a canvas heatmap or as a table, with this step's changes outlined in
 // orange and the selection in black. Ids are written as numbers in their cells; a cell's colour is
 // its row's request (one colour per request for the whole run), so no colour scale rescales
 // between steps; the mask is a two-category legend. The card around each view, the table/heatmap switch and a
@@ -8,7 +8,7 @@
 import { pngButton } from "./export.js";
 import { select, shapesFor } from "./hover.js";
 import { $, A, L, S, bigBatch, btName, reqOrder, reqTint, scenarioReqIds } from "./trace.js";
-import { GREY_TINT, cellShape, clear, discreteScale, el, gridTable, heatmap } from "./views.js";
+import { GREY_TINT, cellShape, clear, discreteScale, el, gridTable, heatmap, onHeatmapCell } from "./views.js";
 
 // Request identity as a heatmap colour: z is the request's place in the scenario (a domain fixed for
 // the run), and the scale gives each place its request's tint, light enough for dark numbers.
@@ -46,13 +46,12 @@ export function showView(id) {
 }
 
 // clicking a heatmap cell selects what it stands for, as clicking the table view does
+// (or presses Enter/Space on the heatmap's keyboard cursor)
 export function onCellClick(id, pick) {
   const div = $(`hm-${id}`);
-  if (!div || !div.on) return;
-  if (div.removeAllListeners) div.removeAllListeners("plotly_click");
-  div.on("plotly_click", (ev) => {
-    const pt = ev.points && ev.points[0];
-    const sel = pt ? pick(Number(pt.y), Number(pt.x), pt.z) : null;
+  if (!div) return;
+  onHeatmapCell(div, (r, c, z) => {
+    const sel = pick(r, c, z);
     if (sel) select(sel);
   });
 }
@@ -98,7 +97,7 @@ export function drawTokenIds() {
     const numbers = cellNumbers(z.length, z.length ? z[0].length : 0);
     heatmap($("hm-token_ids_cpu"), z, { title: "token_ids_cpu", xTitle: L("ax_position"), yTitle: L("ax_row"), shapes: shapesFor("token_ids_cpu"),
       customdata: rows, text: numbers ? rows.map((row) => row.map((v) => (v === null ? "" : String(v)))) : undefined,
-      texttemplate: numbers, ...identityScale(), hover: "row %{y}, position %{x}: id %{customdata}<extra></extra>", showscale: false });
+      texttemplate: numbers, ...identityScale(), hover: "row %{y}, position %{x}: id %{customdata}", showscale: false });
     onCellClick("token_ids_cpu", (r) => (r < S.trace.batch.req_ids.length ? { kind: "request", index: r } : null));
   }
 }
@@ -123,7 +122,7 @@ export function drawBlockTable() {
     const text = data.map((row) => row.map((v) => (v === empty ? "" : String(v))));
     heatmap($("hm-block_table"), z, { title: name, xTitle: L("ax_logical"), yTitle: L("ax_row"), shapes: shapesFor("block_table"),
       text, texttemplate: cellNumbers(z.length, z.length ? z[0].length : 0), ...identityScale(), showscale: false,
-      hover: "row %{y}, logical block %{x}: physical block %{text}<extra></extra>" });
+      hover: "row %{y}, logical block %{x}: physical block %{text}" });
     onCellClick("block_table", (r, c) => (data[r] && data[r][c] !== empty ? { kind: "block", index: Number(data[r][c]) } : null));
   }
 }
@@ -138,7 +137,7 @@ export function drawMask() {
     clear($("tbl-attn_mask")).append(gridTable("table-attn_mask", m, { label: L("attn_mask"), cellClass: (r, c) => (m[r][c] ? "masked" : "") }));
   } else {
     heatmap($("hm-attn_mask"), m, { shapes: shapesFor("attn_mask"), title: `attn_mask ${m.length} × ${m[0] ? m[0].length : 0}`, xTitle: L("ax_key"), yTitle: L("ax_row"),
-      colorscale: discreteScale(["#ffffff", "#0072B2"]), zmin: -0.5, zmax: 1.5, hover: "row %{y}, key %{x}: %{z}<extra></extra>",
+      colorscale: discreteScale(["#ffffff", "#0072B2"]), zmin: -0.5, zmax: 1.5, hover: "row %{y}, key %{x}: %{z}",
       colorbar: { tickmode: "array", tickvals: [0, 1], ticktext: [L("mask_visible"), L("mask_masked")] } });
   }
 }

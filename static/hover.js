@@ -9,7 +9,7 @@
 import { renderSubstituted } from "./stages.js";
 import { writeState } from "./state.js";
 import { $, A, L, S, blockSize, btName, reqOfTokens, state, tokenCount } from "./trace.js";
-import { cellShape, rowShape } from "./views.js";
+import { cellShape, rowShape, setOverlay } from "./views.js";
 
 export function setHover(sel) { S.hover = sel; applySelection(); }
 
@@ -163,9 +163,8 @@ function relayoutShapes(tg) {
   const extra = selectionShapes(tg);
   for (const id of Object.keys(extra)) {
     const div = $(`hm-${id}`);
-    if (div && !div.hidden && div.data) {
-      window.Plotly.relayout(div, { shapes: [...(S.shapes[id] || []), ...extra[id]], annotations: annotationsFor(id) });
-    }
+    // only the overlay canvas redraws: the cells stay as they are
+    if (div && !div.hidden && div.data) setOverlay(div, [...(S.shapes[id] || []), ...extra[id]], annotationsFor(id));
   }
 }
 

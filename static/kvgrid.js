@@ -156,7 +156,7 @@ export function drawKv() {
                colorbar: { tickmode: "array", tickvals: ticks.map((c) => c.value), ticktext: ticks.map((c) => c.label) } };
     }
     heatmap($("hm-kv"), z, { title: `KV cache (${L("m_" + S.kvMetric)})`, xTitle: L("ax_slot"), yTitle: L("ax_physical"), text,
-      hover: "%{text}<extra></extra>", shapes: shapesFor("kv"), annotations: annotationsFor("kv"), ...opts });
+      hover: "%{text}", shapes: shapesFor("kv"), annotations: annotationsFor("kv"), ...opts });
     onCellClick("kv", (r) => ({ kind: "block", index: r }));
   }
   renderKvLegend(changes);

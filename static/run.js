@@ -16,7 +16,7 @@ import { writeState } from "./state.js";
 import { renderRequestTable, renderTokenTable } from "./tables.js";
 import { $, L, S, btName, stageNames, state } from "./trace.js";
 import { buildTimeline, renderBadges, renderChanges, renderQueue, renderTimelineActive } from "./timeline.js";
-import { clear, el, loadPlotly, showUpstream } from "./views.js";
+import { clear, el, showUpstream } from "./views.js";
 import { ctl, emitView } from "./bus.js";
 import { initTeach } from "./teach.js";
 
@@ -71,7 +71,6 @@ async function loadInPlace(src, at = {}) {
   if (at.stage) state.stage = at.stage;
   clear($("error")).hidden = true;
   await loadRun();
-  if (window.Plotly && S.trace) redrawSystem();
 }
 
 // a preset's own title in Chinese, when the scenario is a preset's (same name and title)
@@ -166,7 +165,7 @@ function pickRequest(rid) {
 
 // ------------------------------------------------------------------ system level
 // The cards are rebuilt only when their set, views or language change; a step change redraws
-// into the same plot divs, which Plotly updates far faster than it draws new ones.
+// into the same canvases.
 function renderSystem() {
   const tr = S.trace;
   const bt = btName();
@@ -175,7 +174,7 @@ function renderSystem() {
   if (tr.arrays[bt]) cards.push(["block_table", bt]);
   if (tr.kv_cache && tr.kv_cache.num_blocks) cards.push(["kv", "kv_cache"]);
   if (tr.arrays.attn_mask) cards.push(["attn_mask", "attn_mask"]);
-  const key = JSON.stringify([cards, S.view, state.lang, S.kvMetric, Boolean(window.Plotly)]);
+  const key = JSON.stringify([cards, S.view, state.lang, S.kvMetric]);
   if (key !== S.sysKey) {
     S.sysKey = key;
     const grid = clear($("sys-grid"));
@@ -306,13 +305,10 @@ async function boot() {
     showError({ detail: [{ field: "", message: String(err.message || err) }] });
   }
   showUpstream(S.overview, (await health).data);  // the run's own upstream first, else the server's
+  // the heatmaps are canvases drawn with the step's tables: both are up at once
   window.pagedvizTiming.firstRenderMs = performance.now();
+  window.pagedvizTiming.heatmapsMs = window.pagedvizTiming.firstRenderMs;
   document.body.dataset.content = "1";
-  // let the tables paint before Plotly's evaluation takes the main thread
-  await new Promise((resolve) => requestAnimationFrame(() => setTimeout(resolve, 0)));
-  await loadPlotly();
-  if (S.trace) redrawSystem();
-  window.pagedvizTiming.heatmapsMs = performance.now();
   if (state.array) { const row = document.querySelector(`#token-table tr[data-array="${CSS.escape(state.array)}"]`); if (row) row.scrollIntoView({ block: "center" }); }
   document.body.dataset.ready = "1";
 }

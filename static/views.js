@@ -1,5 +1,7 @@
-// DOM and Plotly helpers. Text always goes in through textContent, never innerHTML, so scenario
+// DOM and heatmap helpers. Text always goes in through textContent, never innerHTML, so scenario
 // names and prompts are shown as the user typed them and never run as markup.
+
+import { drawHeatmap, drawOverlay, onCell } from "./canvasmap.js";
 
 // Okabe-Ito: a palette that stays distinct for colour-blind viewers and on a projector. Its eighth
 // colour, grey, is kept for "not one request": blocks of several owners, and every request of a
@@ -59,61 +61,49 @@ export function gridTable(id, rows, { label, maxRows = 64, maxCols = 512, cellTe
   return table;
 }
 
-// Plotly (a large script) downloads alongside the run's data (a preload in the page's head) but
-// runs only once the tables are drawn: evaluating it takes the main thread for about a second.
-let plotlyLoading = null;
-export function loadPlotly() {
-  if (window.Plotly) return Promise.resolve();
-  if (!plotlyLoading) {
-    plotlyLoading = new Promise((resolve) => {
-      const script = document.createElement("script");
-      script.id = "plotly-js";
-      script.src = "/vendor/plotly.min.js";
-      // without Plotly the heatmaps stay pending and every table still works
-      script.onload = script.onerror = () => resolve();
-      document.head.append(script);
-    });
-  }
-  return plotlyLoading;
-}
-
-// Plotly reads a subset of HTML in labels and hover text; user text (request ids) goes in as
-// entities, which Plotly shows as the characters themselves.
+// Heatmap labels and hover text are drawn as text (canvas text and textContent), never read as
+// markup, so user text (request ids) goes in as typed; kept for the views that still call it.
 export function plotlyText(s) {
-  return String(s).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
+  return String(s);
 }
 
-// A Plotly heatmap drawn (or redrawn in place) in `div`; `shapes` outline highlighted cells.
-export function heatmap(div, z, { title, colorscale = "Blues", reversescale = false, zmin, zmax, text, customdata, texttemplate, hover, xTitle, yTitle, shapes = [], annotations = [], showscale = true, colorbar = {} }) {
+// A heatmap drawn (or redrawn in place) on a canvas in `div` (canvasmap.js); `shapes` outline
+// highlighted cells, `annotations` label them; yTickvals/yTicktext name the rows, `height` overrides
+// the height that follows the row count.
+export function heatmap(div, z, { title, colorscale = "Blues", reversescale = false, zmin, zmax, text, customdata, texttemplate, hover, xTitle, yTitle, shapes = [], annotations = [], showscale = true, colorbar = {}, yTickvals, yTicktext, height }) {
   const rows = z.length, cols = rows ? z[0].length : 0;
-  const css = getComputedStyle(document.body);
-  const fg = css.getPropertyValue("--fg").trim() || "#111111";
-  const trace = {
-    type: "heatmap", z, colorscale, reversescale, zmin, zmax, text, customdata, hoverongaps: false,
-    ...(texttemplate ? { texttemplate, textfont: { color: "#111111", size: cols > 32 ? 9 : 12 } } : {}),
-    hovertemplate: hover || "row %{y}, col %{x}: %{z}<extra></extra>",
-    xgap: cols > 64 ? 0 : 1, ygap: rows > 64 ? 0 : 1,
-    colorbar: { thickness: 10, tickfont: { color: fg }, ...colorbar }, showscale,
+  if (zmin === undefined || zmax === undefined) {
+    let lo = Infinity, hi = -Infinity;
+    for (const row of z) for (const v of row) if (v !== null && v !== undefined) { if (v < lo) lo = v; if (v > hi) hi = v; }
+    if (zmin === undefined) zmin = lo === Infinity ? 0 : lo;
+    if (zmax === undefined) zmax = hi === -Infinity ? 1 : hi;
+  }
+  const fig = {
+    type: "heatmap", z, rows, cols, colorscale, reversescale, zmin, zmax, text, customdata, texttemplate,
+    textSize: cols > 32 ? 9 : 12, hover: hover || "row %{y}, col %{x}: %{z}", title, xTitle, yTitle,
+    xgap: cols > 64 ? 0 : 1, ygap: rows > 64 ? 0 : 1, colorbar, showscale, shapes, annotations,
+    yTickvals, yTicktext,
+    height: height || Math.max(160, Math.min(document.body.classList.contains("present") ? 190 : 420, 28 * rows + 80)),
   };
-  // no zero lines: they would show through the empty (null) cells as stray rules; the ranges are
-  // the array's own, so a view whose cells are all empty (a KV cache with every block free) still
-  // shows its rows and columns
-  const layout = {
-    title: { text: title, font: { size: 13 }, x: 0.01, xanchor: "left" }, margin: { l: 48, r: 8, t: 30, b: 36 },
-    yaxis: { range: [rows - 0.5, -0.5], title: yTitle, dtick: rows <= 24 ? 1 : undefined, zeroline: false },
-    xaxis: { title: xTitle, side: "bottom", range: [-0.5, cols - 0.5], dtick: cols <= 24 ? 1 : undefined, zeroline: false },
-    shapes, annotations, height: Math.max(160, Math.min(document.body.classList.contains("present") ? 190 : 420, 28 * rows + 80)),
-    paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: css.getPropertyValue("--plot-bg").trim() || "#ffffff",
-    font: { family: "inherit", color: fg },
-  };
-  div.setAttribute("role", "img");
   div.setAttribute("aria-label", `${title}: ${rows} × ${cols} heatmap; the Table button shows the numbers`);
-  if (!window.Plotly) { div.dataset.pending = "1"; return null; }
-  const config = { displaylogo: false, responsive: true,
-                   modeBarButtonsToRemove: ["select2d", "lasso2d", "autoScale2d"],
-                   toImageButtonOptions: { format: "png", filename: div.id } };
-  return window.Plotly.react(div, [trace], layout, config);
+  // the figure stays readable where Plotly kept it: the trace as data[0], shapes in layout
+  div.data = [fig];
+  div.layout = { shapes, annotations, title: { text: title } };
+  drawHeatmap(div, fig);
+  return div;
 }
+
+// new outlines and annotations on a drawn heatmap: only its overlay is redrawn, not its cells
+export function setOverlay(div, shapes, annotations = []) {
+  if (!div || !div.data) return;
+  div.data[0].shapes = shapes;
+  div.data[0].annotations = annotations;
+  div.layout = { ...div.layout, shapes, annotations };
+  drawOverlay(div);
+}
+
+// a cell's click, or Enter/Space on the keyboard cursor, calls fn(row, col, z)
+export function onHeatmapCell(div, fn) { onCell(div, fn); }
 
 // a stepwise colour scale: category i (of colors.length) takes colors[i]
 export function discreteScale(colors) {

@@ -1,0 +1,357 @@
+// A heatmap drawn on a canvas: the cells (with their numbers where they fit), integer axis ticks,
+// axis titles, the title and a legend on one canvas; the outlines and annotations (change marks, the
+// selection, the kernel's read order) on a second canvas above it, so a hover or a selection redraws
+// only that overlay. Crisp on HiDPI screens (the backing store is devicePixelRatio times the CSS
+// size). Hover shows a tooltip (text only, never markup); the canvas is focusable: the arrow keys
+// move a cell cursor whose text goes to a live region, and Enter or Space selects the cell as a
+// click does. The figure's arguments stay readable as `div.data[0]` and `div.layout`, as Plotly's
+// were, for the views' and tests' own checks.
+
+const NAMED_SCALES = {
+  Blues: [[0, "rgb(5,10,172)"], [0.35, "rgb(40,60,190)"], [0.5, "rgb(70,100,245)"], [0.6, "rgb(90,120,245)"],
+          [0.7, "rgb(106,137,247)"], [1, "rgb(220,220,220)"]],
+  Greys: [[0, "rgb(0,0,0)"], [1, "rgb(255,255,255)"]],
+};
+const DASHES = { solid: [], dot: [2, 3], dash: [6, 4], longdash: [10, 5], dashdot: [6, 3, 2, 3] };
+const FONT = "system-ui, -apple-system, 'Segoe UI', sans-serif";
+
+// "#rgb", "#rrggbb", "rgb(...)", "rgba(...)" -> [r, g, b, a]
+function parseColor(c) {
+  const s = String(c).trim();
+  if (s[0] === "#") {
+    const h = s.length === 4 ? s.slice(1).split("").map((x) => x + x).join("") : s.slice(1, 7);
+    return [parseInt(h.slice(0, 2), 16), parseInt(h.slice(2, 4), 16), parseInt(h.slice(4, 6), 16), 1];
+  }
+  const m = s.match(/rgba?\(([^)]*)\)/);
+  if (m) { const p = m[1].split(",").map(Number); return [p[0], p[1], p[2], p.length > 3 ? p[3] : 1]; }
+  return [0, 0, 0, 1];
+}
+
+// value -> CSS colour for a Plotly-style scale ([[fraction, colour], ...] or a name) on [zmin, zmax]
+function colourFn(scale, zmin, zmax, reverse) {
+  const stops = (typeof scale === "string" ? NAMED_SCALES[scale] || NAMED_SCALES.Blues : scale).map(([f, c]) => [Number(f), parseColor(c)]);
+  const cache = new Map();
+  const span = zmax - zmin || 1;
+  return (v) => {
+    let out = cache.get(v);
+    if (out) return out;
+    let f = Math.max(0, Math.min(1, (v - zmin) / span));
+    if (reverse) f = 1 - f;
+    let k = 0;
+    while (k < stops.length - 2 && f > stops[k + 1][0]) k++;
+    const [f0, c0] = stops[k], [f1, c1] = stops[Math.min(k + 1, stops.length - 1)];
+    const t = f1 > f0 ? (f - f0) / (f1 - f0) : 0;
+    const mix = c0.map((x, i) => x + (c1[i] - x) * t);
+    out = `rgb(${Math.round(mix[0])},${Math.round(mix[1])},${Math.round(mix[2])})`;
+    cache.set(v, out);
+    return out;
+  };
+}
+
+// a tick step of 1, 2 or 5 times a power of ten that leaves at least `minPx` between ticks
+function tickStep(n, px, minPx) {
+  if (n <= 24 && px / n >= minPx * 0.6) return 1;
+  for (let p = 1; ; p *= 10) for (const m of [1, 2, 5]) if ((m * p * px) / n >= minPx) return m * p;
+}
+
+function cssVar(name, fallback) {
+  return getComputedStyle(document.body).getPropertyValue(name).trim() || fallback;
+}
+
+// the hover template filled for one cell: %{x} %{y} %{z} %{text} %{customdata} (%{customdata[i]})
+export function hoverText(tpl, fig, r, c) {
+  const cd = fig.customdata && fig.customdata[r] ? fig.customdata[r][c] : "";
+  return String(tpl || "row %{y}, col %{x}: %{z}")
+    .replace(/<extra>.*?<\/extra>/g, "").replace(/<br\s*\/?>/g, "\n")
+    .replace(/%\{(x|y|z|text|customdata)(?:\[(\d+)\])?(?::[^}]*)?\}/g, (_, k, i) => {
+      let v = k === "x" ? c : k === "y" ? r : k === "z" ? fig.z[r][c] : k === "text" ? (fig.text && fig.text[r] ? fig.text[r][c] : "") : cd;
+      if (i !== undefined && Array.isArray(v)) v = v[Number(i)];
+      return v === null || v === undefined ? "" : Array.isArray(v) ? v.join(", ") : String(v);
+    });
+}
+
+// the parts of a heatmap's card, made once per div: the cells' canvas, the overlay canvas (which
+// takes the pointer and the focus), the tooltip and the live region
+function parts(div) {
+  if (div._cm) return div._cm;
+  const wrap = document.createElement("div");
+  wrap.className = "cm-wrap";
+  wrap.style.cssText = "position:relative;";
+  const cells = document.createElement("canvas");
+  cells.className = "cm-cells";
+  cells.style.cssText = "display:block;";
+  const over = document.createElement("canvas");
+  over.className = "cm-overlay";
+  over.style.cssText = "position:absolute;left:0;top:0;";
+  over.tabIndex = 0;
+  over.setAttribute("role", "img");
+  const tip = document.createElement("div");
+  tip.className = "cm-tip";
+  tip.setAttribute("role", "tooltip");
+  tip.hidden = true;
+  tip.style.cssText = "position:absolute;pointer-events:none;white-space:pre;z-index:5;padding:3px 6px;border-radius:3px;" +
+    "font:12px " + FONT + ";background:rgba(20,20,20,0.9);color:#fff;max-width:420px;overflow:hidden;text-overflow:ellipsis;";
+  const live = document.createElement("div");
+  live.className = "cm-live sr-only";
+  live.setAttribute("aria-live", "polite");
+  live.style.cssText = "position:absolute;width:1px;height:1px;overflow:hidden;clip:rect(0 0 0 0);white-space:nowrap;";
+  wrap.append(cells, over, tip, live);
+  while (div.firstChild) div.removeChild(div.firstChild);
+  div.append(wrap);
+  const cm = { wrap, cells, over, tip, live, cursor: null, fig: null, geo: null, onClick: null };
+  div._cm = cm;
+  over.addEventListener("mousemove", (e) => {
+    const cell = cellAt(cm, e.offsetX, e.offsetY);
+    if (!cell) { tip.hidden = true; return; }
+    tip.textContent = hoverText(cm.fig.hover, cm.fig, cell[0], cell[1]);
+    tip.hidden = false;
+    const x = Math.min(e.offsetX + 12, Math.max(0, cm.geo.W - tip.offsetWidth - 2));
+    tip.style.left = `${x}px`;
+    tip.style.top = `${Math.max(0, e.offsetY - tip.offsetHeight - 8)}px`;
+  });
+  over.addEventListener("mouseleave", () => { tip.hidden = true; });
+  over.addEventListener("click", (e) => {
+    const cell = cellAt(cm, e.offsetX, e.offsetY);
+    if (cell && cm.onClick) cm.onClick(cell[0], cell[1], cm.fig.z[cell[0]][cell[1]]);
+  });
+  over.addEventListener("keydown", (e) => onKey(div, cm, e));
+  over.addEventListener("blur", () => { cm.cursor = null; drawOverlay(div); });
+  if (typeof ResizeObserver !== "undefined") {
+    new ResizeObserver(() => { if (cm.fig && Math.abs(div.clientWidth - cm.geo.W) > 1 && div.clientWidth > 0) draw(div); }).observe(div);
+  }
+  return cm;
+}
+
+function onKey(div, cm, e) {
+  const fig = cm.fig;
+  if (!fig || !fig.rows || !fig.cols) return;
+  const moves = { ArrowLeft: [0, -1], ArrowRight: [0, 1], ArrowUp: [-1, 0], ArrowDown: [1, 0], Home: [0, -1e9], End: [0, 1e9] };
+  if (moves[e.key]) {
+    const [r0, c0] = cm.cursor || [0, 0];
+    const [dr, dc] = cm.cursor ? moves[e.key] : [0, 0];
+    cm.cursor = [Math.max(0, Math.min(fig.rows - 1, r0 + dr)), Math.max(0, Math.min(fig.cols - 1, c0 + dc))];
+    const [r, c] = cm.cursor;
+    const v = fig.z[r][c];
+    cm.live.textContent = v === null || v === undefined ? `row ${r}, col ${c}: empty` : hoverText(fig.hover, fig, r, c);
+    drawOverlay(div);
+  } else if (e.key === "Enter" || e.key === " ") {
+    if (cm.cursor && cm.onClick) cm.onClick(cm.cursor[0], cm.cursor[1], fig.z[cm.cursor[0]][cm.cursor[1]]);
+  } else return;
+  // the page's own keys (step, stage, play) stay off while the heatmap has the focus
+  e.preventDefault();
+  e.stopPropagation();
+}
+
+// the cell [row, col] under a point of the overlay, or null (outside, or an empty cell)
+function cellAt(cm, x, y) {
+  const g = cm.geo, fig = cm.fig;
+  if (!g || !fig) return null;
+  const c = Math.floor((x - g.l) / g.cw), r = Math.floor((y - g.t) / g.ch);
+  if (r < 0 || c < 0 || r >= fig.rows || c >= fig.cols) return null;
+  const v = fig.z[r][c];
+  return v === null || v === undefined ? null : [r, c];
+}
+
+function sizeCanvas(canvas, W, H) {
+  const dpr = window.devicePixelRatio || 1;
+  if (canvas.width !== Math.round(W * dpr) || canvas.height !== Math.round(H * dpr)) {
+    canvas.width = Math.round(W * dpr);
+    canvas.height = Math.round(H * dpr);
+    canvas.style.width = `${W}px`;
+    canvas.style.height = `${H}px`;
+  }
+  const ctx = canvas.getContext("2d");
+  ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+  ctx.clearRect(0, 0, W, H);
+  return ctx;
+}
+
+// the legend's entries: categories (array ticks on a stepwise scale) or a continuous bar
+function legendOf(fig) {
+  const cb = fig.colorbar || {};
+  if (cb.tickmode === "array" && Array.isArray(cb.tickvals)) {
+    return { cats: cb.tickvals.map((v, i) => ({ v, label: String(cb.ticktext ? cb.ticktext[i] : v) })), title: cb.title && cb.title.text };
+  }
+  const lo = fig.zmin, hi = fig.zmax, step = tickStep(hi - lo + 1, 200, 40);
+  const vals = [];
+  for (let v = Math.ceil(lo / step) * step; v <= hi; v += step) vals.push(v);
+  return { bar: true, vals, title: cb.title && cb.title.text };
+}
+
+// Draws (or redraws) the heatmap `fig` (the arguments of views.heatmap) in `div`.
+export function drawHeatmap(div, fig) {
+  const cm = parts(div);
+  cm.fig = fig;
+  if (cm.cursor && (cm.cursor[0] >= fig.rows || cm.cursor[1] >= fig.cols)) cm.cursor = null;
+  cm.over.setAttribute("aria-label", div.getAttribute("aria-label") || fig.title || "heatmap");
+  draw(div);
+}
+
+function draw(div) {
+  const cm = div._cm, fig = cm.fig;
+  const { rows, cols, z } = fig;
+  const W = Math.max(200, div.clientWidth || (div.parentElement && div.parentElement.clientWidth) || 600);
+  const H = fig.height;
+  const fg = cssVar("--fg", "#111111"), plotBg = cssVar("--plot-bg", "#ffffff");
+  const ctx = sizeCanvas(cm.cells, W, H);
+  ctx.font = `11px ${FONT}`;
+  // margins: the y tick labels and title on the left, the legend on the right
+  const yLabels = fig.yTicktext ? fig.yTicktext.map(String) : [String(Math.max(0, rows - 1))];
+  const yw = Math.max(...yLabels.map((s) => ctx.measureText(s).width));
+  const l = Math.ceil(yw) + (fig.yTitle ? 26 : 10);
+  let legend = null, r = 8;
+  if (fig.showscale) {
+    legend = legendOf(fig);
+    const labels = legend.cats ? legend.cats.map((c) => c.label) : legend.vals.map(String);
+    const lw = Math.min(160, Math.max(24, ...labels.map((s) => ctx.measureText(s).width), legend.title ? ctx.measureText(legend.title).width - 16 : 0));
+    r = 8 + 12 + 6 + lw + 6;
+  }
+  const t = fig.title ? 26 : 8, b = fig.xTitle ? 38 : 22;
+  const pw = Math.max(10, W - l - r), ph = Math.max(10, H - t - b);
+  const cw = pw / Math.max(1, cols), ch = ph / Math.max(1, rows);
+  cm.geo = { W, H, l, t, pw, ph, cw, ch };
+  // the plot area, then the cells (gaps between cells where they are wide enough)
+  ctx.fillStyle = plotBg;
+  ctx.fillRect(l, t, pw, ph);
+  const colour = colourFn(fig.colorscale, fig.zmin, fig.zmax, fig.reversescale);
+  const gx = fig.xgap && cw > 3 ? 1 : 0, gy = fig.ygap && ch > 3 ? 1 : 0;
+  // cell edges on whole device pixels, so narrow cells neither blur nor leave seams
+  const dpr = window.devicePixelRatio || 1;
+  const xe = Array.from({ length: cols + 1 }, (_, j) => Math.round((l + j * cw) * dpr) / dpr);
+  for (let i = 0; i < rows; i++) {
+    const row = z[i], y0 = Math.round((t + i * ch) * dpr) / dpr, y1 = Math.round((t + (i + 1) * ch) * dpr) / dpr;
+    for (let j = 0; j < cols; j++) {
+      const v = row[j];
+      if (v === null || v === undefined) continue;
+      ctx.fillStyle = colour(v);
+      ctx.fillRect(xe[j], y0, xe[j + 1] - xe[j] - gx, y1 - y0 - gy);
+    }
+  }
+  // numbers in their cells, where they fit
+  if (fig.texttemplate && fig.text) {
+    const size = fig.textSize;
+    ctx.font = `${size}px ${FONT}`;
+    ctx.fillStyle = "#111111";
+    ctx.textAlign = "center";
+    ctx.textBaseline = "middle";
+    if (ch >= size) {
+      for (let i = 0; i < rows; i++) {
+        for (let j = 0; j < cols; j++) {
+          if (z[i][j] === null || z[i][j] === undefined) continue;
+          const s = hoverText(fig.texttemplate, fig, i, j);
+          if (s && ctx.measureText(s).width <= cw - 2) ctx.fillText(s, l + (j + 0.5) * cw, t + (i + 0.5) * ch + 0.5);
+        }
+      }
+    }
+  }
+  // axes: ticks at integers (every k-th where crowded), the ticktext the view gave, and titles
+  ctx.fillStyle = fg;
+  ctx.strokeStyle = fg;
+  ctx.font = `11px ${FONT}`;
+  ctx.textBaseline = "top";
+  ctx.textAlign = "center";
+  const xs = tickStep(cols, pw, 28);
+  for (let j = 0; j < cols; j += xs) ctx.fillText(String(j), l + (j + 0.5) * cw, t + ph + 4);
+  ctx.textAlign = "right";
+  ctx.textBaseline = "middle";
+  if (fig.yTicktext) fig.yTickvals.forEach((v, k) => ctx.fillText(String(fig.yTicktext[k]), l - 5, t + (v + 0.5) * ch));
+  else { const ys = tickStep(rows, ph, 14); for (let i = 0; i < rows; i += ys) ctx.fillText(String(i), l - 5, t + (i + 0.5) * ch); }
+  ctx.font = `12px ${FONT}`;
+  if (fig.xTitle) { ctx.textAlign = "center"; ctx.textBaseline = "bottom"; ctx.fillText(fig.xTitle, l + pw / 2, H - 2); }
+  if (fig.yTitle) {
+    ctx.save(); ctx.translate(11, t + ph / 2); ctx.rotate(-Math.PI / 2);
+    ctx.textAlign = "center"; ctx.textBaseline = "middle"; ctx.fillText(fig.yTitle, 0, 0); ctx.restore();
+  }
+  if (fig.title) { ctx.font = `13px ${FONT}`; ctx.textAlign = "left"; ctx.textBaseline = "top"; ctx.fillText(fig.title, 4, 6); }
+  if (legend) drawLegend(ctx, fig, legend, colour, l + pw + 8, t, ph, fg);
+  sizeCanvas(cm.over, W, H);
+  drawOverlay(div);
+}
+
+function drawLegend(ctx, fig, legend, colour, x, t, ph, fg) {
+  ctx.font = `11px ${FONT}`;
+  ctx.textAlign = "left";
+  ctx.textBaseline = "middle";
+  let y = t;
+  if (legend.title) { ctx.fillStyle = fg; ctx.fillText(legend.title, x, y + 5); y += 16; }
+  if (legend.cats) {
+    const step = Math.min(18, Math.max(12, (ph - (y - t)) / Math.max(1, legend.cats.length)));
+    ctx.font = `${step < 14 ? 10 : 11}px ${FONT}`;
+    for (const c of legend.cats) {
+      ctx.fillStyle = colour(c.v);
+      ctx.fillRect(x, y + 1, 12, step - 3);
+      ctx.strokeStyle = "rgba(128,128,128,0.6)";
+      ctx.lineWidth = 1;
+      ctx.strokeRect(x + 0.5, y + 1.5, 11, step - 4);
+      ctx.fillStyle = fg;
+      ctx.fillText(c.label, x + 18, y + step / 2);
+      y += step;
+      if (y > t + ph + 20) break;
+    }
+    return;
+  }
+  // a continuous bar, zmax at the top
+  const h = Math.max(20, t + ph - y), lo = fig.zmin, hi = fig.zmax;
+  for (let k = 0; k < h; k++) { ctx.fillStyle = colour(hi - ((hi - lo) * k) / Math.max(1, h - 1)); ctx.fillRect(x, y + k, 12, 1.2); }
+  ctx.fillStyle = fg;
+  for (const v of legend.vals) ctx.fillText(String(v), x + 18, y + ((hi - v) / (hi - lo || 1)) * (h - 1));
+}
+
+// the shapes and annotations (data coordinates, Plotly's rect and annotation fields) and the
+// keyboard cursor, on the overlay canvas only
+export function drawOverlay(div) {
+  const cm = div._cm;
+  if (!cm || !cm.geo) return;
+  const { W, H, l, t, cw, ch } = cm.geo;
+  const ctx = sizeCanvas(cm.over, W, H);
+  const X = (x) => l + (x + 0.5) * cw, Y = (y) => t + (y + 0.5) * ch;
+  for (const s of cm.fig.shapes || []) {
+    const x0 = X(Math.min(s.x0, s.x1)), x1 = X(Math.max(s.x0, s.x1)), y0 = Y(Math.min(s.y0, s.y1)), y1 = Y(Math.max(s.y0, s.y1));
+    if (s.fillcolor && parseColor(s.fillcolor)[3] > 0) { ctx.fillStyle = s.fillcolor; ctx.fillRect(x0, y0, x1 - x0, y1 - y0); }
+    const line = s.line || {};
+    const w = line.width === undefined ? 2 : line.width;
+    if (!w) continue;
+    ctx.strokeStyle = line.color || "#000000";
+    ctx.lineWidth = w;
+    ctx.setLineDash((DASHES[line.dash] || []).map((d) => d * Math.max(1, w / 2)));
+    ctx.strokeRect(x0 + w / 2, y0 + w / 2, Math.max(1, x1 - x0 - w), Math.max(1, y1 - y0 - w));
+  }
+  ctx.setLineDash([]);
+  for (const a of cm.fig.annotations || []) {
+    const size = (a.font && a.font.size) || 11;
+    ctx.font = `${size}px ${FONT}`;
+    const text = String(a.text);
+    const w = ctx.measureText(text).width + 6, h = size + 4, x = X(a.x), y = Y(a.y);
+    if (a.bgcolor) { ctx.fillStyle = a.bgcolor; ctx.fillRect(x - w / 2, y - h / 2, w, h); }
+    if (a.bordercolor) { ctx.strokeStyle = a.bordercolor; ctx.lineWidth = 1; ctx.strokeRect(x - w / 2 + 0.5, y - h / 2 + 0.5, w - 1, h - 1); }
+    ctx.fillStyle = (a.font && a.font.color) || "#111111";
+    ctx.textAlign = "center"; ctx.textBaseline = "middle";
+    ctx.fillText(text, x, y + 0.5);
+  }
+  if (cm.cursor) {
+    const [r, c] = cm.cursor;
+    ctx.strokeStyle = cssVar("--accent", "#0072B2");
+    ctx.lineWidth = 2;
+    ctx.setLineDash([4, 2]);
+    ctx.strokeRect(l + c * cw - 1, t + r * ch - 1, cw + 2, ch + 2);
+    ctx.setLineDash([]);
+  }
+}
+
+// the drawn figure (cells, overlay, on the page's background) as a PNG blob
+export function toPng(div) {
+  const cm = div._cm;
+  if (!cm || !cm.geo) return Promise.resolve(null);
+  const out = document.createElement("canvas");
+  out.width = cm.cells.width;
+  out.height = cm.cells.height;
+  const ctx = out.getContext("2d");
+  ctx.fillStyle = cssVar("--bg", "#ffffff");
+  ctx.fillRect(0, 0, out.width, out.height);
+  ctx.drawImage(cm.cells, 0, 0);
+  ctx.drawImage(cm.over, 0, 0);
+  return new Promise((resolve) => out.toBlob(resolve, "image/png"));
+}
+
+// the handler of a cell's click (and of Enter/Space on the keyboard cursor): fn(row, col, z)
+export function onCell(div, fn) { parts(div).onClick = fn; }
