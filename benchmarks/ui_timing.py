@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-
 from typing import Any
 
 import httpx

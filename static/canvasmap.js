@@ -250,12 +250,16 @@ function draw(div) {
   ctx.font = `11px ${FONT}`;
   ctx.textBaseline = "top";
   ctx.textAlign = "center";
+  const xticks = [], yticks = [];
   const xs = tickStep(cols, pw, 28);
-  for (let j = 0; j < cols; j += xs) ctx.fillText(String(j), l + (j + 0.5) * cw, t + ph + 4);
+  for (let j = 0; j < cols; j += xs) { xticks.push(String(j)); ctx.fillText(String(j), l + (j + 0.5) * cw, t + ph + 4); }
   ctx.textAlign = "right";
   ctx.textBaseline = "middle";
-  if (fig.yTicktext) fig.yTickvals.forEach((v, k) => ctx.fillText(String(fig.yTicktext[k]), l - 5, t + (v + 0.5) * ch));
-  else { const ys = tickStep(rows, ph, 14); for (let i = 0; i < rows; i += ys) ctx.fillText(String(i), l - 5, t + (i + 0.5) * ch); }
+  if (fig.yTicktext) fig.yTickvals.forEach((v, k) => { yticks.push(String(fig.yTicktext[k])); ctx.fillText(String(fig.yTicktext[k]), l - 5, t + (v + 0.5) * ch); });
+  else { const ys = tickStep(rows, ph, 14); for (let i = 0; i < rows; i += ys) { yticks.push(String(i)); ctx.fillText(String(i), l - 5, t + (i + 0.5) * ch); } }
+  // what was drawn, readable beside the figure's arguments (axis ranges as Plotly named them)
+  div.layout = { ...div.layout, xaxis: { range: [-0.5, cols - 0.5], ticktext: xticks }, yaxis: { range: [rows - 0.5, -0.5], ticktext: yticks },
+                 legend: legend ? (legend.cats ? legend.cats.map((c) => c.label) : legend.vals.map(String)) : [] };
   ctx.font = `12px ${FONT}`;
   if (fig.xTitle) { ctx.textAlign = "center"; ctx.textBaseline = "bottom"; ctx.fillText(fig.xTitle, l + pw / 2, H - 2); }
   if (fig.yTitle) {

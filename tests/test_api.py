@@ -242,11 +242,13 @@ def test_concurrent_requests_for_one_run_compute_once() -> None:
     assert len(ids) == 1 and computations == 1
 
 
-def test_pages_and_plotly_are_served_locally(client: TestClient) -> None:
+def test_pages_and_their_scripts_are_served_locally(client: TestClient) -> None:
     landing = client.get("/")
     assert landing.status_code == 200 and "pagedviz" in landing.text and "cdn" not in landing.text.lower()
     run = client.get("/run?preset=seed-001")
-    assert run.status_code == 200 and "/vendor/plotly.min.js" in run.text
+    # the run page draws its heatmaps on canvases (static/canvasmap.js): no Plotly, no CDN
+    assert run.status_code == 200 and "plotly" not in run.text.lower() and "cdn" not in run.text.lower()
+    assert client.get("/static/canvasmap.js").status_code == 200
     js = client.get("/vendor/plotly.min.js", headers={"Accept-Encoding": "gzip"})
     assert js.status_code == 200 and js.headers["content-encoding"] == "gzip"
     assert len(js.content) > 1_000_000 and "plotly" in js.text[:2000].lower()

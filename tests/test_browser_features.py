@@ -214,7 +214,9 @@ def test_mrope_heatmap_sits_beside_positions_with_image_tokens_on_the_grid(page:
         assert ("img" in (img_cells[i].get_attribute("class") or "")) == is_img
         if not is_img:
             assert rows[0][i] == rows[1][i] == rows[2][i]
-    assert page.locator("#hm-mrope .main-svg").count() >= 1
+    assert page.locator("#hm-mrope canvas.cm-cells").count() == 1
+    ticks = page.evaluate("document.getElementById('hm-mrope').layout.yaxis.ticktext")
+    assert ticks == ["positions", "t", "h", "w"]
     n_rows = page.evaluate("document.getElementById('hm-mrope').data[0].z.length")
     assert n_rows == 4  # positions, then t, h, w
     shots(page, "feat-mrope", "mrope")

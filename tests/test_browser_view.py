@@ -284,7 +284,7 @@ ONE_SCREEN = {
     "block table": "#card-block_table .card-body > div:not([hidden])",
     "positions": "#token-table tr[data-array='positions']",
     "slot_mapping": "#token-table tr[data-array='slot_mapping']",
-    "KV pool": "#hm-kv .main-svg",
+    "KV pool": "#hm-kv canvas.cm-cells",
     "formula": "#slot-formula",
 }
 

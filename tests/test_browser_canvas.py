@@ -1,0 +1,177 @@
+"""The canvas heatmaps (static/canvasmap.js) in a real Chromium: the pixels carry the request
+colours, hover shows user text as text, a click or the keyboard alone selects a cell, the PNG
+button saves the drawn figure, and the dark theme draws on a dark background."""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import test_browser as tb
+
+pytestmark = tb.pytestmark
+
+base_url = tb.base_url
+browser = tb.browser
+page = tb.page
+open_run = tb.open_run
+
+HOSTILE_ID = "<img src=x onerror=window.__pwned=1>"
+
+# the centre of cell (r, c) of heatmap `id` (scrolled into view), in viewport coordinates, from the
+# geometry it was drawn with
+CELL_XY = """([id, r, c]) => {
+  const div = document.getElementById(id);
+  div.scrollIntoView({ block: 'center' });
+  const g = div._cm.geo, box = div._cm.over.getBoundingClientRect();
+  return [box.left + g.l + (c + 0.5) * g.cw, box.top + g.t + (r + 0.5) * g.ch];
+}"""
+
+# the RGB of the cells' canvas near the top-left corner of cell (r, c) (its number sits at the
+# centre), read back from the canvas's backing store
+CELL_RGB = """([id, r, c]) => {
+  const div = document.getElementById(id), g = div._cm.geo, cv = div._cm.cells;
+  const k = cv.width / g.W;
+  const x = Math.floor((g.l + (c + 0.15) * g.cw) * k), y = Math.floor((g.t + (r + 0.15) * g.ch) * k);
+  const px = cv.getContext('2d').getImageData(x, y, 1, 1).data;
+  return [px[0], px[1], px[2]];
+}"""
+
+
+def hex_rgb(h: str) -> list[int]:
+    return [int(h[i : i + 2], 16) for i in (1, 3, 5)]
+
+
+def close(a: list[int], b: list[int], tol: int = 3) -> bool:
+    return all(abs(x - y) <= tol for x, y in zip(a, b, strict=True))
+
+
+def test_token_id_cells_are_painted_in_their_request_tint(page: Any) -> None:
+    open_run(page, "preset=seed-001&step=2")
+    rows = page.evaluate("document.getElementById('hm-token_ids_cpu').data[0].z.length")
+    tints = page.evaluate(
+        "import('/static/trace.js').then(m => m.S.trace.batch.req_ids.map(r => m.reqTint(r)))"
+    )
+    assert rows >= 3 and len(tints) >= 3
+    # two different requests, two different colours, each its own tint
+    for r in range(3):
+        assert close(page.evaluate(CELL_RGB, ["hm-token_ids_cpu", r, 0]), hex_rgb(tints[r])), r
+    assert hex_rgb(tints[0]) != hex_rgb(tints[1])
+    # the canvas is sized for the screen's pixel ratio
+    ratio = page.evaluate(
+        "(d => d._cm.cells.width / d._cm.geo.W)(document.getElementById('hm-token_ids_cpu'))"
+    )
+    assert ratio == page.evaluate("window.devicePixelRatio")
+
+
+@pytest.fixture()
+def hostile_page(page: Any) -> Iterator[Any]:
+    scenario = {
+        "name": "hostile ids",
+        "config": {
+            "block_size": 2,
+            "max_model_len": 16,
+            "max_num_reqs": 4,
+            "max_num_batched_tokens": 32,
+            "num_kv_blocks": 12,
+        },
+        "requests": [
+            {"id": HOSTILE_ID, "prompt_len": 3, "max_tokens": 2},
+            {"id": "plain", "prompt_len": 2, "max_tokens": 2},
+        ],
+    }
+    created = httpx.post(f"{page.base}/api/runs", json=scenario, timeout=60)
+    assert created.status_code == 201, created.text
+    page.goto(page.base + created.json()["url"] + "&step=1")
+    page.wait_for_selector("body[data-ready='1']", timeout=30_000)
+    yield page
+
+
+def owned_block(page: Any, rid: str) -> int:
+    owners = page.evaluate("import('/static/trace.js').then(m => m.S.trace.kv_cache.owners)")
+    return min(int(b) for b, o in owners.items() if rid in [str(x) for x in o])
+
+
+def test_hover_shows_user_text_as_text(hostile_page: Any) -> None:
+    page = hostile_page
+    b = owned_block(page, HOSTILE_ID)
+    x, y = page.evaluate(CELL_XY, ["hm-kv", b, 0])
+    page.mouse.move(x, y)
+    tip = page.locator("#hm-kv .cm-tip")
+    tip.wait_for(state="visible")
+    assert f"block {b}" in tip.inner_text() and HOSTILE_ID in tip.inner_text()
+    assert page.locator("#hm-kv .cm-tip img, #hm-kv img").count() == 0
+    assert page.evaluate("window.__pwned") is None
+    # the legend names it as typed too
+    assert HOSTILE_ID in page.evaluate("document.getElementById('hm-kv').layout.legend")
+    page.mouse.move(1, 1)
+    tip.wait_for(state="hidden")
+
+
+def test_clicking_a_kv_cell_selects_its_block(page: Any) -> None:
+    open_run(page, "preset=seed-001&step=2")
+    x, y = page.evaluate(CELL_XY, ["hm-kv", 3, 1])
+    page.mouse.click(x, y)
+    assert page.locator("#selection").inner_text().startswith("block 3 ")
+    assert "block=3" in page.url
+    # the selection outlines block 3 on the overlay, in black
+    rows = page.evaluate(
+        "document.getElementById('hm-kv').layout.shapes.filter(s => s.line.color === '#000000')"
+        ".map(s => s.y0 + 0.5)"
+    )
+    assert 3 in rows
+
+
+def test_arrow_keys_and_enter_select_a_cell_without_a_mouse(page: Any) -> None:
+    open_run(page, "preset=seed-001&step=2")
+    canvas = page.locator("#hm-kv canvas.cm-overlay")
+    assert canvas.get_attribute("role") == "img" and canvas.get_attribute("tabindex") == "0"
+    assert "KV cache" in canvas.get_attribute("aria-label")
+    canvas.focus()
+    page.keyboard.press("ArrowDown")  # the cursor appears on cell (0, 0)
+    for _ in range(4):
+        page.keyboard.press("ArrowDown")
+    page.keyboard.press("ArrowRight")
+    # the arrows moved the cursor, not the step
+    assert page.evaluate("document.body.dataset.step") == "2"
+    live = page.locator("#hm-kv .cm-live")
+    assert live.get_attribute("aria-live") == "polite"
+    assert live.inner_text().startswith("slot 9, block 4")  # block 4, slot 1 of 2
+    page.keyboard.press("Enter")
+    assert page.locator("#selection").inner_text().startswith("block 4 ")
+    page.keyboard.press("ArrowDown")
+    page.keyboard.press(" ")
+    assert page.locator("#selection").inner_text().startswith("block 5 ")
+
+
+def test_the_png_button_saves_the_drawn_canvas(page: Any, tmp_path: Path) -> None:
+    open_run(page, "preset=seed-001&step=2")
+    with page.expect_download() as dl:
+        page.click("#card-kv button[aria-label='kv PNG']")
+    png = tmp_path / "kv.png"
+    dl.value.save_as(png)
+    data = png.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = struct.unpack(">II", data[16:24])
+    assert [width, height] == page.evaluate(
+        "(c => [c.width, c.height])(document.getElementById('hm-kv')._cm.cells)"
+    )
+    png.unlink()
+
+
+def test_the_dark_theme_draws_on_a_dark_background(browser: Any, base_url: str) -> None:
+    context = browser.new_context(viewport={"width": 1280, "height": 720}, color_scheme="dark")
+    pg = context.new_page()
+    pg.goto(f"{base_url}/run?preset=seed-001&step=2")
+    pg.wait_for_selector("body[data-ready='1']", timeout=30_000)
+    z = pg.evaluate("document.getElementById('hm-kv').data[0].z")
+    free = next(r for r, row in enumerate(z) if row[0] is None)
+    # an empty cell shows the plot's own dark background, a request's block its bright colour
+    assert sum(pg.evaluate(CELL_RGB, ["hm-kv", free, 0])) < 200
+    owned = next(r for r, row in enumerate(z) if row[0] is not None)
+    assert sum(pg.evaluate(CELL_RGB, ["hm-kv", owned, 0])) > 250
+    context.close()
