@@ -24,14 +24,16 @@ import { initTeach } from "./teach.js";
 async function loadRun() {
   setStatus(L("loading"));
   let created, scenario, request;
+  // a run streams: the server answers once step 1 exists (202, complete: false) and the later
+  // steps join the timeline as they are computed
   if (state.s) {
-    request = getJSON(`/api/runs/from-link?s=${encodeURIComponent(state.s)}`);
     scenario = await unpackLink(state.s);
+    request = scenario ? postJSON("/api/runs?wait=first", scenario) : getJSON(`/api/runs/from-link?s=${encodeURIComponent(state.s)}`);
   } else {
     const preset = await getJSON(`/api/presets/${encodeURIComponent(state.preset || "seed-001")}`);
     if (!preset.ok) return showError(preset.data);
     scenario = preset.data.scenario;
-    request = postJSON("/api/runs", scenario);
+    request = postJSON("/api/runs?wait=first", scenario);
   }
   // a long run says how far it has come while the request waits for it
   const check = scenario ? await postJSON("/api/scenarios/validate", scenario) : null;
@@ -41,11 +43,14 @@ async function loadRun() {
   S.created = created.data;
   state.s = created.data.link;
   state.preset = "";
+  const streaming = created.data.complete === false;
   const [ov, stages] = await Promise.all([
-    getJSON(`/api/runs/${created.data.run_id}`), getJSON(`/api/stages?flavor=${created.data.flavor}`)]);
+    streaming ? partialOverview(created.data) : getJSON(`/api/runs/${created.data.run_id}`),
+    getJSON(`/api/stages?flavor=${created.data.flavor}`)]);
   if (!ov.ok || !stages.ok) return showError(ov.ok ? stages.data : ov.data);
   S.overview = ov.data;
   S.stages = stages.data;
+  document.body.dataset.complete = streaming ? "0" : "1";
   const sc = ov.data.scenario;
   $("run-title").textContent = sc.title || sc.name;
   if (state.lang === "zh") localTitle(sc);
@@ -53,10 +58,75 @@ async function loadRun() {
   $("flavor-badge").textContent = sc.flavor;
   $("scenario-json").value = JSON.stringify(sc, null, 2);
   $("truncated").hidden = !ov.data.truncated;
-  buildTimeline(pickStep);
+  drawTimeline();
   setStatus("");
   await showStep(state.step);
   emitView("run");
+  if (streaming) followRun(created.data.run_id);
+}
+
+// The overview of a run still computing: its scenario as the server normalised it (the created
+// link), the steps so far, each still without its summary (kind "pending").
+async function partialOverview(created) {
+  const scenario = await unpackLink(created.link);
+  if (!scenario) return getJSON(`/api/runs/${created.run_id}`);  // no inflater: wait for the whole run
+  return { ok: true, data: { run_id: created.run_id, scenario, num_steps: created.num_steps, truncated: false, device: created.device,
+    flavor: created.flavor, link: created.link, upstream: "", complete: false, steps: pendingSteps(1, created.num_steps) } };
+}
+
+function pendingSteps(from, to) {
+  const out = [];
+  for (let n = from; n <= to; n++) {
+    out.push({ step: n, idle: false, kind: "pending", pending: true, num_reqs: 0, num_tokens: 0, new_req_ids: [], resumed_req_ids: [],
+               finished_req_ids: [], preempted_req_ids: [] });
+  }
+  return out;
+}
+
+// the timeline: a button per step computed; while the run computes, its steps so far (their
+// summaries come with the whole run) and one disabled mark for the steps still to come
+function drawTimeline() {
+  buildTimeline(pickStep);
+  if (S.overview.complete !== false) return;
+  for (const b of $("timeline").querySelectorAll(".kind-pending")) {
+    const label = `${L("step")} ${b.dataset.step}`;
+    b.setAttribute("aria-label", label);
+    b.title = label;
+  }
+  $("timeline").append(el("button", { class: "tl-step tl-pending", disabled: true, "aria-disabled": "true",
+    "aria-label": S.progressText || L("loading"), title: S.progressText || "", text: "…" }));
+  renderTimelineActive();
+}
+
+// while the run computes: its progress every so often, new steps into the timeline, then the
+// whole run's overview (every step's summary) once it is done
+async function followRun(runId) {
+  const mine = S.created;
+  for (;;) {
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    if (S.created !== mine) return;  // another run was loaded in place
+    const p = await getJSON(`/api/runs/${encodeURIComponent(runId)}/progress`);
+    if (!p.ok || S.created !== mine) return;
+    if (p.data.state === "computing" && p.data.steps_done > S.overview.num_steps) {
+      S.overview.steps.push(...pendingSteps(S.overview.num_steps + 1, p.data.steps_done));
+      S.overview.num_steps = p.data.steps_done;
+      S.progressText = progressText(state.lang, p.data);
+      setStatus(S.progressText);
+      drawTimeline();
+    } else if (p.data.state !== "computing" && p.data.state !== "queued" && p.data.state !== "waiting") {
+      break;
+    }
+  }
+  const ov = await getJSON(`/api/runs/${encodeURIComponent(runId)}`);
+  if (S.created !== mine) return;
+  if (!ov.ok) { showError(ov.data); return; }
+  S.overview = ov.data;
+  setStatus("");
+  showUpstream(S.overview);
+  drawTimeline();
+  renderTimelineActive();
+  document.body.dataset.complete = "1";
+  emitView("complete");
 }
 
 // another run in place (a lesson's section, a what-if): {preset} or {link}, at {step, stage}
@@ -219,7 +289,7 @@ function setLang(lang) {
     $("run-title").textContent = sc.title || sc.name;
     if (lang === "zh") localTitle(sc);
     showNotes(sc);
-    buildTimeline(pickStep);
+    drawTimeline();
     renderStep();
   }
   writeState(state);
@@ -308,6 +378,7 @@ async function boot() {
   // the heatmaps are canvases drawn with the step's tables: both are up at once
   window.pagedvizTiming.firstRenderMs = performance.now();
   window.pagedvizTiming.heatmapsMs = window.pagedvizTiming.firstRenderMs;
+  window.pagedvizTiming.completeAtFirstPaint = Boolean(S.overview && S.overview.complete !== false);
   document.body.dataset.content = "1";
   if (state.array) { const row = document.querySelector(`#token-table tr[data-array="${CSS.escape(state.array)}"]`); if (row) row.scrollIntoView({ block: "center" }); }
   document.body.dataset.ready = "1";

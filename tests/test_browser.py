@@ -308,6 +308,8 @@ def test_a_long_run_shows_its_progress_while_it_computes(page: object) -> None:
         timeout=30_000,
     )
     page.wait_for_selector("body[data-ready='1']", timeout=60_000)
+    # the page draws step 1 while the run computes (it streams), then takes in every step
+    page.wait_for_selector("body[data-complete='1']", timeout=60_000)
     assert page.locator("#status").inner_text() == ""
     assert page.locator("#timeline .tl-step").count() == 120
 

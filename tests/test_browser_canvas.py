@@ -175,3 +175,51 @@ def test_the_dark_theme_draws_on_a_dark_background(browser: Any, base_url: str) 
     owned = next(r for r, row in enumerate(z) if row[0] is not None)
     assert sum(pg.evaluate(CELL_RGB, ["hm-kv", owned, 0])) > 250
     context.close()
+
+
+def test_a_big_run_streams_step_one_onto_the_page_before_it_is_complete(browser: Any) -> None:
+    from pagedviz.app.links import pack
+    from pagedviz.app.serve import running_server
+
+    # 512 requests, no model: long enough here that step 1 is on the page well before the last step
+    n, max_tokens = 512, 160
+    scenario = {
+        "name": "stream",
+        "config": {
+            "block_size": 16,
+            "max_model_len": 32 + max_tokens,
+            "max_num_reqs": n,
+            "max_num_batched_tokens": 32 * n,
+            "num_kv_blocks": n * ((32 + max_tokens) // 16 + 1) + 1,
+            "model": None,
+        },
+        "requests": [{"id": f"r{i}", "prompt_len": 32, "max_tokens": max_tokens} for i in range(n)],
+    }
+    with running_server("--max-requests", str(n)) as server:
+        check = httpx.post(f"{server.url}/api/scenarios/validate", json=scenario).json()
+        assert check["valid"], check
+        context = browser.new_context(viewport={"width": 1400, "height": 1000})
+        pg = context.new_page()
+        errors: list[str] = []
+        pg.on("pageerror", lambda e: errors.append(str(e)))
+        # the link carries the scenario; the page posts it itself (wait=first), nothing ran it before
+        pg.goto(f"{server.url}/run?s={pack(scenario)}&step=1")
+        pg.wait_for_selector("body[data-content='1']", timeout=60_000)
+        # step 1's tables are drawn while the page still held the run as incomplete
+        first = pg.evaluate(
+            "[window.pagedvizTiming.completeAtFirstPaint, document.body.dataset.step,"
+            " document.querySelectorAll('#request-table tr[data-req]').length,"
+            " document.querySelectorAll('#token-table td').length]"
+        )
+        assert first[0] is False and first[1] == "1" and first[2] > 0 and first[3] > 0, first
+        progress = httpx.get(f"{server.url}/api/runs/{check['run_id']}/progress").json()
+        pg.wait_for_selector("body[data-complete='1']", timeout=120_000)
+        total = httpx.get(f"{server.url}/api/runs/{check['run_id']}").json()["num_steps"]
+        assert progress["steps_done"] <= total
+        # the timeline ends up with every step, and nothing is left pending
+        assert pg.locator("#timeline .tl-step").count() == total
+        assert pg.locator("#timeline .tl-pending, #timeline .kind-pending").count() == 0
+        pg.click(f"#timeline [data-step='{total}']")
+        pg.wait_for_selector(f"body[data-step='{total}']")
+        assert errors == []
+        context.close()
