@@ -54,8 +54,16 @@ function tickStep(n, px, minPx) {
   for (let p = 1; ; p *= 10) for (const m of [1, 2, 5]) if ((m * p * px) / n >= minPx) return m * p;
 }
 
+// the theme's colours, read once per theme (a style read right after the tables were rebuilt
+// would force the browser to recompute every style at once, on each step change)
+let themeKey = null, theme = {}, themeGen = 0;
+const darkQuery = window.matchMedia ? window.matchMedia("(prefers-color-scheme: dark)") : null;
+if (darkQuery && darkQuery.addEventListener) darkQuery.addEventListener("change", () => { themeGen++; });
 function cssVar(name, fallback) {
-  return getComputedStyle(document.body).getPropertyValue(name).trim() || fallback;
+  const key = `${document.body.className}|${themeGen}`;
+  if (key !== themeKey) { themeKey = key; theme = {}; }
+  if (!(name in theme)) theme[name] = getComputedStyle(document.body).getPropertyValue(name).trim();
+  return theme[name] || fallback;
 }
 
 // the hover template filled for one cell: %{x} %{y} %{z} %{text} %{customdata} (%{customdata[i]})
@@ -116,8 +124,14 @@ function parts(div) {
   });
   over.addEventListener("keydown", (e) => onKey(div, cm, e));
   over.addEventListener("blur", () => { cm.cursor = null; drawOverlay(div); });
+  // the width is the observer's (read once at first): reading it on each draw would force a layout
   if (typeof ResizeObserver !== "undefined") {
-    new ResizeObserver(() => { if (cm.fig && Math.abs(div.clientWidth - cm.geo.W) > 1 && div.clientWidth > 0) draw(div); }).observe(div);
+    new ResizeObserver((entries) => {
+      const w = Math.round(entries[entries.length - 1].contentRect.width);
+      if (w <= 0 || w === cm.width) return;
+      cm.width = w;
+      if (cm.fig && cm.geo && Math.abs(w - cm.geo.W) > 1) draw(div);
+    }).observe(div);
   }
   return cm;
 }
@@ -190,7 +204,8 @@ export function drawHeatmap(div, fig) {
 function draw(div) {
   const cm = div._cm, fig = cm.fig;
   const { rows, cols, z } = fig;
-  const W = Math.max(200, div.clientWidth || (div.parentElement && div.parentElement.clientWidth) || 600);
+  if (!cm.width) cm.width = div.clientWidth || (div.parentElement && div.parentElement.clientWidth) || 600;
+  const W = Math.max(200, cm.width);
   const H = fig.height;
   const fg = cssVar("--fg", "#111111"), plotBg = cssVar("--plot-bg", "#ffffff");
   const ctx = sizeCanvas(cm.cells, W, H);
@@ -218,12 +233,14 @@ function draw(div) {
   // cell edges on whole device pixels, so narrow cells neither blur nor leave seams
   const dpr = window.devicePixelRatio || 1;
   const xe = Array.from({ length: cols + 1 }, (_, j) => Math.round((l + j * cw) * dpr) / dpr);
+  let last = null;
   for (let i = 0; i < rows; i++) {
     const row = z[i], y0 = Math.round((t + i * ch) * dpr) / dpr, y1 = Math.round((t + (i + 1) * ch) * dpr) / dpr;
     for (let j = 0; j < cols; j++) {
       const v = row[j];
       if (v === null || v === undefined) continue;
-      ctx.fillStyle = colour(v);
+      const fill = colour(v);
+      if (fill !== last) { ctx.fillStyle = fill; last = fill; }
       ctx.fillRect(xe[j], y0, xe[j + 1] - xe[j] - gx, y1 - y0 - gy);
     }
   }

@@ -84,9 +84,9 @@ export function drawTokenIds() {
   const arr = S.trace.arrays.token_ids_cpu;
   const lens = rowLens();
   const rows = arr.data.slice(0, 64).map((row, r) => row.slice(0, 1024).map((v, c) => (c < (lens[r] || 0) ? v : null)));
-  const fresh = newTokenCells();
   S.shapes.token_ids_cpu = newTokenRanges().map(([r, from, to]) => spanShape(from, to, r, "#D55E00"));
   if (showView("token_ids_cpu")) {
+    const fresh = newTokenCells();
     clear($("tbl-token_ids_cpu")).append(gridTable("table-token_ids_cpu", rows, {
       label: L("token_ids_cpu"), cellText: (r, c) => (rows[r][c] === null ? "?" : rows[r][c]),
       cellClass: (r, c) => (fresh.has(`${r},${c}`) ? "new" : rows[r][c] === null ? "empty" : ""),

@@ -176,8 +176,18 @@ window.pagedvizTiming = { firstRenderMs: null, heatmapsMs: null, lastStepMs: nul
 async function showStep(n) {
   const t0 = performance.now();
   const total = S.overview.num_steps;
-  n = Math.max(1, Math.min(total, n || 1));
-  const [trace, prev] = await Promise.all([fetchStep(n), n > 1 ? fetchStep(n - 1) : Promise.resolve(null)]);
+  // while the run computes, the step after the last one seen may be asked for: the server answers
+  // once it exists (or that there is none, and the page stays where it is)
+  const streaming = S.overview.complete === false;
+  n = Math.max(1, Math.min(streaming ? total + 1 : total, n || 1));
+  let trace, prev;
+  try {
+    [trace, prev] = await Promise.all([fetchStep(n), n > 1 ? fetchStep(n - 1) : Promise.resolve(null)]);
+  } catch (err) {
+    if (streaming && n > total) return;
+    throw err;
+  }
+  window.pagedvizTiming.fetchMs = performance.now() - t0;
   state.step = n;
   S.trace = trace;
   S.prev = prev;
@@ -185,7 +195,9 @@ async function showStep(n) {
   if (!names.includes(state.stage)) state.stage = names[0] || "";
   S.sel = selectionFromState();
   S.hover = null;
+  const t1 = performance.now();
   renderStep();
+  window.pagedvizTiming.renderMs = performance.now() - t1;
   writeState(state);
   window.pagedvizTiming.lastStepMs = performance.now() - t0;
   document.body.dataset.step = String(n);
