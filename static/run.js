@@ -151,13 +151,25 @@ async function localTitle(sc) {
   if (i >= 0) $("run-title").textContent = zh.data[i].title;
 }
 
+// a step's trace, fetched once (a fetch under way is shared, not repeated)
+const inflight = new Map();
 async function fetchStep(n) {
-  if (!S.steps.has(n)) {
-    const r = await getJSON(`/api/runs/${S.created.run_id}/steps/${n}`);
-    if (!r.ok) throw new Error(errorLines(r.data).join("; "));
-    S.steps.set(n, r.data);
+  if (S.steps.has(n)) return S.steps.get(n);
+  const run = S.created.run_id, key = `${run}/${n}`;
+  if (!inflight.has(key)) {
+    inflight.set(key, getJSON(`/api/runs/${run}/steps/${n}`).finally(() => inflight.delete(key)));
   }
-  return S.steps.get(n);
+  const r = await inflight.get(key);
+  if (!r.ok) throw new Error(errorLines(r.data).join("; "));
+  if (S.created.run_id === run) S.steps.set(n, r.data);  // not when another run was loaded meanwhile
+  return r.data;
+}
+
+// the next step is fetched while the page is idle, so stepping forward finds it here
+function prefetchNext(n) {
+  if (n + 1 > S.overview.num_steps || S.steps.has(n + 1)) return;
+  const later = window.requestIdleCallback || ((f) => setTimeout(f, 50));
+  later(() => { if (S.overview && n + 1 <= S.overview.num_steps) fetchStep(n + 1).catch(() => {}); });
 }
 
 function setStatus(text) { $("status").textContent = text; }
@@ -202,6 +214,7 @@ async function showStep(n) {
   window.pagedvizTiming.lastStepMs = performance.now() - t0;
   document.body.dataset.step = String(n);
   emitView("step");
+  prefetchNext(n);
 }
 
 function setStage(name) {
