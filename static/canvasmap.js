@@ -261,6 +261,10 @@ function draw(div) {
       }
     }
   }
+  // the plot's frame, so empty rows and columns still show where the array ends
+  ctx.strokeStyle = cssVar("--line", "#c8c8c8");
+  ctx.lineWidth = 1;
+  ctx.strokeRect(Math.round(l) - 0.5, Math.round(t) - 0.5, Math.round(pw) + 1, Math.round(ph) + 1);
   // axes: ticks at integers (every k-th where crowded), the ticktext the view gave, and titles
   ctx.fillStyle = fg;
   ctx.strokeStyle = fg;

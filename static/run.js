@@ -191,13 +191,19 @@ async function showStep(n) {
   // while the run computes, the step after the last one seen may be asked for: the server answers
   // once it exists (or that there is none, and the page stays where it is)
   const streaming = S.overview.complete === false;
-  n = Math.max(1, Math.min(streaming ? total + 1 : total, n || 1));
+  n = Math.max(1, Math.min(streaming ? S.overview.scenario.max_steps || total + 1 : total, n || 1));
   let trace, prev;
   try {
     [trace, prev] = await Promise.all([fetchStep(n), n > 1 ? fetchStep(n - 1) : Promise.resolve(null)]);
   } catch (err) {
-    if (streaming && n > total) return;
+    // past the run's last step: stay (or, on a first load, show the last step there is)
+    if (streaming && n > total) return S.trace ? undefined : showStep(S.overview.num_steps);
     throw err;
+  }
+  if (streaming && n > S.overview.num_steps) {
+    S.overview.steps.push(...pendingSteps(S.overview.num_steps + 1, n));
+    S.overview.num_steps = n;
+    drawTimeline();
   }
   window.pagedvizTiming.fetchMs = performance.now() - t0;
   state.step = n;
