@@ -110,8 +110,8 @@ async function followRun(runId) {
     if (p.data.state === "computing" && p.data.steps_done > S.overview.num_steps) {
       S.overview.steps.push(...pendingSteps(S.overview.num_steps + 1, p.data.steps_done));
       S.overview.num_steps = p.data.steps_done;
+      // the progress is the pending mark's label: a status line would shift the page when it goes
       S.progressText = progressText(state.lang, p.data);
-      setStatus(S.progressText);
       drawTimeline();
     } else if (p.data.state !== "computing" && p.data.state !== "queued" && p.data.state !== "waiting") {
       break;

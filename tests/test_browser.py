@@ -303,13 +303,15 @@ def test_a_long_run_shows_its_progress_while_it_computes(page: object) -> None:
     from pagedviz.app.links import pack
 
     page.goto(f"{page.base}/run?s={pack(LONG_RUN)}")
+    # the page draws step 1 while the run computes (it streams): the timeline's pending mark says
+    # how far the run has come, then the timeline takes in every step
+    page.wait_for_selector("body[data-ready='1']", timeout=60_000)
     page.wait_for_function(
-        "/Computing the run: step [0-9]+ of at most 120/.test(document.getElementById('status').textContent)",
+        "/Computing the run: step [0-9]+ of at most 120/.test("
+        "document.querySelector('#timeline .tl-pending')?.getAttribute('aria-label'))",
         timeout=30_000,
     )
-    page.wait_for_selector("body[data-ready='1']", timeout=60_000)
-    # the page draws step 1 while the run computes (it streams), then takes in every step
-    page.wait_for_selector("body[data-complete='1']", timeout=60_000)
+    page.wait_for_selector("body[data-complete='1']", timeout=120_000)
     assert page.locator("#status").inner_text() == ""
     assert page.locator("#timeline .tl-step").count() == 120
 
