@@ -39,8 +39,8 @@ def docs_md(name: str) -> PlainTextResponse:
     return PlainTextResponse((DOCS_DIR / name).read_text(encoding="utf-8"))
 
 
-# Pages run only their own scripts (static/, Plotly from /vendor): no inline script, no eval.
-# Styles may be inline: Plotly and the views set element styles from script.
+# Pages run only their own scripts (static/): no inline script, no eval.
+# Styles may be inline: the views set element styles (sizes, colours) from script.
 CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; "
     "font-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'none'; "

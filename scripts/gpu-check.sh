@@ -3,7 +3,7 @@
 # traces on CPU and CUDA for every preset, pinned staging) and print benchmarks/device.py.
 # Uses the Python you point it at (PYTHON=..., default python3) with its own torch build, so a
 # CUDA torch is kept; the engine needs only torch, numpy, pytest and hypothesis. When the web
-# stack (fastapi, uvicorn, plotly, ...) is importable too, the whole suite runs.
+# stack (fastapi, uvicorn, ...) is importable too, the whole suite runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -23,7 +23,7 @@ if not torch.cuda.is_available():
     sys.exit("gpu-check: torch sees no CUDA GPU here; the CUDA tests would only skip")
 print("GPU:", torch.cuda.get_device_name(0))
 PYCODE
-if "$PY" -c "import fastapi, fastapi_offline, uvicorn, plotly, pydantic, jinja2, httpx" 2>/dev/null; then
+if "$PY" -c "import fastapi, fastapi_offline, uvicorn, pydantic, jinja2, httpx" 2>/dev/null; then
     "$PY" -m pytest -q -rs tests
 else
     echo "(web stack not importable: running the engine's tests only)"
