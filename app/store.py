@@ -209,6 +209,8 @@ class RunStore:
         # steps served, encoded once: at most a quarter of max_bytes, counted with the runs' bytes
         self.encoded: OrderedDict[tuple[str, int], EncodedStep] = OrderedDict()
         self.encoded_bytes = 0
+        # steps being encoded (off the event loop): concurrent readers of one step share the work
+        self.encoding: dict[tuple[str, int], tuple[StepTrace, asyncio.Future[EncodedStep]]] = {}
 
     def remember(self, scenario: Scenario) -> str:
         """Keep the scenario (and share it); its run id. Raises SharedFolderError when it cannot
@@ -369,6 +371,34 @@ class RunStore:
             state = "refused" if run_id in self.refused else "waiting"
             return {"state": state, "steps_done": 0, "max_steps": scenario.max_steps}
         return None
+
+    async def encoded_step(self, run_id: str, n: int, t: StepTrace) -> EncodedStep:
+        """Step n of the run (the trace `t`) encoded: from the cache, else encoded once in a
+        worker thread, however many readers ask for it meanwhile, and kept."""
+        e = self.cached_step(run_id, n, t)
+        if e is not None:
+            return e
+        key = (run_id, n)
+        pending = self.encoding.get(key)
+        if pending is not None and pending[0] is t:
+            return await asyncio.shield(pending[1])
+        fut: asyncio.Future[EncodedStep] = asyncio.get_running_loop().create_future()
+        self.encoding[key] = (t, fut)
+        try:
+            e = await asyncio.to_thread(encode_step, t)
+        except BaseException as exc:
+            if isinstance(exc, Exception):
+                fut.set_exception(exc)
+                fut.exception()  # mark retrieved: waiters re-raise it themselves
+            else:
+                fut.cancel()
+            raise
+        finally:
+            if self.encoding.get(key, (None,))[0] is t:
+                del self.encoding[key]
+        fut.set_result(e)
+        self.keep_step(run_id, n, e)
+        return e
 
     def cached_step(self, run_id: str, n: int, t: StepTrace) -> EncodedStep | None:
         """Step n of the run as encoded before, if it was encoded from this very trace."""

@@ -4,13 +4,16 @@ and the encoded steps stay within the store's byte budget."""
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import json
 from typing import Any
 
+import httpx
 import pytest
 from fastapi.testclient import TestClient
 
+from pagedviz.app import store as store_module
 from pagedviz.app.main import create_app
 from pagedviz.app.routes import runs as runs_route
 from pagedviz.app.settings import Settings
@@ -59,19 +62,40 @@ def test_gzip_is_sent_when_asked_and_is_the_same_body(client: TestClient) -> Non
     assert gzip.decompress(enc.gzipped) == plain.content and len(enc.gzipped) < len(plain.content)
 
 
-def test_a_step_is_encoded_once_however_often_it_is_read(client: TestClient, monkeypatch: Any) -> None:
+def counted_encodes(monkeypatch: Any) -> list[int]:
+    """The steps encoded from now on, by step number (the real encoder still encodes them)."""
     calls: list[int] = []
-    encode = runs_route.encode_step
+    encode = store_module.encode_step
 
     def counting(t: Any) -> Any:
         calls.append(t.step)
         return encode(t)
 
-    monkeypatch.setattr(runs_route, "encode_step", counting)
+    monkeypatch.setattr(store_module, "encode_step", counting)
+    return calls
+
+
+def test_a_step_is_encoded_once_however_often_it_is_read(client: TestClient, monkeypatch: Any) -> None:
+    calls = counted_encodes(monkeypatch)
     run_id, num_steps = created(client, "seed-001")
     bodies = [client.get(f"/api/runs/{run_id}/steps/{n}").content for n in range(1, num_steps + 1)]
     again = [client.get(f"/api/runs/{run_id}/steps/{n}").content for n in range(1, num_steps + 1)]
     assert bodies == again and sorted(calls) == list(range(1, num_steps + 1))
+
+
+def test_readers_asking_for_a_step_at_once_share_one_encoding(monkeypatch: Any) -> None:
+    calls = counted_encodes(monkeypatch)
+    app = create_app(Settings())
+
+    async def readers() -> list[httpx.Response]:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as c:
+            run_id = (await c.post("/api/runs", json=preset_dict("seed-000"))).json()["run_id"]
+            return await asyncio.gather(*(c.get(f"/api/runs/{run_id}/steps/2") for _ in range(16)))
+
+    answers = asyncio.run(readers())
+    assert all(r.status_code == 200 for r in answers) and len({r.content for r in answers}) == 1
+    assert calls == [2]
 
 
 def test_a_recomputed_run_is_encoded_afresh() -> None:

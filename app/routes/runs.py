@@ -3,7 +3,6 @@ as JSON, CSV or NPY. Engine stage sources for the page's code panel."""
 
 from __future__ import annotations
 
-import asyncio
 import csv
 import io
 import json
@@ -28,7 +27,7 @@ from pagedviz.app.schemas import (
     StepSummary,
 )
 from pagedviz.app.settings import Settings
-from pagedviz.app.store import Run, RunStore, encode_step, run_id_of
+from pagedviz.app.store import Run, RunStore, run_id_of
 from pagedviz.core import Scenario, ScenarioError
 from pagedviz.core.device import DeviceUnavailableError, pick_device_type
 from pagedviz.core.presets import list_presets, preset_dict
@@ -337,10 +336,7 @@ async def step(request: Request, run_id: str, n: int) -> Response:
         if run is None:
             raise _unknown_run(run_id)
         t = _step(run, n)
-    enc = store.cached_step(run_id, n, t)
-    if enc is None:
-        enc = await asyncio.to_thread(encode_step, t)  # a big step encodes off the event loop
-        store.keep_step(run_id, n, enc)
+    enc = await store.encoded_step(run_id, n, t)
     headers = {"ETag": enc.etag, "Cache-Control": IMMUTABLE if run is not None else "no-cache"}
     headers["Vary"] = "Accept-Encoding"
     inm = request.headers.get("if-none-match")
