@@ -1,9 +1,9 @@
 """Load on a real server: N concurrent clients step through every step of every preset and fetch
 arrays, on loopback, bounded in clients, rounds and seconds; meanwhile another client creates new
 runs (each a 256-request scenario computing for a while) with POST /api/runs?wait=first and
-times their first step. Prints p50/p99 latency per request kind, throughput, the error count and
-the server's peak memory (VmHWM). Targets: cached steps p99 under 50 ms, a new run's first step
-under 1 s.
+times their first step. Prints p50/p99 latency per request kind, throughput, the error count,
+the CPU time the server and the clients used, and the server's peak memory (VmHWM). Targets:
+cached steps p99 under 50 ms, a new run's first step under 1 s.
 
 The clients share the machine with the server, so what they cost shows in the latencies. By
 default they are lean: one process of their own, N keep-alive connections on one asyncio loop,
@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import multiprocessing as mp
+import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -42,6 +43,16 @@ def peak_rss_mb(pid: int) -> float:
     except OSError:
         pass
     return float("nan")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time a process has used so far (/proc/PID/stat), NaN where unknown."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return float("nan")
 
 
 def new_run(seed: int) -> dict:
@@ -109,7 +120,7 @@ def lean_clients(url: str, clients: int, urls: Urls, rounds: int, seconds: float
         await asyncio.gather(*(lean_client(host, port, urls, rounds, deadline, out) for _ in range(clients)))
 
     asyncio.run(main())
-    conn.send(out)  # type: ignore[attr-defined]
+    conn.send((out, time.process_time()))  # type: ignore[attr-defined]
 
 
 def httpx_clients(base: str, clients: int, urls: Urls, rounds: int, deadline: float) -> list:
@@ -172,20 +183,23 @@ def main() -> None:
                     time.sleep(0.5)
 
         t0 = time.perf_counter()
+        server_cpu0, own_cpu0 = cpu_seconds(server.pid), time.process_time()
         making = threading.Thread(target=creator)
         making.start()
         if args.client == "httpx":
             records = httpx_clients(base, clients, urls, args.rounds, deadline)
+            client_cpu = time.process_time() - own_cpu0
         else:
             receive, send = mp.get_context("spawn").Pipe(duplex=False)
             proc = mp.get_context("spawn").Process(
                 target=lean_clients, args=(base, clients, urls, args.rounds, args.seconds, send)
             )
             proc.start()
-            records = receive.recv()
+            records, client_cpu = receive.recv()
             proc.join()
         making.join()
         wall = time.perf_counter() - t0
+        server_cpu = cpu_seconds(server.pid) - server_cpu0
         lat: dict[str, list[float]] = {"step": [], "array": [], "overview": [], "new run": new_runs}
         errors = new_errors
         for kind, ms, ok in records:
@@ -202,6 +216,11 @@ def main() -> None:
                     f"  {kind:>8}: n={len(v):>6}  p50 {np.percentile(v, 50):7.1f} ms"
                     f"  p99 {np.percentile(v, 99):7.1f} ms"
                 )
+        print(
+            f"  CPU seconds over the {wall:.1f} s (2 cores = {2 * wall:.0f} s): server {server_cpu:.1f}, "
+            f"clients {client_cpu:.1f}; per request: server {server_cpu / total * 1e3:.2f} ms, "
+            f"clients {client_cpu / total * 1e3:.2f} ms"
+        )
         print(f"  server peak memory (VmHWM): {peak_rss_mb(server.pid):.0f} MB")
 
 
