@@ -7,6 +7,9 @@ at once, up to `max_queued` more wait their turn (their progress says `queued`),
 new run is refused (BusyError: a 503 with Retry-After). Concurrent requests for one run share one
 computation. A run refused for its time or size is remembered as refused, not recomputed.
 
+Steps served are kept encoded (JSON and gzip bytes with an ETag) within the same byte budget, so
+reading a step again costs no encoding.
+
 Runs stream: a computation is a task of its own, and its steps are readable as the engine makes
 them (`get_step` answers step n once it exists), so a big run's first step is seen while the
 later ones compute, and a reader that goes away does not stop the computation.
@@ -15,10 +18,12 @@ later ones compute, and a reader that goes away does not stop the computation.
 from __future__ import annotations
 
 import asyncio
+import gzip
 import hashlib
 import json
 import sys
 import time
+import weakref
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
@@ -107,6 +112,30 @@ class Run:
     nbytes: int
 
 
+@dataclass(frozen=True)
+class EncodedStep:
+    """A step's JSON encoded once: the body, its gzip form (None when too small to gain), and an
+    ETag naming the content (weak: the gzip form is the same content). `trace` refers to the
+    StepTrace it was made from, so a recomputed run is encoded afresh."""
+
+    trace: weakref.ReferenceType[StepTrace]
+    body: bytes
+    gzipped: bytes | None
+    etag: str
+
+    @property
+    def nbytes(self) -> int:
+        return len(self.body) + len(self.gzipped or b"") + 200
+
+
+def encode_step(t: StepTrace) -> EncodedStep:
+    """The step in the trace contract as compact JSON bytes, gzipped too when over 1 KB."""
+    body = json.dumps(t.to_dict(), separators=(",", ":")).encode()
+    gzipped = gzip.compress(body, compresslevel=6, mtime=0) if len(body) >= 1024 else None
+    etag = f'W/"{hashlib.blake2b(body, digest_size=12).hexdigest()}"'
+    return EncodedStep(weakref.ref(t), body, gzipped, etag)
+
+
 @dataclass
 class Progress:
     """Where a computation in flight stands (written by the worker thread, read by routes)."""
@@ -177,6 +206,11 @@ class RunStore:
         self.bytes = 0
         self.scenario_bytes = 0
         self.computations = 0
+        # steps served, encoded once: at most a quarter of max_bytes, counted with the runs' bytes
+        self.encoded: OrderedDict[tuple[str, int], EncodedStep] = OrderedDict()
+        self.encoded_bytes = 0
+        # steps being encoded (off the event loop): concurrent readers of one step share the work
+        self.encoding: dict[tuple[str, int], tuple[StepTrace, asyncio.Future[EncodedStep]]] = {}
 
     def remember(self, scenario: Scenario) -> str:
         """Keep the scenario (and share it); its run id. Raises SharedFolderError when it cannot
@@ -338,9 +372,64 @@ class RunStore:
             return {"state": state, "steps_done": 0, "max_steps": scenario.max_steps}
         return None
 
+    async def encoded_step(self, run_id: str, n: int, t: StepTrace) -> EncodedStep:
+        """Step n of the run (the trace `t`) encoded: from the cache, else encoded once in a
+        worker thread, however many readers ask for it meanwhile, and kept."""
+        e = self.cached_step(run_id, n, t)
+        if e is not None:
+            return e
+        key = (run_id, n)
+        pending = self.encoding.get(key)
+        if pending is not None and pending[0] is t:
+            return await asyncio.shield(pending[1])
+        fut: asyncio.Future[EncodedStep] = asyncio.get_running_loop().create_future()
+        self.encoding[key] = (t, fut)
+        try:
+            e = await asyncio.to_thread(encode_step, t)
+        except BaseException as exc:
+            if isinstance(exc, Exception):
+                fut.set_exception(exc)
+                fut.exception()  # mark retrieved: waiters re-raise it themselves
+            else:
+                fut.cancel()
+            raise
+        finally:
+            if self.encoding.get(key, (None,))[0] is t:
+                del self.encoding[key]
+        fut.set_result(e)
+        self.keep_step(run_id, n, e)
+        return e
+
+    def cached_step(self, run_id: str, n: int, t: StepTrace) -> EncodedStep | None:
+        """Step n of the run as encoded before, if it was encoded from this very trace."""
+        e = self.encoded.get((run_id, n))
+        if e is None or e.trace() is not t:
+            return None
+        self.encoded.move_to_end((run_id, n))
+        return e
+
+    def keep_step(self, run_id: str, n: int, e: EncodedStep) -> None:
+        """Keep an encoded step (LRU) within a quarter of the store's bytes; encoded steps give
+        way first when runs and encoded steps together pass max_bytes."""
+        old = self.encoded.pop((run_id, n), None)
+        if old is not None:
+            self.encoded_bytes -= old.nbytes
+        bound = self.max_bytes // 4
+        if e.nbytes > bound // 4:
+            return  # a huge step is encoded per request rather than crowd out the others
+        self.encoded[(run_id, n)] = e
+        self.encoded_bytes += e.nbytes
+        self._shed_encoded(min(bound, self.max_bytes - self.bytes))
+
+    def _shed_encoded(self, bound: int) -> None:
+        while self.encoded and self.encoded_bytes > bound:
+            _, old = self.encoded.popitem(last=False)
+            self.encoded_bytes -= old.nbytes
+
     def _put(self, run: Run) -> None:
         self.runs[run.run_id] = run
         self.bytes += run.nbytes
+        self._shed_encoded(min(self.max_bytes // 4, self.max_bytes - self.bytes))
         while self.runs and (len(self.runs) > self.max_runs or self.bytes > self.max_bytes):
             if len(self.runs) == 1:
                 break  # always keep the newest run (never over max_run_bytes)

@@ -157,6 +157,8 @@ class StepTrace:
                     data = values.get(name)
                     if data is not None:
                         valid, buffer = padding.get(name, NO_PADDING)
+                        if data is buffer:  # handed over as the buffer: the array is its head
+                            data = buffer[:valid]
                         entries[name] = TraceArray(name, level, data, stage, side, shape, valid, buffer)
             self._pending.clear()
         return self._entries
@@ -187,7 +189,8 @@ class StepTrace:
     def record_all(self, plan: Iterable[PlanItem], values: Mapping[str, Any], padding: Padding) -> None:
         """Record each array of `plan` that `values` holds, with its padding (valid, buffer) if
         any. The trace takes `values` and the buffers as they are: the caller hands over arrays
-        that nothing will overwrite (fresh ones, or copies of persistent buffers)."""
+        that nothing will overwrite (fresh ones, or copies of persistent buffers). An array given
+        as its buffer itself (the same object) is that buffer's first `valid` entries."""
         self._pending.append((plan, values, padding))
 
     def compact(self) -> None:

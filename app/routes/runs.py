@@ -310,12 +310,42 @@ async def _streamed_step(request: Request, run_id: str, n: int) -> StepTrace:
     return _step(run, n)
 
 
-@router.get("/runs/{run_id}/steps/{n}", response_model=StepOut, responses=ERRORS)
+# a step of a complete run never changes (the run id names the scenario and the engine version)
+IMMUTABLE = "public, max-age=31536000, immutable"
+
+
+def _etag_matches(if_none_match: str, etag: str) -> bool:
+    """If-None-Match against a weak ETag: weak comparison, `*` matches any."""
+    tags = [tag.strip().removeprefix("W/") for tag in if_none_match.split(",")]
+    return "*" in tags or etag.removeprefix("W/") in tags
+
+
+@router.get(
+    "/runs/{run_id}/steps/{n}",
+    response_model=StepOut,
+    responses={**ERRORS, 304: {"description": "the step is unchanged since the ETag given in If-None-Match"}},
+)
 async def step(request: Request, run_id: str, n: int) -> Response:
     """One step in the trace contract; [every array in it](/docs-md/arrays.md). Answers as soon
-    as the step is computed, while later steps of the run may still compute."""
-    t = await _streamed_step(request, run_id, n)
-    return Response(json.dumps(t.to_dict(), separators=(",", ":")), media_type="application/json")
+    as the step is computed, while later steps of the run may still compute. The step is encoded
+    once (gzip too) and carries an ETag (`If-None-Match` answers 304); a step of a complete run
+    may be cached for good (Cache-Control: immutable), one of a run still computing revalidates."""
+    store = _store(request)
+    t, run = await store.get_step(run_id, n)
+    if t is None:
+        if run is None:
+            raise _unknown_run(run_id)
+        t = _step(run, n)
+    enc = await store.encoded_step(run_id, n, t)
+    headers = {"ETag": enc.etag, "Cache-Control": IMMUTABLE if run is not None else "no-cache"}
+    headers["Vary"] = "Accept-Encoding"
+    inm = request.headers.get("if-none-match")
+    if inm is not None and _etag_matches(inm, enc.etag):
+        return Response(status_code=304, headers=headers)
+    if enc.gzipped is not None and "gzip" in request.headers.get("accept-encoding", ""):
+        headers["Content-Encoding"] = "gzip"
+        return Response(enc.gzipped, media_type="application/json", headers=headers)
+    return Response(enc.body, media_type="application/json", headers=headers)
 
 
 def _csv(name: str, arr: np.ndarray) -> str:
