@@ -114,3 +114,72 @@ def test_a_block_lists_every_row_that_references_it(page: object) -> None:
     page.goto(page.url)
     page.wait_for_selector("body[data-ready='1']")
     assert page.locator("#selection").inner_text().startswith(f"slot {block * bs} = block {block} × {bs} + 0")
+
+
+def test_the_request_table_shows_what_changed_since_the_previous_step(page: object) -> None:
+    open_run(page, "preset=demo-preemption&step=6")
+    run = run_of(page)
+    now, before = api(page, f"/api/runs/{run}/steps/6"), api(page, f"/api/runs/{run}/steps/5")
+    name = "num_computed_tokens_cpu"
+    was = dict(zip(before["batch"]["req_ids"], before["arrays"][name]["data"], strict=True))
+    heads = page.evaluate(
+        "[...document.querySelectorAll('#request-table thead th')].map(th => th.dataset.array)"
+    )
+    col = heads.index(name)
+    changed = 0
+    for rid, v in zip(now["batch"]["req_ids"], now["arrays"][name]["data"], strict=True):
+        cell = page.locator(f"#request-table tr[data-req='{rid}'] td").nth(col)
+        # matched by request id, not by row: b moved from row 1 to row 0 in this step
+        if rid in was and was[rid] != v:
+            changed += 1
+            badge = cell.locator(".delta")
+            assert badge.get_attribute("aria-label") == f"was {was[rid]}"
+            assert badge.inner_text() == (f"+{v - was[rid]}" if v > was[rid] else f"−{was[rid] - v}")
+        else:
+            assert cell.locator(".delta").count() == 0
+    assert changed
+    # the switch turns the badges off, the URL keeps it, and 中文 says 原为
+    page.uncheck("#delta-toggle")
+    assert page.locator("#request-table .delta").count() == 0
+    assert "delta=0" in page.url
+    page.check("#delta-toggle")
+    page.click("[data-lang='zh']")
+    assert page.locator("#request-table .delta").first.get_attribute("aria-label").startswith("原为 ")
+
+
+RECORD_ANIMATIONS = """() => {
+  window.__animated = [];
+  const animate = Element.prototype.animate;
+  Element.prototype.animate = function (...args) {
+    window.__animated.push(this.dataset.req || this.className);
+    return animate.apply(this, args);
+  };
+}"""
+
+
+def test_a_condense_slides_the_moved_rows_and_reduced_motion_animates_nothing(
+    page: object, browser: object, base_url: str
+) -> None:
+    # demo-preemption step 5 -> 6: b moves from row 1 to row 0
+    open_run(page, "preset=demo-preemption&step=5")
+    page.evaluate(RECORD_ANIMATIONS)
+    page.click("#btn-next")
+    page.wait_for_selector("body[data-step='6']")
+    animated = page.evaluate("window.__animated")
+    assert "b" in animated
+    # this step's new blocks fly in from the pool bar
+    new_blocks = api(page, f"/api/runs/{run_of(page)}/steps/6")["scheduler"]["new_block_ids"]
+    assert ("chip newblocks" in animated) == bool(new_blocks)
+    context = browser.new_context(
+        viewport={"width": 1280, "height": 720}, reduced_motion="reduce", bypass_csp=True
+    )  # type: ignore[attr-defined]
+    calm = context.new_page()
+    calm.goto(f"{base_url}/run?preset=demo-preemption&step=5")
+    calm.wait_for_selector("body[data-ready='1']")
+    calm.evaluate(RECORD_ANIMATIONS)
+    calm.click("#btn-next")
+    calm.wait_for_selector("body[data-step='6']")
+    assert calm.evaluate("document.getAnimations().length") == 0
+    assert calm.evaluate("window.__animated") == []
+    assert "b: row 1 → 0" in calm.locator("#request-table tr[data-req='b']").inner_text()
+    context.close()
