@@ -183,3 +183,29 @@ def test_a_condense_slides_the_moved_rows_and_reduced_motion_animates_nothing(
     assert calm.evaluate("window.__animated") == []
     assert "b: row 1 → 0" in calm.locator("#request-table tr[data-req='b']").inner_text()
     context.close()
+
+
+def test_a_link_to_a_note_scrolls_to_it_marks_it_and_selects_its_refs(page: object, browser: object) -> None:
+    open_run(page, "preset=seed-001&step=2")
+    page.wait_for_selector("#narr-step li[data-note] .note-link")
+    item = page.locator("#narr-step li[data-note]:has(button.ref-request:not(.ref-absent))").first
+    note = item.get_attribute("data-note")
+    first_ref = item.locator("button.ref-request").first.inner_text()
+    item.locator(".note-link").click()
+    assert "note=" in page.url
+    url = page.url
+    # a fresh page on the link: the note is marked and centred, its first request selected
+    context = browser.new_context(viewport={"width": 1280, "height": 720}, bypass_csp=True)  # type: ignore[attr-defined]
+    other = context.new_page()
+    other.goto(url)
+    other.wait_for_selector(".note-target")
+    assert other.locator(".note-target").get_attribute("data-note") == note
+    box = other.locator(".note-target").bounding_box()
+    assert box is not None and box["y"] >= 0 and box["y"] + box["height"] <= 720
+    rid = first_ref.split()[-1]
+    assert other.locator("#selection").inner_text().startswith(f"request {rid} ")
+    # a preset's note has its own link
+    other.goto(f"{page.base}/run?preset=seed-001&step=1&note=note-0")
+    other.wait_for_selector("#preset-notes li.note-target")
+    assert other.locator("#preset-notes li.note-target").inner_text().startswith("Note: ")
+    context.close()
