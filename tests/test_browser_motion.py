@@ -5,6 +5,10 @@ embeddable figure and a keyboard-only walkthrough."""
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator
+
+import pytest
 import test_browser as tb
 
 pytestmark = tb.pytestmark
@@ -209,3 +213,78 @@ def test_a_link_to_a_note_scrolls_to_it_marks_it_and_selects_its_refs(page: obje
     other.wait_for_selector("#preset-notes li.note-target")
     assert other.locator("#preset-notes li.note-target").inner_text().startswith("Note: ")
     context.close()
+
+
+@pytest.fixture()
+def slides_url(base_url: str) -> Iterator[str]:
+    """A tiny 'slides' page on another origin (its own port) that frames two figures of the run page:
+    one embedded (embed=kv) and one plain page, which must stay unframeable."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    run = f"{base_url}/run?preset=demo-prefix-cache&step=3"
+    html = (
+        f'<iframe id="fig" src="{run}&embed=kv" width="900" height="500"></iframe>'
+        f'<iframe id="plain" src="{run}" width="300" height="200"></iframe>'
+    ).encode()
+
+    class Slides(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            self.send_response(200)
+            self.send_header("content-type", "text/html; charset=utf-8")
+            self.end_headers()
+            self.wfile.write(html)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Slides)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/"
+    server.shutdown()
+    server.server_close()
+
+
+def test_an_embedded_figure_shows_alone_in_an_iframe_of_another_page(
+    browser: object, slides_url: str
+) -> None:
+    context = browser.new_context(viewport={"width": 1280, "height": 720})  # type: ignore[attr-defined]
+    pg = context.new_page()
+    pg.goto(slides_url)
+    frame = pg.frame_locator("#fig")
+    frame.locator("body[data-ready='1']").wait_for(timeout=30_000)
+    # the figure alone: the KV card with its legend, no header, no step bar, no other card
+    assert frame.locator("#card-kv").is_visible()
+    assert frame.locator("#kv-legend").is_visible()
+    for hidden in (
+        "header.topbar",
+        "#stepbar",
+        "#card-block_table",
+        "#request-table",
+        "#narration",
+        "#card-kv .card-tools",
+    ):
+        assert not frame.locator(hidden).is_visible(), hidden
+    assert frame.locator("#embed-caption").inner_text().startswith("step 3 / ")
+    box = frame.locator("#card-kv").bounding_box()
+    assert box is not None and box["width"] > 850  # sized to the frame, not to the page's grid
+    # ← / → move the step inside the frame
+    frame.locator("#card-kv h3").click()
+    pg.keyboard.press("ArrowLeft")
+    frame.locator("body[data-step='2']").wait_for(state="attached")
+    assert frame.locator("#embed-caption").inner_text().startswith("step 2 / ")
+    # the plain page refused to be framed: its frame never runs the app
+    plain = pg.locator("#plain").element_handle().content_frame()
+    assert plain is None or (plain.locator("#stepbar").count() == 0 and not plain.url.startswith("http"))
+    context.close()
+
+
+def test_each_card_offers_its_embed_link(page: object) -> None:
+    open_run(page, "preset=seed-001&step=2")
+    link = page.locator("#card-block_table .card-tools a.embed-link")
+    assert "embed=block_table" in link.get_attribute("href")
+    page.click("#request-table caption summary")
+    item = page.locator("#request-table caption a.embed-link")
+    assert item.is_visible() and "embed=requests" in item.get_attribute("href")
+    page.click("[data-lang='zh']")
+    assert page.locator("#card-kv .card-tools a.embed-link").inner_text() == "嵌入链接"
