@@ -87,7 +87,7 @@ export function renderRequestTable() {
     const fresh = was && inPrev && !inPrev.has(String(rid));
     const row = el("tr", { dataset: { r, req: rid }, tabindex: 0, class: move ? "moved" : "",
       onmouseenter: () => setHover({ kind: "request", index: r }), onmouseleave: () => setHover(null),
-      onclick: () => select({ kind: "request", index: r }), onfocus: () => setHover({ kind: "request", index: r }),
+      onclick: () => select({ kind: "request", index: r }), onfocus: () => setHover({ kind: "request", index: r }), onblur: () => setHover(null),
       onkeydown: (e) => { if (e.key === "Enter") select({ kind: "request", index: r }); } },
     [el("td", {}, [String(r), move ? el("span", { class: "move-label", text: ` (${moveLabel(move)})` }) : null,
       fresh ? el("span", { class: "delta delta-new", text: ` ${L("delta_new")}` }) : null]),

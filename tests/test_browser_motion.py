@@ -288,3 +288,63 @@ def test_each_card_offers_its_embed_link(page: object) -> None:
     assert item.is_visible() and "embed=requests" in item.get_attribute("href")
     page.click("[data-lang='zh']")
     assert page.locator("#card-kv .card-tools a.embed-link").inner_text() == "嵌入链接"
+
+
+def tab_to(page: object, selector: str, limit: int = 400, back: bool = False) -> None:
+    """Tab (or Shift+Tab) until the focused element matches selector."""
+    for _ in range(limit):
+        if page.evaluate(
+            "s => Boolean(document.activeElement && document.activeElement.matches(s))", selector
+        ):
+            return
+        page.keyboard.press("Shift+Tab" if back else "Tab")
+    raise AssertionError(f"{selector} not reached with the keyboard")
+
+
+def test_a_keyboard_only_walkthrough(page: object) -> None:
+    open_run(page, "preset=seed-001&step=1")
+    page.wait_for_selector("#narr-step li")
+    kb = page.keyboard
+    # language: Tab to 中文 and press Enter
+    tab_to(page, "[data-lang='zh']")
+    kb.press("Enter")
+    assert "lang=zh" in page.url
+    assert page.locator("#stages-h").inner_text() == "阶段"
+    tab_to(page, "[data-lang='en']", back=True)
+    kb.press("Space")
+    assert "lang=zh" not in page.url
+    assert page.locator("#stages-h").inner_text() == "Stages"
+    # steps: → and ← with the focus on the page's controls
+    kb.press("ArrowRight")
+    page.wait_for_selector("body[data-step='2']")
+    kb.press("ArrowRight")
+    page.wait_for_selector("body[data-step='3']")
+    kb.press("ArrowLeft")
+    page.wait_for_selector("body[data-step='2']")
+    # a token cell: focusing it selects it
+    tab_to(page, "#token-table th.tok-head[data-t='2']")
+    assert page.locator("#selection").inner_text().startswith("token 2 ")
+    assert "pos=" in page.url
+    # a card's export menu opens with Enter
+    tab_to(page, "#request-table caption summary", back=True)
+    kb.press("Enter")
+    assert page.locator("#request-table caption details").get_attribute("open") is not None
+    assert page.locator("#request-table caption a.embed-link").is_visible()
+    kb.press("Enter")  # and closes
+    # Table / Heatmap of the KV card, with Space on the focused button
+    tab_to(page, "#card-kv .card-tools button[aria-pressed]")
+    was = page.locator("#card-kv .card-tools button[aria-pressed]").get_attribute("aria-pressed")
+    kb.press("Space")
+    page.wait_for_function(
+        "w => document.querySelector('#card-kv .card-tools button[aria-pressed]')"
+        ".getAttribute('aria-pressed') !== w",
+        arg=was,
+    )
+    assert page.locator("#table-kv").is_visible() == (was == "false")
+    # the narration's refs: focusing one lights what it names; Enter selects it
+    tab_to(page, "#narr-step button.ref-request:not(.ref-absent)", limit=600)
+    rid = page.evaluate("document.activeElement.dataset.id")
+    assert page.locator(f"#request-table tr[data-req='{rid}'].hl").count() == 1
+    kb.press("Enter")
+    assert page.locator("#selection").inner_text().startswith(f"request {rid} ")
+    assert page.locator("body").get_attribute("data-step") == "2"  # no key moved the step meanwhile
