@@ -212,6 +212,13 @@ function refsText(refs) {
   return `${L("ref_by")} ${refs.map((ref) => `${L("row")} ${ref.row} (${ref.rid}) [${ref.logical}]`).join(", ")}`;
 }
 
+// sorted integers as runs: "36–42, 45"
+function runsOf(xs) {
+  const v = [...xs].sort((a, b) => a - b), out = [];
+  for (let i = 0; i < v.length;) { let j = i; while (j + 1 < v.length && v[j + 1] === v[j] + 1) j++; out.push(j > i ? `${v[i]}–${v[j]}` : String(v[i])); i = j + 1; }
+  return out.join(",");
+}
+
 // a slot: where it is, who wrote it (found in this step or an earlier one, asynchronously), which
 // of this step's queries read it, and what references its block
 function renderSlot(box, slot, tg) {
@@ -219,12 +226,15 @@ function renderSlot(box, slot, tg) {
   const pos = A("positions") || [];
   const reqOf = reqOfTokens();
   const ids = S.trace.batch.req_ids;
-  const readers = tg.readers.map((i) => `${i} (${ids[reqOf[i]]}@${pos[i]})`);
+  // the readers in brief: each request with its runs of positions ("a@45, b@36–42")
+  const byReq = new Map();
+  for (const i of tg.readers) { const rid = String(ids[reqOf[i]]); if (!byReq.has(rid)) byReq.set(rid, []); byReq.get(rid).push(pos[i]); }
+  const readers = [...byReq].map(([rid, ps]) => `${rid}@${runsOf(ps)}`);
   const writer = document.createElement("span");
   writer.className = "slot-writer";
   writer.textContent = `${L("written_by")} …`;
   box.replaceChildren(`${L("sel_slot")} ${slot} = ${L("sel_block")} ${b} × ${bs} + ${slot % bs} · `, writer,
-    ` · ${readers.length ? `${L("read_by")} ${readers.length} ${L("token")}: ${readers.slice(0, 12).join(", ")}${readers.length > 12 ? ", …" : ""}` : L("read_by_none")} · ${refsText(tg.refs)}`);
+    ` · ${tg.readers.length ? `${L("read_by")} ${tg.readers.length} ${L("token")}: ${readers.slice(0, 8).join(", ")}${readers.length > 8 ? ", …" : ""}` : L("read_by_none")} · ${refsText(tg.refs)}`);
   const step = state.step;
   findWriter(slot).then((w) => {
     if (!writer.isConnected || state.step !== step) return;
