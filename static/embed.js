@@ -53,7 +53,8 @@ function onChange() {
   pending = true;
   requestAnimationFrame(() => {
     pending = false;
-    if (state.embed) { keepFigure(); caption(); } else decorate();
+    if (!state.embed) decorate();
+    else if (!document.body.classList.contains("embed-unknown")) { keepFigure(); caption(); }
   });
 }
 
@@ -63,7 +64,7 @@ function init() {
     document.body.dataset.embed = state.embed;
     const known = Object.prototype.hasOwnProperty.call(EMBED_CARDS, state.embed);
     document.body.append(el("p", { id: "embed-caption", class: "embed-caption", role: "status",
-      text: known ? "" : `embed: ${Object.keys(EMBED_CARDS).join(", ")}` }));
+      text: known ? "" : `embed = ${Object.keys(EMBED_CARDS).join(" | ")}` }));
     if (!known) document.body.classList.add("embed-unknown");
   }
   new MutationObserver(onChange).observe(document.body, { childList: true, subtree: true });
