@@ -174,6 +174,15 @@ def test_a_condense_slides_the_moved_rows_and_reduced_motion_animates_nothing(
     # this step's new blocks fly in from the pool bar
     new_blocks = api(page, f"/api/runs/{run_of(page)}/steps/6")["scheduler"]["new_block_ids"]
     assert ("chip newblocks" in animated) == bool(new_blocks)
+    # Play at ×4 steps every 250 ms: the slides would overlap, so none starts
+    page.goto(f"{base_url}/run?preset=demo-preemption&step=5")
+    page.wait_for_selector("body[data-ready='1']")
+    page.evaluate(RECORD_ANIMATIONS)
+    page.select_option("#speed", "4")
+    page.click("#btn-play")
+    page.wait_for_selector("body[data-step='7']")
+    page.click("#btn-play")
+    assert page.evaluate("window.__animated") == []
     context = browser.new_context(
         viewport={"width": 1280, "height": 720}, reduced_motion="reduce", bypass_csp=True
     )  # type: ignore[attr-defined]
