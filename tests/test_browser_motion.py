@@ -357,3 +357,21 @@ def test_a_keyboard_only_walkthrough(page: object) -> None:
     kb.press("Enter")
     assert page.locator("#selection").inner_text().startswith(f"request {rid} ")
     assert page.locator("body").get_attribute("data-step") == "2"  # no key moved the step meanwhile
+
+
+def test_a_slot_link_on_a_nano_vllm_run_names_its_writer(page: object) -> None:
+    # nano-vllm has no null block: block 0 is a real block, written by the first request's prefill
+    open_run(page, "preset=nanovllm-prefix-cache&step=1&slot=0")
+    page.wait_for_selector("#selection .slot-writer[data-step]:not([data-step=''])")
+    text = page.locator("#selection").inner_text()
+    assert text.startswith("slot 0 = block 0 × ")
+    run = run_of(page)
+    tr = api(page, f"/api/runs/{run}/steps/1")
+    T = tr["scalars"]["total_num_scheduled_tokens"]
+    sm = tr["arrays"]["slot_mapping"]["data"][:T]
+    assert 0 in sm
+    rid = tr["batch"]["req_ids"][token_rows(tr)[sm.index(0)]]
+    assert (
+        f"written by request {rid} · position {tr['arrays']['positions']['data'][sm.index(0)]} · step 1"
+        in text
+    )
