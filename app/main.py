@@ -4,6 +4,7 @@ project's documents (docs/*.md) at /docs-md/NAME for the OpenAPI text and the pa
 from __future__ import annotations
 
 from pathlib import Path
+from urllib.parse import parse_qsl
 
 from fastapi import FastAPI
 from fastapi.middleware.gzip import GZipMiddleware
@@ -55,25 +56,38 @@ HEADERS = [
 ]
 
 
+def is_embed(query_string: bytes) -> bool:
+    """A request for an embeddable figure: its query has embed=<card>."""
+    pairs = parse_qsl(query_string.decode("latin-1"), keep_blank_values=True)
+    return any(k == "embed" and v for k, v in pairs)
+
+
 class SecurityHeaders:
     """Adds the security headers to every response: nosniff, Referrer-Policy, no framing, and the
-    Content-Security-Policy (pure ASGI, so streamed responses pass through untouched)."""
+    Content-Security-Policy (pure ASGI, so streamed responses pass through untouched). A request
+    with embed=<card> (one figure for an iframe in slides) may be framed by `embed_ancestors`
+    (PAGEDVIZ_EMBED_ANCESTORS) and has no X-Frame-Options; every other response keeps
+    frame-ancestors 'none' and DENY."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, embed_ancestors: str = "*") -> None:
         self.app = app
+        self.embed_csp = CSP.replace("frame-ancestors 'none'", f"frame-ancestors {embed_ancestors}").encode()
+        self.embed_headers = [h for h in HEADERS if h[0] != b"x-frame-options"]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         docs = scope["path"].startswith(("/docs", "/redoc"))
-        csp = (DOCS_CSP if docs else CSP).encode()
+        embed = not docs and is_embed(scope.get("query_string", b""))
+        csp = self.embed_csp if embed else (DOCS_CSP if docs else CSP).encode()
+        headers = self.embed_headers if embed else HEADERS
 
         async def with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
                 message["headers"] = [
                     *message.get("headers", []),
-                    *HEADERS,
+                    *headers,
                     (b"content-security-policy", csp),
                 ]
             await send(message)
@@ -107,7 +121,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         max_file_bytes=settings.max_body_bytes,
     )
     app.add_middleware(GZipMiddleware, minimum_size=1024)
-    app.add_middleware(SecurityHeaders)
+    app.add_middleware(SecurityHeaders, embed_ancestors=settings.embed_ancestors)
     errors.install(app)
     for r in (health.router, presets.router, runs.router, schema.router, teach.router):
         app.include_router(r)

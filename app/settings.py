@@ -6,9 +6,27 @@ so a server with a mistyped limit stops at start rather than serve without it.""
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 
-from pagedviz.core.config import Limits, env_int
+from pagedviz.core.config import Limits, SettingError, env_int
+
+# a CSP source expression: a scheme, host, port, path or keyword, none of the characters that would
+# end the directive or the header
+_SOURCE = re.compile(r"^[A-Za-z0-9*'.:/_\-+%]+$")
+
+
+def embed_ancestors(raw: str) -> str:
+    """PAGEDVIZ_EMBED_ANCESTORS as a frame-ancestors source list ("*", "'self'", "https://slides.example");
+    anything that could end the directive (";", ",", quotes out of place, control characters) stops the
+    server at start, naming the variable."""
+    parts = raw.split()
+    if not parts or any(not _SOURCE.match(p) for p in parts):
+        raise SettingError(
+            "PAGEDVIZ_EMBED_ANCESTORS must be CSP frame-ancestors sources separated by spaces"
+            f" (got {raw!r:.60})"
+        )
+    return " ".join(parts)
 
 
 @dataclass(frozen=True)
@@ -25,6 +43,8 @@ class Settings:
     max_computing: int = field(default_factory=lambda: min(4, os.cpu_count() or 1))
     max_queued: int = 64  # runs waiting for a turn; past it a new run gets 503 + Retry-After
     shared_dir: str = ""  # where workers share remembered scenarios ("" = not shared)
+    # who may frame an embedded figure (/run?...&embed=<card>): a CSP frame-ancestors source list
+    embed_ancestors: str = "*"
     limits: Limits = field(default_factory=Limits)
 
     @classmethod
@@ -42,5 +62,6 @@ class Settings:
             max_computing=env_int("PAGEDVIZ_MAX_COMPUTING", d.max_computing),
             max_queued=env_int("PAGEDVIZ_MAX_QUEUED", d.max_queued),
             shared_dir=os.environ.get("PAGEDVIZ_SHARED_DIR", ""),
+            embed_ancestors=embed_ancestors(os.environ.get("PAGEDVIZ_EMBED_ANCESTORS", d.embed_ancestors)),
             limits=Limits.from_env(),
         )

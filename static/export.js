@@ -1,7 +1,7 @@
 // Export: each array of a step as JSON, CSV or .npy (links to the REST API), a heatmap as a PNG
 // (the drawn canvas), and the link that reopens this exact view.
 
-import { writeState } from "./state.js";
+import { toSearch, writeState } from "./state.js";
 import { $, L, S, state } from "./trace.js";
 import { toPng } from "./canvasmap.js";
 import { el } from "./views.js";
@@ -48,4 +48,17 @@ export async function copyLink() {
   out.select();
   try { await navigator.clipboard.writeText(url); } catch (_) { /* the selected field is the fallback */ }
   $("status").textContent = L("copied");
+}
+
+// "Embed link": this view as one figure alone (embed=<card>), for an <iframe> in slides; its href
+// follows the view (step, selection) when it is used. As a menu item (li) or a bare link (a).
+export function embedItem(card, as = "li") {
+  const href = () => window.location.pathname + toSearch({ ...state, embed: card, note: "" });
+  const a = el("a", { class: "embed-link small", href: href(), target: "_blank", rel: "noopener", text: L("embed_link"),
+    "aria-label": `${L("embed_link")}: ${card}`, dataset: { card } });
+  const fresh = () => { a.href = href(); };
+  a.addEventListener("mouseenter", fresh);
+  a.addEventListener("focus", fresh);
+  a.addEventListener("click", fresh);
+  return as === "li" ? el("li", {}, [a]) : a;
 }

@@ -6,6 +6,7 @@
 // up to its own position. The selection is kept as (request id, position) or a block id in the URL,
 // so it survives a step change and a link reopens it.
 
+import { blockRefs, findWriter, slotReaders } from "./kvgrid.js";
 import { renderSubstituted } from "./stages.js";
 import { writeState } from "./state.js";
 import { $, A, L, S, blockSize, btName, reqOfTokens, state, tokenCount } from "./trace.js";
@@ -16,8 +17,9 @@ export function setHover(sel) { S.hover = sel; applySelection(); }
 export function select(sel) {
   S.sel = sel;
   state.tok = -1;
-  state.req = ""; state.pos = -1; state.block = -1;
+  state.req = ""; state.pos = -1; state.block = -1; state.slot = -1;
   if (sel && sel.kind === "block") state.block = sel.index;
+  else if (sel && sel.kind === "slot") state.slot = sel.index;
   else if (sel && S.trace && !S.trace.idle) {
     const r = sel.kind === "token" ? reqOfTokens()[sel.index] : sel.index;
     state.req = String(S.trace.batch.req_ids[r]);
@@ -30,6 +32,7 @@ export function select(sel) {
 // the selection the URL state names in this step: the request's token at that position, else the
 // request itself, else the block; null when none of them is in the step
 export function selectionFromState() {
+  if (state.slot >= 0) return { kind: "slot", index: state.slot };
   if (!S.trace || S.trace.idle) return state.block >= 0 ? { kind: "block", index: state.block } : null;
   if (state.tok >= 0 && !state.req && state.tok < tokenCount()) {
     const i = state.tok, r = reqOfTokens()[i];
@@ -65,7 +68,7 @@ export function kernelReads(i) {
 }
 function targets(sel) {
   // what a selection touches: token indices, request rows, (row, col) cells and KV slots/blocks
-  const out = { tokens: new Set(), rows: new Set(), tokCells: [], btCells: [], kvSlots: [], kvBlocks: new Set(), maskRows: new Set(), reads: [] };
+  const out = { tokens: new Set(), rows: new Set(), tokCells: [], btCells: [], kvSlots: [], kvBlocks: new Set(), maskRows: new Set(), reads: [], refs: [], readers: [] };
   if (!sel || !S.trace || S.trace.idle) return out;
   const reqOf = reqOfTokens();
   const pos = A("positions") || [];
@@ -90,7 +93,15 @@ function targets(sel) {
   } else if (sel.kind === "block") {
     for (let i = 0; i < T; i++) if (Math.floor(slots[i] / bs) === sel.index) addToken(i);
     out.kvBlocks.add(sel.index);
-    bt.forEach((row, r) => row.forEach((b, c) => { if (b === sel.index) { out.btCells.push([r, c]); out.rows.add(r); } }));
+    out.refs = blockRefs(sel.index);
+    out.refs.forEach((ref) => { out.btCells.push([ref.row, ref.logical]); out.rows.add(ref.row); });
+  } else if (sel.kind === "slot") {
+    // the slot, the block-table cells that reference its block, and this step's queries that read it
+    out.kvSlots.push(sel.index);
+    out.refs = blockRefs(Math.floor(sel.index / bs));
+    out.refs.forEach((ref) => { out.btCells.push([ref.row, ref.logical]); out.rows.add(ref.row); });
+    out.readers = slotReaders(sel.index);
+    out.readers.forEach((i) => { out.tokens.add(i); out.rows.add(reqOf[i]); });
   }
   return out;
 }
@@ -101,7 +112,11 @@ export function applySelection({ plots = true } = {}) {
   const tg = targets(sel);
   document.querySelectorAll(".hl").forEach((n) => n.classList.remove("hl"));
   const tokTable = $("token-table");
-  if (tokTable) tg.tokens.forEach((i) => tokTable.querySelectorAll(`[data-t="${i}"]`).forEach((c) => c.classList.add("hl")));
+  if (tokTable) {
+    tokTable.querySelectorAll(".slot-reader").forEach((c) => c.classList.remove("slot-reader"));
+    tg.tokens.forEach((i) => tokTable.querySelectorAll(`[data-t="${i}"]`).forEach((c) => c.classList.add("hl")));
+    tg.readers.forEach((i) => tokTable.querySelectorAll(`[data-t="${i}"]`).forEach((c) => c.classList.add("slot-reader")));
+  }
   const reqTable = $("request-table");
   if (reqTable) tg.rows.forEach((r) => { const row = reqTable.querySelector(`tr[data-r="${r}"]`); if (row) row.classList.add("hl"); });
   const mark = (tableId, cells) => {
@@ -183,9 +198,55 @@ function renderSelection(sel, tg) {
       (tg.reads.length ? ` · ${L("reads")} ${tg.reads.map((rd) => rd.block).join(" → ")} (${L("causal_cut")} ${pos})` : "");
   } else if (sel.kind === "request") {
     box.textContent = `${L("req")} ${S.trace.batch.req_ids[sel.index]} (${L("row")} ${sel.index}) · ${tg.tokens.size} ${L("token")} · ${L("sel_block")} [${[...tg.kvBlocks].join(", ")}]`;
+  } else if (sel.kind === "slot") {
+    renderSlot(box, sel.index, tg);
   } else {
-    box.textContent = `${L("sel_block")} ${sel.index} · ${L("sel_slot")} ${sel.index * bs}..${sel.index * bs + bs - 1} · ${tg.tokens.size} ${L("token")}`;
+    box.textContent = `${L("sel_block")} ${sel.index} · ${L("sel_slot")} ${sel.index * bs}..${sel.index * bs + bs - 1} · ${tg.tokens.size} ${L("token")} · ${refsText(tg.refs)}`;
   }
+}
+
+// "referenced by row 0 (a) [1], row 2 (c) [1]": every (row, logical index) that holds the block
+function refsText(refs) {
+  if (!refs.length) return L("ref_by_none");
+  return `${L("ref_by")} ${refs.map((ref) => `${L("row")} ${ref.row} (${ref.rid}) [${ref.logical}]`).join(", ")}`;
+}
+
+// sorted integers as runs: "36–42, 45"
+function runsOf(xs) {
+  const v = [...xs].sort((a, b) => a - b), out = [];
+  for (let i = 0; i < v.length;) { let j = i; while (j + 1 < v.length && v[j + 1] === v[j] + 1) j++; out.push(j > i ? `${v[i]}–${v[j]}` : String(v[i])); i = j + 1; }
+  return out.join(",");
+}
+
+// a slot: where it is, who wrote it (found in this step or an earlier one, asynchronously), which
+// of this step's queries read it, and what references its block
+function renderSlot(box, slot, tg) {
+  const bs = blockSize(), b = Math.floor(slot / bs);
+  const pos = A("positions") || [];
+  const reqOf = reqOfTokens();
+  const ids = S.trace.batch.req_ids;
+  // the readers in brief: each request with its runs of positions ("a@45, b@36–42")
+  const byReq = new Map();
+  for (const i of tg.readers) { const rid = String(ids[reqOf[i]]); if (!byReq.has(rid)) byReq.set(rid, []); byReq.get(rid).push(pos[i]); }
+  const readers = [...byReq].map(([rid, ps]) => `${rid}@${runsOf(ps)}`);
+  const writer = document.createElement("span");
+  writer.className = "slot-writer";
+  writer.textContent = `${L("written_by")} …`;
+  box.replaceChildren(`${L("sel_slot")} ${slot} = ${L("sel_block")} ${b} × ${bs} + ${slot % bs} · `, writer,
+    ` · ${tg.readers.length ? `${L("read_by")} ${tg.readers.length} ${L("token")}: ${readers.slice(0, 8).join(", ")}${readers.length > 8 ? ", …" : ""}` : L("read_by_none")} · ${refsText(tg.refs)}`);
+  const step = state.step;
+  findWriter(slot).then((w) => {
+    if (!writer.isConnected || state.step !== step) return;
+    const owners = ((S.trace.kv_cache || {}).owners || {})[String(b)] || [];
+    if (!w) writer.textContent = L("written_none");
+    else if (w.before) writer.textContent = `${L("written_before")} ${w.before}`;
+    else {
+      const stale = !owners.map(String).includes(w.rid) ? ` (${L("written_stale")})` : "";
+      writer.textContent = `${L("written_by")} ${L("req")} ${w.rid} · ${L("sel_position")} ${w.pos} · ${L("embed_step")} ${w.step}${stale}`;
+    }
+    writer.dataset.req = w && w.rid ? w.rid : "";
+    writer.dataset.step = w && w.step ? String(w.step) : "";
+  });
 }
 
 // An array lit everywhere it shows: its token-table row, its card, its formula terms.
@@ -215,12 +276,27 @@ export function wireHover() {
   tok.addEventListener("mouseleave", () => setHover(null));
   tok.addEventListener("click", (e) => { const c = e.target.closest("[data-t]"); if (c && Number(c.dataset.t) < tokenCount()) select({ kind: "token", index: Number(c.dataset.t) }); });
   tok.addEventListener("focusin", (e) => { const c = e.target.closest("[data-t]"); if (c) select({ kind: "token", index: Number(c.dataset.t) }); });
+  // in the system tables: a KV cell is a slot, a KV row header or a block-table cell a block
+  const sysSel = (e) => {
+    const cell = e.target.closest("td[data-r], #table-kv tbody th");
+    if (!cell) return null;
+    const table = cell.closest("table");
+    const v = Number(cell.textContent);
+    if (table.id === "table-block_table") return Number.isInteger(v) && (v > 0 || (v === 0 && S.overview.flavor === "nanovllm")) ? { kind: "block", index: v } : null;
+    if (table.id === "table-kv") {
+      const r = Number(cell.closest("tr").dataset.r);
+      return cell.tagName === "TH" ? { kind: "block", index: r } : { kind: "slot", index: Number(cell.dataset.slot) };
+    }
+    return null;
+  };
+  $("sys-grid").addEventListener("mouseover", (e) => { const sel = sysSel(e); if (sel) setHover(sel); });
+  $("sys-grid").addEventListener("mouseleave", () => { if (S.hover) setHover(null); });
   $("sys-grid").addEventListener("click", (e) => {
-    const cell = e.target.closest("td[data-r]");
+    const cell = e.target.closest("td[data-r], #table-kv tbody th");
     if (!cell) return;
     const table = cell.closest("table");
-    if (table.id === "table-block_table" && Number(cell.textContent) > 0) select({ kind: "block", index: Number(cell.textContent) });
-    else if (table.id === "table-kv") select({ kind: "block", index: Number(cell.dataset.r) });
+    const sel = sysSel(e);
+    if (table.id === "table-block_table" || table.id === "table-kv") { if (sel) select(sel); }
     else if (table.id === "table-token_ids_cpu") select({ kind: "request", index: Number(cell.dataset.r) });
   });
 }

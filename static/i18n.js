@@ -23,7 +23,7 @@ export const STRINGS = {
     row: "row", req: "request", token: "token", formula: "Formula", with_values: "With the selected values",
     source: "Engine source", explanation: "What happens", selection: "Selection",
     sel_token: "token", sel_position: "position", sel_slot: "slot", sel_block: "block",
-    none_selected: "Hover or select a token, a request or a block.",
+    none_selected: "Hover or select a token, a request, a block or a KV slot.",
     device: "device", prepare_us: "prepare_inputs", paged_dense: "paged = dense",
     help_text: "← / → step · ↑ / ↓ stage · space play/pause · p play the step's stages · Esc clear selection · ? this help",
     truncated: "The run was cut short at max_steps.", free: "free", not_run_yet: "later stage",
@@ -82,7 +82,7 @@ export const STRINGS = {
     row: "行", req: "请求", token: "token", formula: "公式", with_values: "代入选中的数值",
     source: "引擎源码", explanation: "发生了什么", selection: "当前选择",
     sel_token: "token", sel_position: "位置", sel_slot: "槽位", sel_block: "块",
-    none_selected: "悬停或选择一个 token、请求或块。",
+    none_selected: "悬停或选择一个 token、请求、块或 KV 槽位。",
     device: "设备", prepare_us: "prepare_inputs", paged_dense: "分页 = 稠密",
     help_text: "← / → 切换步 · ↑ / ↓ 切换阶段 · 空格 播放/暂停 · p 逐阶段播放 · Esc 清除选择 · ? 帮助",
     truncated: "运行在 max_steps 处被截断。", free: "空闲", not_run_yet: "后续阶段",
@@ -286,4 +286,24 @@ Object.assign(STAGES.zh, {
   spec_decode_metadata: ["投机解码元数据", "_calc_spec_decode_metadata：有 k 个草稿的请求调度了 k + 1 个 token（最后一个已知 token 加上草稿），需要全部 k + 1 行 logits：前 k 行验证草稿（target_logits_indices，logits 的行号），最后一行在全部草稿被接受时给出奖励 token（bonus_logits_indices）。没有草稿的请求照旧只读一行。"],
   rejection_sampler: ["验证草稿（拒绝采样）", "贪心验证：由目标模型在每个草稿所在行的选择决定。每个请求输出被接受的草稿再加一个 token：第一个错误草稿处目标模型的 token，或全部正确时的奖励 token。调度器按被拒绝的草稿数回退 num_computed_tokens；它们的 KV 槽位仍保留（与 vLLM 相同），之后被新 token 覆盖。"],
   mrope_positions: ["M-RoPE 位置", "M-RoPE（Qwen2-VL）：每个 token 有三行位置（t、h、w）。文本 token 在三行上同步递增；图像的 t × h × w 个占位 token 从图像起始位置开始取网格坐标；图像之后的文本从 max + 1 继续，因此图像只占 max(t, h, w) 个位置而不是 t·h·w 个（mrope_position_delta = max + 1 - num_prompt 为负）。_calc_mrope_positions 拷贝提示词预先算好的列，解码 token 的列为 position + delta。这个小模型仍按一维 positions 旋转。"],
+});
+// motion & embed: a slot's writer and readers, a block's references, the Δ of the previous step,
+// links to a note, the embeddable figure
+Object.assign(STRINGS.en, {
+  ref_by: "referenced by", ref_by_none: "referenced by no row of this step",
+  read_by: "read this step by", read_by_none: "read by no query of this step",
+  written_by: "written by", written_none: "not written yet", written_before: "not written since step",
+  written_stale: "by a request that has since freed the block",
+  delta_toggle: "Δ previous step", delta_was: "was", delta_new: "new this step",
+  note_link: "Link to this note", note_linked: "linked note",
+  embed_link: "Embed link", embed_step: "step", embed_help: "← / → step",
+});
+Object.assign(STRINGS.zh, {
+  ref_by: "引用它的行", ref_by_none: "本步没有行引用它",
+  read_by: "本步读取它的", read_by_none: "本步没有查询读取它",
+  written_by: "写入者", written_none: "尚未写入", written_before: "自该步起未写入：第",
+  written_stale: "该请求之后已释放此块",
+  delta_toggle: "Δ 上一步", delta_was: "原为", delta_new: "本步新加入",
+  note_link: "链接到此说明", note_linked: "链接的说明",
+  embed_link: "嵌入链接", embed_step: "步", embed_help: "← / → 切换步",
 });

@@ -8,6 +8,7 @@ import { getJSON } from "./api.js";
 import { onView } from "./bus.js";
 import { select, setHover } from "./hover.js";
 import { stageText } from "./i18n.js";
+import { toSearch, writeState } from "./state.js";
 import { $, L, S, state } from "./trace.js";
 import { clear, el } from "./views.js";
 
@@ -114,9 +115,10 @@ export async function renderNarration() {
     shown = key;
     $("narr-h").textContent = `${L("narration")} · ${L("step")} ${step}`;
     const list = clear($("narr-step"));
-    for (const it of items.filter((x) => !x.stage)) list.append(el("li", { dataset: { key: it.key } }, sentence(it)));
+    for (const it of items.filter((x) => !x.stage)) list.append(noted(el("li", { dataset: { key: it.key } }, sentence(it)), `narr:${it.key}`, it.refs));
   }
   renderStagePart(items);
+  if (state.note && !noteDone) showNote();
   document.dispatchEvent(new Event("pagedviz:narrated"));
 }
 
@@ -126,12 +128,78 @@ function renderStagePart(items) {
   box.append(el("h3", { text: `${L("this_stage")}: ${title}` }));
   const mine = items.filter((x) => x.stage === state.stage);
   if (!mine.length) box.append(el("p", { class: "muted", text: L("no_stage_narration") }));
-  for (const it of mine) box.append(el("p", { class: "narr-stage-text", dataset: { key: it.key } }, sentence(it)));
+  for (const it of mine) box.append(noted(el("p", { class: "narr-stage-text", dataset: { key: it.key } }, sentence(it)), `narr:${it.key}`, it.refs));
 }
 
 export function initNarration() {
   onView((what) => {
     if (what === "lang" || what === "run") shown = "";
+    // a note opened from a link stays in the URL until the view moves to another step
+    if (what === "step" && noteDone && state.note) { state.note = ""; writeState(state); }
     renderNarration();
   });
+  // preset notes and lesson steps are drawn by their own modules: each gets its anchor when it shows
+  new MutationObserver(() => {
+    if (pending) return;
+    pending = true;
+    requestAnimationFrame(() => { pending = false; decorateNotes(); });
+  }).observe(document.body, { childList: true, subtree: true });
+}
+
+// ------------------------------------------------------------------ links to a note
+// Every note of the page -- a preset's notes (note-<n>), a narration sentence (narr:<key>), the
+// lesson's step on show (lesson-<section>) -- carries a small "#" link whose URL is this view plus
+// note=<id>; opening it scrolls to the note, marks it and selects what its refs name.
+let pending = false;
+let noteDone = false;  // the URL's note was shown once (a later step change drops it)
+
+const noteHref = (id) => window.location.pathname + toSearch({ ...state, note: id });
+
+function noted(node, id, refs = [], { after = false } = {}) {
+  node.dataset.note = id;
+  node.noteRefs = refs;
+  const a = noteAnchor(() => node.dataset.note);
+  if (after) node.after(a); else node.append(" ", a);
+  return node;
+}
+
+// the "#" link of a note (its id read when used: the lesson's changes with its section)
+function noteAnchor(idOf) {
+  const a = el("a", { class: "note-link", href: noteHref(idOf()), title: L("note_link"), "aria-label": L("note_link"), text: "#" });
+  // the href follows the view (step, selection) at the moment it is used
+  const fresh = () => { a.href = noteHref(idOf()); };
+  a.addEventListener("mouseenter", fresh);
+  a.addEventListener("focus", fresh);
+  a.addEventListener("click", (e) => {
+    e.preventDefault();
+    state.note = idOf();
+    noteDone = false;
+    writeState(state);
+    showNote();
+  });
+  return a;
+}
+
+function decorateNotes() {
+  document.querySelectorAll("#preset-notes > li").forEach((li, i) => { if (!li.querySelector(".note-link")) noted(li, `note-${i}`); });
+  const lesson = $("lesson-text");
+  if (lesson) {
+    // the lesson rewrites its text's content: the link sits after it
+    if (!lesson.nextElementSibling || !lesson.nextElementSibling.classList.contains("note-link")) noted(lesson, `lesson-${state.sec}`, [], { after: true });
+    lesson.dataset.note = `lesson-${state.sec}`;
+  }
+  if (state.note && !noteDone) showNote();
+}
+
+// the URL's note: scrolled to, marked, and what its refs name selected (the first one this step has)
+function showNote() {
+  const node = [...document.querySelectorAll("[data-note]")].find((n) => n.dataset.note === state.note);
+  if (!node) return;
+  noteDone = true;
+  document.querySelectorAll(".note-target").forEach((n) => n.classList.remove("note-target"));
+  node.classList.add("note-target");
+  node.setAttribute("aria-current", "true");
+  node.scrollIntoView({ block: "center" });
+  const sel = (node.noteRefs || []).map(refSelection).find(Boolean);
+  if (sel) { const keep = state.note; select(sel); state.note = keep; writeState(state); }
 }

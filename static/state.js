@@ -13,11 +13,15 @@ export const FIELDS = [
   { key: "req", type: "str", def: "" },      // the selected request, by id: it survives step changes
   { key: "pos", type: "int", def: -1 },      // with a position: that token of the request
   { key: "block", type: "int", def: -1 },    // or a selected physical block
+  { key: "slot", type: "int", def: -1 },     // or a selected KV slot (its writer and readers)
   { key: "array", type: "str", def: "" },    // an array to point at (its row is marked and shown)
   { key: "lesson", type: "str", def: "" },   // a shipped lesson's id (lesson.js)
   { key: "l", type: "str", def: "" },        // or a lecturer's lesson, packed
   { key: "sec", type: "int", def: 0 },       // the lesson's section on show
   { key: "vs", type: "str", def: "" },       // compare with: changes to the scenario (compare.js)
+  { key: "note", type: "str", def: "" },     // a note to scroll to and light: note-<n>, narr-<key>, ...
+  { key: "embed", type: "str", def: "" },    // one figure alone, for an iframe in slides (embed.js)
+  { key: "delta", type: "bool", def: true }, // the request table shows the previous step's values
 ];
 
 export function readState(search = window.location.search) {

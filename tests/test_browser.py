@@ -591,7 +591,7 @@ def test_preemption_and_condense_are_marked(page: object) -> None:
 def test_clicking_a_kv_block_selects_the_tokens_in_it(page: object) -> None:
     open_run(page, "preset=seed-001&step=1&stage=slot_mapping")
     page.click("#card-kv button:has-text('Table')")
-    page.click("#table-kv td[data-slot='10']")  # block 5 holds request 2's positions 2 and 3
+    page.click("#table-kv tbody tr[data-r='5'] th")  # block 5 holds request 2's positions 2 and 3
     assert page.locator("#selection").inner_text().startswith("block 5")
     heads = page.locator("#token-table th.tok-head.hl").all_inner_texts()
     assert heads == ["7", "8"]

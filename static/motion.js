@@ -1,0 +1,59 @@
+// Short transitions that show what changed between two steps: a request row slides from its old
+// batch row to its new one (FLIP with the Web Animations API), the KV pool bar grows or shrinks
+// from its previous fill, and this step's new-block chips fly in from the pool bar. Each lasts at
+// most MOTION_MS; none runs under prefers-reduced-motion, nor while Play steps faster than an
+// animation would take (they would overlap).
+
+import { onView } from "./bus.js";
+import { S } from "./trace.js";
+
+export const MOTION_MS = 250;
+
+export function motionAllowed() {
+  if (window.matchMedia && window.matchMedia("(prefers-reduced-motion: reduce)").matches) return false;
+  if (S.timer && 1000 / S.speed < 2 * MOTION_MS) return false;
+  return true;
+}
+
+// the top of each request's row before the table is redrawn: request id -> y
+export function rowTops(table) {
+  const out = new Map();
+  if (!table) return out;
+  table.querySelectorAll("tbody tr[data-req]").forEach((tr) => out.set(tr.dataset.req, tr.getBoundingClientRect().top));
+  return out;
+}
+
+// FLIP: each row of `ids` is drawn in its new place, then slides there from where it was
+export function slideRows(table, before, ids) {
+  if (!table || !motionAllowed() || !before.size) return;
+  for (const rid of ids) {
+    const tr = table.querySelector(`tbody tr[data-req="${CSS.escape(rid)}"]`);
+    if (!tr || !before.has(rid)) continue;
+    const dy = before.get(rid) - tr.getBoundingClientRect().top;
+    if (Math.abs(dy) < 1) continue;
+    tr.animate([{ transform: `translateY(${dy}px)` }, { transform: "translateY(0)" }], { duration: MOTION_MS, easing: "ease-out" });
+  }
+}
+
+// the pool bar from its previous fill to this step's, and the new-block chips out of the bar
+let lastPool = null;
+function poolMotion() {
+  const fill = document.querySelector("#queue .qbar.pool .qbar-fill");
+  const now = fill ? fill.style.width : null;
+  const was = lastPool;
+  lastPool = now;
+  if (!fill || !motionAllowed()) return;
+  if (was !== null && was !== now) fill.animate([{ width: was }, { width: now }], { duration: MOTION_MS, easing: "ease-out" });
+  const chip = document.querySelector("#changes .chip.newblocks");
+  const bar = fill.closest(".qbar");
+  if (chip && bar) {
+    const a = bar.getBoundingClientRect(), b = chip.getBoundingClientRect();
+    chip.animate([{ transform: `translate(${a.left + a.width / 2 - b.left}px, ${a.top - b.top}px) scale(0.4)`, opacity: 0 },
+      { transform: "none", opacity: 1 }], { duration: MOTION_MS, easing: "ease-out" });
+  }
+}
+
+onView((what) => {
+  if (what === "step") poolMotion();
+  else if (what === "run") lastPool = null;
+});
