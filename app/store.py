@@ -289,6 +289,17 @@ class RunStore:
             self.runs.move_to_end(run_id)
         return (run.steps[n - 1] if 1 <= n <= len(run.steps) else None), run
 
+    async def settles_within(self, run_id: str, seconds: float) -> bool:
+        """Whether the run's computation ends (done or refused) within `seconds`: a run that
+        finishes soon after its first step is answered whole rather than streamed."""
+        if run_id in self.runs:
+            return True
+        fut = self.in_flight.get(run_id)
+        if fut is None:
+            return True
+        done, _ = await asyncio.wait({fut}, timeout=seconds)
+        return bool(done)
+
     def _start(self, run_id: str) -> asyncio.Future[Run] | None:
         """The future of the run's computation, started (as a task of its own) unless it is in
         flight already; None for a run this server does not know. Raises for a refused run and
