@@ -233,7 +233,7 @@ function renderSlot(box, slot, tg) {
   writer.className = "slot-writer";
   writer.textContent = `${L("written_by")} …`;
   box.replaceChildren(`${L("sel_slot")} ${slot} = ${L("sel_block")} ${b} × ${bs} + ${slot % bs} · `, writer,
-    ` · ${tg.readers.length ? `${L("read_by")} ${tg.readers.length} ${L("token")}: ${readers.slice(0, 8).join(", ")}${readers.length > 8 ? ", …" : ""}` : L("read_by_none")} · ${refsText(tg.refs)}`);
+    ` · ${tg.readers.length ? `${L("read_by")} ${tg.readers.length} ${L(tg.readers.length === 1 ? "token" : "tokens_n")}: ${readers.slice(0, 8).join(", ")}${readers.length > 8 ? ", …" : ""}` : L("read_by_none")} · ${refsText(tg.refs)}`);
   const step = state.step;
   findWriter(slot).then((w) => {
     if (!writer.isConnected || state.step !== step) return;

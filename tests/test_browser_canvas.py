@@ -112,13 +112,17 @@ def test_hover_shows_user_text_as_text(hostile_page: Any) -> None:
     tip.wait_for(state="hidden")
 
 
-def test_clicking_a_kv_cell_selects_its_block(page: Any) -> None:
+def test_clicking_a_kv_cell_selects_its_slot(page: Any) -> None:
     open_run(page, "preset=seed-001&step=2")
+    bs = page.evaluate(
+        "fetch('/api/presets/seed-001').then(r => r.json()).then(p => p.scenario.config.block_size)"
+    )
     x, y = page.evaluate(CELL_XY, ["hm-kv", 3, 1])
     page.mouse.click(x, y)
-    assert page.locator("#selection").inner_text().startswith("block 3 ")
-    assert "block=3" in page.url
-    # the selection outlines block 3 on the overlay, in black
+    slot = 3 * bs + 1
+    assert page.locator("#selection").inner_text().startswith(f"slot {slot} = block 3 ")
+    assert f"slot={slot}" in page.url
+    # the selection outlines its block (row 3) on the overlay, in black
     rows = page.evaluate(
         "document.getElementById('hm-kv').layout.shapes.filter(s => s.line.color === '#000000')"
         ".map(s => s.y0 + 0.5)"
@@ -142,10 +146,10 @@ def test_arrow_keys_and_enter_select_a_cell_without_a_mouse(page: Any) -> None:
     assert live.get_attribute("aria-live") == "polite"
     assert live.inner_text().startswith("slot 9, block 4")  # block 4, slot 1 of 2
     page.keyboard.press("Enter")
-    assert page.locator("#selection").inner_text().startswith("block 4 ")
+    assert page.locator("#selection").inner_text().startswith("slot 9 = block 4 ")
     page.keyboard.press("ArrowDown")
     page.keyboard.press(" ")
-    assert page.locator("#selection").inner_text().startswith("block 5 ")
+    assert page.locator("#selection").inner_text().startswith("slot 11 = block 5 ")
 
 
 def test_the_png_button_saves_the_drawn_canvas(page: Any, tmp_path: Path) -> None:
