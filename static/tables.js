@@ -118,7 +118,11 @@ export function renderTokenTable() {
   let cols = tokenColumns(T, reqOf, pos, bs, { all, only });
   // padding columns past the scheduled tokens (a CUDA graph's size), as the arrays carry them
   const width = Math.max(T, ...names.map((n) => tr.arrays[n].data.length));
-  if (only < 0) for (let k = T; k < width; k++) cols.push({ t: k, pad: true });
+  if (only < 0 && (all || width - T <= RUN_MIN)) for (let k = T; k < width; k++) cols.push({ t: k, pad: true });
+  else if (only < 0) {
+    for (let k = T; k < T + RUN_KEEP; k++) cols.push({ t: k, pad: true });
+    cols.push({ gap: [T + RUN_KEEP, width], n: width - T - RUN_KEEP, bounds: [], pad: true });
+  }
   const cut = cols.length > MAX_TOKEN_COLS ? cols.length - MAX_TOKEN_COLS : 0;
   if (cut) cols = cols.slice(0, MAX_TOKEN_COLS);
   const compressed = cols.some((c) => c.gap);
@@ -136,6 +140,7 @@ export function renderTokenTable() {
   table.append(el("caption", {}, exportMenu(names)));
   const head = el("tr", {}, [el("th", { scope: "col", text: L("token") })]);
   for (const c of cols) {
+    if (c.gap && c.pad) { head.append(el("th", { scope: "col", class: "pad tok-gap", title: L("compressed_tokens").replace("{n}", c.n), text: `… ${c.n} …` })); continue; }
     if (c.gap) {
       const i = c.gap[0];
       head.append(el("th", { scope: "col", class: "tok-head tok-gap", tabindex: 0, dataset: { t: i, gap: c.n },
@@ -158,6 +163,7 @@ export function renderTokenTable() {
     const cls = curInfo.writes.includes(n) ? "current" : curInfo.reads.includes(n) ? "reads" : idx > cur ? "future" : "";
     const row = el("tr", { class: `${cls}${state.array === n ? " array-hl" : ""}`, dataset: { array: n } }, [el("th", { scope: "row" }, [el("code", { text: n })])]);
     for (const c of cols) {
+      if (c.gap && c.pad) { row.append(el("td", { class: "pad tok-gap", text: c.gap[0] < data.length ? `${data[c.gap[0]]} …` : "" })); continue; }
       if (c.gap) {
         const [a, b] = c.gap;
         const v0 = data[a], v1 = data[b - 1];
