@@ -93,6 +93,7 @@ export function focusRow() {
 
 export function renderTokenTable() {
   const box = clear($("tok-table"));
+  if ($("tok-tools")) clear($("tok-tools"));
   const tr = S.trace;
   const T = tokenCount();
   if (!T) { box.append(el("p", { class: "muted", text: L("idle_step") })); return; }
@@ -127,13 +128,14 @@ export function renderTokenTable() {
   if (cut) cols = cols.slice(0, MAX_TOKEN_COLS);
   const compressed = cols.some((c) => c.gap);
   // the compression toggle, shown wherever a run is long enough to compress
-  const bar = el("div", { class: "tok-tools" });
+  // the toggle sits in the panel's heading line: no extra line above the token row
+  const bar = $("tok-tools") ? clear($("tok-tools")) : el("span");
   if (compressed || all) {
     bar.append(el("button", { type: "button", id: "btn-expand-tokens", "aria-pressed": all ? "true" : "false",
       text: L(all ? "compress_runs" : "show_all_tokens"), onclick: () => { S.expandTokens = !all; renderTokenTable(); if (S.onTokens) S.onTokens(); } }));
   }
   if (only >= 0) bar.append(el("span", { class: "muted", text: `${L("focus_only_of")} ${state.req}` }));
-  if (bar.children.length) box.append(bar);
+
   const bound = (i) => i > 0 && pos[i] % bs === 0 ? " blk-bound" : "";
   const gapTitle = (c) => `${L("compressed_tokens").replace("{n}", c.n)}` + (c.bounds.length ? ` · ${L("block_starts")}: ${c.bounds.join(", ")}` : "");
   const table = el("table", { class: `tok-table${compressed ? " rle" : ""}`, id: "token-table", "aria-label": L("token_level") });
