@@ -168,3 +168,15 @@ def test_three_requests_get_three_bars(page: object) -> None:
     assert len(bars) == len(set(bars)) >= 1
     ov = page.evaluate("fetch('/api/presets/seed-000').then(r => r.json())")
     assert len(bars) <= len(ov["scenario"]["requests"])
+
+
+def test_clicking_the_minimap_focuses_the_request_under_it(hd_page: object, big_link: str) -> None:
+    open_big(hd_page, big_link, "&step=1")
+    box = hd_page.locator("#minimap").bounding_box()
+    # the first scheduled token belongs to the batch's row 0
+    first = hd_page.evaluate("document.querySelector('#request-table tbody tr').dataset.req")
+    hd_page.mouse.click(box["x"] + 1, box["y"] + box["height"] / 2)
+    hd_page.wait_for_function(f"new URLSearchParams(location.search).get('req') === '{first}'")
+    # the window shows the span of tokens the token table's box shows: a part of the row
+    win = hd_page.locator("#minimap-window").bounding_box()
+    assert win is not None and 0 < win["width"] < box["width"]
