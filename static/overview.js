@@ -5,6 +5,7 @@
 // whose window shows what the token table shows and whose click focuses that request.
 
 import { $, A, L, S, bigBatch, blockSize, reqColor, reqOfTokens, scenarioReqIds, state, tokenCount } from "./trace.js";
+import { setHover } from "./hover.js";
 import { clear, el } from "./views.js";
 
 const SVG = "http://www.w3.org/2000/svg";
@@ -86,6 +87,12 @@ function stackedBars(onPick) {
     g.append(svg("rect", { x: k * bw, y: H - 2, width: bw, height: 2, fill: reqColor(b.rid) }));
     g.append(svg("rect", { x: k * bw, y: 0, width: bw, height: H, class: "ov-hit" }));
     g.addEventListener("click", () => onPick(b.rid));
+    // a batch request's bar lights its row, tokens and blocks in the other views, as its row does
+    const row = b.waiting ? -1 : S.trace.batch.req_ids.map(String).indexOf(b.rid);
+    if (row >= 0) {
+      g.addEventListener("mouseenter", () => setHover({ kind: "request", index: row }));
+      g.addEventListener("mouseleave", () => setHover(null));
+    }
     root.append(g);
   });
   wrap.append(root);

@@ -5,6 +5,7 @@ fits about one screen, in English and Chinese."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 import httpx
@@ -160,6 +161,27 @@ def test_the_128_request_page_in_presentation_at_1280_by_720(
     tb.ARTIFACTS.mkdir(exist_ok=True)
     pg.screenshot(path=str(tb.ARTIFACTS / f"bigbatch-present-1280-{lang}.png"))
     context.close()
+
+
+def test_a_small_runs_bars_agree_with_its_request_table(page: object) -> None:
+    open_run(page, "preset=seed-000&step=2")
+    rows = page.evaluate(
+        """[...document.querySelectorAll('#request-table tbody tr')].map(tr => {
+             const head = [...document.querySelectorAll('#request-table thead th')].map(th => th.textContent);
+             const cell = (n) => Number(tr.children[head.indexOf(n)].textContent);
+             return [tr.dataset.req, cell('num_computed_tokens_cpu'), cell('num_scheduled_tokens')];
+           })"""
+    )
+    assert rows
+    for rid, computed, scheduled in rows:
+        title = page.locator(f"#ov-bars .ov-bar[data-req='{rid}'] title").text_content()
+        nums = dict(re.findall(r"(cached \(prefix hit\)|computed|scheduled now|remaining) (\d+)", title))
+        assert int(nums["scheduled now"]) == scheduled
+        assert int(nums["cached (prefix hit)"]) + int(nums["computed"]) == computed
+    # hovering a bar lights the request's row in the request table
+    rid = rows[-1][0]
+    page.hover(f"#ov-bars .ov-bar[data-req='{rid}'] .ov-hit")
+    assert "hl" in page.locator(f"#request-table tr[data-req='{rid}']").get_attribute("class")
 
 
 def test_three_requests_get_three_bars(page: object) -> None:
