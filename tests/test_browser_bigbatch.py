@@ -202,3 +202,20 @@ def test_clicking_the_minimap_focuses_the_request_under_it(hd_page: object, big_
     # the window shows the span of tokens the token table's box shows: a part of the row
     win = hd_page.locator("#minimap-window").bounding_box()
     assert win is not None and 0 < win["width"] < box["width"]
+
+
+def test_a_prefix_cache_hit_is_the_cached_segment_of_its_bar(page: object) -> None:
+    open_run(page, "preset=demo-prefix-cache")
+    preset = page.evaluate("fetch('/api/presets/demo-prefix-cache').then(r => r.json())")
+    bs = preset["scenario"]["config"]["block_size"]
+    found = []
+    for step in range(1, 4):
+        open_run(page, f"preset=demo-prefix-cache&step={step}")
+        titles = page.locator("#ov-bars .ov-bar title").all_text_contents()
+        found += [int(m) for t in titles for m in re.findall(r"cached \(prefix hit\) (\d+)", t)]
+        if page.locator("#ov-bars rect.seg-cached").count():
+            tb.ARTIFACTS.mkdir(exist_ok=True)
+            page.screenshot(path=str(tb.ARTIFACTS / "bigbatch-prefix-cache-bars.png"))
+            break
+    # the demo's second request finds whole blocks of the shared prefix in the cache
+    assert any(n > 0 and n % bs == 0 for n in found), found
