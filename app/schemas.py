@@ -84,6 +84,11 @@ class StepSummary(BaseModel):
     resumed_req_ids: list[str]
     finished_req_ids: list[str]
     preempted_req_ids: list[str]
+    kv_blocks_in_use: int = Field(0, description="KV blocks with a reference after the step (ref_cnt > 0)")
+    num_cached_tokens: dict[str, int] = Field(
+        default_factory=dict,
+        description="tokens each request admitted this step (new or resumed) found in the prefix cache",
+    )
 
 
 class RunOverview(BaseModel):

@@ -60,6 +60,11 @@ export const STRINGS = {
     q_arriving: "not arrived", q_waiting: "waiting", q_running: "running", q_preempted: "preempted", q_finished: "finished",
     queue: "Queue", budget: "token budget", pool: "KV pool", blocks_used: "blocks in use",
     tl_legend_marks: "! a request was preempted · ✓ a request finished", export_menu: "Export",
+    ov_requests: "Requests this step", seg_cached: "cached (prefix hit)", seg_computed: "computed", seg_scheduled: "scheduled now",
+    seg_remaining: "remaining", seg_waiting: "waiting", focus_on: "Focus on request", focus_placeholder: "id…",
+    focus_only: "only this request", focus_only_of: "only request", minimap: "Token row", budget_bar: "tokens / budget",
+    pool_bar: "KV blocks in use / pool", show_all_tokens: "Show all tokens", compress_runs: "Compress long runs",
+    compressed_tokens: "{n} tokens compressed", block_starts: "block starts at position", more_columns: "{n} more columns: use the export links",
   },
   zh: {
     tagline: "逐步观察类 vLLM 引擎如何基于分页 KV cache 为模型前向准备输入。",
@@ -119,6 +124,11 @@ export const STRINGS = {
     q_arriving: "未到达", q_waiting: "等待中", q_running: "运行中", q_preempted: "被抢占", q_finished: "已完成",
     queue: "队列", budget: "token 预算", pool: "KV 池", blocks_used: "已用块",
     tl_legend_marks: "! 有请求被抢占 · ✓ 有请求完成", export_menu: "导出",
+    ov_requests: "本步的请求", seg_cached: "缓存命中（前缀）", seg_computed: "已计算", seg_scheduled: "本步调度",
+    seg_remaining: "剩余", seg_waiting: "等待中", focus_on: "聚焦请求", focus_placeholder: "id…",
+    focus_only: "只看此请求", focus_only_of: "只看请求", minimap: "token 行", budget_bar: "token / 预算",
+    pool_bar: "已用 KV 块 / 块池", show_all_tokens: "显示全部 token", compress_runs: "压缩长段",
+    compressed_tokens: "已压缩 {n} 个 token", block_starts: "块起始位置", more_columns: "还有 {n} 列：请用导出链接查看",
   },
 };
 

@@ -19,6 +19,7 @@ import { buildTimeline, renderBadges, renderChanges, renderQueue, renderTimeline
 import { clear, el, showUpstream } from "./views.js";
 import { ctl, emitView } from "./bus.js";
 import { initTeach } from "./teach.js";
+import { placeWindow, renderOverview } from "./overview.js";
 
 // ------------------------------------------------------------------ loading
 async function loadRun() {
@@ -247,6 +248,7 @@ function renderStep() {
   timed("stages", () => { renderStages(setStage); renderStageDetail(); });
   timed("requests", renderRequestTable);
   timed("tokens", renderTokenTable);
+  timed("overview", () => renderOverview(pickRequest));
   timed("system", renderSystem);
   timed("selection", () => { applySelection({ plots: false }); lightArray(state.array || null); });
   window.pagedvizTiming.parts = parts;
@@ -257,11 +259,20 @@ function pickStep(n) { stopPlay(); showStep(n); }
 // focus on one request: select it where it is in the batch, else keep it for the steps it is in
 function pickRequest(rid) {
   const r = S.trace.batch.req_ids.map(String).indexOf(rid);
-  if (r >= 0) { select({ kind: "request", index: r }); return; }
+  if (r >= 0) { select({ kind: "request", index: r }); refocus(); return; }
   state.req = rid; state.pos = -1; state.block = -1;
   S.sel = null;
   writeState(state);
   applySelection();
+  refocus();
+}
+
+// the views that put the focused request first redraw around it
+function refocus() {
+  renderRequestTable();
+  renderTokenTable();
+  renderOverview(pickRequest);
+  applySelection({ plots: false });
 }
 
 // ------------------------------------------------------------------ system level
@@ -389,6 +400,9 @@ function wire() {
   $("btn-rerun").onclick = rerun;
   wireHover();
   document.addEventListener("keydown", onKey);
+  S.onFocusChange = refocus;
+  S.onTokens = () => placeWindow();
+  $("tok-table").addEventListener("scroll", () => placeWindow());
   Object.assign(ctl, { showStep, setStage, load: loadInPlace, stopPlay });
   initTeach();
 }

@@ -7,7 +7,7 @@ import { exportMenu } from "./export.js";
 import { applySelection, select, setHover } from "./hover.js";
 import { rowTops, slideRows } from "./motion.js";
 import { writeState } from "./state.js";
-import { $, L, S, reqOfTokens, reqTint, rowMoves, stageIndex, state, tokenCount, writerStage } from "./trace.js";
+import { $, L, S, bigBatch, blockSize, reqOfTokens, reqTint, rowMoves, stageIndex, state, tokenCount, writerStage } from "./trace.js";
 import { clear, el, fmtList } from "./views.js";
 
 // the request table's causes before its effects: what the batch holds (computed so far, the
@@ -82,10 +82,15 @@ export function renderRequestTable() {
     ...names.map((n) => el("th", { title: n, dataset: { array: n } }, [el("code", { text: n })]))])));
   const body = el("tbody");
   const inPrev = S.prev && S.prev.batch ? new Set(S.prev.batch.req_ids.map(String)) : null;
-  ids.forEach((rid, r) => {
+  const focus = focusRow();
+  const rows = ids.map((rid, r) => [rid, r]);
+  if (focus >= 0) { rows.splice(focus, 1); rows.unshift([ids[focus], focus]); if (S.focusOnly) rows.length = 1; }
+  else if (S.focusOnly && state.req) rows.length = 0;
+  if (bigBatch()) box.classList.add("big-box"); else box.classList.remove("big-box");
+  rows.forEach(([rid, r]) => {
     const move = moved.get(String(rid));
     const fresh = was && inPrev && !inPrev.has(String(rid));
-    const row = el("tr", { dataset: { r, req: rid }, tabindex: 0, class: move ? "moved" : "",
+    const row = el("tr", { dataset: { r, req: rid }, tabindex: 0, class: `${move ? "moved" : ""}${r === focus ? " focus-row" : ""}`,
       onmouseenter: () => setHover({ kind: "request", index: r }), onmouseleave: () => setHover(null),
       onclick: () => select({ kind: "request", index: r }), onfocus: () => setHover({ kind: "request", index: r }), onblur: () => setHover(null),
       onkeydown: (e) => { if (e.key === "Enter") select({ kind: "request", index: r }); } },
@@ -97,18 +102,57 @@ export function renderRequestTable() {
   });
   table.append(body);
   box.append(table);
+  if (!rows.length) box.append(el("p", { class: "muted", text: `${state.req}: ${L("not_in_batch")}` }));
   for (const n of extra) box.append(el("p", { class: "value-line", dataset: { array: n } }, [el("code", { text: n }), " = ", fmtList(tr.arrays[n].data, 64)]));
   slideRows(table, before, [...moved.keys()]);
 }
 
 const MAX_TOKEN_COLS = 512;
+// a run of one request's consecutive positions longer than this is compressed to its first and
+// last RUN_KEEP tokens around one "… N tokens …" column
+const RUN_MIN = 12;
+const RUN_KEEP = 3;
+
+// The token table's columns: {t: index} for a token, {gap: [from, to], n, bounds} for a compressed
+// span (bounds: the positions inside it where a block starts). With `only` (a batch row), the
+// columns of that request alone; with `all`, every token uncompressed.
+export function tokenColumns(T, reqOf, pos, bs, { all = false, only = -1 } = {}) {
+  const cols = [];
+  let i = 0;
+  while (i < T) {
+    let j = i + 1;
+    while (j < T && reqOf[j] === reqOf[i] && pos[j] === pos[j - 1] + 1) j++;
+    if (only < 0 || reqOf[i] === only) {
+      if (all || j - i <= RUN_MIN) for (let k = i; k < j; k++) cols.push({ t: k });
+      else {
+        for (let k = i; k < i + RUN_KEEP; k++) cols.push({ t: k });
+        const from = i + RUN_KEEP, to = j - RUN_KEEP;  // [from, to) compressed
+        const bounds = [];
+        for (let k = from; k < to; k++) if (pos[k] % bs === 0) bounds.push(pos[k]);
+        cols.push({ gap: [from, to], n: to - from, bounds });
+        for (let k = to; k < j; k++) cols.push({ t: k });
+      }
+    }
+    i = j;
+  }
+  return cols;
+}
+
+// the focused request's batch row (state.req), or -1
+export function focusRow() {
+  if (!state.req || !S.trace || S.trace.idle) return -1;
+  return S.trace.batch.req_ids.map(String).indexOf(state.req);
+}
 
 export function renderTokenTable() {
   const box = clear($("tok-table"));
+  if ($("tok-tools")) clear($("tok-tools"));
   const tr = S.trace;
   const T = tokenCount();
   if (!T) { box.append(el("p", { class: "muted", text: L("idle_step") })); return; }
   const reqOf = reqOfTokens();
+  const pos = tr.arrays.positions ? tr.arrays.positions.data : Array.from({ length: T }, (_, i) => i);
+  const bs = S.overview ? blockSize() : 16;
   const cur = stageIndex(state.stage);
   const curInfo = tr.stages.find((s) => s.name === state.stage) || { reads: [], writes: [] };
   const names = Object.keys(tr.arrays).filter((n) => tr.arrays[n].level === "token");
@@ -119,12 +163,50 @@ export function renderTokenTable() {
     const key = new Set(["req_indices", "positions", "block_numbers", "block_offsets", "slot_mapping", ...curInfo.reads, ...curInfo.writes]);
     names.splice(0, names.length, ...names.filter((n) => key.has(n)));
   }
-  const shown = Math.min(T, MAX_TOKEN_COLS);
-  const table = el("table", { class: "tok-table", id: "token-table", "aria-label": L("token_level") });
+  const only = S.focusOnly ? focusRow() : -1;
+  if (S.focusOnly && state.req && only < 0) {
+    box.append(el("p", { class: "muted", text: `${state.req}: ${L("not_in_batch")}` }));
+    return;
+  }
+  const all = Boolean(S.expandTokens);
+  let cols = tokenColumns(T, reqOf, pos, bs, { all, only });
+  // padding columns past the scheduled tokens (a CUDA graph's size), as the arrays carry them
+  const width = Math.max(T, ...names.map((n) => tr.arrays[n].data.length));
+  if (only < 0 && (all || width - T <= RUN_MIN)) for (let k = T; k < width; k++) cols.push({ t: k, pad: true });
+  else if (only < 0) {
+    for (let k = T; k < T + RUN_KEEP; k++) cols.push({ t: k, pad: true });
+    cols.push({ gap: [T + RUN_KEEP, width], n: width - T - RUN_KEEP, bounds: [], pad: true });
+  }
+  const cut = cols.length > MAX_TOKEN_COLS ? cols.length - MAX_TOKEN_COLS : 0;
+  if (cut) cols = cols.slice(0, MAX_TOKEN_COLS);
+  const compressed = cols.some((c) => c.gap);
+  // the compression toggle, shown wherever a run is long enough to compress
+  // the toggle sits in the panel's heading line: no extra line above the token row
+  const bar = $("tok-tools") ? clear($("tok-tools")) : el("span");
+  if (compressed || all) {
+    bar.append(el("button", { type: "button", id: "btn-expand-tokens", "aria-pressed": all ? "true" : "false",
+      text: L(all ? "compress_runs" : "show_all_tokens"), onclick: () => { S.expandTokens = !all; renderTokenTable(); if (S.onTokens) S.onTokens(); } }));
+  }
+  if (only >= 0) bar.append(el("span", { class: "muted", text: `${L("focus_only_of")} ${state.req}` }));
+
+  const bound = (i) => i > 0 && pos[i] % bs === 0 ? " blk-bound" : "";
+  const gapTitle = (c) => `${L("compressed_tokens").replace("{n}", c.n)}` + (c.bounds.length ? ` · ${L("block_starts")}: ${c.bounds.join(", ")}` : "");
+  const table = el("table", { class: `tok-table${compressed ? " rle" : ""}`, id: "token-table", "aria-label": L("token_level") });
   table.append(el("caption", {}, exportMenu(names)));
   const head = el("tr", {}, [el("th", { scope: "col", text: L("token") })]);
-  for (let i = 0; i < shown; i++) {
-    head.append(el("th", { scope: "col", class: "tok-head", tabindex: 0, dataset: { t: i },
+  for (const c of cols) {
+    if (c.gap && c.pad) { head.append(el("th", { scope: "col", class: "pad tok-gap", title: L("compressed_tokens").replace("{n}", c.n), text: `… ${c.n} …` })); continue; }
+    if (c.gap) {
+      const i = c.gap[0];
+      head.append(el("th", { scope: "col", class: "tok-head tok-gap", tabindex: 0, dataset: { t: i, gap: c.n },
+        title: gapTitle(c), style: `background:${reqTint(tr.batch.req_ids[reqOf[i]])}` },
+        [el("span", { class: "gap-n", text: `… ${c.n} …` }),
+         ...c.bounds.map((b) => el("span", { class: "gap-bound", title: `${L("block_starts")} ${b}`, text: `|${b}` }))]));
+      continue;
+    }
+    const i = c.t;
+    if (c.pad) { head.append(el("th", { scope: "col", class: "pad" })); continue; }
+    head.append(el("th", { scope: "col", class: `tok-head${bound(i)}`, tabindex: 0, dataset: { t: i },
       style: `background:${reqTint(tr.batch.req_ids[reqOf[i]])}`, "aria-label": `${L("token")} ${i}, ${L("req")} ${tr.batch.req_ids[reqOf[i]]}`,
       text: i }));
   }
@@ -135,15 +217,24 @@ export function renderTokenTable() {
     const idx = order(n);
     const cls = curInfo.writes.includes(n) ? "current" : curInfo.reads.includes(n) ? "reads" : idx > cur ? "future" : "";
     const row = el("tr", { class: `${cls}${state.array === n ? " array-hl" : ""}`, dataset: { array: n } }, [el("th", { scope: "row" }, [el("code", { text: n })])]);
-    const cols = Math.min(data.length, MAX_TOKEN_COLS);
-    for (let i = 0; i < cols; i++) {
-      const pad = i >= T;
-      row.append(el("td", { dataset: { t: i }, class: pad ? "pad" : "", style: pad ? "" : `background:${reqTint(tr.batch.req_ids[reqOf[i]])}`,
+    for (const c of cols) {
+      if (c.gap && c.pad) { row.append(el("td", { class: "pad tok-gap", text: c.gap[0] < data.length ? `${data[c.gap[0]]} …` : "" })); continue; }
+      if (c.gap) {
+        const [a, b] = c.gap;
+        const v0 = data[a], v1 = data[b - 1];
+        row.append(el("td", { class: "tok-gap", dataset: { t: a }, title: gapTitle(c), style: `background:${reqTint(tr.batch.req_ids[reqOf[a]])}`,
+          text: v0 === v1 ? `${v0} …` : `${v0} … ${v1}` }));
+        continue;
+      }
+      const i = c.t;
+      if (i >= data.length) { row.append(el("td", { class: "pad" })); continue; }
+      if (c.pad) { row.append(el("td", { dataset: { t: i }, class: "pad", text: String(data[i]) })); continue; }
+      row.append(el("td", { dataset: { t: i }, class: bound(i).trim(), style: `background:${reqTint(tr.batch.req_ids[reqOf[i]])}`,
         text: String(data[i]) }));
     }
     body.append(row);
   }
   table.append(body);
   box.append(table);
-  if (T > MAX_TOKEN_COLS) box.append(el("p", { class: "muted", text: L("more_tokens").replace("{n}", T - MAX_TOKEN_COLS) }));
+  if (cut) box.append(el("p", { class: "muted", text: L("more_columns").replace("{n}", cut) }));
 }

@@ -10,6 +10,7 @@ import { clear, el } from "./views.js";
 // one button per step, marked with its kind, preemptions and finishes; onPick(step) opens one
 export function buildTimeline(onPick) {
   const box = clear($("timeline"));
+  const cfg = S.overview.scenario.config || {};
   for (const s of S.overview.steps) {
     const marks = [];
     if (s.preempted_req_ids.length) marks.push(el("span", { class: "mark mark-preempt", text: "!", "aria-hidden": "true" }));
@@ -19,9 +20,23 @@ export function buildTimeline(onPick) {
     box.append(el("button", {
       class: `tl-step kind-${s.kind}`, role: "tab", "aria-label": label, title: label,
       dataset: { step: s.step }, onclick: () => onPick(s.step),
-    }, [el("span", { text: s.step }), ...marks]));
+    }, [el("span", { text: s.step }), ...marks, stepBars(s, cfg)]));
   }
   renderTimelineLegend();
+}
+
+// two tiny bars under a step: tokens scheduled of the budget, KV blocks in use of the pool
+function stepBars(s, cfg) {
+  const budget = cfg.max_num_batched_tokens || 0, pool = cfg.num_kv_blocks || 0;
+  const bar = (cls, n, of, label) => {
+    const f = of ? Math.min(1, n / of) : 0;
+    return el("span", { class: `tl-bar ${cls}`, title: `${label}: ${n} / ${of}`, dataset: { n, of } },
+      [el("span", { class: "tl-fill", style: `width:${(f * 100).toFixed(1)}%` })]);
+  };
+  return el("span", { class: "tl-bars", "aria-hidden": "true" }, [
+    bar("tl-budget", s.num_tokens, budget, L("budget_bar")),
+    bar("tl-pool", s.kv_blocks_in_use || 0, pool, L("pool_bar")),
+  ]);
 }
 
 // what the timeline's colours and marks mean
@@ -31,6 +46,8 @@ function renderTimelineLegend() {
     box.append(el("span", { class: "tl-key" }, [el("span", { class: `tl-swatch kind-${kind}`, "aria-hidden": "true" }), L("kind_" + kind)]));
   }
   box.append(el("span", { class: "tl-key", text: L("tl_legend_marks") }));
+  box.append(el("span", { class: "tl-key" }, [el("span", { class: "tl-bar tl-budget tl-demo", "aria-hidden": "true" }, [el("span", { class: "tl-fill" })]), L("budget_bar")]));
+  box.append(el("span", { class: "tl-key" }, [el("span", { class: "tl-bar tl-pool tl-demo", "aria-hidden": "true" }, [el("span", { class: "tl-fill" })]), L("pool_bar")]));
 }
 
 export function renderTimelineActive() {

@@ -288,3 +288,20 @@ def test_health_and_run_overview_name_the_upstream_the_engine_mirrors(client: Te
     for preset, want in (("seed-001", "vLLM 0.33.0"), ("seed-004", "nano-vllm bb823b3")):
         run_id = client.post("/api/runs", json={"preset": preset}).json()["run_id"]
         assert client.get(f"/api/runs/{run_id}").json()["upstream"] == want
+
+
+def test_run_overview_carries_pool_occupancy_and_prefix_cache_hits_per_step(client: TestClient) -> None:
+    rid = post(client, preset_dict("demo-prefix-cache")).json()["run_id"]
+    ov = client.get(f"/api/runs/{rid}").json()
+    num_blocks = ov["scenario"]["config"]["num_kv_blocks"]
+    hits = {}
+    for s in ov["steps"]:
+        step = client.get(f"/api/runs/{rid}/steps/{s['step']}").json()
+        # blocks in use: those some request still holds (the owners map), never more than the pool
+        assert s["kv_blocks_in_use"] == len(step["kv_cache"].get("owners", {})) <= num_blocks
+        for req, n in s["num_cached_tokens"].items():
+            assert req in s["new_req_ids"] + s["resumed_req_ids"]
+            assert n % ov["scenario"]["config"]["block_size"] == 0  # a hit is whole blocks
+            hits[req] = n
+    assert any(n > 0 for n in hits.values())  # the demo's second request reuses the shared prefix
+    assert set(hits) == {str(r["id"]) for r in ov["scenario"]["requests"]}

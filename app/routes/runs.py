@@ -246,6 +246,23 @@ async def from_link(request: Request, s: str = Query(..., description="scenario 
     return _created(run)
 
 
+def blocks_in_use(t: StepTrace) -> int:
+    """KV blocks some request holds after the step: the pool's ref counts above zero."""
+    ref = t.kv_cache.get("ref_cnt") if t.kv_cache else None
+    return int(np.count_nonzero(np.asarray(ref) > 0)) if ref is not None else 0
+
+
+def cached_at_admission(t: StepTrace) -> dict[str, int]:
+    """Each request admitted this step (new or resumed) with its tokens computed before the step,
+    which at admission are the prefix-cache hit."""
+    computed = t.arrays.get("num_computed_tokens_cpu")
+    if t.idle or computed is None:
+        return {}
+    sched = t.scheduler
+    admitted = {str(r) for r in [*sched.get("new_req_ids", []), *sched.get("resumed_req_ids", [])]}
+    return {str(rid): int(computed[r]) for r, rid in enumerate(t.batch["req_ids"]) if str(rid) in admitted}
+
+
 def step_kind(t: StepTrace) -> str:
     if t.idle:
         return "idle"
@@ -281,6 +298,8 @@ async def overview(request: Request, run_id: str) -> dict:
             resumed_req_ids=t.scheduler.get("resumed_req_ids", []),
             finished_req_ids=t.scheduler.get("finished_req_ids", []),
             preempted_req_ids=t.scheduler.get("preempted_req_ids", []),
+            kv_blocks_in_use=blocks_in_use(t),
+            num_cached_tokens=cached_at_admission(t),
         )
         for t in run.steps
     ]
