@@ -47,8 +47,12 @@ function poolMotion() {
   const chip = document.querySelector("#changes .chip.newblocks");
   const bar = fill.closest(".qbar");
   if (chip && bar) {
-    const a = bar.getBoundingClientRect(), b = chip.getBoundingClientRect();
-    chip.animate([{ transform: `translate(${a.left + a.width / 2 - b.left}px, ${a.top - b.top}px) scale(0.4)`, opacity: 0 },
+    // from the bar's middle, kept inside the window: a chip in flight must not widen the page
+    const a = bar.getBoundingClientRect(), b = chip.getBoundingClientRect(), k = 0.4;
+    const right = document.documentElement.clientWidth - 1;
+    const x = Math.max(0, Math.min(a.left + a.width / 2 - (b.width * k) / 2, right - b.width * k)) - b.left;
+    chip.style.transformOrigin = "0 0";
+    chip.animate([{ transform: `translate(${x}px, ${a.top - b.top}px) scale(${k})`, opacity: 0 },
       { transform: "none", opacity: 1 }], { duration: MOTION_MS, easing: "ease-out" });
   }
 }

@@ -38,7 +38,7 @@ function previousValues() {
 // a cell with its value and, when it changed since the previous step, the old one: "+1" for a
 // number (its accessible label says "was 4"), the old value struck through otherwise
 function deltaCell(value, old) {
-  const td = el("td", { text: String(value) });
+  const td = el("td", { text: String(value), dataset: { v: String(value) } });
   if (old === undefined || String(old) === String(value)) return td;
   const label = `${L("delta_was")} ${old}`;
   td.classList.add("changed");

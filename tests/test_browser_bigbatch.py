@@ -168,7 +168,7 @@ def test_a_small_runs_bars_agree_with_its_request_table(page: object) -> None:
     rows = page.evaluate(
         """[...document.querySelectorAll('#request-table tbody tr')].map(tr => {
              const head = [...document.querySelectorAll('#request-table thead th')].map(th => th.textContent);
-             const cell = (n) => Number(tr.children[head.indexOf(n)].textContent);
+             const cell = (n) => Number(tr.children[head.indexOf(n)].dataset.v);
              return [tr.dataset.req, cell('num_computed_tokens_cpu'), cell('num_scheduled_tokens')];
            })"""
     )
