@@ -29,16 +29,55 @@ function stageBlock(name) {
           el("p", { class: "expl why", dataset: { stage: name }, text: expl || info.why || "" })];
 }
 
-// one table row: a header cell (an array's name) and its cells; cls(i) / title(i) per cell
-function arrayRow(name, data, { cls = () => "", title = () => null, code = true } = {}) {
-  return el("tr", { dataset: { array: name } }, [el("th", { scope: "row" }, code ? el("code", { text: name }) : name),
-    ...data.map((v, i) => el("td", { class: cls(i), title: title(i), dataset: { i }, text: String(v) }))]);
+// A wide table (a column per token or per buffer entry) shows at most MAX_COLS columns: the first
+// and last ones and those that matter (the padding's start, the wrong what-if entries), with a "…"
+// column where some are left out; every value is in the export links and the token table.
+const MAX_COLS = 48;
+export function pickCols(n, keep = []) {
+  if (n <= MAX_COLS) return null;  // all of them
+  const set = new Set();
+  for (let i = 0; i < 16; i++) set.add(i);
+  for (let i = n - 8; i < n; i++) set.add(i);
+  for (const i of keep) { if (set.size >= MAX_COLS) break; if (i >= 0 && i < n) set.add(i); }
+  return [...set].sort((a, b) => a - b);
 }
 
-function indexRow(n, label = L("index")) {
-  const cells = [];
-  for (let i = 0; i < n; i++) cells.push(el("th", { scope: "col", text: i }));
-  return el("tr", {}, [el("th", { scope: "col", text: label }), ...cells]);
+// the cells of columns `cols` (null: every one of n), a gap cell before each jump
+function cellsOf(n, cols, cell, gap) {
+  const out = [];
+  let last = -1;
+  for (const i of cols || Array.from({ length: n }, (_, k) => k)) {
+    if (i > last + 1) out.push(gap(i - last - 1));
+    out.push(cell(i));
+    last = i;
+  }
+  if (last < n - 1) out.push(gap(n - 1 - last));
+  return out;
+}
+const gapTitle = (k) => `${k} ${L("cols_left_out")}`;
+
+// how many table columns the entries [from, to) take, their gaps included
+function spanOf(n, cols, from = 0, to = n) {
+  if (!cols) return to - from;
+  let span = 0, last = -1;
+  for (const i of [...cols, n]) {
+    if (i > last + 1 && last + 1 >= from && last + 1 < to) span += 1;  // the gap after `last`
+    if (i < n && i >= from && i < to) span += 1;
+    last = i;
+  }
+  return span;
+}
+
+// one table row: a header cell (an array's name) and its cells; cls(i) / title(i) per cell
+function arrayRow(name, data, { cls = () => "", title = () => null, code = true, cols = null } = {}) {
+  return el("tr", { dataset: { array: name } }, [el("th", { scope: "row" }, code ? el("code", { text: name }) : name),
+    ...cellsOf(data.length, cols, (i) => el("td", { class: cls(i), title: title(i), dataset: { i }, text: String(data[i]) }),
+      (k) => el("td", { class: "gap", title: gapTitle(k), text: "…" }))]);
+}
+
+function indexRow(n, label = L("index"), cols = null) {
+  return el("tr", {}, [el("th", { scope: "col", text: label }),
+    ...cellsOf(n, cols, (i) => el("th", { scope: "col", text: i }), (k) => el("th", { scope: "col", class: "gap", title: gapTitle(k), text: "…" }))]);
 }
 
 function table(id, rows, cls = "feat-table") {
@@ -48,11 +87,12 @@ function table(id, rows, cls = "feat-table") {
 // ------------------------------------------------------------------ 1. padding
 function paddedBuffer(name, data, valid, realKey, padKey, vars) {
   const pad = data.length - valid;
+  const cols = pickCols(data.length, [valid - 2, valid - 1, valid, valid + 1, valid + 2]);
   const parts = el("tr", { class: "parts" }, [el("th", {}),
-    el("th", { scope: "colgroup", colspan: valid, class: "part-real", text: `${L("pad_real")}: ${fill(realKey, vars[0])}` })]);
-  if (pad > 0) parts.append(el("th", { scope: "colgroup", colspan: pad, class: "part-pad", text: `${L("pad_padded")}: ${fill(padKey, vars[1])}` }));
-  return table(`pad-${name}`, [el("thead", {}, [parts, indexRow(data.length)]),
-    el("tbody", {}, arrayRow(name, data, { cls: (i) => (i >= valid ? "pad" : ""), title: (i) => (i >= valid ? L(padKey).split(":")[0] : null) }))], "feat-table pad-table");
+    el("th", { scope: "colgroup", colspan: spanOf(data.length, cols, 0, valid), class: "part-real", text: `${L("pad_real")}: ${fill(realKey, vars[0])}` })]);
+  if (pad > 0) parts.append(el("th", { scope: "colgroup", colspan: spanOf(data.length, cols, valid), class: "part-pad", text: `${L("pad_padded")}: ${fill(padKey, vars[1])}` }));
+  return table(`pad-${name}`, [el("thead", {}, [parts, indexRow(data.length, L("index"), cols)]),
+    el("tbody", {}, arrayRow(name, data, { cols, cls: (i) => (i >= valid ? "pad" : ""), title: (i) => (i >= valid ? L(padKey).split(":")[0] : null) }))], "feat-table pad-table");
 }
 
 function paddingCard() {
@@ -80,16 +120,18 @@ function whatifCard() {
   const T = tokenCount();
   const mark = (i) => (wrong[i] ? "wrong" : "");
   const nWrong = wrong.filter(Boolean).length;
+  const cols = pickCols(T, wrong.flatMap((w, i) => (w ? [i] : [])));
+  const span = spanOf(T, cols) + 1;
   const rows = [
-    el("thead", {}, indexRow(T, L("token"))),
+    el("thead", {}, indexRow(T, L("token"), cols)),
     el("tbody", {}, [
-      arrayRow("positions", A("positions")), arrayRow("req_indices", A("req_indices")),
-      el("tr", { class: "group" }, el("th", { colspan: T + 1, text: fill("whatif_right", { m: M }) })),
-      arrayRow("token_indices", A("token_indices"), { cls: (i) => (wrong[i] ? "right" : "") }),
-      arrayRow("input_ids", A("input_ids"), { cls: (i) => (wrong[i] ? "right" : "") }),
-      el("tr", { class: "group" }, el("th", { colspan: T + 1, text: fill("whatif_wrong", { k: K * bs }) })),
-      arrayRow("token_indices_whatif", wrongIdx, { cls: mark }),
-      arrayRow("input_ids_whatif", A("input_ids_whatif").map((v, i) => (wrong[i] ? `✗ ${v}` : v)), { cls: mark, title: (i) => (wrong[i] ? "whatif_wrong" : null) }),
+      arrayRow("positions", A("positions"), { cols }), arrayRow("req_indices", A("req_indices"), { cols }),
+      el("tr", { class: "group" }, el("th", { colspan: span, text: fill("whatif_right", { m: M }) })),
+      arrayRow("token_indices", A("token_indices"), { cols, cls: (i) => (wrong[i] ? "right" : "") }),
+      arrayRow("input_ids", A("input_ids"), { cols, cls: (i) => (wrong[i] ? "right" : "") }),
+      el("tr", { class: "group" }, el("th", { colspan: span, text: fill("whatif_wrong", { k: K * bs }) })),
+      arrayRow("token_indices_whatif", wrongIdx, { cols, cls: mark }),
+      arrayRow("input_ids_whatif", A("input_ids_whatif").map((v, i) => (wrong[i] ? `✗ ${v}` : v)), { cols, cls: mark, title: (i) => (wrong[i] ? "whatif_wrong" : null) }),
     ]),
   ];
   return featCard("whatif", "f_whatif", [table("whatif-table", rows),
@@ -130,13 +172,14 @@ function specCard() {
     }
   });
   const vcls = { accepted: "ok", rejected: "bad", not_checked: "bad dim", bonus_used: "ok", bonus_unused: "dim", "": "" };
-  const strip = table("spec-strip", [el("thead", {}, indexRow(L_, L("logits_row"))), el("tbody", {}, [
-    arrayRow("logits_indices", logits, { cls: (j) => kind[j] }),
-    arrayRow(L("req"), reqOf, { cls: (j) => kind[j], code: false }),
-    arrayRow(L("kind"), kind.map((k) => (k ? L(k) : "")), { cls: (j) => kind[j], code: false }),
-    arrayRow(`${L("draft")} (draft_token_ids)`, draft, { cls: (j) => kind[j], code: false }),
-    arrayRow("target_token_ids", argmax || [], { cls: (j) => kind[j] }),
-    arrayRow(L("verdict"), verdict.map((v) => (v ? L(v) : "")), { cls: (j) => `${kind[j]} ${vcls[verdict[j]]}`, code: false }),
+  const cols = pickCols(L_, verdict.flatMap((v, j) => (v === "rejected" ? [j] : [])));
+  const strip = table("spec-strip", [el("thead", {}, indexRow(L_, L("logits_row"), cols)), el("tbody", {}, [
+    arrayRow("logits_indices", logits, { cols, cls: (j) => kind[j] }),
+    arrayRow(L("req"), reqOf, { cols, cls: (j) => kind[j], code: false }),
+    arrayRow(L("kind"), kind.map((k) => (k ? L(k) : "")), { cols, cls: (j) => kind[j], code: false }),
+    arrayRow(`${L("draft")} (draft_token_ids)`, draft, { cols, cls: (j) => kind[j], code: false }),
+    arrayRow("target_token_ids", argmax || [], { cols, cls: (j) => kind[j] }),
+    arrayRow(L("verdict"), verdict.map((v) => (v ? L(v) : "")), { cols, cls: (j) => `${kind[j]} ${vcls[verdict[j]]}`, code: false }),
   ])], "feat-table spec-strip");
   const lines = ["target_logits_indices", "bonus_logits_indices"].map((n) => el("p", { class: "value-line", dataset: { array: n } }, [el("code", { text: n }), ` = [${A(n).join(", ")}]`]));
   return featCard("spec", "f_spec", [reqTable, ...lines, strip, el("p", { class: "muted", text: L("spec_legend") }),
@@ -157,10 +200,11 @@ function asyncCard() {
     arrayRow(L("prev_batch"), prevIds, { code: false }),
     arrayRow("prev_sampled_token_ids", prevSampled, { cls: (k) => (fromRow.has(k) ? "linked-src" : "dim"), title: (k) => (fromRow.has(k) ? `→ input_ids_device[${flat[fromRow.get(k)]}]` : null) }),
   ])], "feat-table");
-  const tokTable = table("async-tokens", [el("thead", {}, indexRow(T, L("token"))), el("tbody", {}, [
-    arrayRow(L("req"), reqOf.slice(0, T).map((r) => ids[r]), { code: false }),
-    arrayRow("input_ids", A("input_ids").slice(0, T), { cls: (i) => (filledTok.has(i) ? "placeholder" : ""), title: (i) => (filledTok.has(i) ? L("placeholder") : null) }),
-    arrayRow("input_ids_device", dev.slice(0, T), { cls: (i) => (filledTok.has(i) ? "filled" : ""), title: (i) => (filledTok.has(i) ? L("filled") : null) }),
+  const cols = pickCols(T, flat);
+  const tokTable = table("async-tokens", [el("thead", {}, indexRow(T, L("token"), cols)), el("tbody", {}, [
+    arrayRow(L("req"), reqOf.slice(0, T).map((r) => ids[r]), { cols, code: false }),
+    arrayRow("input_ids", A("input_ids").slice(0, T), { cols, cls: (i) => (filledTok.has(i) ? "placeholder" : ""), title: (i) => (filledTok.has(i) ? L("placeholder") : null) }),
+    arrayRow("input_ids_device", dev.slice(0, T), { cols, cls: (i) => (filledTok.has(i) ? "filled" : ""), title: (i) => (filledTok.has(i) ? L("filled") : null) }),
   ])], "feat-table");
   const links = el("ul", { class: "links", id: "async-links" }, flat.map((t, k) => el("li", { dataset: { k } }, el("code", {
     text: `prev_sampled_token_ids[${common[k]}] = ${prevSampled[common[k]]} → input_ids_device[${t}]   (${L("req")} ${prevIds[common[k]]})` }))));
@@ -190,9 +234,10 @@ function mropeCard() {
   const img = imageTokens();
   const cls = (i) => (img[i] ? "img" : "");
   const title = (i) => (img[i] ? L("image_token") : null);
-  const rows = [el("thead", {}, indexRow(T, L("token"))), el("tbody", {}, [
-    arrayRow("positions", A("positions").slice(0, T), { cls, title }),
-    ...["t", "h", "w"].map((axis, k) => arrayRow(`mrope_positions[${k}] (${axis})`, m[k], { cls, title })),
+  const cols = pickCols(T, img.flatMap((v, i) => (v ? [i] : [])));
+  const rows = [el("thead", {}, indexRow(T, L("token"), cols)), el("tbody", {}, [
+    arrayRow("positions", A("positions").slice(0, T), { cols, cls, title }),
+    ...["t", "h", "w"].map((axis, k) => arrayRow(`mrope_positions[${k}] (${axis})`, m[k], { cols, cls, title })),
   ])];
   return featCard("mrope", "f_mrope", [el("div", { id: "hm-mrope", class: "heatmap" }), table("mrope-table", rows),
     el("p", { class: "muted", text: L("mrope_legend") }), ...stageBlock("mrope_positions")]);

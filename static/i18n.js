@@ -301,7 +301,7 @@ Object.assign(STAGES.zh, {
 // links to a note, the embeddable figure
 Object.assign(STRINGS.en, {
   ref_by: "referenced by", ref_by_none: "referenced by no row of this step",
-  read_by: "read this step by", tokens_n: "tokens", read_by_none: "read by no query of this step",
+  read_by: "read this step by", tokens_n: "tokens", cols_left_out: "columns left out here (the export links have every value)", read_by_none: "read by no query of this step",
   written_by: "written by", written_none: "not written yet", written_before: "not written since step",
   written_stale: "by a request that has since freed the block",
   delta_toggle: "Δ previous step", delta_was: "was", delta_new: "new this step",
@@ -310,7 +310,7 @@ Object.assign(STRINGS.en, {
 });
 Object.assign(STRINGS.zh, {
   ref_by: "引用它的行", ref_by_none: "本步没有行引用它",
-  read_by: "本步读取它的", tokens_n: "个 token", read_by_none: "本步没有查询读取它",
+  read_by: "本步读取它的", tokens_n: "个 token", cols_left_out: "列未在此显示（导出链接含全部数值）", read_by_none: "本步没有查询读取它",
   written_by: "写入者", written_none: "尚未写入", written_before: "自该步起未写入：第",
   written_stale: "该请求之后已释放此块",
   delta_toggle: "Δ 上一步", delta_was: "原为", delta_new: "本步新加入",

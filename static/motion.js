@@ -42,8 +42,9 @@ function poolMotion() {
   const now = fill ? fill.style.width : null;
   const was = lastPool;
   lastPool = now;
-  if (!fill || !motionAllowed()) return;
-  if (was !== null && was !== now) fill.animate([{ width: was }, { width: now }], { duration: MOTION_MS, easing: "ease-out" });
+  // nothing moves on the first step shown: there is no previous step to move from
+  if (!fill || was === null || !motionAllowed()) return;
+  if (was !== now) fill.animate([{ width: was }, { width: now }], { duration: MOTION_MS, easing: "ease-out" });
   const chip = document.querySelector("#changes .chip.newblocks");
   const bar = fill.closest(".qbar");
   if (chip && bar) {
@@ -59,5 +60,6 @@ function poolMotion() {
 
 onView((what) => {
   if (what === "step") poolMotion();
-  else if (what === "run") lastPool = null;
+  // a run (re)loaded: its first step shown is where the next change moves from
+  else if (what === "run") { const fill = document.querySelector("#queue .qbar.pool .qbar-fill"); lastPool = fill ? fill.style.width : null; }
 });

@@ -5,6 +5,7 @@
 // downloads, PNG, copied link) -- and reads the run from trace.js, which this file fills.
 
 import { errorLines, getJSON, postJSON, unpackLink, withProgress } from "./api.js";
+import { startRun, takeEarlyRun } from "./boot.js";
 import { copyLink } from "./export.js";
 import { renderFeatures, showNotes } from "./features.js";
 import { card, drawBlockTable, drawMask, drawTokenIds } from "./heatmaps.js";
@@ -24,22 +25,16 @@ import { placeWindow, renderOverview } from "./overview.js";
 // ------------------------------------------------------------------ loading
 async function loadRun() {
   setStatus(L("loading"));
-  let created, scenario, request;
   // a run streams: the server answers once step 1 exists (202, complete: false) and the later
   // steps join the timeline as they are computed
-  if (state.s) {
-    scenario = await unpackLink(state.s);
-    request = scenario ? postJSON("/api/runs?wait=first", scenario) : getJSON(`/api/runs/from-link?s=${encodeURIComponent(state.s)}`);
-  } else {
-    const preset = await getJSON(`/api/presets/${encodeURIComponent(state.preset || "seed-001")}`);
-    if (!preset.ok) return showError(preset.data);
-    scenario = preset.data.scenario;
-    request = postJSON("/api/runs?wait=first", scenario);
-  }
+  const started = await (takeEarlyRun() || startRun(state));
+  if (started.error) return showError(started.error);
+  const { scenario, request } = started;
   // a long run says how far it has come while the request waits for it
-  const check = scenario ? await postJSON("/api/scenarios/validate", scenario) : null;
-  const runId = check && check.ok && check.data.valid ? check.data.run_id : null;
-  created = await withProgress(runId, request, (p) => setStatus(progressText(state.lang, p)));
+  const runId = scenario
+    ? postJSON("/api/scenarios/validate", scenario).then((c) => (c.ok && c.data.valid ? c.data.run_id : null))
+    : null;
+  const created = await withProgress(runId, request, (p) => setStatus(progressText(state.lang, p)));
   if (!created.ok) return showError(created.data);
   S.created = created.data;
   state.s = created.data.link;
@@ -47,7 +42,7 @@ async function loadRun() {
   const streaming = created.data.complete === false;
   const [ov, stages] = await Promise.all([
     streaming ? partialOverview(created.data) : getJSON(`/api/runs/${created.data.run_id}`),
-    getJSON(`/api/stages?flavor=${created.data.flavor}`)]);
+    started.stages || getJSON(`/api/stages?flavor=${created.data.flavor}`)]);
   if (!ov.ok || !stages.ok) return showError(ov.ok ? stages.data : ov.data);
   S.overview = ov.data;
   S.stages = stages.data;

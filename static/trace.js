@@ -50,8 +50,21 @@ export function writerStage(arrayName) {
 // A request keeps one colour for the whole run: its place in the scenario's request list, never its
 // batch row (rows change on preemption and condense). A run with more requests than colours shows
 // them all grey; the selection's outline then tells one request from the others.
-export const scenarioReqIds = () => (S.overview ? S.overview.scenario.requests.map((r) => String(r.id)) : []);
-export const reqOrder = (rid) => scenarioReqIds().indexOf(String(rid));
+// (kept per scenario: every cell of a big batch asks, so each ask must not walk the request list)
+const identity = new WeakMap();
+function identityOf() {
+  const sc = S.overview ? S.overview.scenario : null;
+  if (!sc) return { ids: [], order: new Map() };
+  let got = identity.get(sc);
+  if (!got) {
+    const ids = sc.requests.map((r) => String(r.id));
+    got = { ids, order: new Map(ids.map((id, i) => [id, i])) };
+    identity.set(sc, got);
+  }
+  return got;
+}
+export const scenarioReqIds = () => identityOf().ids;
+export const reqOrder = (rid) => { const i = identityOf().order.get(String(rid)); return i === undefined ? -1 : i; };
 export const bigBatch = () => scenarioReqIds().length > NUM_IDENTITY_COLORS;
 export function reqColor(rid) {
   const i = reqOrder(rid);

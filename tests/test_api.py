@@ -254,6 +254,27 @@ def test_pages_and_their_scripts_are_served_locally(client: TestClient) -> None:
     assert client.get("/static/run.js").status_code == 200
 
 
+def test_the_run_page_preloads_every_module_it_imports(client: TestClient) -> None:
+    # static/ is ES modules with no build step: each import level would be one more round trip
+    import re
+    from pathlib import Path
+
+    static = Path(__file__).resolve().parents[1] / "static"
+    imported: set[str] = set()
+    todo = ["run.js", "embed.js"]
+    while todo:
+        name = todo.pop()
+        for dep in re.findall(r'(?:from|import) "\./([\w-]+\.js)"', (static / name).read_text()):
+            if dep not in imported:
+                imported.add(dep)
+                todo.append(dep)
+    page = client.get("/run?preset=seed-001").text
+    preloaded = set(re.findall(r'<link rel="modulepreload" href="/static/([\w-]+\.js)">', page))
+    assert imported and preloaded == imported - {"run.js", "embed.js"}
+    for name in preloaded:
+        assert client.get(f"/static/{name}").status_code == 200
+
+
 def test_a_run_over_its_time_budget_is_refused_with_413() -> None:
     client = TestClient(create_app(Settings(max_run_seconds=0)))
     r = client.post("/api/runs", json=preset_dict("seed-000"))

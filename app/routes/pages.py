@@ -3,6 +3,8 @@ canvases (static/canvasmap.js), so no plotting library is served."""
 
 from __future__ import annotations
 
+import re
+from functools import cache
 from pathlib import Path
 
 from fastapi import APIRouter, FastAPI, Request
@@ -23,6 +25,23 @@ def _dir(name: str) -> Path:
 
 
 templates = Jinja2Templates(directory=str(_dir("templates")))
+IMPORT = re.compile(r'(?:from|import) "\./([A-Za-z0-9_-]+\.js)"')
+
+
+@cache
+def module_graph(*entries: str) -> tuple[str, ...]:
+    """Every module the entry scripts import, directly or not (static/ES modules, no build step):
+    the page preloads them all at once instead of discovering them one import level at a time."""
+    static = _dir("static")
+    seen: list[str] = []
+    todo = list(entries)
+    while todo:
+        name = todo.pop(0)
+        if name in seen or not (static / name).is_file():
+            continue
+        seen.append(name)
+        todo.extend(IMPORT.findall((static / name).read_text(encoding="utf-8")))
+    return tuple(n for n in seen if n not in entries)
 
 
 @router.get("/", response_class=HTMLResponse)
@@ -32,7 +51,10 @@ def landing(request: Request) -> HTMLResponse:
 
 @router.get("/run", response_class=HTMLResponse)
 def run_page(request: Request) -> HTMLResponse:
-    return templates.TemplateResponse(request, "run.html", {"version": __version__, "page": "run"})
+    modules = module_graph("run.js", "embed.js")
+    return templates.TemplateResponse(
+        request, "run.html", {"version": __version__, "page": "run", "modules": modules}
+    )
 
 
 def mount(app: FastAPI) -> None:

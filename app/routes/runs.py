@@ -79,7 +79,8 @@ SCENARIO_BODY = {
 }
 PRESET_FORM = {"preset", "overrides"}
 # with wait=first, how long a run whose first step is done may take to finish and be answered whole
-FIRST_STEP_GRACE_S = 0.25
+FIRST_STEP_GRACE_S = 0.1
+FIRST_STEP_GRACE_MAX_REQUESTS = 64
 
 
 def _store(request: Request) -> RunStore:
@@ -191,9 +192,15 @@ async def create_run(
     location = {"Location": f"/api/runs/{run_id}"}
     if wait == "first":
         first, run = await store.get_step(run_id, 1)
-        # a run done within a moment of its first step is answered whole: a small run's page then
-        # draws its timeline once, with no pending marks that change under the reader's pointer
-        if run is None and first is not None and not await store.settles_within(run_id, FIRST_STEP_GRACE_S):
+        # a small run done within a moment of its first step is answered whole: its page then
+        # draws the timeline once, with no pending marks that change under the reader's pointer
+        # (a big run streams at once: the moment would only delay its first step)
+        small = len(scenario.requests) <= FIRST_STEP_GRACE_MAX_REQUESTS
+        if (
+            run is None
+            and first is not None
+            and not (small and await store.settles_within(run_id, FIRST_STEP_GRACE_S))
+        ):
             partial = RunCreated(
                 run_id=run_id,
                 num_steps=max(1, len(store.partial.get(run_id, ()))),  # computed so far
