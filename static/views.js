@@ -70,6 +70,11 @@ export function plotlyText(s) {
 // A heatmap drawn (or redrawn in place) on a canvas in `div` (canvasmap.js); `shapes` outline
 // highlighted cells, `annotations` label them; yTickvals/yTicktext name the rows, `height` overrides
 // the height that follows the row count.
+function presentHeight() {
+  const cls = document.body.classList;
+  return cls.contains("present") ? (cls.contains("big-batch") ? 150 : 190) : 420;
+}
+
 export function heatmap(div, z, { title, colorscale = "Blues", reversescale = false, zmin, zmax, text, customdata, texttemplate, hover, xTitle, yTitle, shapes = [], annotations = [], showscale = true, colorbar = {}, yTickvals, yTicktext, height }) {
   const rows = z.length, cols = rows ? z[0].length : 0;
   if (zmin === undefined || zmax === undefined) {
@@ -83,7 +88,8 @@ export function heatmap(div, z, { title, colorscale = "Blues", reversescale = fa
     textSize: cols > 32 ? 9 : 12, hover: hover || "row %{y}, col %{x}: %{z}", title, xTitle, yTitle,
     xgap: cols > 64 ? 0 : 1, ygap: rows > 64 ? 0 : 1, colorbar, showscale, shapes, annotations,
     yTickvals, yTicktext,
-    height: height || Math.max(160, Math.min(document.body.classList.contains("present") ? 190 : 420, 28 * rows + 80)),
+    // presentation keeps the figures short (a big batch's shorter still, under its overview)
+    height: height || Math.max(140, Math.min(presentHeight(), 28 * rows + 80)),
   };
   div.setAttribute("aria-label", `${title}: ${rows} × ${cols} heatmap; the Table button shows the numbers`);
   // the figure stays readable where Plotly kept it: the trace as data[0], shapes in layout

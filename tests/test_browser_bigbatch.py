@@ -155,9 +155,24 @@ def test_the_128_request_page_in_presentation_at_1280_by_720(
     context = browser.new_context(viewport={"width": 1280, "height": 720}, bypass_csp=True)  # type: ignore[attr-defined]
     pg = context.new_page()
     pg.base = base_url
-    open_big(pg, big_link, f"&step=2&present=1&lang={lang}")
+    open_big(pg, big_link, f"&step=2&stage=slot_mapping&present=1&lang={lang}")
     assert pg.locator("#ov-bars").count() == 1
     assert pg.evaluate("document.documentElement.scrollWidth") <= 1280
+    # the projector's one screen holds the whole story for 128 requests too: the overview (the
+    # batch and the waiting queue; the timeline's tiny bars are each step's budget and pool), the
+    # formula, the token row, the block table and the KV pool (their cards scroll inside)
+    one_screen = {
+        "overview": "#ov-bars",
+        "step bars": "#timeline .tl-bars",
+        "formula": "#slot-formula",
+        "positions": "#token-table tr[data-array='positions']",
+        "slot_mapping": "#token-table tr[data-array='slot_mapping']",
+        "block table": "#card-block_table",
+        "KV pool": "#card-kv",
+    }
+    for what, sel in one_screen.items():
+        box = pg.locator(sel).first.bounding_box()
+        assert box is not None and box["y"] >= 0 and box["y"] + box["height"] <= 720 + 1, (lang, what, box)
     tb.ARTIFACTS.mkdir(exist_ok=True)
     pg.screenshot(path=str(tb.ARTIFACTS / f"bigbatch-present-1280-{lang}.png"))
     context.close()
