@@ -37,6 +37,10 @@ from pagedviz.core.engine import RunTooLongError
 from pagedviz.core.trace import StepTrace
 
 _SCALARS = (int, float, str, bytes)
+# how many of a completed run's first steps are encoded before anyone asks (a class opens a run at
+# its first steps; later steps are encoded by their first reader)
+PRE_ENCODE_STEPS = 16
+PRE_ENCODE_MAX_RUN_BYTES = 4 << 20
 
 
 def measured_bytes(root: Any) -> int:
@@ -211,6 +215,7 @@ class RunStore:
         self.encoded_bytes = 0
         # steps being encoded (off the event loop): concurrent readers of one step share the work
         self.encoding: dict[tuple[str, int], tuple[StepTrace, asyncio.Future[EncodedStep]]] = {}
+        self._background: set[asyncio.Task[None]] = set()  # steps pre-encoded after a run completes
 
     def remember(self, scenario: Scenario) -> str:
         """Keep the scenario (and share it); its run id. Raises SharedFolderError when it cannot
@@ -357,6 +362,22 @@ class RunStore:
             self.partial.pop(run_id, None)
         fut.set_result(run)
         self._put(run)
+        # the first readers of a step would each wait for its encoding: encode the run's first
+        # steps now, one at a time in a worker thread, so that a class opening it finds them ready
+        task = asyncio.get_running_loop().create_task(self._pre_encode(run))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _pre_encode(self, run: Run) -> None:
+        if run.nbytes > PRE_ENCODE_MAX_RUN_BYTES:
+            return  # a big run's steps are big: each is encoded by its first reader
+        for n, t in enumerate(run.steps[:PRE_ENCODE_STEPS], start=1):
+            if self.runs.get(run.run_id) is not run:
+                return  # evicted meanwhile
+            try:
+                await self.encoded_step(run.run_id, n, t)
+            except Exception:  # noqa: BLE001 - a reader's request reports its own encoding errors
+                return
 
     def status(self, run_id: str) -> dict | None:
         """done (with its steps), computing (steps so far, seconds), queued (waiting for a slot,

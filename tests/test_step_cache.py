@@ -95,7 +95,8 @@ def test_readers_asking_for_a_step_at_once_share_one_encoding(monkeypatch: Any) 
 
     answers = asyncio.run(readers())
     assert all(r.status_code == 200 for r in answers) and len({r.content for r in answers}) == 1
-    assert calls == [2]
+    # step 2 is encoded once: by its first reader or by the pre-encoding of a completed run
+    assert calls.count(2) == 1
 
 
 def test_a_recomputed_run_is_encoded_afresh() -> None:
