@@ -37,8 +37,9 @@ export function slideRows(table, before, ids) {
 
 // the pool bar from its previous fill to this step's, and the new-block chips out of the bar
 let lastPool = null;
+const poolFill = () => document.querySelector("#queue .qbar.pool .qbar-fill");
 function poolMotion() {
-  const fill = document.querySelector("#queue .qbar.pool .qbar-fill");
+  const fill = poolFill();
   const now = fill ? fill.style.width : null;
   const was = lastPool;
   lastPool = now;
@@ -61,5 +62,5 @@ function poolMotion() {
 onView((what) => {
   if (what === "step") poolMotion();
   // a run (re)loaded: its first step shown is where the next change moves from
-  else if (what === "run") { const fill = document.querySelector("#queue .qbar.pool .qbar-fill"); lastPool = fill ? fill.style.width : null; }
+  else if (what === "run") { const fill = poolFill(); lastPool = fill ? fill.style.width : null; }
 });

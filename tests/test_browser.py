@@ -51,12 +51,17 @@ def browser() -> Iterator[object]:
         b.close()
 
 
-@pytest.fixture()
-def page(browser: object, base_url: str) -> Iterator[object]:
-    # Playwright's wait_for_function evaluates strings in the page, which the pages' CSP forbids;
-    # the CSP itself is checked in test_hostile_browser.py
-    context = browser.new_context(viewport={"width": 1400, "height": 1000}, bypass_csp=True)  # type: ignore[attr-defined]
+def watched_page(
+    browser: object, base_url: str, width: int, height: int, timeout_ms: int = 0
+) -> Iterator[object]:
+    """A page of its own browser context at width × height, with `page.base` the server's URL; it
+    fails the test that used it on any console error or uncaught page error. Playwright's
+    wait_for_function evaluates strings in the page, which the pages' CSP forbids, so the CSP is
+    bypassed here (test_hostile_browser.py checks the CSP itself)."""
+    context = browser.new_context(viewport={"width": width, "height": height}, bypass_csp=True)  # type: ignore[attr-defined]
     pg = context.new_page()
+    if timeout_ms:
+        pg.set_default_timeout(timeout_ms)
     problems: list[str] = []
     pg.on("console", lambda m: problems.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
     pg.on("pageerror", lambda e: problems.append(f"page error: {e}"))
@@ -64,6 +69,11 @@ def page(browser: object, base_url: str) -> Iterator[object]:
     yield pg
     context.close()
     assert problems == [], problems  # no console errors on any page
+
+
+@pytest.fixture()
+def page(browser: object, base_url: str) -> Iterator[object]:
+    yield from watched_page(browser, base_url, 1400, 1000)
 
 
 def open_run(page: object, query: str) -> None:

@@ -45,14 +45,7 @@ def big_link(base_url: str) -> str:
 
 @pytest.fixture()
 def hd_page(browser: object, base_url: str) -> Iterator[object]:
-    context = browser.new_context(viewport={"width": 1920, "height": 1080}, bypass_csp=True)  # type: ignore[attr-defined]
-    pg = context.new_page()
-    errors: list[str] = []
-    pg.on("pageerror", lambda e: errors.append(str(e)))
-    pg.base = base_url
-    yield pg
-    context.close()
-    assert errors == []
+    yield from tb.watched_page(browser, base_url, 1920, 1080)
 
 
 def open_big(pg: object, link: str, extra: str = "") -> None:

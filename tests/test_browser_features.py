@@ -28,15 +28,7 @@ browser = tb.browser
 
 @pytest.fixture()
 def page(browser: Any, base_url: str) -> Iterator[Any]:
-    context = browser.new_context(viewport={"width": 1280, "height": 720}, bypass_csp=True)
-    pg = context.new_page()
-    problems: list[str] = []
-    pg.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
-    pg.on("pageerror", lambda e: problems.append(str(e)))
-    pg.base = base_url
-    yield pg
-    context.close()
-    assert problems == [], problems
+    yield from tb.watched_page(browser, base_url, 1280, 720)
 
 
 def open_step(page: Any, preset: str, step: int, lang: str = "en") -> dict[str, Any]:

@@ -21,17 +21,7 @@ HAN = re.compile(r"[\u4e00-\u9fff]")
 
 @pytest.fixture()
 def page(browser: object, base_url: str) -> Iterator[object]:
-    # bypass_csp: wait_for_function evaluates strings, which the CSP forbids (test_hostile_browser checks it)
-    context = browser.new_context(viewport={"width": 1280, "height": 720}, bypass_csp=True)  # type: ignore[attr-defined]
-    pg = context.new_page()
-    pg.set_default_timeout(20_000)
-    problems: list[str] = []
-    pg.on("console", lambda m: problems.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
-    pg.on("pageerror", lambda e: problems.append(f"page error: {e}"))
-    pg.base = base_url
-    yield pg
-    context.close()
-    assert problems == [], problems  # no console errors on any page
+    yield from tb.watched_page(browser, base_url, 1280, 720, timeout_ms=20_000)
 
 
 def open_run(page: object, query: str) -> None:
