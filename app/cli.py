@@ -25,6 +25,7 @@ SERVE_LIMITS = {
     "max_run_mb": "PAGEDVIZ_MAX_RUN_MB",
     "max_computing": "PAGEDVIZ_MAX_COMPUTING",
     "max_queued": "PAGEDVIZ_MAX_QUEUED",
+    "compute_processes": "PAGEDVIZ_COMPUTE_PROCESSES",
 }
 
 

@@ -9,6 +9,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from pagedviz.app.compute import WorkerError
 from pagedviz.app.shared import SharedFolderError
 from pagedviz.app.store import BusyError, RunTooLargeError
 from pagedviz.core import ScenarioError
@@ -71,6 +72,11 @@ def install(app: FastAPI) -> None:
         return JSONResponse(
             body("busy", [("", msg)]), status_code=503, headers={"Retry-After": str(e.retry_after)}
         )
+
+    @app.exception_handler(WorkerError)
+    async def worker_failed(_: Request, e: WorkerError) -> JSONResponse:
+        log.error("%s", e)
+        return JSONResponse(body("compute_failed", [("scenario", str(e))]), status_code=500)
 
     @app.exception_handler(SharedFolderError)
     async def shared_folder(_: Request, e: SharedFolderError) -> JSONResponse:

@@ -13,6 +13,7 @@ from fastapi_offline import FastAPIOffline
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from pagedviz.app import errors
+from pagedviz.app.compute import compute_pool
 from pagedviz.app.errors import ApiError
 from pagedviz.app.routes import health, pages, presets, runs, schema, teach
 from pagedviz.app.settings import Settings
@@ -108,6 +109,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     shared = Path(settings.shared_dir) if settings.shared_dir else None
     if shared is not None:
         shared.mkdir(parents=True, exist_ok=True)
+    pool = compute_pool() if settings.compute_in == "process" else None
+    if pool is not None:
+        pool.warm(settings.compute_processes)  # started now: the first runs find workers ready
     app.state.store = RunStore(
         settings.max_runs,
         settings.max_store_bytes,
@@ -119,6 +123,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         max_computing=settings.max_computing,
         max_queued=settings.max_queued,
         max_file_bytes=settings.max_body_bytes,
+        pool=pool,
     )
     app.add_middleware(GZipMiddleware, minimum_size=1024)
     app.add_middleware(SecurityHeaders, embed_ancestors=settings.embed_ancestors)

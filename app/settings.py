@@ -29,6 +29,14 @@ def embed_ancestors(raw: str) -> str:
     return " ".join(parts)
 
 
+def compute_in(raw: str) -> str:
+    """PAGEDVIZ_COMPUTE_IN: "process" or "thread"; anything else stops the server at start."""
+    value = raw.strip().lower()
+    if value not in ("process", "thread"):
+        raise SettingError(f"PAGEDVIZ_COMPUTE_IN must be process or thread (got {raw!r:.60})")
+    return value
+
+
 @dataclass(frozen=True)
 class Settings:
     max_runs: int = 64  # computed runs kept in memory (LRU)
@@ -39,10 +47,16 @@ class Settings:
     max_body_bytes: int = 1 << 20  # largest POST body
     max_link_chars: int = 64 << 10  # largest packed scenario in a link
     max_run_seconds: int = 60  # a run that would compute longer than this is refused (413)
-    # runs computing at once: at most the cores, and at most 4 so that their peaks stay under 1.5 GB together
-    max_computing: int = field(default_factory=lambda: min(4, os.cpu_count() or 1))
+    # runs computing at once, sharing the compute processes (each process computes the step of
+    # whichever of its runs has had the least time): a new run starts at once while others compute
+    max_computing: int = 8
+    # processes that compute runs: at most the cores, and at most 4
+    compute_processes: int = field(default_factory=lambda: min(4, os.cpu_count() or 1))
     max_queued: int = 64  # runs waiting for a turn; past it a new run gets 503 + Retry-After
     shared_dir: str = ""  # where workers share remembered scenarios ("" = not shared)
+    # where runs compute: "process" (worker processes, so the server stays responsive while runs
+    # compute) or "thread" (threads of the server's own process)
+    compute_in: str = "process"
     # who may frame an embedded figure (/run?...&embed=<card>): a CSP frame-ancestors source list
     embed_ancestors: str = "*"
     limits: Limits = field(default_factory=Limits)
@@ -61,7 +75,9 @@ class Settings:
             max_run_seconds=env_int("PAGEDVIZ_MAX_RUN_SECONDS", d.max_run_seconds),
             max_computing=env_int("PAGEDVIZ_MAX_COMPUTING", d.max_computing),
             max_queued=env_int("PAGEDVIZ_MAX_QUEUED", d.max_queued),
+            compute_processes=env_int("PAGEDVIZ_COMPUTE_PROCESSES", d.compute_processes),
             shared_dir=os.environ.get("PAGEDVIZ_SHARED_DIR", ""),
+            compute_in=compute_in(os.environ.get("PAGEDVIZ_COMPUTE_IN", d.compute_in)),
             embed_ancestors=embed_ancestors(os.environ.get("PAGEDVIZ_EMBED_ANCESTORS", d.embed_ancestors)),
             limits=Limits.from_env(),
         )

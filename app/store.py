@@ -2,7 +2,8 @@
 scenarios behind them in a larger LRU (also bounded in measured bytes), so an evicted run is
 recomputed on demand; with several workers the scenarios also go to a shared folder (app/shared.py).
 
-Engine work runs in worker threads under admission control: at most `max_computing` runs compute
+Engine work runs in worker processes (app/compute.py; a store made without a pool uses threads of
+this process) under admission control: at most `max_computing` runs compute
 at once, up to `max_queued` more wait their turn (their progress says `queued`), and past that a
 new run is refused (BusyError: a 503 with Retry-After). Concurrent requests for one run share one
 computation. A run refused for its time or size is remembered as refused, not recomputed.
@@ -25,9 +26,10 @@ import sys
 import time
 import weakref
 from collections import OrderedDict
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -35,6 +37,10 @@ from pagedviz.app.shared import SharedFolder
 from pagedviz.core import Scenario, ScenarioError, __version__, make_engine
 from pagedviz.core.engine import RunTooLongError
 from pagedviz.core.trace import StepTrace
+
+if TYPE_CHECKING:
+    from pagedviz.app.compute import ComputePool
+    from pagedviz.core.engine import Engine
 
 _SCALARS = (int, float, str, bytes)
 # how many of a completed run's first steps are encoded before anyone asks (a class opens a run at
@@ -150,6 +156,23 @@ class Progress:
     steps_done: int = 0
 
 
+def measured_steps(
+    engine: Engine, max_seconds: float | None = None, max_bytes: int | None = None
+) -> Iterator[tuple[StepTrace, int]]:
+    """The engine's steps with the bytes each holds, measured as the trace grows: past
+    `max_seconds` of its steps' time (RunTooLongError) or `max_bytes` (RunTooLargeError) it stops
+    rather than run on."""
+    nbytes = 0
+    for n, t in enumerate(engine.run(budget=max_seconds), start=1):
+        t.array_entries  # noqa: B018 - builds the entries here, where the run computes, before measuring
+        t.compact()
+        size = measured_bytes(t)
+        nbytes += size
+        if max_bytes is not None and nbytes > max_bytes:
+            raise RunTooLargeError(n, max_bytes)
+        yield t, size
+
+
 def compute(
     run_id: str,
     scenario: Scenario,
@@ -158,18 +181,13 @@ def compute(
     max_bytes: int | None = None,
     steps: list[StepTrace] | None = None,
 ) -> Run:
-    """Run the scenario, measuring its trace as it grows: past `max_seconds` (RunTooLongError)
-    or `max_bytes` (RunTooLargeError) it stops rather than run on. Each step is appended to
+    """Run the scenario in this process (measured_steps' bounds). Each step is appended to
     `steps` (when given) as soon as it is made, for readers in other threads."""
     engine = make_engine(scenario)
     steps = [] if steps is None else steps
     nbytes = 0
-    for t in engine.run(None if max_seconds is None else time.monotonic() + max_seconds):
-        t.array_entries  # noqa: B018 - builds the entries here, in the worker, before measuring
-        t.compact()
-        nbytes += measured_bytes(t)
-        if max_bytes is not None and nbytes > max_bytes:
-            raise RunTooLargeError(len(steps) + 1, max_bytes)
+    for t, size in measured_steps(engine, max_seconds, max_bytes):
+        nbytes += size
         steps.append(t)
         if progress is not None:
             progress.steps_done = len(steps)
@@ -190,11 +208,14 @@ class RunStore:
         max_computing: int = 1 << 10,
         max_queued: int = 1 << 10,
         max_file_bytes: int = 1 << 20,
+        pool: ComputePool | None = None,
     ) -> None:
         self.max_runs, self.max_bytes, self.max_scenarios = max_runs, max_bytes, max_scenarios
         self.max_seconds, self.max_run_bytes = max_seconds, max_run_bytes
         self.max_scenario_bytes = max_scenario_bytes
         self.max_computing, self.max_queued = max_computing, max_queued
+        # where runs compute: in worker processes (the server's), else in threads of this process
+        self.pool = pool
         # with several workers, scenarios are also written here so any worker can recompute a run
         self.shared = (
             SharedFolder(shared_dir, max_scenarios, max_file_bytes) if shared_dir is not None else None
@@ -341,9 +362,16 @@ class RunStore:
             async with self._slots:
                 progress.started = time.monotonic()
                 self.computations += 1
-                run = await asyncio.to_thread(
-                    compute, run_id, scenario, self.max_seconds, progress, self.max_run_bytes, steps
-                )
+                args = (run_id, scenario, self.max_seconds, progress, self.max_run_bytes, steps)
+                if self.pool is None:
+                    run = await asyncio.to_thread(compute, *args)
+                else:
+                    job = self.pool.submit(*args)
+                    try:
+                        run = await asyncio.wrap_future(job.future)
+                    except asyncio.CancelledError:
+                        self.pool.cancel(job)  # its worker drops it before its next step
+                        raise
         except BaseException as e:
             if isinstance(e, (RunTooLongError, RunTooLargeError)):
                 kind = "too_long" if isinstance(e, RunTooLongError) else "too_large"

@@ -87,20 +87,26 @@ class Engine:
     def done(self) -> bool:
         return not self.scheduler.has_unfinished
 
-    def run(self, deadline: float | None = None) -> Iterator[StepTrace]:
+    def run(self, deadline: float | None = None, *, budget: float | None = None) -> Iterator[StepTrace]:
         """Steps until every request finished or max_steps. With a `deadline` (time.monotonic()),
         a step that would end past it is not started: when less time is left than the longest
-        step so far took, it raises RunTooLongError rather than run on."""
-        longest = 0.0
+        step so far took, it raises RunTooLongError rather than run on. A `budget` (seconds) bounds
+        the same way the time the run's own steps take, not counting the time between them (a
+        run that shares its process with others is not charged for theirs)."""
+        longest = used = 0.0
         while not self.done:
             if self.step_no >= self.scenario.max_steps:
                 self.truncated = True
                 return
             start = time.monotonic()
-            if deadline is not None and start + longest > deadline:
+            if (deadline is not None and start + longest > deadline) or (
+                budget is not None and used + longest > budget
+            ):
                 raise RunTooLongError(self.step_no)
             trace = self.step()
-            longest = max(longest, time.monotonic() - start)
+            took = time.monotonic() - start
+            used += took
+            longest = max(longest, took)
             yield trace
 
     def step(self) -> StepTrace:

@@ -10,6 +10,7 @@ more for query_start_loc) in `data` and the whole persistent buffer, padding inc
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -114,6 +115,17 @@ class BlockOwners(Mapping[str, list[str]]):
         return len(self.blocks)
 
 
+def _shared_stage(name: str, reads: list[str], writes: list[str], formula: str, why: str) -> Stage:
+    """A Stage whose texts are interned (shared by every step that names them)."""
+    return Stage(
+        sys.intern(name),
+        [sys.intern(r) for r in reads],
+        [sys.intern(w) for w in writes],
+        sys.intern(formula),
+        sys.intern(why),
+    )
+
+
 @dataclass
 class Stage:
     name: str
@@ -121,6 +133,10 @@ class Stage:
     writes: list[str]
     formula: str
     why: str = ""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # every step names the same stages: unpickled, their texts are shared, not one copy a step
+        return (_shared_stage, (self.name, self.reads, self.writes, self.formula, self.why))
 
     def to_dict(self) -> dict[str, Any]:
         out = {"name": self.name, "reads": self.reads, "writes": self.writes, "formula": self.formula}

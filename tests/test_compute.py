@@ -1,0 +1,190 @@
+"""Runs computed in worker processes (app/compute.py): the same traces as in the server's own
+process, steps streamed as they are made, runs sharing a worker by least time used, and every way
+a worker can fail or be left: killed, silent, cancelled."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from pagedviz.app import compute as compute_module
+from pagedviz.app.compute import CancelledRunError, ComputePool, WorkerError, compute_pool
+from pagedviz.app.main import create_app
+from pagedviz.app.settings import Settings
+from pagedviz.app.store import compute, measured_bytes
+from pagedviz.core import Scenario, load_preset, make_engine
+from pagedviz.core.config import SettingError
+from pagedviz.core.engine import RunTooLongError
+from pagedviz.core.presets import preset_dict
+
+from conftest import LONG_RUN
+
+# the tiny model over many steps: seconds of computing on a small machine
+HEAVY = {**LONG_RUN, "name": "heavy", "max_steps": 400}
+
+
+@pytest.fixture(scope="module")
+def pool() -> Iterator[ComputePool]:
+    """A pool of one worker of its own, so that runs given to it share that worker."""
+    p = ComputePool()
+    p.warm(1)
+    yield p
+    p.close()
+
+
+def without_timings(t: Any) -> str:
+    d = t.to_dict()
+    d.pop("timing_us")
+    return json.dumps(d, sort_keys=True)
+
+
+def wait_for(predicate: Any, seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        assert time.monotonic() < deadline, "waited too long"
+        time.sleep(0.005)
+
+
+@pytest.mark.parametrize(
+    "preset",
+    [
+        "seed-001",
+        "demo-prefix-cache",
+        "demo-ngram-spec-decode",
+        "nanovllm-prefix-cache",
+        "ascend-spec-decoding",
+    ],
+)
+def test_a_run_computed_in_a_worker_is_the_run_computed_here(pool: ComputePool, preset: str) -> None:
+    scenario = load_preset(preset)
+    there = pool.compute("x", scenario, 60)
+    here = compute("x", scenario, 60)
+    assert [without_timings(t) for t in there.steps] == [without_timings(t) for t in here.steps]
+    assert (there.truncated, there.device) == (here.truncated, here.device)
+    # the run's bytes are what its steps hold here, once unpickled
+    assert 0.8 < there.nbytes / measured_bytes(there.steps) < 1.25
+
+
+def test_steps_arrive_while_later_steps_compute(pool: ComputePool) -> None:
+    steps: list[Any] = []
+    job = pool.submit("heavy", Scenario.from_dict(HEAVY), 60, None, None, steps)
+    wait_for(lambda: len(steps) >= 1)
+    assert not job.future.done()  # step 1 is readable while the run goes on
+    run = job.future.result(120)
+    assert run.steps is steps and [t.step for t in steps] == list(range(1, len(steps) + 1))
+
+
+def test_a_new_run_overtakes_a_long_one_in_the_same_worker(pool: ComputePool) -> None:
+    long = pool.submit("heavy", Scenario.from_dict(HEAVY), 60)
+    wait_for(lambda: len(long.steps) >= 3)
+    small = pool.submit("small", load_preset("seed-001"), 60)
+    run = small.future.result(60)
+    # the small run had the least time, so it ran to its end before the long one went on much
+    assert not long.future.done()
+    assert len(run.steps) == len(compute("small", load_preset("seed-001")).steps)
+    pool.cancel(long)
+    with pytest.raises(CancelledRunError):
+        long.future.result(60)
+
+
+def test_a_cancelled_run_stops_and_its_worker_computes_the_next(pool: ComputePool) -> None:
+    started = pool.started
+    job = pool.submit("heavy", Scenario.from_dict(HEAVY), 60)
+    wait_for(lambda: len(job.steps) >= 1)
+    pool.cancel(job)
+    with pytest.raises(CancelledRunError):
+        job.future.result(60)
+    stopped_at = len(job.steps)
+    assert stopped_at < HEAVY["max_steps"]
+    assert len(pool.compute("next", load_preset("seed-001"), 60).steps) > 0
+    assert pool.started == started  # the same worker
+    assert len(job.steps) == stopped_at  # nothing more came for the dropped run
+
+
+def test_a_killed_worker_fails_only_its_runs_and_a_fresh_one_takes_the_next(pool: ComputePool) -> None:
+    job = pool.submit("heavy", Scenario.from_dict(HEAVY), 60)
+    wait_for(lambda: len(job.steps) >= 1)
+    (pid,) = pool.pids()
+    os.kill(pid, signal.SIGKILL)
+    with pytest.raises(WorkerError, match="SIGKILL"):
+        job.future.result(30)
+    started = pool.started
+    assert len(pool.compute("next", load_preset("seed-001"), 60).steps) > 0
+    assert pool.started == started + 1 and pool.pids() != [pid]
+
+
+def test_a_worker_silent_past_the_time_bound_is_killed(pool: ComputePool, monkeypatch: Any) -> None:
+    monkeypatch.setattr(compute_module, "WATCHDOG_GRACE_S", 0.5)
+    pool.compute("warm", load_preset("seed-001"), 60)  # a worker that is ready
+    (pid,) = pool.pids()
+    job = pool.submit("heavy", Scenario.from_dict(HEAVY), 1)
+    wait_for(lambda: len(job.steps) >= 1)
+    os.kill(pid, signal.SIGSTOP)  # as if a step hung
+    try:
+        with pytest.raises(WorkerError, match="stopped answering"):
+            job.future.result(30)
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # killed, as it should be
+            os.kill(pid, signal.SIGCONT)
+    assert len(pool.compute("next", load_preset("seed-001"), 60).steps) > 0
+
+
+def test_a_run_over_its_time_bound_is_refused_with_its_steps(pool: ComputePool) -> None:
+    with pytest.raises(RunTooLongError) as refused:
+        pool.compute("heavy", Scenario.from_dict(HEAVY), 0.3)
+    assert 0 < refused.value.steps_done < HEAVY["max_steps"]
+
+
+def test_the_time_bound_counts_only_the_runs_own_steps() -> None:
+    list(make_engine(load_preset("seed-001")).run())  # warm
+    engine = make_engine(load_preset("seed-001"))
+    steps = 0
+    for _ in engine.run(budget=0.5):  # paused 0.3 s after each step: 1.5 s in all, far past 0.5
+        steps += 1
+        time.sleep(0.3)
+    assert steps == len(list(make_engine(load_preset("seed-001")).run())) >= 5
+    engine = make_engine(load_preset("seed-001"))
+    engine.before_forward = lambda _: time.sleep(0.3)
+    with pytest.raises(RunTooLongError):
+        list(engine.run(budget=0.5))
+
+
+def test_the_server_computes_in_workers_and_says_when_one_dies() -> None:
+    client = TestClient(create_app(Settings()), raise_server_exceptions=False)
+    assert client.app.state.store.pool is compute_pool()
+    r = client.post("/api/runs", json=preset_dict("seed-001"))
+    assert r.status_code == 201 and r.json()["num_steps"] > 0
+    assert client.get(f"/api/runs/{r.json()['run_id']}/steps/1").json()["step"] == 1
+    # a worker that dies mid-run fails that run with a message; the run can be asked for again
+    with TestClient(create_app(Settings())) as c:  # one event loop: the run computes across requests
+        store = c.app.state.store
+        r = c.post("/api/runs?wait=first", json=HEAVY)
+        assert r.status_code == 202
+        rid = r.json()["run_id"]
+        for pid in compute_pool().pids():
+            os.kill(pid, signal.SIGKILL)
+        r = c.get(f"/api/runs/{rid}")
+        assert r.status_code == 500 and r.json()["error"] == "compute_failed"
+        assert "SIGKILL" in r.json()["detail"][0]["message"]
+        assert store.status(rid)["state"] == "waiting"  # not remembered as refused
+    assert client.post("/api/runs", json=preset_dict("seed-002")).status_code == 201
+
+
+def test_compute_in_threads_is_a_setting(monkeypatch: Any) -> None:
+    monkeypatch.setenv("PAGEDVIZ_COMPUTE_IN", "thread")
+    settings = Settings.from_env()
+    assert settings.compute_in == "thread"
+    client = TestClient(create_app(settings))
+    assert client.app.state.store.pool is None
+    assert client.post("/api/runs", json=preset_dict("seed-001")).status_code == 201
+    monkeypatch.setenv("PAGEDVIZ_COMPUTE_IN", "gpu")
+    with pytest.raises(SettingError, match="PAGEDVIZ_COMPUTE_IN"):
+        Settings.from_env()
