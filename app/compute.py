@@ -66,7 +66,7 @@ class _Computing:
     used: float = 0.0  # seconds of its own steps so far
 
 
-def _worker_main(conn: Connection) -> None:
+def _worker_main(conn: Connection, threads: int) -> None:
     """A worker's life: import the engine, say ready, then compute runs until the pipe closes.
     Messages in: ("run", job, scenario, max_seconds, max_bytes), ("stop", job), None (end).
     Out: ("ready", pid), ("step", job, trace), then one of ("done", job, truncated,
@@ -75,9 +75,14 @@ def _worker_main(conn: Connection) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the server, which stops us
     with contextlib.suppress(AttributeError, OSError):  # not here, or not allowed: same priority
         os.nice(NICE)
+    import torch
+
     from pagedviz.app.store import RunTooLargeError, measured_steps
     from pagedviz.core import make_engine
     from pagedviz.core.engine import RunTooLongError
+
+    # the processes share the cores: more threads than that would spin against each other
+    torch.set_num_threads(threads)
 
     runs: dict[int, _Computing] = {}
     try:
@@ -144,9 +149,11 @@ class Job:
 class Worker:
     """One computing process, the server's end of its pipe, and the thread reading it."""
 
-    def __init__(self, ctx: Any, on_end: Any) -> None:
+    def __init__(self, ctx: Any, on_end: Any, threads: int) -> None:
         self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_worker_main, args=(child,), name="pagedviz-compute", daemon=True)
+        self.proc = ctx.Process(
+            target=_worker_main, args=(child, threads), name="pagedviz-compute", daemon=True
+        )
         self.proc.start()
         child.close()
         self.jobs: dict[int, Job] = {}
@@ -176,9 +183,14 @@ class Worker:
             pass  # the process is gone: the reader thread fails the job
 
     def stop(self, job: Job) -> None:
-        if job.key in self.jobs and not self.ended:
-            with self.send_lock, contextlib.suppress(OSError, ValueError):
-                self.conn.send(("stop", job.key))
+        """Tell the worker to drop the run before its next step (from a thread of its own: the
+        caller, the event loop or this worker's reader, never waits on the pipe)."""
+        if not self.ended:
+            threading.Thread(target=self._send, args=(("stop", job.key),), daemon=True).start()
+
+    def _send(self, msg: Any) -> None:
+        with self.send_lock, contextlib.suppress(OSError, ValueError):
+            self.conn.send(msg)
 
     def _silent_too_long(self) -> bool:
         with self.lock:
@@ -222,6 +234,13 @@ class Worker:
             return
         if kind == "step":
             job.nbytes += measured_bytes(msg[2])  # what this process holds of it (under 1 ms a step)
+            if job.max_bytes is not None and job.nbytes > job.max_bytes:
+                # the bound holds for what this process keeps (the worker checks its own copy too)
+                with self.lock:
+                    self.jobs.pop(key, None)
+                self.stop(job)
+                job.future.set_exception(RunTooLargeError(len(job.steps) + 1, job.max_bytes))
+                return
             job.steps.append(msg[2])
             if job.progress is not None:
                 job.progress.steps_done = len(job.steps)
@@ -288,7 +307,9 @@ class ComputePool:
         self._keys = itertools.count(1)
 
     def _spawn(self) -> Worker:
-        w = Worker(self._ctx, self._forget)
+        # torch's threads: the cores shared out among the processes there may be
+        threads = max(1, (os.cpu_count() or 1) // self.max_workers)
+        w = Worker(self._ctx, self._forget, threads)
         self.workers.append(w)
         self.started += 1
         return w

@@ -1,9 +1,14 @@
 """Load on a real server: N concurrent clients step through every step of every preset and fetch
 arrays, on loopback, bounded in clients, rounds and seconds; meanwhile another client creates new
-runs (each a 256-request scenario computing for a while) with POST /api/runs?wait=first and
-times their first step. Prints p50/p99 latency per request kind, throughput, the error count,
-the CPU time the server and the clients used, and the server's peak memory (VmHWM). Targets:
-cached steps p99 under 50 ms, a new run's first step under 1 s.
+runs (each a 256-request scenario) with POST /api/runs?wait=first and times their first step.
+Prints p50/p99 latency per request kind, throughput, the error count, the CPU time the server (with
+its compute processes) and the clients used, and peak memory (VmHWM). Targets: cached steps p99
+under 50 ms, a new run's first step under 1 s.
+
+`--compute-in process,thread` runs the same load twice, side by side: runs computing in the
+server's compute processes (the default) and in threads of the server's own process (where they
+hold its interpreter lock against the readers), and prints the ratios. `--heavy` makes the new
+runs compute the tiny model for about 12 s each, so that they overlap and share the processes.
 
 The clients share the machine with the server, so what they cost shows in the latencies. By
 default they are lean: one process of their own, N keep-alive connections on one asyncio loop,
@@ -11,7 +16,8 @@ each request a prepared HTTP/1.1 GET (Accept-Encoding: gzip, as a browser sends)
 read by its Content-Length. `--client httpx` runs them as before, N threads of httpx.Client in
 this process, for comparison: the difference is the clients' own share of the latencies. Run:
 
-    .venv/bin/python benchmarks/api_load.py --clients 32 --seconds 20
+    .venv/bin/python benchmarks/api_load.py --clients 32 --seconds 20 --compute-in process,thread
+    .venv/bin/python benchmarks/api_load.py --clients 32 --seconds 40 --heavy --compute-in process,thread
     .venv/bin/python benchmarks/api_load.py --clients 32 --seconds 20 --client httpx
 """
 
@@ -24,25 +30,17 @@ import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
 import numpy as np
+from common import process_tree, status_mb
 
 from pagedviz.app.serve import running_server
 
 Urls = list[tuple[str, str]]  # (kind, path)
-
-
-def peak_rss_mb(pid: int) -> float:
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return float("nan")
+WHERE = {"process": "compute processes", "thread": "the server's threads"}
 
 
 def cpu_seconds(pid: int) -> float:
@@ -55,19 +53,25 @@ def cpu_seconds(pid: int) -> float:
         return float("nan")
 
 
-def new_run(seed: int) -> dict:
-    """256 requests of 64 prompt tokens and 32 outputs, simulated (model null): about 60 steps."""
+def new_run(seed: int, heavy: bool = False) -> dict:
+    """256 requests of 64 prompt tokens and 32 outputs, simulated (model null): about 60 steps,
+    0.2 s alone on a small machine. `heavy`: 48 rows at a time through the tiny model instead,
+    about 190 steps and 12 s alone, so that runs overlap and share the compute processes."""
+    config: dict = {
+        "block_size": 16,
+        "max_model_len": 96,
+        "max_num_reqs": 128,
+        "max_num_batched_tokens": 4096,
+        "num_kv_blocks": 1024,
+        "model": None,
+    }
+    if heavy:
+        del config["model"]
+        config.update(max_num_reqs=48, max_num_batched_tokens=1024)
     return {
         "name": f"load-{seed}",
         "seed": seed,
-        "config": {
-            "block_size": 16,
-            "max_model_len": 96,
-            "max_num_reqs": 128,
-            "max_num_batched_tokens": 4096,
-            "num_kv_blocks": 1024,
-            "model": None,
-        },
+        "config": config,
         "requests": [{"id": str(i), "prompt_len": 64, "max_tokens": 32} for i in range(256)],
     }
 
@@ -147,16 +151,10 @@ def httpx_clients(base: str, clients: int, urls: Urls, rounds: int, deadline: fl
     return out
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--clients", type=int, default=32)
-    ap.add_argument("--seconds", type=float, default=30)
-    ap.add_argument("--rounds", type=int, default=5, help="passes over every preset per client, at most")
-    ap.add_argument("--new-runs", type=int, default=8, help="new runs created during the load")
-    ap.add_argument("--client", choices=("lean", "httpx"), default="lean", help="how the clients run")
-    args = ap.parse_args()
+def load(args: argparse.Namespace, compute_in: str) -> dict[str, Any]:
+    """One server (runs computing in `compute_in`), the clients and the creator of new runs."""
     clients = max(1, min(args.clients, 256))
-    with running_server() as server:
+    with running_server(env={"PAGEDVIZ_COMPUTE_IN": compute_in}) as server:
         base = server.url
         presets = httpx.get(f"{base}/api/presets").json()
         runs = []
@@ -177,13 +175,15 @@ def main() -> None:
                     if time.monotonic() > deadline:
                         return
                     t0 = time.perf_counter()
-                    r = c.post("/api/runs?wait=first", json=new_run(seed))
+                    r = c.post("/api/runs?wait=first", json=new_run(seed, args.heavy))
                     new_runs.append((time.perf_counter() - t0) * 1e3)
                     new_errors += r.status_code not in (201, 202)
                     time.sleep(0.5)
 
         t0 = time.perf_counter()
-        server_cpu0, own_cpu0 = cpu_seconds(server.pid), time.process_time()
+        tree0 = process_tree(server.pid)
+        server_cpu0 = sum(cpu_seconds(p) for p in tree0)
+        own_cpu0 = time.process_time()
         making = threading.Thread(target=creator)
         making.start()
         if args.client == "httpx":
@@ -199,29 +199,72 @@ def main() -> None:
             proc.join()
         making.join()
         wall = time.perf_counter() - t0
-        server_cpu = cpu_seconds(server.pid) - server_cpu0
+        tree = process_tree(server.pid)
+        # CPU of the server and its compute processes (one that ended meanwhile is not counted)
+        server_cpu = sum(cpu_seconds(p) for p in tree) - server_cpu0
         lat: dict[str, list[float]] = {"step": [], "array": [], "overview": [], "new run": new_runs}
         errors = new_errors
         for kind, ms, ok in records:
             lat[kind].append(ms)
             errors += not ok
-        total = sum(len(v) for v in lat.values())
-        print(
-            f"clients {clients} ({args.client}), {total} requests in {wall:.1f} s: "
-            f"{total / wall:.0f} req/s, errors {errors}"
-        )
-        for kind, v in lat.items():
-            if v:
-                print(
-                    f"  {kind:>8}: n={len(v):>6}  p50 {np.percentile(v, 50):7.1f} ms"
-                    f"  p99 {np.percentile(v, 99):7.1f} ms"
-                )
-        print(
-            f"  CPU seconds over the {wall:.1f} s (2 cores = {2 * wall:.0f} s): server {server_cpu:.1f}, "
-            f"clients {client_cpu:.1f}; per request: server {server_cpu / total * 1e3:.2f} ms, "
-            f"clients {client_cpu / total * 1e3:.2f} ms"
-        )
-        print(f"  server peak memory (VmHWM): {peak_rss_mb(server.pid):.0f} MB")
+        return {
+            "lat": lat,
+            "errors": errors,
+            "wall": wall,
+            "server_cpu": server_cpu,
+            "client_cpu": client_cpu,
+            "server_mb": status_mb(server.pid, "VmHWM"),
+            "workers_mb": [status_mb(p, "VmHWM") for p in tree if p != server.pid],
+        }
+
+
+def report(args: argparse.Namespace, compute_in: str, r: dict[str, Any]) -> None:
+    lat, wall = r["lat"], r["wall"]
+    total = sum(len(v) for v in lat.values())
+    print(
+        f"runs computing in {WHERE[compute_in]}: {args.clients} clients ({args.client}), {total} requests"
+        f" in {wall:.1f} s: {total / wall:.0f} req/s, errors {r['errors']}"
+    )
+    for kind, v in lat.items():
+        if v:
+            print(
+                f"  {kind:>8}: n={len(v):>6}  p50 {np.percentile(v, 50):7.1f} ms"
+                f"  p99 {np.percentile(v, 99):7.1f} ms"
+            )
+    cores = os.cpu_count() or 1
+    print(
+        f"  CPU seconds over the {wall:.1f} s ({cores} cores = {cores * wall:.0f} s):"
+        f" server and its compute processes {r['server_cpu']:.1f}, clients {r['client_cpu']:.1f}"
+    )
+    workers = " + ".join(f"{m:.0f}" for m in r["workers_mb"]) or "none"
+    print(f"  peak memory (VmHWM): server {r['server_mb']:.0f} MB, its child processes {workers} MB")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--clients", type=int, default=32)
+    ap.add_argument("--seconds", type=float, default=30)
+    ap.add_argument("--rounds", type=int, default=5, help="passes over every preset per client, at most")
+    ap.add_argument("--new-runs", type=int, default=8, help="new runs created during the load")
+    ap.add_argument("--heavy", action="store_true", help="new runs through the tiny model (12 s each)")
+    ap.add_argument("--client", choices=("lean", "httpx"), default="lean", help="how the clients run")
+    ap.add_argument(
+        "--compute-in",
+        default="process",
+        help="where the server computes runs: process, thread, or both (process,thread) side by side",
+    )
+    args = ap.parse_args()
+    modes = [m.strip() for m in args.compute_in.split(",")]
+    if not modes or any(m not in WHERE for m in modes):
+        ap.error(f"--compute-in: process, thread or process,thread (got {args.compute_in!r})")
+    results = {mode: load(args, mode) for mode in modes}
+    for mode, r in results.items():
+        report(args, mode, r)
+    if len(results) == 2:
+        (a, ra), (b, rb) = results.items()
+        for kind in ("step", "new run"):
+            pa, pb = (np.percentile(r["lat"][kind], 99) for r in (ra, rb))
+            print(f"{kind} p99, {WHERE[a]} / {WHERE[b]}: {pa:.1f} / {pb:.1f} ms = {pa / pb:.2f}x")
 
 
 if __name__ == "__main__":

@@ -5,7 +5,8 @@ Each size runs in a fresh `pagedviz serve` (so its peak memory is the run's own)
 /api/runs?wait=first answers once step 1 is computed (202 while later steps compute), GET
 /api/runs/{id}/steps/1 then reads it, and GET /api/runs/{id} waits for the whole run. Printed:
 time to the first step (POST answered, step 1 read), the total time, the steps, and the server's
-resident memory before the run, at its peak (VmHWM) and the peak's growth per step. Targets: the
+resident memory before the run, at its peak (VmHWM) and the peak's growth per step (the server
+keeps the trace), and how far the compute processes (which run the engine) grew at their peak. Targets: the
 first step in under 1 s at 1024 requests. Requests have 64-token prompts and `--max-tokens`
 outputs; `--model` runs the tiny model too (default: fast simulation, `model: null`). Run:
 
@@ -19,6 +20,7 @@ import time
 from typing import Any
 
 import httpx
+from common import tree_growth_mb, tree_rss_mb
 
 from pagedviz.app.serve import running_server
 
@@ -56,6 +58,7 @@ def measure(requests: int, max_tokens: int, model: bool) -> dict[str, float]:
     with running_server(*limits, "--max-store-mb", "8192") as server:
         base = server.url
         before = memory_mb(server.pid, "VmRSS")
+        tree_before = tree_rss_mb(server.pid)
         with httpx.Client(base_url=base, timeout=600) as c:
             t0 = time.perf_counter()
             created = c.post("/api/runs?wait=first", json=scenario(requests, max_tokens, model))
@@ -68,6 +71,7 @@ def measure(requests: int, max_tokens: int, model: bool) -> dict[str, float]:
             overview = c.get(f"/api/runs/{run_id}").json()
             t_total = time.perf_counter() - t0
         peak = memory_mb(server.pid, "VmHWM")
+        compute_growth = tree_growth_mb(server.pid, tree_before) - max(0.0, peak - before)
     steps = overview["num_steps"]
     return {
         "created": t_created,
@@ -77,6 +81,7 @@ def measure(requests: int, max_tokens: int, model: bool) -> dict[str, float]:
         "before": before,
         "peak": peak,
         "per_step_kb": (peak - before) * 1024 / max(1, steps),
+        "compute": compute_growth,
     }
 
 
@@ -88,13 +93,13 @@ def main() -> None:
     args = ap.parse_args()
     print(
         f"{'reqs':>5} | {'POST (202) s':>12} {'step 1 s':>8} {'total s':>8} {'steps':>5} | "
-        f"{'RSS before MB':>13} {'peak MB':>8} {'peak/step KB':>12}"
+        f"{'RSS before MB':>13} {'peak MB':>8} {'peak/step KB':>12} | {'compute processes +MB':>21}"
     )
     for size in (int(s) for s in args.sizes.split(",")):
         m = measure(size, args.max_tokens, args.model)
         print(
             f"{size:>5} | {m['created']:>12.2f} {m['first']:>8.2f} {m['total']:>8.2f} {m['steps']:>5} | "
-            f"{m['before']:>13.0f} {m['peak']:>8.0f} {m['per_step_kb']:>12.1f}"
+            f"{m['before']:>13.0f} {m['peak']:>8.0f} {m['per_step_kb']:>12.1f} | {m['compute']:>21.0f}"
         )
 
 

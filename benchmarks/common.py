@@ -30,3 +30,40 @@ def bench_scenario(requests: int, tokens: int, device: str = "cpu", model: bool 
         },
         Limits(max_requests=requests, max_step_mflop=1 << 30),  # timing sizes, past the server's bound
     )
+
+
+def process_tree(pid: int) -> list[int]:
+    """The process and all its descendants (a server and its compute processes), from /proc."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        try:
+            with open(f"/proc/{p}/task/{p}/children") as f:
+                todo.extend(int(c) for c in f.read().split())
+        except OSError:
+            pass
+    return out
+
+
+def status_mb(pid: int, field: str) -> float:
+    """A /proc/PID/status memory field (VmRSS, VmHWM) in MB; NaN where unknown."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return float("nan")
+
+
+def tree_growth_mb(pid: int, before: dict[int, float]) -> float:
+    """How far the process tree's memory peaked above `before` (VmRSS by pid, from tree_rss_mb):
+    each process's VmHWM less its VmRSS before (all of it for a process started since)."""
+    return sum(max(0.0, status_mb(p, "VmHWM") - before.get(p, 0.0)) for p in process_tree(pid))
+
+
+def tree_rss_mb(pid: int) -> dict[int, float]:
+    """VmRSS of the process and each of its descendants, by pid."""
+    return {p: status_mb(p, "VmRSS") for p in process_tree(pid)}

@@ -21,6 +21,8 @@ import numpy as np
 PlanItem = tuple[str, str, str, str, "tuple[int, ...] | None"]
 Padding = Mapping[str, tuple["int | None", "np.ndarray | None"]]
 NO_PADDING: tuple[None, None] = (None, None)
+# the KV cache's per-block lists that compact() keeps as int32 arrays (block ids, ref counts)
+POOL_LISTS = ("free_block_queue", "ref_cnt")
 
 
 @dataclass(slots=True)
@@ -211,15 +213,23 @@ class StepTrace:
 
     def compact(self) -> None:
         """Keep what the trace holds in binary form where it has lists of Python objects (the KV
-        cache's block owners); readers and to_dict see the same values."""
-        owners = self.kv_cache.get("owners")
+        cache's block owners, its free queue and ref counts: one entry a block); readers and
+        to_dict see the same values."""
+        kv = self.kv_cache
+        owners = kv.get("owners")
         if isinstance(owners, dict) and owners:
-            self.kv_cache["owners"] = BlockOwners(owners)
+            kv["owners"] = BlockOwners(owners)
+        for key in POOL_LISTS:
+            if isinstance(kv.get(key), list):
+                kv[key] = np.asarray(kv[key], dtype=np.int32)
 
     def to_dict(self) -> dict[str, Any]:
         kv_cache = self.kv_cache
-        if isinstance(kv_cache.get("owners"), BlockOwners):
-            kv_cache = {**kv_cache, "owners": dict(kv_cache["owners"])}
+        if any(isinstance(v, (BlockOwners, np.ndarray)) for v in kv_cache.values()):
+            kv_cache = {
+                k: dict(v) if isinstance(v, BlockOwners) else v.tolist() if isinstance(v, np.ndarray) else v
+                for k, v in kv_cache.items()
+            }
         return {
             "step": self.step,
             "idle": self.idle,

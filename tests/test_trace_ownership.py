@@ -11,6 +11,7 @@ import pytest
 
 from pagedviz.core import load_preset, make_engine
 from pagedviz.core.presets import list_presets
+from pagedviz.core.trace import POOL_LISTS
 
 PRESETS = [p["id"] for p in list_presets()]
 
@@ -53,7 +54,10 @@ def test_a_compacted_trace_reads_and_serialises_as_before(preset: str) -> None:
     for t in make_engine(load_preset(preset)).run():
         before = json.dumps(t.to_dict(), default=str)
         owners = dict(t.kv_cache.get("owners", {}))
+        pool_lists = {k: t.kv_cache[k] for k in POOL_LISTS if k in t.kv_cache}
         t.compact()
+        for key, values in pool_lists.items():  # one entry a block: int32 arrays, same values
+            assert t.kv_cache[key].dtype == np.int32 and t.kv_cache[key].tolist() == values
         compact = t.kv_cache.get("owners", {})
         assert list(compact.items()) == list(owners.items())  # same keys, order and lists
         for key in [*owners, "999999", "x", "01"]:
