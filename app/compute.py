@@ -160,6 +160,7 @@ class Worker:
         self.lock = threading.Lock()  # the jobs table (the reader thread takes it too)
         self.send_lock = threading.Lock()  # one message at a time into the pipe
         self.heard = time.monotonic()  # when it last said something (or was given work while idle)
+        self.ready = False  # it has imported the engine and said so
         self.ended = False
         self._on_end = on_end
         threading.Thread(target=self._read, name="pagedviz-compute-reader", daemon=True).start()
@@ -210,6 +211,7 @@ class Worker:
             if self.conn.recv()[0] != "ready":
                 why = "did not say it was ready"
                 return
+            self.ready = True
             while True:
                 if not self.conn.poll(POLL_S):
                     if self._silent_too_long():
@@ -358,6 +360,23 @@ class ComputePool:
     def compute(self, *args: Any, **kwargs: Any) -> Run:
         """submit(...) and wait for the run (for callers outside an event loop)."""
         return self.submit(*args, **kwargs).future.result()
+
+    def starting(self) -> bool:
+        """Whether the pool cannot compute at once yet: no worker is ready and one is starting
+        (importing the engine takes a second or two). A pool with no worker at all is not
+        starting: the next run starts one."""
+        with self._lock:
+            live = [w for w in self.workers if not w.ended]
+        return bool(live) and not any(w.ready for w in live)
+
+    def wait_ready(self, timeout: float = START_TIMEOUT_S) -> bool:
+        """Wait until the pool is not starting (see `starting`); whether it got there in time."""
+        deadline = time.monotonic() + timeout
+        while self.starting():
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.02)
+        return True
 
     def pids(self) -> list[int]:
         with self._lock:

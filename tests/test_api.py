@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
+from pagedviz.app.compute import ComputePool, compute_pool
 from pagedviz.app.links import pack
 from pagedviz.app.main import create_app
 from pagedviz.app.settings import Settings
@@ -20,7 +21,9 @@ from pagedviz.core.presets import preset_dict
 
 @pytest.fixture()
 def client() -> TestClient:
-    return TestClient(create_app(Settings(max_runs=4)))
+    c = TestClient(create_app(Settings(max_runs=4)))
+    assert compute_pool().wait_ready(), "the compute processes did not start"  # /healthz is 200 then
+    return c
 
 
 def post(client: TestClient, scenario: Any) -> Any:
@@ -31,6 +34,21 @@ def test_healthz_reports_status_version_and_device(client: TestClient) -> None:
     r = client.get("/healthz")
     assert r.status_code == 200
     assert r.json()["status"] == "ok" and r.json()["device"] in ("cpu", "cuda:0", "npu:0")
+
+
+def test_healthz_is_not_ready_while_the_compute_processes_start() -> None:
+    client = TestClient(create_app(Settings()))
+    pool = client.app.state.store.pool = ComputePool()  # a pool of its own, just started
+    try:
+        pool.warm(1)
+        r = client.get("/healthz")
+        assert r.status_code == 503 and r.headers["retry-after"] == "1"
+        assert r.json()["detail"][0]["field"] == "compute"
+        assert "starting" in r.json()["detail"][0]["message"]
+        assert pool.wait_ready()
+        assert client.get("/healthz").status_code == 200
+    finally:
+        pool.close()
 
 
 def test_presets_list_and_detail(client: TestClient) -> None:

@@ -329,6 +329,7 @@ def test_a_damaged_or_forged_shared_file_is_not_read(tmp_path: Path) -> None:
 def test_an_unwritable_shared_folder_is_a_503_and_healthz_says_not_ready(tmp_path: Path) -> None:
     folder = tmp_path / "shared"
     client = TestClient(create_app(Settings(shared_dir=str(folder))), raise_server_exceptions=False)
+    assert client.app.state.store.pool.wait_ready()
     assert client.get("/healthz").status_code == 200
     folder.rmdir()
     folder.write_text("a file where the folder was")

@@ -1,5 +1,6 @@
 """GET /healthz: readiness, version and the device runs use. Not ready (503, with the reason)
-when the folder that workers share cannot be written, since no new run could then be shared."""
+when the folder that workers share cannot be written, since no new run could then be shared, and
+while the compute processes are starting (a second or two after the server starts)."""
 
 from __future__ import annotations
 
@@ -16,12 +17,19 @@ router = APIRouter(tags=["health"])
 
 @router.get("/healthz", response_model=Health, responses={503: {"model": ErrorOut}})
 def healthz(request: Request) -> JSONResponse:
-    shared = request.app.state.store.shared
-    problem = shared.problem() if shared is not None else None
+    store = request.app.state.store
+    problem = store.shared.problem() if store.shared is not None else None
     if problem is not None:
         return JSONResponse(
             {"error": "not_ready", "detail": [{"field": "PAGEDVIZ_SHARED_DIR", "message": problem}]},
             status_code=503,
+        )
+    if store.pool is not None and store.pool.starting():
+        msg = "the compute processes are starting (importing the engine); ask again in a moment"
+        return JSONResponse(
+            {"error": "not_ready", "detail": [{"field": "compute", "message": msg}]},
+            status_code=503,
+            headers={"Retry-After": "1"},
         )
     return JSONResponse(
         Health(
