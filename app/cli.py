@@ -24,8 +24,8 @@ SERVE_LIMITS = {
     "max_run_seconds": "PAGEDVIZ_MAX_RUN_SECONDS",
     "max_run_mb": "PAGEDVIZ_MAX_RUN_MB",
     "max_computing": "PAGEDVIZ_MAX_COMPUTING",
+    "max_in_progress": "PAGEDVIZ_MAX_IN_PROGRESS",
     "max_queued": "PAGEDVIZ_MAX_QUEUED",
-    "compute_processes": "PAGEDVIZ_COMPUTE_PROCESSES",
 }
 
 

@@ -27,6 +27,7 @@ import contextlib
 import itertools
 import multiprocessing as mp
 import os
+import queue
 import signal
 import threading
 import time
@@ -68,7 +69,8 @@ class _Computing:
 
 def _worker_main(conn: Connection, threads: int) -> None:
     """A worker's life: import the engine, say ready, then compute runs until the pipe closes.
-    Messages in: ("run", job, scenario, max_seconds, max_bytes), ("stop", job), None (end).
+    Messages in: ("run", job, scenario, max_seconds, max_bytes, paused), ("pause", job),
+    ("resume", job), ("stop", job), None (end).
     Out: ("ready", pid), ("step", job, trace), then one of ("done", job, truncated,
     device), ("too_long", job, steps), ("too_large", job, steps), ("failed", job, message),
     ("stopped", job)."""
@@ -85,25 +87,37 @@ def _worker_main(conn: Connection, threads: int) -> None:
     torch.set_num_threads(threads)
 
     runs: dict[int, _Computing] = {}
+    paused: set[int] = set()
     try:
         conn.send(("ready", os.getpid()))
         while True:
-            while not runs or conn.poll():  # take every message waiting; wait for one when idle
+            # take every message waiting; wait for one while no run may step
+            while not runs.keys() - paused or conn.poll():
                 msg = conn.recv()
                 if msg is None:
                     return
-                if msg[0] == "stop":
-                    if runs.pop(msg[1], None) is not None:
-                        conn.send(("stopped", msg[1]))
-                    continue  # a stop that crossed the end of its run is answered by that end
-                _, job, scenario, max_seconds, max_bytes = msg
-                try:
-                    engine = make_engine(scenario)
-                except Exception as e:  # noqa: BLE001 - reported to the server, which fails the run
-                    conn.send(("failed", job, f"{type(e).__name__}: {e}"[:500]))
-                    continue
-                runs[job] = _Computing(measured_steps(engine, max_seconds, max_bytes), engine)
-            job = min(runs, key=lambda j: runs[j].used)  # the run that has had the least time
+                kind, job = msg[0], msg[1]
+                if kind == "pause":
+                    paused.add(job)
+                elif kind == "resume":
+                    paused.discard(job)
+                elif kind == "stop":
+                    paused.discard(job)
+                    if runs.pop(job, None) is not None:
+                        conn.send(("stopped", job))
+                    # (a stop that crossed the end of its run is answered by that end)
+                else:
+                    _, job, scenario, max_seconds, max_bytes, start_paused = msg
+                    try:
+                        engine = make_engine(scenario)
+                    except Exception as e:  # noqa: BLE001 - reported to the server, which fails the run
+                        conn.send(("failed", job, f"{type(e).__name__}: {e}"[:500]))
+                        continue
+                    runs[job] = _Computing(measured_steps(engine, max_seconds, max_bytes), engine)
+                    if start_paused:
+                        paused.add(job)
+            # the run that has had the least time, of those that may step
+            job = min(runs.keys() - paused, key=lambda j: runs[j].used)
             run = runs[job]
             start = time.monotonic()
             try:
@@ -141,15 +155,17 @@ class Job:
     progress: Progress | None
     steps: list[StepTrace]
     future: Future[Run] = field(default_factory=Future)
-    nbytes: int = 0
+    nbytes: int = 0  # what this process holds of its steps
+    engine_bytes: int = 0  # what its engine is estimated to hold in the worker
     worker: Worker | None = None
-    key: int = 0
+    key: int = 0  # in the order runs were given: the oldest goes on when memory is short
+    paused: bool = False
 
 
 class Worker:
     """One computing process, the server's end of its pipe, and the thread reading it."""
 
-    def __init__(self, ctx: Any, on_end: Any, threads: int) -> None:
+    def __init__(self, ctx: Any, on_end: Any, threads: int, on_change: Any = None) -> None:
         self.conn, child = ctx.Pipe()
         self.proc = ctx.Process(
             target=_worker_main, args=(child, threads), name="pagedviz-compute", daemon=True
@@ -158,12 +174,16 @@ class Worker:
         child.close()
         self.jobs: dict[int, Job] = {}
         self.lock = threading.Lock()  # the jobs table (the reader thread takes it too)
-        self.send_lock = threading.Lock()  # one message at a time into the pipe
+        # messages to the process, in order, sent by a thread of their own: no caller (the event
+        # loop, a reader thread) ever waits on the pipe
+        self.outbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self.heard = time.monotonic()  # when it last said something (or was given work while idle)
         self.ready = False  # it has imported the engine and said so
         self.ended = False
         self._on_end = on_end
+        self._on_change = on_change or (lambda: None)  # a run's bytes in flight changed
         threading.Thread(target=self._read, name="pagedviz-compute-reader", daemon=True).start()
+        threading.Thread(target=self._send, name="pagedviz-compute-sender", daemon=True).start()
 
     def load(self) -> int:
         return len(self.jobs)
@@ -172,32 +192,35 @@ class Worker:
         with self.lock:
             if self.ended:
                 raise WorkerError("the computing process has ended")
-            if not self.jobs:
-                self.heard = time.monotonic()
+            if all(j.paused for j in self.jobs.values()):
+                self.heard = time.monotonic()  # (the watchdog counts silence while runs may step)
             self.jobs[job.key] = job
             job.worker = self
-        # not under `lock`: a send may wait for the worker, which may wait for the reader thread
-        try:
-            with self.send_lock:
-                self.conn.send(("run", job.key, job.scenario, job.max_seconds, job.max_bytes))
-        except (OSError, ValueError):
-            pass  # the process is gone: the reader thread fails the job
+            msg = ("run", job.key, job.scenario, job.max_seconds, job.max_bytes, job.paused)
+            self.outbox.put(msg)
 
-    def stop(self, job: Job) -> None:
-        """Tell the worker to drop the run before its next step (from a thread of its own: the
-        caller, the event loop or this worker's reader, never waits on the pipe)."""
+    def tell(self, kind: str, job: Job) -> None:
+        """("stop" | "pause" | "resume") the run, before its next step."""
         if not self.ended:
-            threading.Thread(target=self._send, args=(("stop", job.key),), daemon=True).start()
+            if kind == "resume":
+                self.heard = time.monotonic()  # (the watchdog counts silence while runs may step)
+            self.outbox.put((kind, job.key))
 
-    def _send(self, msg: Any) -> None:
-        with self.send_lock, contextlib.suppress(OSError, ValueError):
-            self.conn.send(msg)
+    def _send(self) -> None:
+        while True:
+            msg = self.outbox.get()
+            try:
+                self.conn.send(msg)
+            except (OSError, ValueError):
+                return  # the process is gone: the reader thread fails its runs
+            if msg is None:
+                return
 
     def _silent_too_long(self) -> bool:
         with self.lock:
-            if not self.jobs:
-                return False
-            bounds = [j.max_seconds for j in self.jobs.values()]
+            bounds = [j.max_seconds for j in self.jobs.values() if not j.paused]
+        if not bounds:
+            return False  # nothing may step: silence is expected
         if any(b is None for b in bounds):
             return False
         return time.monotonic() - self.heard > max(b or 0.0 for b in bounds) + WATCHDOG_GRACE_S
@@ -240,13 +263,16 @@ class Worker:
                 # the bound holds for what this process keeps (the worker checks its own copy too)
                 with self.lock:
                     self.jobs.pop(key, None)
-                self.stop(job)
+                self.tell("stop", job)
                 job.future.set_exception(RunTooLargeError(len(job.steps) + 1, job.max_bytes))
+                self._on_change()
                 return
             job.steps.append(msg[2])
             if job.progress is not None:
                 job.progress.steps_done = len(job.steps)
+            self._on_change()
             return
+        self._on_change()  # the run's bytes leave those in flight
         if kind == "done":
             run = Run(job.run_id, job.scenario, job.steps, msg[2], msg[3], job.nbytes)
             job.future.set_result(run)
@@ -284,34 +310,53 @@ class Worker:
         self.conn.close()
         for job in jobs:
             job.future.set_exception(WorkerError(f"the process computing the run {why}"))
+        self.outbox.put(None)  # the sender thread ends too
         self._on_end(self)
 
     def close(self) -> None:
         """Ask the process to end; the reader thread then fails any run it still had."""
-        with self.send_lock, contextlib.suppress(OSError, ValueError):
-            self.conn.send(None)
+        self.outbox.put(None)
         self.proc.join(2)
         if self.proc.is_alive():
             self.proc.kill()
 
 
+def engine_bytes(scenario: Scenario) -> int:
+    """What a run's engine is estimated to hold in its worker while it computes: the KV cache
+    tensor, the persistent batch's token table, the block pool's Python objects."""
+    from pagedviz.core.config import step_costs
+
+    c = scenario.config
+    return (
+        4 * step_costs(scenario).get("kv", 0) + 8 * c.max_num_reqs * c.max_model_len + 200 * c.num_kv_blocks
+    )
+
+
 class ComputePool:
     """Worker processes that compute runs, shared by every app of this server process. A run goes
     to the worker with the fewest runs; a new worker is started while all are busy and there are
-    fewer than `max_workers` (the most any app of this process asked for)."""
+    fewer than `max_workers` (the most any app of this process asked for).
+
+    Memory: the runs in flight hold their steps so far here and their engines in the workers.
+    While those bytes (measured steps, estimated engines) pass `memory_budget`, only the oldest
+    run goes on and the others pause between two steps (new ones start paused); when runs end and
+    the bytes fall back under the budget, they go on. So many small runs compute side by side,
+    while big ones take their turn, as if only a few computed at once."""
 
     def __init__(self) -> None:
         self._ctx = mp.get_context("spawn")
         self._lock = threading.Lock()
         self.workers: list[Worker] = []
         self.max_workers = 1
+        self.memory_budget: int | None = None  # bytes in flight past which runs pause
         self.started = 0  # workers started over the pool's life
+        self.pauses = 0  # runs paused for memory over the pool's life
         self._keys = itertools.count(1)
 
     def _spawn(self) -> Worker:
         # torch's threads: the cores shared out among the processes there may be
         threads = max(1, (os.cpu_count() or 1) // self.max_workers)
-        w = Worker(self._ctx, self._forget, threads)
+        w = Worker(self._ctx, self._forget, threads, self._balance)
         self.workers.append(w)
         self.started += 1
         return w
@@ -320,14 +365,51 @@ class ComputePool:
         with self._lock:
             if w in self.workers:
                 self.workers.remove(w)
+        self._balance()
 
-    def warm(self, n: int) -> None:
+    def warm(self, n: int, memory_budget: int | None = None) -> None:
         """Allow `n` workers and start them now (without waiting for them to be ready), so the
-        first runs do not wait for a worker to import the engine."""
+        first runs do not wait for a worker to import the engine; keep the runs in flight under
+        `memory_budget` bytes (the largest any app of this process asked for)."""
         with self._lock:
             self.max_workers = max(self.max_workers, n)
+            if memory_budget is not None:
+                self.memory_budget = max(self.memory_budget or 0, memory_budget)
             while len(self.workers) < n:
                 self._spawn()
+
+    def jobs(self) -> list[Job]:
+        """The runs in flight, oldest first."""
+        with self._lock:
+            workers = list(self.workers)
+        jobs: list[Job] = []
+        for w in workers:
+            with w.lock:
+                jobs.extend(w.jobs.values())
+        return sorted(jobs, key=lambda j: j.key)
+
+    def bytes_in_flight(self) -> int:
+        return sum(j.nbytes + j.engine_bytes for j in self.jobs())
+
+    def _balance(self) -> None:
+        """Pause all but the oldest run while the runs in flight pass the memory budget; let
+        them go on once they are back under it."""
+        budget = self.memory_budget
+        if budget is None:
+            return
+        with self._lock:  # one balance at a time (reader threads call it after every step)
+            jobs: list[Job] = []
+            for w in self.workers:
+                with w.lock:
+                    jobs.extend(w.jobs.values())
+            jobs.sort(key=lambda j: j.key)
+            over = sum(j.nbytes + j.engine_bytes for j in jobs) > budget
+            for i, job in enumerate(jobs):
+                pause = over and i > 0
+                if job.paused != pause and job.worker is not None:
+                    job.paused = pause
+                    self.pauses += pause
+                    job.worker.tell("pause" if pause else "resume", job)
 
     def submit(
         self,
@@ -343,19 +425,24 @@ class ComputePool:
         WorkerError when its worker fails."""
         job = Job(run_id, scenario, max_seconds, max_bytes, progress, [] if steps is None else steps)
         job.future.set_running_or_notify_cancel()  # only its worker ends it
-        job.key = next(self._keys)
+        job.engine_bytes = engine_bytes(scenario)
         with self._lock:
+            job.key = next(self._keys)
             live = [w for w in self.workers if not w.ended]
             idlest = min(live, key=Worker.load, default=None)
             if idlest is None or (idlest.load() > 0 and len(live) < self.max_workers):
                 idlest = self._spawn()
+            if self.memory_budget is not None and live:
+                in_flight = sum(j.nbytes + j.engine_bytes for w in live for j in list(w.jobs.values()))
+                job.paused = in_flight + job.engine_bytes > self.memory_budget and in_flight > 0
+                self.pauses += job.paused
         idlest.submit(job)
         return job
 
     def cancel(self, job: Job) -> None:
         """Nobody waits for the run any more: its worker drops it before its next step."""
         if job.worker is not None:
-            job.worker.stop(job)
+            job.worker.tell("stop", job)
 
     def compute(self, *args: Any, **kwargs: Any) -> Run:
         """submit(...) and wait for the run (for callers outside an event loop)."""

@@ -68,7 +68,7 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(BusyError)
     async def busy(_: Request, e: BusyError) -> JSONResponse:
-        msg = f"{e} (in {e.retry_after} s); PAGEDVIZ_MAX_COMPUTING and PAGEDVIZ_MAX_QUEUED set how many"
+        msg = f"{e} (in {e.retry_after} s); PAGEDVIZ_MAX_IN_PROGRESS and PAGEDVIZ_MAX_QUEUED set how many"
         return JSONResponse(
             body("busy", [("", msg)]), status_code=503, headers={"Retry-After": str(e.retry_after)}
         )

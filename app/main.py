@@ -111,7 +111,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         shared.mkdir(parents=True, exist_ok=True)
     pool = compute_pool() if settings.compute_in == "process" else None
     if pool is not None:
-        pool.warm(settings.compute_processes)  # started now: the first runs find workers ready
+        # started now: the first runs find workers ready
+        pool.warm(settings.max_computing, memory_budget=settings.max_computing * settings.max_run_bytes)
     app.state.store = RunStore(
         settings.max_runs,
         settings.max_store_bytes,
@@ -120,7 +121,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         shared,
         max_run_bytes=settings.max_run_bytes,
         max_scenario_bytes=settings.max_scenario_bytes,
-        max_computing=settings.max_computing,
+        max_in_progress=settings.max_in_progress if pool is not None else settings.max_computing,
         max_queued=settings.max_queued,
         max_file_bytes=settings.max_body_bytes,
         pool=pool,

@@ -47,11 +47,11 @@ class Settings:
     max_body_bytes: int = 1 << 20  # largest POST body
     max_link_chars: int = 64 << 10  # largest packed scenario in a link
     max_run_seconds: int = 60  # a run that would compute longer than this is refused (413)
-    # runs computing at once, sharing the compute processes (each process computes the step of
-    # whichever of its runs has had the least time): a new run starts at once while others compute
-    max_computing: int = 8
-    # processes that compute runs: at most the cores, and at most 4
-    compute_processes: int = field(default_factory=lambda: min(4, os.cpu_count() or 1))
+    # runs computing at once: the compute processes, each computing one step at a time (of the
+    # run that has had the least time); at most the cores, and at most 4. Runs in flight pause
+    # while they hold more than max_computing x max_run_bytes, so that their peaks stay bounded
+    max_computing: int = field(default_factory=lambda: min(4, os.cpu_count() or 1))
+    max_in_progress: int = 16  # runs started and not finished, sharing those processes
     max_queued: int = 64  # runs waiting for a turn; past it a new run gets 503 + Retry-After
     shared_dir: str = ""  # where workers share remembered scenarios ("" = not shared)
     # where runs compute: "process" (worker processes, so the server stays responsive while runs
@@ -75,7 +75,7 @@ class Settings:
             max_run_seconds=env_int("PAGEDVIZ_MAX_RUN_SECONDS", d.max_run_seconds),
             max_computing=env_int("PAGEDVIZ_MAX_COMPUTING", d.max_computing),
             max_queued=env_int("PAGEDVIZ_MAX_QUEUED", d.max_queued),
-            compute_processes=env_int("PAGEDVIZ_COMPUTE_PROCESSES", d.compute_processes),
+            max_in_progress=env_int("PAGEDVIZ_MAX_IN_PROGRESS", d.max_in_progress),
             shared_dir=os.environ.get("PAGEDVIZ_SHARED_DIR", ""),
             compute_in=compute_in(os.environ.get("PAGEDVIZ_COMPUTE_IN", d.compute_in)),
             embed_ancestors=embed_ancestors(os.environ.get("PAGEDVIZ_EMBED_ANCESTORS", d.embed_ancestors)),

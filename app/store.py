@@ -2,9 +2,10 @@
 scenarios behind them in a larger LRU (also bounded in measured bytes), so an evicted run is
 recomputed on demand; with several workers the scenarios also go to a shared folder (app/shared.py).
 
-Engine work runs in worker processes (app/compute.py; a store made without a pool uses threads of
-this process) under admission control: at most `max_computing` runs compute
-at once, up to `max_queued` more wait their turn (their progress says `queued`), and past that a
+Engine work runs in the compute processes (app/compute.py; a store made without a pool uses
+threads of this process) under admission control: at most `max_in_progress` runs are started and
+not finished (sharing the processes, which also pause runs while memory is short), up to
+`max_queued` more wait their turn (their progress says `queued`), and past that a
 new run is refused (BusyError: a 503 with Retry-After). Concurrent requests for one run share one
 computation. A run refused for its time or size is remembered as refused, not recomputed.
 
@@ -205,7 +206,7 @@ class RunStore:
         *,
         max_run_bytes: int | None = None,
         max_scenario_bytes: int = 1 << 40,
-        max_computing: int = 1 << 10,
+        max_in_progress: int = 1 << 10,
         max_queued: int = 1 << 10,
         max_file_bytes: int = 1 << 20,
         pool: ComputePool | None = None,
@@ -213,7 +214,7 @@ class RunStore:
         self.max_runs, self.max_bytes, self.max_scenarios = max_runs, max_bytes, max_scenarios
         self.max_seconds, self.max_run_bytes = max_seconds, max_run_bytes
         self.max_scenario_bytes = max_scenario_bytes
-        self.max_computing, self.max_queued = max_computing, max_queued
+        self.max_in_progress, self.max_queued = max_in_progress, max_queued
         # where runs compute: in worker processes (the server's), else in threads of this process
         self.pool = pool
         # with several workers, scenarios are also written here so any worker can recompute a run
@@ -343,7 +344,7 @@ class RunStore:
         scenario = self._scenario(run_id)
         if scenario is None:
             return None
-        if len(self.in_flight) >= self.max_computing + self.max_queued:
+        if len(self.in_flight) >= self.max_in_progress + self.max_queued:
             raise BusyError(retry_after=max(1, min(30, int(self.max_seconds or 5) // 2)))
         fut = asyncio.get_running_loop().create_future()
         self.in_flight[run_id] = fut
@@ -356,7 +357,7 @@ class RunStore:
 
     async def _compute(self, run_id: str, scenario: Scenario, fut: asyncio.Future[Run]) -> None:
         if self._slots is None:
-            self._slots = asyncio.Semaphore(self.max_computing)
+            self._slots = asyncio.Semaphore(self.max_in_progress)
         progress, steps = self.progress[run_id], self.partial[run_id]
         try:
             async with self._slots:

@@ -154,7 +154,10 @@ def httpx_clients(base: str, clients: int, urls: Urls, rounds: int, deadline: fl
 def load(args: argparse.Namespace, compute_in: str) -> dict[str, Any]:
     """One server (runs computing in `compute_in`), the clients and the creator of new runs."""
     clients = max(1, min(args.clients, 256))
-    with running_server(env={"PAGEDVIZ_COMPUTE_IN": compute_in}) as server:
+    env = {"PAGEDVIZ_COMPUTE_IN": compute_in}
+    if args.max_computing:
+        env["PAGEDVIZ_MAX_COMPUTING"] = str(args.max_computing)
+    with running_server(env=env) as server:
         base = server.url
         presets = httpx.get(f"{base}/api/presets").json()
         runs = []
@@ -248,6 +251,7 @@ def main() -> None:
     ap.add_argument("--new-runs", type=int, default=8, help="new runs created during the load")
     ap.add_argument("--heavy", action="store_true", help="new runs through the tiny model (12 s each)")
     ap.add_argument("--client", choices=("lean", "httpx"), default="lean", help="how the clients run")
+    ap.add_argument("--max-computing", type=int, help="runs computing at once (default: the server's)")
     ap.add_argument(
         "--compute-in",
         default="process",

@@ -209,3 +209,35 @@ def test_compute_in_threads_is_a_setting(monkeypatch: Any) -> None:
     monkeypatch.setenv("PAGEDVIZ_COMPUTE_IN", "gpu")
     with pytest.raises(SettingError, match="PAGEDVIZ_COMPUTE_IN"):
         Settings.from_env()
+
+
+def test_past_the_memory_budget_only_the_oldest_run_goes_on() -> None:
+    pool = ComputePool()
+    try:
+        pool.warm(1, memory_budget=1)  # any run in flight passes it
+        first = pool.submit("heavy", Scenario.from_dict({**HEAVY, "max_steps": 60}), 60)
+        wait_for(lambda: len(first.steps) >= 1)
+        second = pool.submit("small", load_preset("seed-001"), 60)
+        assert second.paused  # started paused: the first holds more than the budget
+        time.sleep(0.5)
+        assert not second.steps and not first.future.done()
+        first.future.result(120)
+        run = second.future.result(60)  # the first's bytes left: the second went on
+        assert len(run.steps) == len(compute("small", load_preset("seed-001")).steps)
+        assert pool.pauses >= 1 and pool.bytes_in_flight() == 0
+    finally:
+        pool.close()
+
+
+def test_under_the_memory_budget_runs_go_side_by_side() -> None:
+    pool = ComputePool()
+    try:
+        pool.warm(1, memory_budget=1 << 30)
+        first = pool.submit("heavy", Scenario.from_dict(HEAVY), 60)
+        wait_for(lambda: len(first.steps) >= 1)
+        second = pool.submit("small", load_preset("seed-001"), 60)
+        second.future.result(60)
+        assert not second.paused and not first.future.done() and pool.pauses == 0
+        pool.cancel(first)
+    finally:
+        pool.close()

@@ -257,9 +257,9 @@ def test_over_budget_runs_are_remembered_not_recomputed() -> None:
     assert client.get(f"/api/runs/{rid}/progress").json()["state"] == "refused"
 
 
-def test_at_most_max_computing_runs_compute_the_rest_queue_then_get_busy() -> None:
+def test_at_most_max_in_progress_runs_compute_the_rest_queue_then_get_busy() -> None:
     async def go() -> tuple[list[Any], list[dict | None], int]:
-        store = RunStore(8, 1 << 30, 64, max_computing=1, max_queued=1)
+        store = RunStore(8, 1 << 30, 64, max_in_progress=1, max_queued=1)
         ids = [store.remember(Scenario.from_dict({**LONG_RUN, "seed": s, "max_steps": 30})) for s in range(3)]
         tasks = [asyncio.create_task(store.get(i)) for i in ids]
         await asyncio.sleep(0.3)
@@ -275,12 +275,12 @@ def test_at_most_max_computing_runs_compute_the_rest_queue_then_get_busy() -> No
 
 
 def test_busy_is_a_503_with_retry_after() -> None:
-    client = TestClient(create_app(Settings(max_computing=1, max_queued=1)), raise_server_exceptions=False)
+    client = TestClient(create_app(Settings(max_in_progress=1, max_queued=1)), raise_server_exceptions=False)
     store = client.app.state.store
     store.in_flight.update({"a": None, "b": None})  # two runs already hold every place
     r = client.post("/api/runs", json=small())
     assert r.status_code == 503 and int(r.headers["retry-after"]) >= 1
-    assert "PAGEDVIZ_MAX_COMPUTING" in r.json()["detail"][0]["message"]
+    assert "PAGEDVIZ_MAX_IN_PROGRESS" in r.json()["detail"][0]["message"]
     store.in_flight.clear()
     assert client.post("/api/runs", json=small()).status_code == 201
 
