@@ -55,6 +55,8 @@ export function refButton(ref, label) {
   });
 }
 
+const MAX_REF_BUTTONS = 16;
+
 function escapeRe(s) { return s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"); }
 
 // The sentence with its refs made buttons where the text names them ("request 2", "block 6",
@@ -97,9 +99,15 @@ export function sentence(item, lang = state.lang) {
     const key = `${ref.kind}:${ref.id}`;
     if (linked.has(key) || restSeen.has(key)) continue;
     restSeen.add(key);
-    rest.push(refButton(ref));
+    rest.push(ref);
   }
-  return rest.length ? el("span", {}, [out, " ", el("span", { class: "refs" }, rest)]) : out;
+  // a sentence about a big batch names hundreds of requests: the first few are buttons, the
+  // others a count (the tables show them all)
+  const buttons = rest.slice(0, MAX_REF_BUTTONS).map((ref) => refButton(ref));
+  if (rest.length > MAX_REF_BUTTONS) {
+    buttons.push(el("span", { class: "refs-more", text: L("refs_more").replace("{n}", rest.length - MAX_REF_BUTTONS) }));
+  }
+  return buttons.length ? el("span", {}, [out, " ", el("span", { class: "refs" }, buttons)]) : out;
 }
 
 let shown = "";  // what the panel shows, so that a stage change redraws only the stage part

@@ -227,3 +227,26 @@ def test_a_prefix_cache_hit_is_the_cached_segment_of_its_bar(page: object) -> No
             break
     # the demo's second request finds whole blocks of the shared prefix in the cache
     assert any(n > 0 and n % bs == 0 for n in found), found
+
+
+def test_a_sentence_naming_many_requests_shows_a_few_buttons_and_a_count(
+    hd_page: object, big_link: str
+) -> None:
+    open_big(hd_page, big_link, "&step=1")
+    # step 1 leaves most of the 128 requests waiting: the sentence that says so names them all,
+    # as 16 buttons and a count of the others
+    waiting_bars = hd_page.evaluate("document.querySelectorAll('#ov-bars .ov-bar.waiting').length")
+    item = hd_page.locator("#narr-step li", has_text="Still waiting").first
+    buttons = item.locator(".refs button.ref-request")
+    assert buttons.count() == 16
+    more = int(re.search(r"\d+", item.locator(".refs-more").inner_text()).group())
+    assert 16 + more == waiting_bars > 16
+    # every sentence is capped alike
+    for capped in hd_page.locator("#narr-step li:has(.refs-more)").all():
+        assert capped.locator(".refs > button").count() == 16
+    # the buttons are the first of the requests named, in their order
+    named = [b.inner_text().split()[-1] for b in buttons.all()]
+    waiting_ids = hd_page.evaluate(
+        "[...document.querySelectorAll('#ov-bars .ov-bar.waiting')].map((b) => b.dataset.req)"
+    )
+    assert set(named) <= set(waiting_ids) and len(set(named)) == 16
