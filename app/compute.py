@@ -296,7 +296,8 @@ class Worker:
             return "stopped answering"
         if code < 0:
             name = signal.Signals(-code).name if -code in signal.valid_signals() else str(-code)
-            return f"was stopped by {name}" + (" (out of memory?)" if -code == signal.SIGKILL else "")
+            killed = -code == getattr(signal, "SIGKILL", 9)
+            return f"was stopped by {name}" + (" (out of memory?)" if killed else "")
         return f"exited with code {code}"
 
     def _end(self, why: str) -> None:
@@ -409,6 +410,8 @@ class ComputePool:
                 if job.paused != pause and job.worker is not None:
                     job.paused = pause
                     self.pauses += pause
+                    if job.progress is not None:
+                        job.progress.paused = pause
                     job.worker.tell("pause" if pause else "resume", job)
 
     def submit(
@@ -436,6 +439,8 @@ class ComputePool:
                 in_flight = sum(j.nbytes + j.engine_bytes for w in live for j in list(w.jobs.values()))
                 job.paused = in_flight + job.engine_bytes > self.memory_budget and in_flight > 0
                 self.pauses += job.paused
+                if progress is not None:
+                    progress.paused = job.paused
         idlest.submit(job)
         return job
 

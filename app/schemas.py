@@ -61,6 +61,11 @@ class RunProgress(BaseModel):
     max_steps: int = Field(examples=[256], description="the scenario's bound on steps")
     elapsed_s: float | None = Field(default=None, description="seconds spent computing so far")
     queue_ahead: int | None = Field(default=None, description="runs ahead of this one while it is queued")
+    paused: bool | None = Field(
+        default=None,
+        description="computing, but paused between two steps: the runs in flight hold more memory than "
+        "the server allows them, and only the oldest goes on until some end",
+    )
     max_seconds: float | None = Field(default=None, description="the server's time bound per run")
 
 

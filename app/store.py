@@ -155,6 +155,7 @@ class Progress:
     queued: float
     started: float | None = None  # None while it waits for a computing slot
     steps_done: int = 0
+    paused: bool = False  # paused by the compute pool while memory is short
 
 
 def measured_steps(
@@ -426,6 +427,7 @@ class RunStore:
                 "steps_done": p.steps_done,
                 "max_steps": p.max_steps,
                 "elapsed_s": elapsed,
+                **({"paused": True} if p.paused else {}),
             }
         scenario = self._scenario(run_id)
         if scenario is not None:

@@ -31,6 +31,7 @@ export const STRINGS = {
     kv_note_cap: "showing the first {n} blocks", default: "default", docs: "docs", mirrors: "mirrors",
     ax_position: "position", ax_row: "row", ax_logical: "logical block", ax_physical: "physical block",
     ax_slot: "slot in block", ax_key: "key position", more_tokens: "{n} more tokens: use the export links", refs_more: "and {n} more",
+    paused_memory: "(paused: the runs computing now hold the server's memory; it goes on when some end)",
     narration: "What happens", this_stage: "This stage", no_stage_narration: "Nothing to add for this stage in this step.",
     ref_absent: "not in this step's batch",
     lesson: "Lesson", section: "Section", sections: "sections", sections_all: "All sections", minutes: "min",
@@ -95,6 +96,7 @@ export const STRINGS = {
     kv_note_cap: "仅显示前 {n} 个块", default: "默认", docs: "文档", mirrors: "对应上游",
     ax_position: "位置", ax_row: "行", ax_logical: "逻辑块", ax_physical: "物理块",
     ax_slot: "块内槽位", ax_key: "key 位置", more_tokens: "还有 {n} 个 token：请用导出链接查看", refs_more: "另有 {n} 个",
+    paused_memory: "（暂停：正在计算的运行占满了服务器的内存，有运行结束后继续）",
     narration: "发生了什么", this_stage: "本阶段", no_stage_narration: "这一步在本阶段没有要补充的。",
     ref_absent: "不在本步的批次中",
     lesson: "课程", section: "小节", sections: "个小节", sections_all: "全部小节", minutes: "分钟",
@@ -191,7 +193,8 @@ export function t(lang, key) {
 
 // The status line of a run still computing (an answer of /api/runs/{id}/progress).
 export function progressText(lang, p) {
-  return t(lang, "computing").replace("{n}", p.steps_done).replace("{max}", p.max_steps).replace("{t}", Math.round(p.elapsed_s));
+  const text = t(lang, "computing").replace("{n}", p.steps_done).replace("{max}", p.max_steps).replace("{t}", Math.round(p.elapsed_s));
+  return p.paused ? `${text} ${t(lang, "paused_memory")}` : text;
 }
 
 // A flavour's own text ("nanovllm:input_ids") wins over the shared one.

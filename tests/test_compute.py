@@ -19,7 +19,7 @@ from pagedviz.app import compute as compute_module
 from pagedviz.app.compute import CancelledRunError, ComputePool, WorkerError, compute_pool
 from pagedviz.app.main import create_app
 from pagedviz.app.settings import Settings
-from pagedviz.app.store import RunTooLargeError, compute, measured_bytes
+from pagedviz.app.store import Progress, RunTooLargeError, compute, measured_bytes
 from pagedviz.core import Scenario, load_preset, make_engine
 from pagedviz.core.config import SettingError
 from pagedviz.core.engine import RunTooLongError
@@ -217,12 +217,14 @@ def test_past_the_memory_budget_only_the_oldest_run_goes_on() -> None:
         pool.warm(1, memory_budget=1)  # any run in flight passes it
         first = pool.submit("heavy", Scenario.from_dict({**HEAVY, "max_steps": 60}), 60)
         wait_for(lambda: len(first.steps) >= 1)
-        second = pool.submit("small", load_preset("seed-001"), 60)
-        assert second.paused  # started paused: the first holds more than the budget
+        progress = Progress(max_steps=60, queued=time.monotonic())
+        second = pool.submit("small", load_preset("seed-001"), 60, progress)
+        assert second.paused and progress.paused  # started paused: the first holds more than the budget
         time.sleep(0.5)
         assert not second.steps and not first.future.done()
         first.future.result(120)
         run = second.future.result(60)  # the first's bytes left: the second went on
+        assert not progress.paused
         assert len(run.steps) == len(compute("small", load_preset("seed-001")).steps)
         assert pool.pauses >= 1 and pool.bytes_in_flight() == 0
     finally:
