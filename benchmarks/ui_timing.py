@@ -2,13 +2,15 @@
 
 Starts a real server, opens the run page of a preset (seed-000 by default) or of a generated
 N-request scenario (--requests N, no model, a pool big enough for all of them) and reads the page's
-own timings: first render (navigation start to the step's tables drawn) and the heatmaps drawn
-(every heatmap up), for a cold first load and for warm reloads in the same browser; and each
-step change (→ key to the step drawn, its fetch included; a second pass over cached steps too).
-With --stream N it also opens a scenario of N requests the server has not computed and times
-step 1 on the page while the later steps compute. Targets (issue 17): first paint with heatmaps
-under 1 s for every preset and under 1.5 s for 128 requests; a step change under 50 ms median
-(under 100 ms at 128 requests); step 1 of a new 1024-request run on the page in under 1 s. Run:
+own timings, each two ways: when the page's script is done (tables written, heatmap canvases
+drawn) and when the frame that shows it is painted (the browser's style, layout and paint done too;
+a task queued from that frame's animation callback). First paint is from navigation start, for a
+cold first load and for warm reloads in the same browser; a step change is from the → key, its
+fetch included (a second pass over cached steps too). With --stream N it also opens a scenario of
+N requests the server has not computed and times step 1 painted while the later steps compute.
+Targets (issue 17): first paint with heatmaps under 1 s for every preset and under 1.5 s for 128
+requests; a step change under 50 ms median (the issue measured it as the script's time, the
+"(js)" column); step 1 of a new 1024-request run on the page in under 1 s. Run:
 
     .venv/bin/python benchmarks/ui_timing.py [--preset seed-000 | --preset all | --requests 128]
         [--stream 1024] [--repeat 3]
@@ -59,15 +61,16 @@ def measure(context: Any, url: str, repeat: int) -> dict[str, Any]:
     """Page loads of `url` in one browser context (the first cold, the later ones warm: the HTTP
     cache and V8's code cache are filled) and every step change forward, then back (cached)."""
     loads: list[tuple[float, float]] = []
-    fresh: list[float] = []
-    cached: list[float] = []
+    fresh: list[list[float]] = []  # [painted, script done] per step change
+    cached: list[list[float]] = []
     for _ in range(max(2, repeat)):
         page = context.new_page()
         page.goto(url)
         page.wait_for_selector("body[data-ready='1']", timeout=60_000)
         page.wait_for_selector("body[data-complete='1']", state="attached", timeout=300_000)
+        page.wait_for_selector("body[data-first-paint='1']", state="attached", timeout=60_000)
         loads.append(
-            tuple(page.evaluate("[window.pagedvizTiming.firstRenderMs, window.pagedvizTiming.heatmapsMs]"))
+            tuple(page.evaluate("[window.pagedvizTiming.firstRenderMs, window.pagedvizTiming.firstPaintMs]"))
         )
         total = int(page.evaluate("document.querySelectorAll('#timeline .tl-step').length"))
         # forward: each step fetched (or prefetched while the page was idle) then drawn; back
@@ -78,8 +81,10 @@ def measure(context: Any, url: str, repeat: int) -> dict[str, Any]:
         ):
             for target in targets:
                 page.keyboard.press(key)
-                page.wait_for_selector(f"body[data-step='{target}']")
-                into.append(page.evaluate("window.pagedvizTiming.lastStepMs"))
+                page.wait_for_selector(f"body[data-painted='{target}']", state="attached")
+                into.append(
+                    page.evaluate("[window.pagedvizTiming.lastStepPaintMs, window.pagedvizTiming.lastStepMs]")
+                )
         page.close()
     warm = loads[1:]
     return {
@@ -87,9 +92,10 @@ def measure(context: Any, url: str, repeat: int) -> dict[str, Any]:
         "cold_tables": loads[0][0],
         "warm": statistics.median(m for _, m in warm),
         "warm_tables": statistics.median(t for t, _ in warm),
-        "step": statistics.median(fresh) if fresh else 0.0,
-        "step_max": max(fresh) if fresh else 0.0,
-        "cached": statistics.median(cached) if cached else 0.0,
+        "step": statistics.median(p for p, _ in fresh) if fresh else 0.0,
+        "step_js": statistics.median(j for _, j in fresh) if fresh else 0.0,
+        "step_max": max(p for p, _ in fresh) if fresh else 0.0,
+        "cached": statistics.median(p for p, _ in cached) if cached else 0.0,
     }
 
 
@@ -100,8 +106,9 @@ def first_step_of_a_new_run(context: Any, base: str, requests: int, seed: int = 
     page.goto(f"{base}/run?s={pack({**big_scenario(requests, 128, False), 'seed': seed})}")
     page.wait_for_selector("body[data-content='1']", state="attached", timeout=300_000)
     page.wait_for_selector("#token-table", state="attached", timeout=1_000)  # a step, not an error
+    page.wait_for_selector("body[data-first-paint='1']", state="attached", timeout=60_000)
     ms, complete = page.evaluate(
-        "[window.pagedvizTiming.heatmapsMs, window.pagedvizTiming.completeAtFirstPaint]"
+        "[window.pagedvizTiming.firstPaintMs, window.pagedvizTiming.completeAtFirstPaint]"
     )
     page.wait_for_selector("body[data-complete='1']", state="attached", timeout=300_000)
     page.close()
@@ -155,21 +162,27 @@ def main() -> None:
                 context.close()
             browser.close()
     print(
-        f"first paint = navigation start to the step's tables and heatmaps drawn; medians of "
+        "first paint = navigation start to the frame showing the step's tables and heatmaps painted; "
+        f"medians of "
         f"{max(2, args.repeat) - 1} warm loads after 1 cold one; targets: first paint < 1000 ms "
-        "(1500 ms at 128 requests), step change < 50 ms median (100 ms at 128 requests)"
+        "(1500 ms at 128 requests), step change < 50 ms median"
     )
-    print(f"{'run':28} {'cold':>8} {'warm':>8} {'(tables)':>9} {'step':>7} {'max':>7} {'cached':>7}")
+    print(
+        "(js) = the page's script done, before the browser's style, layout and paint; a step change"
+        " from the key press, its fetch included"
+    )
+    print(f"{'run':28} {'cold':>8} {'warm':>8} {'(js)':>9} {'step':>7} {'(js)':>7} {'max':>7} {'cached':>7}")
     for label, r in rows:
         print(
             f"{label:28} {r['cold']:6.0f}ms {r['warm']:6.0f}ms {r['warm_tables']:7.0f}ms "
-            f"{r['step']:5.0f}ms {r['step_max']:5.0f}ms {r['cached']:5.0f}ms"
+            f"{r['step']:5.0f}ms {r['step_js']:5.0f}ms {r['step_max']:5.0f}ms {r['cached']:5.0f}ms"
         )
     if len(rows) > 1:
         worst = max(rows, key=lambda lr: lr[1]["warm"])
         print(
             f"worst warm first paint: {worst[0]} {worst[1]['warm']:.0f} ms; worst step median: "
-            f"{max(r['step'] for _, r in rows):.0f} ms"
+            f"{max(r['step'] for _, r in rows):.0f} ms painted, "
+            f"{max(r['step_js'] for _, r in rows):.0f} ms script"
         )
     if streamed:
         each = ", ".join(f"{ms:.0f}" for ms, _ in streamed)

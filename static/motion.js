@@ -45,7 +45,12 @@ function poolMotion() {
   lastPool = now;
   // nothing moves on the first step shown: there is no previous step to move from
   if (!fill || was === null || !motionAllowed()) return;
-  if (was !== now) fill.animate([{ width: was }, { width: now }], { duration: MOTION_MS, easing: "ease-out" });
+  // the fill is scaled from its old width to its new one (a transform: no layout on each frame)
+  const a = parseFloat(was), b = parseFloat(now);
+  if (was !== now && a >= 0 && b > 0) {
+    fill.style.transformOrigin = "0 50%";
+    fill.animate([{ transform: `scaleX(${a / b})` }, { transform: "none" }], { duration: MOTION_MS, easing: "ease-out" });
+  }
   const chip = document.querySelector("#changes .chip.newblocks");
   const bar = fill.closest(".qbar");
   if (chip && bar) {

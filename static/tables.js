@@ -63,10 +63,16 @@ function deltaToggle() {
 }
 
 let drawnStep = null;  // the step the request table shows, so that only a step change slides rows
+let slides = null;  // rows to slide once the whole step is drawn: [table, tops before, request ids]
+
+// the request rows' places, read before a step change writes anything (a read on an unchanged page
+// costs no layout; the same read after the other views were rebuilt would lay the page out twice)
+let topsBefore = null;
+export function noteRowTops() { topsBefore = drawnStep !== null ? rowTops($("request-table")) : null; }
 
 export function renderRequestTable() {
-  const old = $("request-table");
-  const before = drawnStep !== null && drawnStep !== state.step ? rowTops(old) : new Map();
+  const before = drawnStep !== null && drawnStep !== state.step ? topsBefore || rowTops($("request-table")) : new Map();
+  topsBefore = null;
   drawnStep = state.step;
   const box = clear($("req-table"));
   const tr = S.trace;
@@ -104,7 +110,14 @@ export function renderRequestTable() {
   box.append(table);
   if (!rows.length) box.append(el("p", { class: "muted", text: `${state.req}: ${L("not_in_batch")}` }));
   for (const n of extra) box.append(el("p", { class: "value-line", dataset: { array: n } }, [el("code", { text: n }), " = ", fmtList(tr.arrays[n].data, 64)]));
-  slideRows(table, before, [...moved.keys()]);
+  slides = moved.size && before.size ? [table, before, [...moved.keys()]] : null;
+}
+
+// the rows that moved slide from their old places (after every view of the step is written, so
+// their new places cost one layout, the one the frame needs anyway)
+export function slidePendingRows() {
+  if (slides) slideRows(...slides);
+  slides = null;
 }
 
 const MAX_TOKEN_COLS = 512;

@@ -50,12 +50,21 @@ function renderTimelineLegend() {
   box.append(el("span", { class: "tl-key" }, [el("span", { class: "tl-bar tl-pool tl-demo", "aria-hidden": "true" }, [el("span", { class: "tl-fill" })]), L("pool_bar")]));
 }
 
+function revealInStrip(b) {
+  const strip = $("timeline");
+  const bx = b.getBoundingClientRect(), sx = strip.getBoundingClientRect();
+  if (bx.left < sx.left) strip.scrollLeft -= sx.left - bx.left + 4;
+  else if (bx.right > sx.right) strip.scrollLeft += bx.right - sx.right + 4;
+}
+
 export function renderTimelineActive() {
   for (const b of $("timeline").children) {
     const on = Number(b.dataset.step) === state.step;
     b.classList.toggle("active", on);
     b.setAttribute("aria-selected", on ? "true" : "false");
-    if (on) b.scrollIntoView({ block: "nearest", inline: "nearest" });
+    // the strip scrolls sideways to the step (the page itself stays where the reader is), in the
+    // next frame, with that frame's layout rather than one forced now
+    if (on) requestAnimationFrame(() => revealInStrip(b));
   }
   $("step-label").textContent = `${L("step")} ${state.step} / ${S.overview.num_steps}`;
 }

@@ -10,6 +10,8 @@ from collections.abc import Iterator
 import pytest
 import test_browser as tb
 
+from pagedviz.app.links import pack
+
 pytestmark = tb.pytestmark
 
 base_url = tb.base_url
@@ -173,6 +175,38 @@ def test_space_presses_the_focused_button_and_plays_only_from_the_page(page: obj
     assert page.locator("#btn-play").inner_text() == "⏸"
     page.keyboard.press(" ")
     assert page.locator("#btn-play").inner_text() == "▶"
+
+
+def test_a_step_change_keeps_the_reader_where_they_are_and_the_timeline_shows_the_step(
+    page: object,
+) -> None:
+    # 2 requests of 60 tokens each: about 60 steps, more than the timeline strip shows at once
+    scenario = {
+        "name": "long-timeline",
+        "config": {"block_size": 16, "max_model_len": 128, "num_kv_blocks": 16, "model": None},
+        "requests": [{"id": r, "prompt_len": 8, "max_tokens": 60} for r in ("a", "b")],
+    }
+    open_run(page, f"s={pack(scenario)}&step=1")
+    page.wait_for_selector("body[data-complete='1']", state="attached")
+    strip = page.locator("#timeline")
+    assert strip.evaluate("s => s.scrollWidth > s.clientWidth + 100")  # the strip scrolls
+    # the reader is down at the system level (the KV cache) and steps on with the keyboard
+    page.locator("#card-kv").scroll_into_view_if_needed()
+    y = page.evaluate("window.scrollY")
+    assert y > 300
+    for n in range(2, 41):
+        page.keyboard.press("ArrowRight")
+        page.wait_for_selector(f"body[data-painted='{n}']", state="attached")
+    page.wait_for_timeout(100)
+    # the page did not jump up to the timeline (what is above may grow or shrink a little)
+    assert abs(page.evaluate("window.scrollY") - y) < 100
+    # the strip scrolled sideways so that step 40's button is inside it
+    inside = """() => { const b = document.querySelector('#timeline .tl-step.active');
+      const s = document.getElementById('timeline');
+      const r = b.getBoundingClientRect(), q = s.getBoundingClientRect();
+      return [b.dataset.step, r.left >= q.left - 1 && r.right <= q.right + 1, s.scrollLeft]; }"""
+    step, visible, left = page.evaluate(inside)
+    assert step == "40" and visible and left > 0
 
 
 def luminance(rgb: str) -> float:
