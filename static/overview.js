@@ -70,6 +70,13 @@ function stackedBars(onPick) {
   const H = 56, W = 1000, bw = W / bars.length;
   const max = Math.max(1, ...bars.map((b) => b.cached + b.computed + b.scheduled + b.remaining));
   const root = svg("svg", { id: "ov-bars", class: "ov-bars", viewBox: `0 0 ${W} ${H}`, preserveAspectRatio: "none", role: "img", "aria-label": L("ov_requests") });
+  // a big batch's segments are one path per kind (its bars keep their own title and hit area):
+  // hundreds of bars would otherwise be thousands of rectangles to build and lay out each step
+  const merged = bigBatch() ? new Map() : null;
+  const rect = (g, cls, x, y, w, h) => {
+    if (merged) merged.set(cls, (merged.get(cls) || "") + `M${x} ${y}h${w}v${h}h${-w}z`);
+    else g.append(svg("rect", { x, y, width: w, height: h, class: cls }));
+  };
   bars.forEach((b, k) => {
     const g = svg("g", { class: `ov-bar${b.waiting ? " waiting" : ""}${state.req === b.rid ? " focus" : ""}`, "data-req": b.rid });
     const title = svg("title");
@@ -81,10 +88,11 @@ function stackedBars(onPick) {
       const h = (b[s] / max) * (H - 4);
       if (h <= 0) continue;
       y -= h;
-      g.append(svg("rect", { x: k * bw + bw * 0.1, y, width: Math.max(bw * 0.8, 0.5), height: h, class: `seg-${b.waiting ? "waiting" : s}` }));
+      rect(g, `seg-${b.waiting ? "waiting" : s}`, k * bw + bw * 0.1, y, Math.max(bw * 0.8, 0.5), h);
     }
     // the request's identity colour as a base line (grey for big batches; the focus outlines it)
-    g.append(svg("rect", { x: k * bw, y: H - 2, width: bw, height: 2, fill: reqColor(b.rid) }));
+    if (merged) rect(g, "ov-base", k * bw, H - 2, bw, 2);
+    else g.append(svg("rect", { x: k * bw, y: H - 2, width: bw, height: 2, fill: reqColor(b.rid) }));
     g.append(svg("rect", { x: k * bw, y: 0, width: bw, height: H, class: "ov-hit" }));
     g.addEventListener("click", () => onPick(b.rid));
     // a batch request's bar lights its row, tokens and blocks in the other views, as its row does
@@ -95,13 +103,25 @@ function stackedBars(onPick) {
     }
     root.append(g);
   });
+  if (merged) {
+    // drawn under the bars' hit areas, as each bar's own rectangles would be
+    const first = root.firstChild;
+    for (const [cls, d] of merged) root.insertBefore(svg("path", { d, class: cls, ...(cls === "ov-base" ? { fill: reqColor("") } : {}) }), first);
+  }
   wrap.append(root);
   return wrap;
 }
 
+// the focus box's suggestions: the run's request ids, built once per run (a big run has hundreds)
+let idList = { ids: null, node: null };
+function focusIds(ids) {
+  if (idList.ids !== ids) idList = { ids, node: el("datalist", { id: "focus-ids" }, ids.map((rid) => el("option", { value: rid }))) };
+  return idList.node;
+}
+
 function focusControl(onPick) {
   const ids = scenarioReqIds();
-  const list = el("datalist", { id: "focus-ids" }, ids.map((rid) => el("option", { value: rid })));
+  const list = focusIds(ids);
   const input = el("input", { id: "focus-req", type: "search", list: "focus-ids", value: state.req || "", placeholder: L("focus_placeholder"),
     "aria-label": L("focus_on"), size: 8 });
   // the box is redrawn by the pick, which blurs it: a change that names the focus already is a no-op
