@@ -89,9 +89,8 @@ def measure(context: Any, url: str, repeat: int) -> dict[str, Any]:
     warm = loads[1:]
     return {
         "cold": loads[0][1],
-        "cold_tables": loads[0][0],
         "warm": statistics.median(m for _, m in warm),
-        "warm_tables": statistics.median(t for t, _ in warm),
+        "warm_js": statistics.median(t for t, _ in warm),
         "step": statistics.median(p for p, _ in fresh) if fresh else 0.0,
         "step_js": statistics.median(j for _, j in fresh) if fresh else 0.0,
         "step_max": max(p for p, _ in fresh) if fresh else 0.0,
@@ -174,7 +173,7 @@ def main() -> None:
     print(f"{'run':28} {'cold':>8} {'warm':>8} {'(js)':>9} {'step':>7} {'(js)':>7} {'max':>7} {'cached':>7}")
     for label, r in rows:
         print(
-            f"{label:28} {r['cold']:6.0f}ms {r['warm']:6.0f}ms {r['warm_tables']:7.0f}ms "
+            f"{label:28} {r['cold']:6.0f}ms {r['warm']:6.0f}ms {r['warm_js']:7.0f}ms "
             f"{r['step']:5.0f}ms {r['step_js']:5.0f}ms {r['step_max']:5.0f}ms {r['cached']:5.0f}ms"
         )
     if len(rows) > 1:

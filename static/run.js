@@ -178,8 +178,9 @@ function showError(data) {
 }
 
 // ------------------------------------------------------------------ step and stage
-// timings the UI benchmark reads: first render since navigation, and the last step change
-window.pagedvizTiming = { firstRenderMs: null, heatmapsMs: null, lastStepMs: null };
+// timings the UI benchmark reads: first render since navigation and the last step change, each when
+// the script is done and when its frame is painted
+window.pagedvizTiming = { firstRenderMs: null, firstPaintMs: null, lastStepMs: null, lastStepPaintMs: null };
 // the moment the frame that shows what was just drawn is painted (its style, layout and paint
 // done): a task queued from the frame's animation callback runs after that frame
 function afterPaint(f) { requestAnimationFrame(() => setTimeout(() => f(performance.now()), 0)); }
@@ -221,7 +222,7 @@ async function showStep(n) {
   window.pagedvizTiming.renderMs = performance.now() - t1;
   writeState(state);
   window.pagedvizTiming.lastStepMs = performance.now() - t0;
-  afterPaint((ms) => { window.pagedvizTiming.lastStepPaintMs = ms - t0; window.pagedvizTiming.paintedStep = n; document.body.dataset.painted = String(n); });
+  afterPaint((ms) => { window.pagedvizTiming.lastStepPaintMs = ms - t0; document.body.dataset.painted = String(n); });
   document.body.dataset.step = String(n);
   emitView("step");
   prefetchNext(n);
@@ -242,12 +243,12 @@ function moveStage(delta) {
   setStage(names[i]);
 }
 
-// every view of the step; the heatmaps were drawn with the selection already
-// (each view's time goes to window.pagedvizTiming.parts, each system card's to .systemParts)
-// Reads of the page's layout come first (the request rows' places) and the canvases are drawn
-// next, while the page is unchanged: a canvas's font needs the page's styles, which would
-// otherwise be recomputed for every table just rebuilt. The tables and the rest follow; the rows
-// that moved slide last, so the step costs the page one layout.
+// every view of the step; the heatmaps are drawn with the selection already (each view's time goes
+// to window.pagedvizTiming.parts, each system card's to .systemParts). Reads of the page's layout
+// come first (the request rows' places) and the canvases are drawn next, while the page is
+// unchanged: a canvas's font needs the page's styles, which would otherwise be recomputed for
+// every table just rebuilt. The tables and the rest follow; the rows that moved slide last, so the
+// step costs the page one layout.
 function renderStep() {
   const parts = {};
   const timed = (name, f) => { const t = performance.now(); f(); parts[name] = performance.now() - t; };
@@ -432,7 +433,6 @@ async function boot() {
   showUpstream(S.overview, (await health).data);  // the run's own upstream first, else the server's
   // the heatmaps are canvases drawn with the step's tables: both are up at once
   window.pagedvizTiming.firstRenderMs = performance.now();
-  window.pagedvizTiming.heatmapsMs = window.pagedvizTiming.firstRenderMs;
   window.pagedvizTiming.completeAtFirstPaint = Boolean(S.overview && S.overview.complete !== false);
   afterPaint((ms) => { window.pagedvizTiming.firstPaintMs = ms; document.body.dataset.firstPaint = "1"; });
   document.body.dataset.content = "1";
