@@ -80,8 +80,36 @@ export function hoverText(tpl, fig, r, c) {
 
 // the parts of a heatmap's card, made once per div: the cells' canvas, the overlay canvas (which
 // takes the pointer and the focus), the tooltip and the live region
+// A heatmap out of view can wait: while deferDraws(true) is on, drawHeatmap keeps the figure and
+// draws it in a task after the next frame is painted (one heatmap a task), or at once when anything
+// reads the heatmap (its `_cm` parts or its `layout`), so a step change paints what is in view
+// first and nothing reads a stale figure.
+let deferring = false;
+const pending = new Set();
+let flushing = false;
+export function deferDraws(on) { deferring = Boolean(on); }
+
+// f runs in a task after the next frame is painted, behind any task that frame's own animation
+// callbacks queue (so a "painted" timestamp taken there is not held up by work put off to here)
+export function afterFrame(f) { requestAnimationFrame(() => setTimeout(() => setTimeout(f, 0), 0)); }
+
+function flush(div) { if (pending.delete(div)) draw(div); }
+
+function drawLater(div) {
+  pending.add(div);
+  if (flushing) return;
+  flushing = true;
+  const next = () => {
+    const [div0] = pending;
+    if (div0 === undefined) { flushing = false; return; }
+    flush(div0);
+    setTimeout(next, 0);
+  };
+  afterFrame(next);
+}
+
 function parts(div) {
-  if (div._cm) return div._cm;
+  if (div.__cm) return div.__cm;
   const wrap = document.createElement("div");
   wrap.className = "cm-wrap";
   wrap.style.cssText = "position:relative;";
@@ -107,7 +135,11 @@ function parts(div) {
   while (div.firstChild) div.removeChild(div.firstChild);
   div.append(wrap);
   const cm = { wrap, cells, over, tip, live, cursor: null, fig: null, geo: null, onClick: null };
-  div._cm = cm;
+  div.__cm = cm;
+  // what reads the heatmap sees it drawn (a draw put off to after the frame is done first)
+  let layout = div.layout;
+  Object.defineProperty(div, "_cm", { configurable: true, get() { flush(div); return cm; } });
+  Object.defineProperty(div, "layout", { configurable: true, get() { flush(div); return layout; }, set(v) { layout = v; } });
   over.addEventListener("mousemove", (e) => {
     const cell = cellAt(cm, e.offsetX, e.offsetY);
     if (!cell) { tip.hidden = true; return; }
@@ -130,7 +162,7 @@ function parts(div) {
       const w = Math.round(entries[entries.length - 1].contentRect.width);
       if (w <= 0 || w === cm.width) return;
       cm.width = w;
-      if (cm.fig && cm.geo && Math.abs(w - cm.geo.W) > 1) draw(div);
+      if (cm.fig && cm.geo && Math.abs(w - cm.geo.W) > 1) { pending.delete(div); draw(div); }
     }).observe(div);
   }
   return cm;
@@ -198,11 +230,12 @@ export function drawHeatmap(div, fig) {
   cm.fig = fig;
   if (cm.cursor && (cm.cursor[0] >= fig.rows || cm.cursor[1] >= fig.cols)) cm.cursor = null;
   cm.over.setAttribute("aria-label", div.getAttribute("aria-label") || fig.title || "heatmap");
-  draw(div);
+  if (deferring) drawLater(div);
+  else { pending.delete(div); draw(div); }
 }
 
 function draw(div) {
-  const cm = div._cm, fig = cm.fig;
+  const cm = div.__cm, fig = cm.fig;
   const { rows, cols, z } = fig;
   if (!cm.width) cm.width = div.clientWidth || (div.parentElement && div.parentElement.clientWidth) || 600;
   const W = Math.max(200, cm.width);

@@ -18,6 +18,7 @@ import { noteRowTops, renderRequestTable, renderTokenTable, slidePendingRows } f
 import { $, L, S, btName, stageNames, state } from "./trace.js";
 import { buildTimeline, renderBadges, renderChanges, renderQueue, renderTimelineActive } from "./timeline.js";
 import { clear, el, showUpstream } from "./views.js";
+import { deferDraws } from "./canvasmap.js";
 import { ctl, emitView } from "./bus.js";
 import { initTeach } from "./teach.js";
 import { placeWindow, renderOverview } from "./overview.js";
@@ -253,12 +254,16 @@ function renderStep() {
   const parts = {};
   const timed = (name, f) => { const t = performance.now(); f(); parts[name] = performance.now() - t; };
   noteRowTops();
-  timed("system", renderSystem);
+  // a step change draws the system panels first, their places read from the page as it stands;
+  // a run's first step draws them last, once the views above them have given them their places
+  const first = !S.sysKey;
+  if (!first) timed("system", renderSystem);
   timed("timeline", () => { renderTimelineActive(); renderBadges(); renderChanges(); renderQueue(pickRequest); });
   timed("stages", () => { renderStages(setStage); renderStageDetail(); });
   timed("requests", renderRequestTable);
   timed("tokens", renderTokenTable);
   timed("overview", () => renderOverview(pickRequest));
+  if (first) timed("system", renderSystem);
   timed("selection", () => { applySelection({ plots: false }); lightArray(state.array || null); });
   slidePendingRows();
   window.pagedvizTiming.parts = parts;
@@ -291,6 +296,10 @@ function refocus() {
 // into the same canvases.
 function renderSystem() {
   const tr = S.trace;
+  // the panels' places, read before this step writes anything (no layout to wait for): a heatmap
+  // well out of view is drawn after the frame that shows the step, not before it
+  const away = (node) => { if (!node || node.hidden) return false; const r = node.getBoundingClientRect(); return r.top > window.innerHeight + 300 || r.bottom < -300; };
+  const sysAway = away(document.querySelector(".sys-panel")), featuresAway = away($("features-panel"));
   const bt = btName();
   const cards = [];
   if (tr.arrays.token_ids_cpu) cards.push(["token_ids_cpu", "token_ids_cpu"]);
@@ -306,8 +315,12 @@ function renderSystem() {
   S.shapes = {};
   const draw = { token_ids_cpu: drawTokenIds, block_table: drawBlockTable, kv: drawKv, attn_mask: drawMask };
   const parts = (window.pagedvizTiming.systemParts = {});
-  for (const [id] of cards) { const t = performance.now(); draw[id](); parts[id] = Math.round(performance.now() - t); }
-  renderFeatures();
+  try {
+    deferDraws(sysAway);
+    for (const [id] of cards) { const t = performance.now(); draw[id](); parts[id] = Math.round(performance.now() - t); }
+    deferDraws(featuresAway);
+    renderFeatures();
+  } finally { deferDraws(false); }
 }
 
 function redrawSystem() {

@@ -3,6 +3,7 @@
 // order (the current stage's writes and reads marked, later stages dimmed). Cells are tinted by
 // request and tagged (data-r, data-t) for the linked highlighting in hover.js.
 
+import { afterFrame } from "./canvasmap.js";
 import { exportMenu } from "./export.js";
 import { applySelection, select, setHover } from "./hover.js";
 import { rowTops, slideRows } from "./motion.js";
@@ -121,6 +122,11 @@ export function slidePendingRows() {
 }
 
 const MAX_TOKEN_COLS = 512;
+// the columns drawn before the frame that shows the step: more than a wide screen shows
+const EAGER_COLS = 96;
+// whether the reader has scrolled the token table sideways (then every column is drawn at once)
+let tokScrolled = false;
+let tokWatched = false;
 // a run of one request's consecutive positions longer than this is compressed to its first and
 // last RUN_KEEP tokens around one "… N tokens …" column
 const RUN_MIN = 12;
@@ -159,6 +165,7 @@ export function focusRow() {
 
 export function renderTokenTable() {
   const box = clear($("tok-table"));
+  if (!tokWatched) { tokWatched = true; box.addEventListener("scroll", () => { tokScrolled = box.scrollLeft > 0; }, { passive: true }); }
   if ($("tok-tools")) clear($("tok-tools"));
   const tr = S.trace;
   const T = tokenCount();
@@ -206,48 +213,61 @@ export function renderTokenTable() {
   const gapTitle = (c) => `${L("compressed_tokens").replace("{n}", c.n)}` + (c.bounds.length ? ` · ${L("block_starts")}: ${c.bounds.join(", ")}` : "");
   const table = el("table", { class: `tok-table${compressed ? " rle" : ""}`, id: "token-table", "aria-label": L("token_level") });
   table.append(el("caption", {}, exportMenu(names)));
-  const head = el("tr", {}, [el("th", { scope: "col", text: L("token") })]);
-  for (const c of cols) {
-    if (c.gap && c.pad) { head.append(el("th", { scope: "col", class: "pad tok-gap", title: L("compressed_tokens").replace("{n}", c.n), text: `… ${c.n} …` })); continue; }
+  const headCell = (c) => {
+    if (c.gap && c.pad) return el("th", { scope: "col", class: "pad tok-gap", title: L("compressed_tokens").replace("{n}", c.n), text: `… ${c.n} …` });
     if (c.gap) {
       const i = c.gap[0];
-      head.append(el("th", { scope: "col", class: "tok-head tok-gap", tabindex: 0, dataset: { t: i, gap: c.n },
+      return el("th", { scope: "col", class: "tok-head tok-gap", tabindex: 0, dataset: { t: i, gap: c.n },
         title: gapTitle(c), style: `background:${reqTint(tr.batch.req_ids[reqOf[i]])}` },
         [el("span", { class: "gap-n", text: `… ${c.n} …` }),
-         ...c.bounds.map((b) => el("span", { class: "gap-bound", title: `${L("block_starts")} ${b}`, text: `|${b}` }))]));
-      continue;
+         ...c.bounds.map((b) => el("span", { class: "gap-bound", title: `${L("block_starts")} ${b}`, text: `|${b}` }))]);
     }
     const i = c.t;
-    if (c.pad) { head.append(el("th", { scope: "col", class: "pad" })); continue; }
-    head.append(el("th", { scope: "col", class: `tok-head${bound(i)}`, tabindex: 0, dataset: { t: i },
+    if (c.pad) return el("th", { scope: "col", class: "pad" });
+    return el("th", { scope: "col", class: `tok-head${bound(i)}`, tabindex: 0, dataset: { t: i },
       style: `background:${reqTint(tr.batch.req_ids[reqOf[i]])}`, "aria-label": `${L("token")} ${i}, ${L("req")} ${tr.batch.req_ids[reqOf[i]]}`,
-      text: i }));
-  }
+      text: i });
+  };
+  const bodyCell = (c, data) => {
+    if (c.gap && c.pad) return el("td", { class: "pad tok-gap", text: c.gap[0] < data.length ? `${data[c.gap[0]]} …` : "" });
+    if (c.gap) {
+      const [a, b] = c.gap;
+      const v0 = data[a], v1 = data[b - 1];
+      return el("td", { class: "tok-gap", dataset: { t: a }, title: gapTitle(c), style: `background:${reqTint(tr.batch.req_ids[reqOf[a]])}`,
+        text: v0 === v1 ? `${v0} …` : `${v0} … ${v1}` });
+    }
+    const i = c.t;
+    if (i >= data.length) return el("td", { class: "pad" });
+    if (c.pad) return el("td", { dataset: { t: i }, class: "pad", text: String(data[i]) });
+    return el("td", { dataset: { t: i }, class: bound(i).trim(), style: `background:${reqTint(tr.batch.req_ids[reqOf[i]])}`,
+      text: String(data[i]) });
+  };
+  // a wide table (a big batch) shows the columns a screen can hold first; the rest are added after
+  // the frame that shows the step (unless the reader has scrolled the table sideways)
+  const eager = cols.length > EAGER_COLS && !tokScrolled ? EAGER_COLS : cols.length;
+  const head = el("tr", {}, [el("th", { scope: "col", text: L("token") }), ...cols.slice(0, eager).map(headCell)]);
   table.append(el("thead", {}, head));
   const body = el("tbody");
+  const rows = [];
   for (const n of names) {
     const data = tr.arrays[n].data;
     const idx = order(n);
     const cls = curInfo.writes.includes(n) ? "current" : curInfo.reads.includes(n) ? "reads" : idx > cur ? "future" : "";
     const row = el("tr", { class: `${cls}${state.array === n ? " array-hl" : ""}`, dataset: { array: n } }, [el("th", { scope: "row" }, [el("code", { text: n })])]);
-    for (const c of cols) {
-      if (c.gap && c.pad) { row.append(el("td", { class: "pad tok-gap", text: c.gap[0] < data.length ? `${data[c.gap[0]]} …` : "" })); continue; }
-      if (c.gap) {
-        const [a, b] = c.gap;
-        const v0 = data[a], v1 = data[b - 1];
-        row.append(el("td", { class: "tok-gap", dataset: { t: a }, title: gapTitle(c), style: `background:${reqTint(tr.batch.req_ids[reqOf[a]])}`,
-          text: v0 === v1 ? `${v0} …` : `${v0} … ${v1}` }));
-        continue;
-      }
-      const i = c.t;
-      if (i >= data.length) { row.append(el("td", { class: "pad" })); continue; }
-      if (c.pad) { row.append(el("td", { dataset: { t: i }, class: "pad", text: String(data[i]) })); continue; }
-      row.append(el("td", { dataset: { t: i }, class: bound(i).trim(), style: `background:${reqTint(tr.batch.req_ids[reqOf[i]])}`,
-        text: String(data[i]) }));
-    }
+    for (let k = 0; k < eager; k++) row.append(bodyCell(cols[k], data));
     body.append(row);
+    rows.push([row, data]);
   }
   table.append(body);
   box.append(table);
+  if (eager < cols.length) {
+    afterFrame(() => {
+      if (!table.isConnected) return;  // another step or view was drawn meanwhile
+      const rest = cols.slice(eager);
+      head.append(...rest.map(headCell));
+      for (const [row, data] of rows) row.append(...rest.map((c) => bodyCell(c, data)));
+      applySelection({ plots: false });
+    });
+  }
   if (cut) box.append(el("p", { class: "muted", text: L("more_columns").replace("{n}", cut) }));
 }
