@@ -25,11 +25,12 @@ export function errorLines(data) {
 
 // While `work` (a request that computes a run) is pending, ask the server how far the run has come
 // and hand each answer to `onProgress`: the first ask after `delayMs`, then every `everyMs`.
-// `runId` may be a promise of the id (null when there is none to ask about).
+// `runId` may be a promise of the id, or a function that returns one (called only when the first
+// ask is due), or null when there is none to ask about.
 export async function withProgress(runId, work, onProgress, { delayMs = 400, everyMs = 500 } = {}) {
   let done = false;
   const poll = async () => {
-    runId = await runId;
+    runId = await (typeof runId === "function" ? runId() : runId);
     while (!done && runId) {
       const p = await getJSON(`/api/runs/${encodeURIComponent(runId)}/progress`);
       if (!done && p.ok && p.data.state === "computing") onProgress(p.data);

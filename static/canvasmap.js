@@ -258,6 +258,7 @@ function draw(div) {
   const pw = Math.max(10, W - l - r), ph = Math.max(10, H - t - b);
   const cw = pw / Math.max(1, cols), ch = ph / Math.max(1, rows);
   cm.geo = { W, H, l, t, pw, ph, cw, ch };
+  cm.drawn = fig;  // the figure the canvas shows
   // the plot area, then the cells (gaps between cells where they are wide enough)
   ctx.fillStyle = plotBg;
   ctx.fillRect(l, t, pw, ph);

@@ -60,6 +60,9 @@ export function renderOverview(onPick) {
   box.append(minimap(onPick));
 }
 
+// text for markup: every character that could end an attribute or open a tag is escaped
+const esc = (v) => String(v).replace(/[&<>"']/g, (ch) => `&#${ch.charCodeAt(0)};`);
+
 function stackedBars(onPick) {
   const bars = requestBars();
   const wrap = el("div", { class: "ov-bars-wrap" });
@@ -70,44 +73,47 @@ function stackedBars(onPick) {
   const H = 56, W = 1000, bw = W / bars.length;
   const max = Math.max(1, ...bars.map((b) => b.cached + b.computed + b.scheduled + b.remaining));
   const root = svg("svg", { id: "ov-bars", class: "ov-bars", viewBox: `0 0 ${W} ${H}`, preserveAspectRatio: "none", role: "img", "aria-label": L("ov_requests") });
-  // a big batch's segments are one path per kind (its bars keep their own title and hit area):
-  // hundreds of bars would otherwise be thousands of rectangles to build and lay out each step
+  // the bars are written as one piece of markup (every request id and title escaped) and share
+  // one set of listeners: a big batch has hundreds of bars, each a group, a title and rectangles.
+  // A big batch's segments are one path per kind (each bar keeps its own title and hit area).
   const merged = bigBatch() ? new Map() : null;
-  const rect = (g, cls, x, y, w, h) => {
+  const out = [];
+  const rect = (parts, cls, x, y, w, h) => {
     if (merged) merged.set(cls, (merged.get(cls) || "") + `M${x} ${y}h${w}v${h}h${-w}z`);
-    else g.append(svg("rect", { x, y, width: w, height: h, class: cls }));
+    else parts.push(`<rect x="${x}" y="${y}" width="${w}" height="${h}" class="${cls}"/>`);
   };
+  const rowOf = new Map(S.trace.idle ? [] : S.trace.batch.req_ids.map((rid, r) => [String(rid), r]));
   bars.forEach((b, k) => {
-    const g = svg("g", { class: `ov-bar${b.waiting ? " waiting" : ""}${state.req === b.rid ? " focus" : ""}`, "data-req": b.rid });
-    const title = svg("title");
-    title.textContent = `${L("req")} ${b.rid}${b.waiting ? ` (${L("seg_waiting")})` : ""}: ` +
-      SEGMENTS.map((s) => `${L("seg_" + s)} ${b[s]}`).join(", ");
-    g.append(title);
+    const title = `${L("req")} ${b.rid}${b.waiting ? ` (${L("seg_waiting")})` : ""}: ` + SEGMENTS.map((s) => `${L("seg_" + s)} ${b[s]}`).join(", ");
+    const parts = [`<g class="ov-bar${b.waiting ? " waiting" : ""}${state.req === b.rid ? " focus" : ""}" data-req="${esc(b.rid)}"` +
+      `${b.waiting || !rowOf.has(b.rid) ? "" : ` data-row="${rowOf.get(b.rid)}"`}><title>${esc(title)}</title>`];
     let y = H;
     for (const s of SEGMENTS) {
       const h = (b[s] / max) * (H - 4);
       if (h <= 0) continue;
       y -= h;
-      rect(g, `seg-${b.waiting ? "waiting" : s}`, k * bw + bw * 0.1, y, Math.max(bw * 0.8, 0.5), h);
+      rect(parts, `seg-${b.waiting ? "waiting" : s}`, k * bw + bw * 0.1, y, Math.max(bw * 0.8, 0.5), h);
     }
     // the request's identity colour as a base line (grey for big batches; the focus outlines it)
-    if (merged) rect(g, "ov-base", k * bw, H - 2, bw, 2);
-    else g.append(svg("rect", { x: k * bw, y: H - 2, width: bw, height: 2, fill: reqColor(b.rid) }));
-    g.append(svg("rect", { x: k * bw, y: 0, width: bw, height: H, class: "ov-hit" }));
-    g.addEventListener("click", () => onPick(b.rid));
-    // a batch request's bar lights its row, tokens and blocks in the other views, as its row does
-    const row = b.waiting ? -1 : S.trace.batch.req_ids.map(String).indexOf(b.rid);
-    if (row >= 0) {
-      g.addEventListener("mouseenter", () => setHover({ kind: "request", index: row }));
-      g.addEventListener("mouseleave", () => setHover(null));
-    }
-    root.append(g);
+    if (merged) rect(parts, "ov-base", k * bw, H - 2, bw, 2);
+    else parts.push(`<rect x="${k * bw}" y="${H - 2}" width="${bw}" height="2" fill="${esc(reqColor(b.rid))}"/>`);
+    parts.push(`<rect x="${k * bw}" y="0" width="${bw}" height="${H}" class="ov-hit"/></g>`);
+    out.push(parts.join(""));
   });
-  if (merged) {
-    // drawn under the bars' hit areas, as each bar's own rectangles would be
-    const first = root.firstChild;
-    for (const [cls, d] of merged) root.insertBefore(svg("path", { d, class: cls, ...(cls === "ov-base" ? { fill: reqColor("") } : {}) }), first);
-  }
+  // a big batch's merged segments are drawn under the bars' hit areas, as each bar's own would be
+  const under = merged ? [...merged].map(([cls, d]) => `<path d="${d}" class="${cls}"${cls === "ov-base" ? ` fill="${esc(reqColor(""))}"` : ""}/>`) : [];
+  root.innerHTML = under.join("") + out.join("");
+  const barOf = (e) => (e.target.closest ? e.target.closest(".ov-bar") : null);
+  root.addEventListener("click", (e) => { const g = barOf(e); if (g) onPick(g.dataset.req); });
+  // a batch request's bar lights its row, tokens and blocks in the other views, as its row does
+  let lit = null;
+  root.addEventListener("mouseover", (e) => {
+    const g = barOf(e);
+    if (g === lit) return;
+    lit = g;
+    setHover(g && g.dataset.row !== undefined ? { kind: "request", index: Number(g.dataset.row) } : null);
+  });
+  root.addEventListener("mouseleave", () => { if (lit) { lit = null; setHover(null); } });
   wrap.append(root);
   return wrap;
 }

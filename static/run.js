@@ -31,9 +31,10 @@ async function loadRun() {
   const started = await (takeEarlyRun() || startRun(state));
   if (started.error) return showError(started.error);
   const { scenario, request } = started;
-  // a long run says how far it has come while the request waits for it
+  // a long run says how far it has come while the request waits for it (its id asked for only
+  // once the wait is long: the check is work for the server that a quick run does not need)
   const runId = scenario
-    ? postJSON("/api/scenarios/validate", scenario).then((c) => (c.ok && c.data.valid ? c.data.run_id : null))
+    ? () => postJSON("/api/scenarios/validate", scenario).then((c) => (c.ok && c.data.valid ? c.data.run_id : null))
     : null;
   const created = await withProgress(runId, request, (p) => setStatus(progressText(state.lang, p)));
   if (!created.ok) return showError(created.data);
@@ -53,7 +54,8 @@ async function loadRun() {
   if (state.lang === "zh") localTitle(sc);
   showNotes(sc);
   $("flavor-badge").textContent = sc.flavor;
-  $("scenario-json").value = JSON.stringify(sc, null, 2);
+  S.editorRun = null;
+  fillEditor();
   $("truncated").hidden = !ov.data.truncated;
   drawTimeline();
   setStatus("");
@@ -298,7 +300,7 @@ function renderSystem() {
   const tr = S.trace;
   // the panels' places, read before this step writes anything (no layout to wait for): a heatmap
   // well out of view is drawn after the frame that shows the step, not before it
-  const away = (node) => { if (!node || node.hidden) return false; const r = node.getBoundingClientRect(); return r.top > window.innerHeight + 300 || r.bottom < -300; };
+  const away = (node) => { if (!node || node.hidden) return false; const r = node.getBoundingClientRect(); return r.top >= window.innerHeight || r.bottom <= 0; };
   const sysAway = away(document.querySelector(".sys-panel")), featuresAway = away($("features-panel"));
   const bt = btName();
   const cards = [];
@@ -371,6 +373,16 @@ function setPresent(on) {
   if (S.trace) { renderStep(); applySelection(); }
 }
 
+// the editor's copy of the run's scenario, written when the editor is open (or opened): a big
+// scenario's JSON is thousands of lines that the browser would otherwise style and lay out on
+// every load, editor closed or not
+function fillEditor() {
+  const box = $("editor-panel").querySelector("details");
+  if (!box || !box.open || !S.overview || !S.created || S.editorRun === S.created.run_id) return;
+  S.editorRun = S.created.run_id;
+  $("scenario-json").value = JSON.stringify(S.overview.scenario, null, 2);
+}
+
 async function rerun() {
   const msg = clear($("editor-msg"));
   const check = await postJSON("/api/scenarios/validate", $("scenario-json").value);
@@ -422,6 +434,7 @@ function wire() {
   $("btn-help").onclick = () => { $("help").hidden = !$("help").hidden; };
   $("btn-help-close").onclick = () => { $("help").hidden = true; };
   $("btn-rerun").onclick = rerun;
+  $("editor-panel").querySelector("details").addEventListener("toggle", fillEditor);
   wireHover();
   document.addEventListener("keydown", onKey);
   S.onFocusChange = refocus;

@@ -250,3 +250,42 @@ def test_a_sentence_naming_many_requests_shows_a_few_buttons_and_a_count(
         "[...document.querySelectorAll('#ov-bars .ov-bar.waiting')].map((b) => b.dataset.req)"
     )
     assert set(named) <= set(waiting_ids) and len(set(named)) == 16
+
+
+def test_a_wide_token_table_gets_its_later_columns_after_the_frame(hd_page: object, big_link: str) -> None:
+    """At 128 requests the token table has hundreds of columns: the first 96 are drawn before the
+    frame that shows the step, the rest just after it, and a token selected among the later ones
+    is lit once its column is there."""
+    open_big(hd_page, big_link, "&step=2")
+    hd_page.wait_for_selector("body[data-painted]", state="attached")
+    expected = hd_page.evaluate(
+        """import('/static/tables.js').then(async (t) => {
+          const m = await import('/static/trace.js');
+          const T = m.tokenCount(), pos = m.S.trace.arrays.positions.data;
+          return Math.min(512, t.tokenColumns(T, m.reqOfTokens(), pos, m.blockSize()).length);
+        })"""
+    )
+    assert expected > 96
+    heads = "document.querySelectorAll('#token-table thead th[data-t], #token-table thead th.pad').length"
+    hd_page.wait_for_function(f"{heads} >= {expected}")
+    # every row has a cell for every column: the later cells went into each row
+    widths = hd_page.evaluate("[...document.querySelectorAll('#token-table tr')].map(r => r.children.length)")
+    assert len(set(widths)) == 1 and widths[0] >= expected + 1
+    # a token among the later columns, selected: its column lights up once it is drawn
+    cols, late = hd_page.evaluate(
+        """(() => { const hs = [...document.querySelectorAll('#token-table thead th')];
+          const k = hs.findLastIndex((h) => h.dataset.t !== undefined && h.dataset.gap === undefined);
+          return [k, Number(hs[k].dataset.t)]; })()"""
+    )
+    assert cols > 96
+    hd_page.keyboard.press("ArrowRight")
+    hd_page.wait_for_selector("body[data-painted='3']", state="attached")
+    hd_page.keyboard.press("ArrowLeft")
+    hd_page.wait_for_selector("body[data-painted='2']", state="attached")
+    hd_page.evaluate(f"import('/static/hover.js').then(h => h.select({{ kind: 'token', index: {late} }}))")
+    hd_page.wait_for_selector(f"#token-table th[data-t='{late}'].hl", state="attached")
+    # and a step change with that token selected lights it in the later columns too
+    hd_page.keyboard.press("ArrowRight")
+    hd_page.keyboard.press("ArrowLeft")
+    hd_page.wait_for_selector("body[data-painted='2']", state="attached")
+    hd_page.wait_for_selector(f"#token-table td[data-t='{late}'].hl", state="attached", timeout=5_000)

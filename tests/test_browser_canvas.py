@@ -227,3 +227,76 @@ def test_a_big_run_streams_step_one_onto_the_page_before_it_is_complete(browser:
         pg.wait_for_selector(f"body[data-step='{total}']")
         assert errors == []
         context.close()
+
+
+def test_overview_bars_keep_a_hostile_request_id_as_text(hostile_page: Any) -> None:
+    """The overview's bars are written as markup: the id is escaped in their attribute and title,
+    a click on its bar focuses that very request, and hovering it lights its row."""
+    page = hostile_page
+    bars = page.evaluate("[...document.querySelectorAll('#ov-bars .ov-bar')].map(b => b.dataset.req)")
+    assert HOSTILE_ID in bars and "plain" in bars
+    assert page.locator("#ov-bars img, #overview img").count() == 0
+    assert page.evaluate("window.__pwned") is None
+    bar = page.locator("#ov-bars .ov-bar").nth(bars.index(HOSTILE_ID))
+    assert HOSTILE_ID in bar.locator("title").text_content()
+    bar.locator(".ov-hit").hover()
+    row = page.evaluate(
+        "rid => import('/static/trace.js').then(m => m.S.trace.batch.req_ids.map(String).indexOf(rid))",
+        HOSTILE_ID,
+    )
+    assert row >= 0
+    page.wait_for_selector(f"#request-table tr.hl[data-r='{row}']")
+    bar.locator(".ov-hit").click()
+    page.wait_for_function("rid => document.getElementById('focus-req').value === rid", arg=HOSTILE_ID)
+    assert page.evaluate("window.__pwned") is None
+
+
+def test_a_heatmap_put_off_is_drawn_after_the_frame_or_when_it_is_read(page: Any) -> None:
+    """While draws are put off (a step change's heatmaps out of view), a heatmap keeps its figure
+    and is drawn after the next frame; anything that reads it first (its parts, its layout) gets
+    it drawn at once."""
+    open_run(page, "preset=seed-001&step=1")
+    states = page.evaluate(
+        """async () => {
+          const cm = await import('/static/canvasmap.js'), views = await import('/static/views.js');
+          const make = () => {
+            const d = document.createElement('div');
+            d.style.width = '400px';
+            document.body.append(d);
+            return d;
+          };
+          const z = [[1, 2, 3], [4, 5, 6]];
+          const a = make(), b = make();
+          cm.deferDraws(true);
+          views.heatmap(a, z, { title: 'a' });
+          views.heatmap(b, z, { title: 'b' });
+          cm.deferDraws(false);
+          const out = { aBefore: a.__cm.geo === null, bBefore: b.__cm.geo === null };
+          out.aLegend = a.layout.legend.length > 0;  // reading it draws it
+          out.aRead = a.__cm.geo !== null;
+          out.bStill = b.__cm.geo === null;  // not read, not yet drawn
+          await new Promise((r) => requestAnimationFrame(() => setTimeout(() => setTimeout(r, 50), 0)));
+          out.bLater = b.__cm.geo !== null && b.__cm.cells.width > 0;
+          views.heatmap(b, [[7]], { title: 'now' });  // drawn at once when not put off
+          out.bNow = b.__cm.fig.rows === 1 && b.__cm.geo.W > 0;
+          return out;
+        }"""
+    )
+    assert states == dict.fromkeys(
+        ["aBefore", "bBefore", "aLegend", "aRead", "bStill", "bLater", "bNow"], True
+    )
+
+
+def test_a_step_change_draws_the_kv_heatmap_below_the_view_for_that_step(page: Any) -> None:
+    open_run(page, "preset=seed-001&step=1")
+    page.evaluate("window.scrollTo(0, 0)")
+    assert page.evaluate("document.querySelector('.sys-panel').getBoundingClientRect().top > innerHeight")
+    for step in (2, 3):
+        page.keyboard.press("ArrowRight")
+        page.wait_for_selector(f"body[data-painted='{step}']", state="attached")
+        page.wait_for_timeout(100)
+        # the canvas shows the figure this step's drawing made (not the previous step's)
+        assert page.evaluate("(d => d.__cm.drawn === d.data[0])(document.getElementById('hm-kv'))")
+        z_rows = page.evaluate("document.getElementById('hm-kv').__cm.drawn.z.length")
+        kv_blocks = page.evaluate("import('/static/trace.js').then(m => m.S.trace.kv_cache.num_blocks)")
+        assert z_rows == min(kv_blocks, 256)
