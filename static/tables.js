@@ -63,6 +63,10 @@ function deltaToggle() {
     } }), ` ${L("delta_toggle")}`]);
 }
 
+// the rows drawn before the frame that shows the step: more than a big batch's box shows
+const EAGER_ROWS = 24;
+let reqScrolled = false;
+let reqWatched = false;
 let drawnStep = null;  // the step the request table shows, so that only a step change slides rows
 let slides = null;  // rows to slide once the whole step is drawn: [table, tops before, request ids]
 
@@ -76,6 +80,7 @@ export function renderRequestTable() {
   topsBefore = null;
   drawnStep = state.step;
   const box = clear($("req-table"));
+  if (!reqWatched) { reqWatched = true; box.addEventListener("scroll", () => { reqScrolled = box.scrollTop > 0; }, { passive: true }); }
   const tr = S.trace;
   const ids = tr.batch.req_ids;
   if (!ids.length) { box.append(el("p", { class: "muted", text: L("idle_step") })); return; }
@@ -94,7 +99,7 @@ export function renderRequestTable() {
   if (focus >= 0) { rows.splice(focus, 1); rows.unshift([ids[focus], focus]); if (S.focusOnly) rows.length = 1; }
   else if (S.focusOnly && state.req) rows.length = 0;
   if (bigBatch()) box.classList.add("big-box"); else box.classList.remove("big-box");
-  rows.forEach(([rid, r]) => {
+  const rowOf = ([rid, r]) => {
     const move = moved.get(String(rid));
     const fresh = was && inPrev && !inPrev.has(String(rid));
     const row = el("tr", { dataset: { r, req: rid }, tabindex: 0, class: `${move ? "moved" : ""}${r === focus ? " focus-row" : ""}`,
@@ -105,8 +110,19 @@ export function renderRequestTable() {
       fresh ? el("span", { class: "delta delta-new", text: ` ${L("delta_new")}` }) : null]),
      el("td", { class: "req-cell", style: `background:${reqTint(rid)}`, text: rid }),
      ...names.map((n) => deltaCell(tr.arrays[n].data[r], was ? was(n, rid) : undefined))]);
-    body.append(row);
-  });
+    return row;
+  };
+  // a big batch's table scrolls in its own box: the rows it shows first are drawn before the frame,
+  // the rest after it (all at once where the reader has scrolled the box)
+  const eager = bigBatch() && rows.length > EAGER_ROWS && !reqScrolled ? EAGER_ROWS : rows.length;
+  body.append(...rows.slice(0, eager).map(rowOf));
+  if (eager < rows.length) {
+    afterFrame(() => {
+      if (!body.isConnected) return;  // another step or view was drawn meanwhile
+      body.append(...rows.slice(eager).map(rowOf));
+      applySelection({ plots: false });
+    });
+  }
   table.append(body);
   box.append(table);
   if (!rows.length) box.append(el("p", { class: "muted", text: `${state.req}: ${L("not_in_batch")}` }));
@@ -123,7 +139,7 @@ export function slidePendingRows() {
 
 const MAX_TOKEN_COLS = 512;
 // the columns drawn before the frame that shows the step: more than a wide screen shows
-const EAGER_COLS = 96;
+const EAGER_COLS = 64;
 // whether the reader has scrolled the token table sideways (then every column is drawn at once)
 let tokScrolled = false;
 let tokWatched = false;
