@@ -2,9 +2,11 @@
 
 Starts a real server, opens the run page of a preset (seed-000 by default) or of a generated
 N-request scenario (--requests N, no model, a pool big enough for all of them) and reads the page's
-own timings, each two ways: when the page's script is done (tables written, heatmap canvases
-drawn) and when the frame that shows it is painted (the browser's style, layout and paint done too;
-a task queued from that frame's animation callback). First paint is from navigation start, for a
+own timings, each two ways: when the page's script is done (tables written, heatmap canvases in
+view drawn) and when the frame that shows it is painted (the browser's style, layout and paint done
+too; a task queued from that frame's animation callback). What is out of view (heatmaps below the
+first screen, a big batch's rows and columns past the first 24 and 64) follows in the tasks after
+that frame. First paint is from navigation start, for a
 cold first load and for warm reloads in the same browser; a step change is from the → key, its
 fetch included (a second pass over cached steps too). With --stream N it also opens a scenario of
 N requests the server has not computed and times step 1 painted while the later steps compute.
