@@ -15,7 +15,7 @@ import { drawKv, kvMetricSelect } from "./kvgrid.js";
 import { renderStageDetail, renderStages } from "./stages.js";
 import { writeState } from "./state.js";
 import { noteRowTops, renderRequestTable, renderTokenTable, slidePendingRows } from "./tables.js";
-import { $, L, S, btName, stageNames, state } from "./trace.js";
+import { $, L, S, bigBatch, btName, stageNames, state } from "./trace.js";
 import { buildTimeline, renderBadges, renderChanges, renderQueue, renderTimelineActive } from "./timeline.js";
 import { clear, el, showUpstream } from "./views.js";
 import { deferDraws } from "./canvasmap.js";
@@ -164,11 +164,20 @@ async function fetchStep(n) {
   return r.data;
 }
 
-// the next step is fetched while the page is idle, so stepping forward finds it here
+// the next steps are fetched while the page is idle, one at a time and a few ahead (one for a big
+// batch, whose steps are big), so that stepping forward finds them here
+const AHEAD = 3;
 function prefetchNext(n) {
-  if (n + 1 > S.overview.num_steps || S.steps.has(n + 1)) return;
   const later = window.requestIdleCallback || ((f) => setTimeout(f, 50));
-  later(() => { if (S.overview && n + 1 <= S.overview.num_steps) fetchStep(n + 1).catch(() => {}); });
+  const run = S.created && S.created.run_id;
+  const ahead = bigBatch() ? 1 : AHEAD;
+  const next = (k) => {
+    if (k > n + ahead || !S.overview || k > S.overview.num_steps || !S.created || S.created.run_id !== run) return;
+    if (S.steps.has(k)) { next(k + 1); return; }
+    // once the reader has moved on, the step now on show fetches its own
+    later(() => { if (state.step === n) fetchStep(k).then(() => next(k + 1), () => {}); });
+  };
+  next(n + 1);
 }
 
 function setStatus(text) { $("status").textContent = text; }

@@ -352,3 +352,19 @@ def test_presentation_mode_fits_the_pipeline_on_one_1280_by_720_screen_for_every
             tb.ARTIFACTS.mkdir(exist_ok=True)
             pg.screenshot(path=str(tb.ARTIFACTS / shot_name))
     context.close()
+
+
+def test_the_next_steps_are_fetched_ahead_while_the_page_is_idle(page: object) -> None:
+    """After a step is shown, the page fetches the next three (one at a time, while idle), so
+    stepping forward draws from its own cache; the steps after those are not fetched."""
+    tb.open_run(page, "preset=seed-000&step=2")
+    cached = "import('/static/trace.js').then(m => [...m.S.steps.keys()].sort((a, b) => a - b))"
+    page.wait_for_function(
+        "import('/static/trace.js').then(m => [3, 4, 5].every((k) => m.S.steps.has(k)))", polling=50
+    )
+    page.wait_for_timeout(300)
+    assert max(page.evaluate(cached)) == 5
+    page.keyboard.press("ArrowRight")
+    page.wait_for_selector("body[data-painted='3']", state="attached")
+    assert page.evaluate("window.pagedvizTiming.fetchMs") < 5  # drawn from the cache
+    page.wait_for_function("import('/static/trace.js').then(m => m.S.steps.has(6))", polling=50)
