@@ -78,8 +78,6 @@ export function hoverText(tpl, fig, r, c) {
     });
 }
 
-// the parts of a heatmap's card, made once per div: the cells' canvas, the overlay canvas (which
-// takes the pointer and the focus), the tooltip and the live region
 // A heatmap out of view can wait: while deferDraws(true) is on, drawHeatmap keeps the figure and
 // draws it in a task after the next frame is painted (one heatmap a task), or at once when anything
 // reads the heatmap (its `_cm` parts or its `layout`), so a step change paints what is in view
@@ -108,6 +106,8 @@ function drawLater(div) {
   afterFrame(next);
 }
 
+// the parts of a heatmap's card, made once per div: the cells' canvas, the overlay canvas (which
+// takes the pointer and the focus), the tooltip and the live region
 function parts(div) {
   if (div.__cm) return div.__cm;
   const wrap = document.createElement("div");

@@ -244,4 +244,8 @@ export function initCompare() {
     }
     if (C.cmp) render();
   });
+  // a big batch's rows and columns drawn after the frame are marked as the first ones were
+  document.addEventListener("pagedviz:late-cells", () => {
+    if (C.cmp && document.body.dataset.compare === String(state.step)) markMain(C.cmp.steps[state.step - 1] || null);
+  });
 }

@@ -188,6 +188,7 @@ function buildChooser() {
 export function initPredict() {
   buildChooser();
   document.addEventListener("pagedviz:narrated", applyConceal);
+  document.addEventListener("pagedviz:late-cells", applyConceal);
   onView((what) => {
     renderChooser();
     if (P.cp && P.cp.source === "own" && (what === "run" || (what === "step" && state.step !== P.cp.step))) openCheckpoint(null);

@@ -308,7 +308,7 @@ function refocus() {
 function renderSystem() {
   const tr = S.trace;
   // the panels' places, read before this step writes anything (no layout to wait for): a heatmap
-  // well out of view is drawn after the frame that shows the step, not before it
+  // out of view is drawn after the frame that shows the step, not before it
   const away = (node) => { if (!node || node.hidden) return false; const r = node.getBoundingClientRect(); return r.top >= window.innerHeight || r.bottom <= 0; };
   const sysAway = away(document.querySelector(".sys-panel")), featuresAway = away($("features-panel"));
   const bt = btName();

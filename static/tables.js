@@ -63,6 +63,13 @@ function deltaToggle() {
     } }), ` ${L("delta_toggle")}`]);
 }
 
+// rows or columns drawn after the frame get what the views did to the rest: the selection's
+// highlight, and (predict.js listens) a checkpoint's concealed answers
+function lateCellsAdded() {
+  applySelection({ plots: false });
+  document.dispatchEvent(new Event("pagedviz:late-cells"));
+}
+
 // the rows drawn before the frame that shows the step: more than a big batch's box shows
 const EAGER_ROWS = 24;
 let reqScrolled = false;
@@ -120,7 +127,7 @@ export function renderRequestTable() {
     afterFrame(() => {
       if (!body.isConnected) return;  // another step or view was drawn meanwhile
       body.append(...rows.slice(eager).map(rowOf));
-      applySelection({ plots: false });
+      lateCellsAdded();
     });
   }
   table.append(body);
@@ -282,7 +289,7 @@ export function renderTokenTable() {
       const rest = cols.slice(eager);
       head.append(...rest.map(headCell));
       for (const [row, data] of rows) row.append(...rest.map((c) => bodyCell(c, data)));
-      applySelection({ plots: false });
+      lateCellsAdded();
     });
   }
   if (cut) box.append(el("p", { class: "muted", text: L("more_columns").replace("{n}", cut) }));

@@ -289,3 +289,21 @@ def test_a_wide_token_table_gets_its_later_columns_after_the_frame(hd_page: obje
     hd_page.keyboard.press("ArrowLeft")
     hd_page.wait_for_selector("body[data-painted='2']", state="attached")
     hd_page.wait_for_selector(f"#token-table td[data-t='{late}'].hl", state="attached", timeout=5_000)
+
+
+def test_a_checkpoint_hides_its_array_in_the_late_columns_too(hd_page: object, big_link: str) -> None:
+    """Predicting slot_mapping at a 128-request step: the token table's columns drawn after the
+    frame are concealed as the first ones are, also after a stage change redraws the table."""
+    open_big(hd_page, big_link, "&step=2&stage=slot_mapping")
+    hd_page.select_option("#predict-array", "slot_mapping")
+    hd_page.fill("#predict-entries", "0-4")
+    hd_page.press("#predict-entries", "Enter")
+    hd_page.wait_for_selector("#predict-form")
+    row = "#token-table tr[data-array='slot_mapping'] td"
+    for stage in ("positions", "slot_mapping"):
+        hd_page.click(f".stage-btn[data-stage='{stage}']")
+        # every column is there (the later ones came after the frame), and every cell is hidden
+        hd_page.wait_for_function(f'document.querySelectorAll("{row}").length > 64')
+        hd_page.wait_for_timeout(200)
+        cells = hd_page.locator(row).count()
+        assert hd_page.locator(f"{row}.concealed").count() == cells, stage
