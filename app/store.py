@@ -238,7 +238,7 @@ class RunStore:
         self.encoded_bytes = 0
         # steps being encoded (off the event loop): concurrent readers of one step share the work
         self.encoding: dict[tuple[str, int], tuple[StepTrace, asyncio.Future[EncodedStep]]] = {}
-        self._background: set[asyncio.Task[None]] = set()  # steps pre-encoded after a run completes
+        self._background: set[asyncio.Task[Any]] = set()  # steps encoded before anyone asks
 
     def remember(self, scenario: Scenario) -> str:
         """Keep the scenario (and share it); its run id. Raises SharedFolderError when it cannot
@@ -404,10 +404,23 @@ class RunStore:
         for n, t in enumerate(run.steps[:PRE_ENCODE_STEPS], start=1):
             if self.runs.get(run.run_id) is not run:
                 return  # evicted meanwhile
-            try:
-                await self.encoded_step(run.run_id, n, t)
-            except Exception:  # noqa: BLE001 - a reader's request reports its own encoding errors
+            if not await self._encode_quietly(run.run_id, n, t):
                 return
+
+    async def _encode_quietly(self, run_id: str, n: int, t: StepTrace) -> bool:
+        try:
+            await self.encoded_step(run_id, n, t)
+        except Exception:  # noqa: BLE001 - a reader's request reports its own encoding errors
+            return False
+        return True
+
+    def encode_soon(self, run_id: str, n: int, t: StepTrace) -> None:
+        """Start encoding step n in the background: a streaming run's first step, which its page
+        asks for as soon as it hears the run has started (the request then finds the encoding done
+        or under way, and waits for that one rather than starting its own)."""
+        task = asyncio.get_running_loop().create_task(self._encode_quietly(run_id, n, t))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     def status(self, run_id: str) -> dict | None:
         """done (with its steps), computing (steps so far, seconds), queued (waiting for a slot,

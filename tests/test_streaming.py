@@ -3,6 +3,8 @@ still compute (GET /api/runs/{id}/steps/{n}, POST /api/runs?wait=first)."""
 
 from __future__ import annotations
 
+import time
+
 from fastapi.testclient import TestClient
 
 from pagedviz.app.main import create_app
@@ -42,3 +44,21 @@ def test_post_with_wait_first_answers_202_before_the_run_is_complete() -> None:
         assert small.status_code in (201, 202) and small.json()["run_id"]
         bad = client.post("/api/runs?wait=soon", json={"preset": "seed-001"})
         assert bad.status_code == 422 and "wait" in bad.text
+
+
+def test_a_streaming_runs_first_step_is_encoded_as_its_202_goes_back() -> None:
+    """The page asks for step 1 right after the 202: its encoding has started by then (the read
+    finds it kept, or shares the encoding under way) and the bytes are those of the step."""
+    with TestClient(create_app(Settings())) as client:
+        store = client.app.state.store
+        r = client.post("/api/runs?wait=first", json={**LONG_RUN, "seed": 11})
+        assert r.status_code == 202, r.text
+        run_id = r.json()["run_id"]
+        deadline = time.monotonic() + 2
+        while not ((run_id, 1) in store.encoding or (run_id, 1) in store.encoded):
+            assert time.monotonic() < deadline, "step 1's encoding was not started"
+            time.sleep(0.005)
+        step = client.get(f"/api/runs/{run_id}/steps/1")
+        assert step.status_code == 200 and step.json()["step"] == 1
+        assert (run_id, 1) in store.encoded
+        assert step.content == store.encoded[(run_id, 1)].body

@@ -210,6 +210,8 @@ async def create_run(
                 url=f"/run?s={pack(scenario.to_dict())}",
                 link=pack(scenario.to_dict()),
             )
+            # the page asks for step 1 next: its encoding starts now, while this answer goes back
+            store.encode_soon(run_id, 1, first)
             return JSONResponse(partial.model_dump(), status_code=202, headers=location)
     run = await _run(request, run_id)
     return JSONResponse(_created(run), status_code=201, headers=location)
