@@ -63,17 +63,32 @@ function deltaToggle() {
     } }), ` ${L("delta_toggle")}`]);
 }
 
-// rows or columns drawn after the frame get what the views did to the rest: the selection's
-// highlight, and (predict.js listens) a checkpoint's concealed answers
-function lateCellsAdded() {
-  applySelection({ plots: false });
-  document.dispatchEvent(new Event("pagedviz:late-cells"));
+// Whether the reader has scrolled `box` along `axis` ("scrollTop" or "scrollLeft"), watched from
+// its first draw on: a scrolled box gets every row or column at once, not its first ones first.
+const scrolledBoxes = new WeakMap();
+function scrolled(box, axis) {
+  if (!scrolledBoxes.has(box)) {
+    scrolledBoxes.set(box, false);
+    box.addEventListener("scroll", () => scrolledBoxes.set(box, box[axis] > 0), { passive: true });
+  }
+  return scrolledBoxes.get(box);
+}
+
+// The rest of a big table, added by `add` after the frame that shows the step (unless `node` was
+// redrawn meanwhile); the late cells get what the views did to the others: the selection's
+// highlight, and (predict.js and compare.js listen) a checkpoint's concealed answers and a
+// comparison's marks.
+function addAfterFrame(node, add) {
+  afterFrame(() => {
+    if (!node.isConnected) return;
+    add();
+    applySelection({ plots: false });
+    document.dispatchEvent(new Event("pagedviz:late-cells"));
+  });
 }
 
 // the rows drawn before the frame that shows the step: more than a big batch's box shows
 const EAGER_ROWS = 24;
-let reqScrolled = false;
-let reqWatched = false;
 let drawnStep = null;  // the step the request table shows, so that only a step change slides rows
 let slides = null;  // rows to slide once the whole step is drawn: [table, tops before, request ids]
 
@@ -87,7 +102,6 @@ export function renderRequestTable() {
   topsBefore = null;
   drawnStep = state.step;
   const box = clear($("req-table"));
-  if (!reqWatched) { reqWatched = true; box.addEventListener("scroll", () => { reqScrolled = box.scrollTop > 0; }, { passive: true }); }
   const tr = S.trace;
   const ids = tr.batch.req_ids;
   if (!ids.length) { box.append(el("p", { class: "muted", text: L("idle_step") })); return; }
@@ -121,15 +135,9 @@ export function renderRequestTable() {
   };
   // a big batch's table scrolls in its own box: the rows it shows first are drawn before the frame,
   // the rest after it (all at once where the reader has scrolled the box)
-  const eager = bigBatch() && rows.length > EAGER_ROWS && !reqScrolled ? EAGER_ROWS : rows.length;
+  const eager = bigBatch() && rows.length > EAGER_ROWS && !scrolled(box, "scrollTop") ? EAGER_ROWS : rows.length;
   body.append(...rows.slice(0, eager).map(rowOf));
-  if (eager < rows.length) {
-    afterFrame(() => {
-      if (!body.isConnected) return;  // another step or view was drawn meanwhile
-      body.append(...rows.slice(eager).map(rowOf));
-      lateCellsAdded();
-    });
-  }
+  if (eager < rows.length) addAfterFrame(body, () => body.append(...rows.slice(eager).map(rowOf)));
   table.append(body);
   box.append(table);
   if (!rows.length) box.append(el("p", { class: "muted", text: `${state.req}: ${L("not_in_batch")}` }));
@@ -147,9 +155,6 @@ export function slidePendingRows() {
 const MAX_TOKEN_COLS = 512;
 // the columns drawn before the frame that shows the step: more than a wide screen shows
 const EAGER_COLS = 64;
-// whether the reader has scrolled the token table sideways (then every column is drawn at once)
-let tokScrolled = false;
-let tokWatched = false;
 // a run of one request's consecutive positions longer than this is compressed to its first and
 // last RUN_KEEP tokens around one "… N tokens …" column
 const RUN_MIN = 12;
@@ -188,7 +193,6 @@ export function focusRow() {
 
 export function renderTokenTable() {
   const box = clear($("tok-table"));
-  if (!tokWatched) { tokWatched = true; box.addEventListener("scroll", () => { tokScrolled = box.scrollLeft > 0; }, { passive: true }); }
   if ($("tok-tools")) clear($("tok-tools"));
   const tr = S.trace;
   const T = tokenCount();
@@ -267,7 +271,7 @@ export function renderTokenTable() {
   };
   // a wide table (a big batch) shows the columns a screen can hold first; the rest are added after
   // the frame that shows the step (unless the reader has scrolled the table sideways)
-  const eager = cols.length > EAGER_COLS && !tokScrolled ? EAGER_COLS : cols.length;
+  const eager = cols.length > EAGER_COLS && !scrolled(box, "scrollLeft") ? EAGER_COLS : cols.length;
   const head = el("tr", {}, [el("th", { scope: "col", text: L("token") }), ...cols.slice(0, eager).map(headCell)]);
   table.append(el("thead", {}, head));
   const body = el("tbody");
@@ -284,12 +288,10 @@ export function renderTokenTable() {
   table.append(body);
   box.append(table);
   if (eager < cols.length) {
-    afterFrame(() => {
-      if (!table.isConnected) return;  // another step or view was drawn meanwhile
+    addAfterFrame(table, () => {
       const rest = cols.slice(eager);
       head.append(...rest.map(headCell));
       for (const [row, data] of rows) row.append(...rest.map((c) => bodyCell(c, data)));
-      lateCellsAdded();
     });
   }
   if (cut) box.append(el("p", { class: "muted", text: L("more_columns").replace("{n}", cut) }));
