@@ -23,16 +23,25 @@ export function rowTops(table) {
   return out;
 }
 
-// FLIP: each row of `ids` is drawn in its new place, then slides there from where it was
+// FLIP: each row of `ids` is drawn in its new place, then slides there from where it was. The new
+// places are read in the frame's animation callback, once every view of the step is written: the
+// layout that read costs is the one the frame needs anyway (read earlier, while views are still
+// being written, it would be a layout of its own).
 export function slideRows(table, before, ids) {
   if (!table || !motionAllowed() || !before.size) return;
-  for (const rid of ids) {
-    const tr = table.querySelector(`tbody tr[data-req="${CSS.escape(rid)}"]`);
-    if (!tr || !before.has(rid)) continue;
-    const dy = before.get(rid) - tr.getBoundingClientRect().top;
-    if (Math.abs(dy) < 1) continue;
-    tr.animate([{ transform: `translateY(${dy}px)` }, { transform: "translateY(0)" }], { duration: MOTION_MS, easing: "ease-out" });
-  }
+  requestAnimationFrame(() => {
+    if (!table.isConnected) return;
+    const moves = [];
+    for (const rid of ids) {
+      const tr = table.querySelector(`tbody tr[data-req="${CSS.escape(rid)}"]`);
+      if (!tr || !before.has(rid)) continue;
+      const dy = before.get(rid) - tr.getBoundingClientRect().top;
+      if (Math.abs(dy) >= 1) moves.push([tr, dy]);
+    }
+    for (const [tr, dy] of moves) {
+      tr.animate([{ transform: `translateY(${dy}px)` }, { transform: "translateY(0)" }], { duration: MOTION_MS, easing: "ease-out" });
+    }
+  });
 }
 
 // the pool bar from its previous fill to this step's, and the new-block chips out of the bar
@@ -51,8 +60,13 @@ function poolMotion() {
     fill.style.transformOrigin = "0 50%";
     fill.animate([{ transform: `scaleX(${a / b})` }, { transform: "none" }], { duration: MOTION_MS, easing: "ease-out" });
   }
+  // the chips' places are read in the frame's animation callback (see slideRows)
+  requestAnimationFrame(() => flyChips(fill));
+}
+
+function flyChips(fill) {
   const chip = document.querySelector("#changes .chip.newblocks");
-  const bar = fill.closest(".qbar");
+  const bar = fill.isConnected ? fill.closest(".qbar") : null;
   if (chip && bar) {
     // from the bar's middle, kept inside the window: a chip in flight must not widen the page
     const a = bar.getBoundingClientRect(), b = chip.getBoundingClientRect(), k = 0.4;
