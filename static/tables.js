@@ -65,29 +65,58 @@ function deltaToggle() {
 
 // Whether the reader has scrolled `box` along `axis` ("scrollTop" or "scrollLeft"), watched from
 // its first draw on: a scrolled box gets every row or column at once, not its first ones first.
+// A scroll also brings in at once the rest of the table still to come (below).
 const scrolledBoxes = new WeakMap();
 function scrolled(box, axis) {
   if (!scrolledBoxes.has(box)) {
     scrolledBoxes.set(box, false);
-    box.addEventListener("scroll", () => scrolledBoxes.set(box, box[axis] > 0), { passive: true });
+    box.addEventListener("scroll", () => {
+      scrolledBoxes.set(box, box[axis] > 0);
+      const job = lateJobs.get(box);
+      if (job) job();
+    }, { passive: true });
   }
   return scrolledBoxes.get(box);
 }
 
-// The rest of a big table, added by `add` after the frame that shows the step (unless `node` was
-// redrawn meanwhile); the late cells get what the views did to the others: the selection's
-// highlight, and (predict.js and compare.js listen) a checkpoint's concealed answers and a
-// comparison's marks.
-function addAfterFrame(node, add) {
-  afterFrame(() => {
-    if (!node.isConnected) return;
-    add();
-    applySelection({ plots: false });
-    document.dispatchEvent(new Event("pagedviz:late-cells"));
-  });
+// How many rows or columns a big table's box shows, from its size as last laid out (watched, never
+// read in the middle of a redraw, where the read would cost a layout); `fallback` before the first.
+const boxSizes = new WeakMap();
+const sizeWatch = window.ResizeObserver ? new ResizeObserver((entries) => {
+  for (const e of entries) boxSizes.set(e.target, e.contentRect);
+}) : null;
+function shown(box, axis, cell, fallback) {
+  if (sizeWatch && !boxSizes.has(box)) { boxSizes.set(box, null); sizeWatch.observe(box); }
+  const r = boxSizes.get(box);
+  const extent = r ? r[axis] : 0;
+  return extent > 0 ? Math.ceil(extent / cell) + 4 : fallback;
 }
 
-// the rows drawn before the frame that shows the step: more than a big batch's box shows
+// The rest of a big table, added by `add` once the page is idle after the frame that shows the
+// step (at once when the reader scrolls its box), unless the table was redrawn meanwhile: a reader
+// stepping quickly pays for what the box shows only. The late cells get what the views did to the
+// others: the selection's highlight, and (predict.js and compare.js listen) a checkpoint's
+// concealed answers and a comparison's marks. A table with all its rows and columns is marked
+// data-whole="1".
+const lateJobs = new Map();  // box -> the job still to run
+function addLater(box, table, node, add) {
+  table.dataset.whole = "0";
+  const job = () => {
+    if (lateJobs.get(box) !== job) return;
+    lateJobs.delete(box);
+    if (!node.isConnected) return;
+    add();
+    table.dataset.whole = "1";
+    applySelection({ plots: false });
+    document.dispatchEvent(new Event("pagedviz:late-cells"));
+  };
+  lateJobs.set(box, job);
+  const idle = window.requestIdleCallback || ((f) => setTimeout(f, 50));
+  afterFrame(() => idle(job, { timeout: 1000 }));
+}
+
+// the rows drawn before the frame that shows the step: those the box shows (a row is at least 20 px
+// high), 24 before its size is known
 const EAGER_ROWS = 24;
 let drawnStep = null;  // the step the request table shows, so that only a step change slides rows
 let slides = null;  // rows to slide once the whole step is drawn: [table, tops before, request ids]
@@ -102,6 +131,7 @@ export function renderRequestTable() {
   topsBefore = null;
   drawnStep = state.step;
   const box = clear($("req-table"));
+  lateJobs.delete(box);  // a job still to come for the table this replaces
   const tr = S.trace;
   const ids = tr.batch.req_ids;
   if (!ids.length) { box.append(el("p", { class: "muted", text: L("idle_step") })); return; }
@@ -119,7 +149,7 @@ export function renderRequestTable() {
   const rows = ids.map((rid, r) => [rid, r]);
   if (focus >= 0) { rows.splice(focus, 1); rows.unshift([ids[focus], focus]); if (S.focusOnly) rows.length = 1; }
   else if (S.focusOnly && state.req) rows.length = 0;
-  if (bigBatch()) box.classList.add("big-box"); else box.classList.remove("big-box");
+  box.classList.toggle("big-box", bigBatch());
   const rowOf = ([rid, r]) => {
     const move = moved.get(String(rid));
     const fresh = was && inPrev && !inPrev.has(String(rid));
@@ -133,11 +163,13 @@ export function renderRequestTable() {
      ...names.map((n) => deltaCell(tr.arrays[n].data[r], was ? was(n, rid) : undefined))]);
     return row;
   };
-  // a big batch's table scrolls in its own box: the rows it shows first are drawn before the frame,
-  // the rest after it (all at once where the reader has scrolled the box)
-  const eager = bigBatch() && rows.length > EAGER_ROWS && !scrolled(box, "scrollTop") ? EAGER_ROWS : rows.length;
+  // a big batch's table scrolls in its own box: the rows it shows are drawn before the frame, the
+  // rest once the page is idle (all at once where the reader has scrolled the box)
+  const first = shown(box, "height", 20, EAGER_ROWS);
+  const eager = bigBatch() && rows.length > first && !scrolled(box, "scrollTop") ? first : rows.length;
   body.append(...rows.slice(0, eager).map(rowOf));
-  if (eager < rows.length) addAfterFrame(body, () => body.append(...rows.slice(eager).map(rowOf)));
+  table.dataset.whole = "1";
+  if (eager < rows.length) addLater(box, table, body, () => body.append(...rows.slice(eager).map(rowOf)));
   table.append(body);
   box.append(table);
   if (!rows.length) box.append(el("p", { class: "muted", text: `${state.req}: ${L("not_in_batch")}` }));
@@ -153,7 +185,8 @@ export function slidePendingRows() {
 }
 
 const MAX_TOKEN_COLS = 512;
-// the columns drawn before the frame that shows the step: more than a wide screen shows
+// the columns drawn before the frame that shows the step: those the box shows (a column is at least
+// 30 px wide), 64 before its size is known
 const EAGER_COLS = 64;
 // a run of one request's consecutive positions longer than this is compressed to its first and
 // last RUN_KEEP tokens around one "… N tokens …" column
@@ -193,6 +226,7 @@ export function focusRow() {
 
 export function renderTokenTable() {
   const box = clear($("tok-table"));
+  lateJobs.delete(box);
   if ($("tok-tools")) clear($("tok-tools"));
   const tr = S.trace;
   const T = tokenCount();
@@ -269,9 +303,10 @@ export function renderTokenTable() {
     return el("td", { dataset: { t: i }, class: bound(i).trim(), style: `background:${reqTint(tr.batch.req_ids[reqOf[i]])}`,
       text: String(data[i]) });
   };
-  // a wide table (a big batch) shows the columns a screen can hold first; the rest are added after
-  // the frame that shows the step (unless the reader has scrolled the table sideways)
-  const eager = cols.length > EAGER_COLS && !scrolled(box, "scrollLeft") ? EAGER_COLS : cols.length;
+  // a wide table (a big batch) shows the columns its box can hold first; the rest are added once the
+  // page is idle (at once where the reader has scrolled the table sideways)
+  const first = shown(box, "width", 30, EAGER_COLS);
+  const eager = cols.length > first && !scrolled(box, "scrollLeft") ? first : cols.length;
   const head = el("tr", {}, [el("th", { scope: "col", text: L("token") }), ...cols.slice(0, eager).map(headCell)]);
   table.append(el("thead", {}, head));
   const body = el("tbody");
@@ -287,8 +322,9 @@ export function renderTokenTable() {
   }
   table.append(body);
   box.append(table);
+  table.dataset.whole = "1";
   if (eager < cols.length) {
-    addAfterFrame(table, () => {
+    addLater(box, table, table, () => {
       const rest = cols.slice(eager);
       head.append(...rest.map(headCell));
       for (const [row, data] of rows) row.append(...rest.map((c) => bodyCell(c, data)));

@@ -108,12 +108,15 @@ def test_long_prefills_are_compressed_with_block_starts_marked_and_expand(
     bound = first.locator(".gap-bound").first.text_content()
     assert int(bound.lstrip("|")) % 16 == 0
     assert hd_page.locator("#token-table thead th.blk-bound").count() > 0
+    # the columns past the box's come once the page is idle: count them all
+    hd_page.wait_for_selector("#token-table[data-whole='1']", state="attached")
     shown = hd_page.locator("#token-table thead th[data-t]").count()
     # clicking a compressed column selects its first token
     first.click()
     assert "pos=" in hd_page.url
     hd_page.click("#btn-expand-tokens")
     assert hd_page.locator("#token-table thead th.tok-gap").count() == 0
+    hd_page.wait_for_selector("#token-table[data-whole='1']", state="attached")
     assert hd_page.locator("#token-table thead th[data-t]").count() > shown
 
 
