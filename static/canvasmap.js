@@ -79,9 +79,9 @@ export function hoverText(tpl, fig, r, c) {
 }
 
 // A heatmap out of view can wait: while deferDraws(true) is on, drawHeatmap keeps the figure and
-// draws it in a task after the next frame is painted (one heatmap a task), or at once when anything
-// reads the heatmap (its `_cm` parts or its `layout`), so a step change paints what is in view
-// first and nothing reads a stale figure.
+// draws it once the page is idle after the next frame (one heatmap at a time), or at once when
+// anything reads the heatmap (its `_cm` parts or its `layout`), so a step change paints what is in
+// view first and nothing reads a stale figure.
 let deferring = false;
 const pending = new Set();
 let flushing = false;
@@ -93,6 +93,9 @@ export function afterFrame(f) { requestAnimationFrame(() => setTimeout(() => set
 
 function flush(div) { if (pending.delete(div)) draw(div); }
 
+// the heatmaps put off are drawn once the page is idle after the frame (within 300 ms), one an idle
+// period: a reader stepping quickly pays for the heatmaps in view only
+const idle = window.requestIdleCallback ? (f) => window.requestIdleCallback(f, { timeout: 300 }) : (f) => setTimeout(f, 0);
 function drawLater(div) {
   pending.add(div);
   if (flushing) return;
@@ -101,9 +104,9 @@ function drawLater(div) {
     const [div0] = pending;
     if (div0 === undefined) { flushing = false; return; }
     flush(div0);
-    setTimeout(next, 0);
+    idle(next);
   };
-  afterFrame(next);
+  afterFrame(() => idle(next));
 }
 
 // the parts of a heatmap's card, made once per div: the cells' canvas, the overlay canvas (which

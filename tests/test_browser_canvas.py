@@ -253,8 +253,8 @@ def test_overview_bars_keep_a_hostile_request_id_as_text(hostile_page: Any) -> N
 
 def test_a_heatmap_put_off_is_drawn_after_the_frame_or_when_it_is_read(page: Any) -> None:
     """While draws are put off (a step change's heatmaps out of view), a heatmap keeps its figure
-    and is drawn after the next frame; anything that reads it first (its parts, its layout) gets
-    it drawn at once."""
+    and is drawn once the page is idle after the next frame; anything that reads it first (its
+    parts, its layout) gets it drawn at once."""
     open_run(page, "preset=seed-001&step=1")
     states = page.evaluate(
         """async () => {
@@ -275,7 +275,8 @@ def test_a_heatmap_put_off_is_drawn_after_the_frame_or_when_it_is_read(page: Any
           out.aLegend = a.layout.legend.length > 0;  // reading it draws it
           out.aRead = a.__cm.geo !== null;
           out.bStill = b.__cm.geo === null;  // not read, not yet drawn
-          await new Promise((r) => requestAnimationFrame(() => setTimeout(() => setTimeout(r, 50), 0)));
+          // drawn once the page is idle after the frame (within the idle callback's 300 ms)
+          for (let i = 0; i < 100 && b.__cm.geo === null; i++) await new Promise((r) => setTimeout(r, 20));
           out.bLater = b.__cm.geo !== null && b.__cm.cells.width > 0;
           views.heatmap(b, [[7]], { title: 'now' });  // drawn at once when not put off
           out.bNow = b.__cm.fig.rows === 1 && b.__cm.geo.W > 0;
@@ -294,9 +295,9 @@ def test_a_step_change_draws_the_kv_heatmap_below_the_view_for_that_step(page: A
     for step in (2, 3):
         page.keyboard.press("ArrowRight")
         page.wait_for_selector(f"body[data-painted='{step}']", state="attached")
-        page.wait_for_timeout(100)
-        # the canvas shows the figure this step's drawing made (not the previous step's)
-        assert page.evaluate("(d => d.__cm.drawn === d.data[0])(document.getElementById('hm-kv'))")
+        # the canvas shows the figure this step's drawing made (not the previous step's), once the
+        # page is idle after the frame
+        page.wait_for_function("(d => d.__cm.drawn === d.data[0])(document.getElementById('hm-kv'))", timeout=5_000)
         z_rows = page.evaluate("document.getElementById('hm-kv').__cm.drawn.z.length")
         kv_blocks = page.evaluate("import('/static/trace.js').then(m => m.S.trace.kv_cache.num_blocks)")
         assert z_rows == min(kv_blocks, 256)
