@@ -21,6 +21,7 @@ import { clear, el, showUpstream } from "./views.js";
 import { deferDraws } from "./canvasmap.js";
 import { ctl, emitView } from "./bus.js";
 import { initTeach } from "./teach.js";
+import { narrationOf } from "./narration.js";
 import { placeWindow, renderOverview } from "./overview.js";
 
 // ------------------------------------------------------------------ loading
@@ -164,8 +165,8 @@ async function fetchStep(n) {
   return r.data;
 }
 
-// the next steps are fetched while the page is idle, one at a time and a few ahead (one for a big
-// batch, whose steps are big), so that stepping forward finds them here
+// the next steps (and their narration) are fetched while the page is idle, one at a time and a few
+// ahead (one for a big batch, whose steps are big), so that stepping forward finds them here
 const AHEAD = 3;
 function prefetchNext(n) {
   const later = window.requestIdleCallback || ((f) => setTimeout(f, 50));
@@ -173,9 +174,10 @@ function prefetchNext(n) {
   const ahead = bigBatch() ? 1 : AHEAD;
   const next = (k) => {
     if (k > n + ahead || !S.overview || k > S.overview.num_steps || !S.created || S.created.run_id !== run) return;
-    if (S.steps.has(k)) { next(k + 1); return; }
+    // a step's narration comes with it, so that it is drawn with the step, not a frame after it
+    if (S.steps.has(k)) { narrationOf(run, k); next(k + 1); return; }
     // once the reader has moved on, the step now on show fetches its own
-    later(() => { if (state.step === n) fetchStep(k).then(() => next(k + 1), () => {}); });
+    later(() => { if (state.step === n) Promise.all([fetchStep(k), narrationOf(run, k)]).then(() => next(k + 1), () => {}); });
   };
   next(n + 1);
 }
