@@ -88,10 +88,10 @@ export function renderStageDetail() {
   const info = S.trace.stages.find((s) => s.name === name) || { reads: [], writes: [], formula: "" };
   const src = S.stages.find((s) => s.name === name);
   const [title, expl] = stageText(state.lang, name, S.overview.flavor);
-  $("stage-title").textContent = `${stageIndex(name) + 1}. ${title}`;
-  $("stage-expl").textContent = expl || info.why || "";
-  $("stage-formula").textContent = info.formula;
-  $("stage-source").textContent = src ? src.source : "";
+  setText($("stage-title"), `${stageIndex(name) + 1}. ${title}`);
+  setText($("stage-expl"), expl || info.why || "");
+  setText($("stage-formula"), info.formula);
+  setText($("stage-source"), src ? src.source : "");
   renderUpstream(name);
   const vals = clear($("stage-values"));
   for (const w of info.writes) {
@@ -162,7 +162,11 @@ function subRequest(name, r) {
   }
 }
 
+// a text set only where it changed: the same text set again is a new text node to lay out (the
+// engine's source of a stage is hundreds of lines)
+function setText(node, text) { if (node.textContent !== text) node.textContent = text; }
+
 export function renderSubstituted() {
-  $("stage-sub").textContent = substituted() || L("none_selected");
+  setText($("stage-sub"), substituted() || L("none_selected"));
   renderSlotFormula();
 }
