@@ -293,6 +293,8 @@ def test_run_page_editor_reruns_an_edited_scenario_and_refuses_a_bad_one(page: o
 
     open_run(page, "preset=seed-001&step=2")
     page.click("#editor-panel summary")
+    # the editor is filled as it opens (its toggle event)
+    page.wait_for_function("document.getElementById('scenario-json').value.length > 0")
     scenario = json.loads(page.locator("#scenario-json").input_value())
     assert scenario["name"] == "seed-001"
     scenario["config"]["max_num_batched_tokens"] = 0
