@@ -297,7 +297,8 @@ def test_a_step_change_draws_the_kv_heatmap_below_the_view_for_that_step(page: A
         page.wait_for_selector(f"body[data-painted='{step}']", state="attached")
         # the canvas shows the figure this step's drawing made (not the previous step's), once the
         # page is idle after the frame
-        page.wait_for_function("(d => d.__cm.drawn === d.data[0])(document.getElementById('hm-kv'))", timeout=5_000)
+        shown = "(d => d.__cm.drawn === d.data[0])(document.getElementById('hm-kv'))"
+        page.wait_for_function(shown, timeout=5_000)
         z_rows = page.evaluate("document.getElementById('hm-kv').__cm.drawn.z.length")
         kv_blocks = page.evaluate("import('/static/trace.js').then(m => m.S.trace.kv_cache.num_blocks)")
         assert z_rows == min(kv_blocks, 256)
