@@ -37,7 +37,11 @@ export function upstreamOf(name, flavor) {
   return UPSTREAM[`${flavor}:${name}`] || UPSTREAM[name] || null;
 }
 
+let upstreamKey = null;  // the link shown: a step change keeps it
 function renderUpstream(name) {
+  const key = `${name}|${S.overview.flavor}|${state.lang}`;
+  if (key === upstreamKey) return;
+  upstreamKey = key;
   const box = clear($("stage-upstream"));
   const up = upstreamOf(name, S.overview.flavor);
   if (!up) return;
@@ -69,18 +73,30 @@ export function renderSlotFormula() {
     " = ", term("block_table", String(blk)), ` * ${bs} + ${pos % bs}`);
 }
 
-// the stage list; onPick(name) chooses a stage
+// the stage list; onPick(name) chooses a stage. The list is built once per run's stages and
+// language; a step or stage change only moves its mark (a button keeps its focus when pressed).
+let listKey = null;
 export function renderStages(onPick) {
-  const list = clear($("stage-list"));
-  stageNames().forEach((name, i) => {
-    const [title] = stageText(state.lang, name, S.overview.flavor);
-    const active = name === state.stage;
-    list.append(el("li", {}, el("button", {
-      class: `stage-btn${active ? " active" : ""}`, "aria-current": active ? "step" : null,
-      dataset: { stage: name }, onclick: () => onPick(name),
-    }, [el("span", { class: "stage-num", text: i + 1 }), el("span", { class: "stage-title", text: title }),
-        el("code", { class: "stage-code", text: name })])));
-  });
+  const list = $("stage-list");
+  const names = stageNames();
+  const key = JSON.stringify([names, state.lang, S.overview.flavor]);
+  if (key !== listKey || list.children.length !== names.length) {
+    listKey = key;
+    clear(list);
+    names.forEach((name, i) => {
+      const [title] = stageText(state.lang, name, S.overview.flavor);
+      list.append(el("li", {}, el("button", { class: "stage-btn", dataset: { stage: name }, onclick: () => onPick(name) },
+        [el("span", { class: "stage-num", text: i + 1 }), el("span", { class: "stage-title", text: title }),
+         el("code", { class: "stage-code", text: name })])));
+    });
+  }
+  for (const b of list.querySelectorAll(".stage-btn")) {
+    const active = b.dataset.stage === state.stage;
+    if (b.classList.contains("active") === active) continue;
+    b.classList.toggle("active", active);
+    if (active) b.setAttribute("aria-current", "step");
+    else b.removeAttribute("aria-current");
+  }
 }
 
 export function renderStageDetail() {

@@ -164,6 +164,29 @@ def test_keyboard_moves_steps_and_stages(page: object) -> None:
     assert page.locator("#help").is_visible()
 
 
+def test_a_stage_pressed_from_the_keyboard_keeps_the_focus_and_the_one_mark(page: object) -> None:
+    """The stage list is kept across stage and step changes (only its mark moves): a keyboard
+    reader who presses a stage stays on it, exactly one stage is current, and a language change
+    still retitles the list."""
+    open_run(page, "preset=seed-001")
+    page.focus(".stage-btn[data-stage='positions']")
+    page.keyboard.press("Enter")
+    page.wait_for_selector(".stage-btn.active[data-stage='positions']")
+    assert page.evaluate("document.activeElement.dataset.stage") == "positions"
+    page.keyboard.press("Tab")
+    page.keyboard.press("Enter")  # the next stage, pressed from where the focus went
+    current = page.locator(".stage-btn[aria-current='step']")
+    assert current.count() == 1 and current.get_attribute("data-stage") != "positions"
+    assert page.locator(".stage-btn.active").count() == 1
+    page.click("#btn-next")
+    page.wait_for_function("document.getElementById('step-label').textContent.includes('2 / 5')")
+    assert page.locator(".stage-btn[aria-current='step']").count() == 1
+    en = page.locator(".stage-btn .stage-title").first.inner_text()
+    page.click("[data-lang='zh']")
+    page.wait_for_function(f"document.querySelector('.stage-btn .stage-title').textContent !== {en!r}")
+    assert page.locator(".stage-btn[aria-current='step']").count() == 1
+
+
 def test_timeline_kinds_play_source_and_exports(page: object, tmp_path: Path) -> None:
     import httpx
 
