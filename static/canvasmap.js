@@ -91,11 +91,18 @@ export function deferDraws(on) { deferring = Boolean(on); }
 // callbacks queue (so a "painted" timestamp taken there is not held up by work put off to here)
 export function afterFrame(f) { requestAnimationFrame(() => setTimeout(() => setTimeout(f, 0), 0)); }
 
+// f runs once the page is idle (within `timeout` ms when one is given); where the browser has no
+// idle callbacks, in a task 50 ms on
+export function whenIdle(f, timeout) {
+  if (window.requestIdleCallback) window.requestIdleCallback(f, timeout ? { timeout } : undefined);
+  else setTimeout(f, 50);
+}
+
 function flush(div) { if (pending.delete(div)) draw(div); }
 
 // the heatmaps put off are drawn once the page is idle after the frame (within 300 ms), one an idle
 // period: a reader stepping quickly pays for the heatmaps in view only
-const idle = window.requestIdleCallback ? (f) => window.requestIdleCallback(f, { timeout: 300 }) : (f) => setTimeout(f, 0);
+const idle = (f) => whenIdle(f, 300);
 function drawLater(div) {
   pending.add(div);
   if (flushing) return;

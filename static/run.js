@@ -18,7 +18,7 @@ import { noteRowTops, renderRequestTable, renderTokenTable, slidePendingRows } f
 import { $, L, S, bigBatch, btName, stageNames, state } from "./trace.js";
 import { buildTimeline, renderBadges, renderChanges, renderQueue, renderTimelineActive } from "./timeline.js";
 import { clear, el, showUpstream } from "./views.js";
-import { deferDraws } from "./canvasmap.js";
+import { deferDraws, whenIdle } from "./canvasmap.js";
 import { ctl, emitView } from "./bus.js";
 import { initTeach } from "./teach.js";
 import { narrationOf } from "./narration.js";
@@ -169,7 +169,6 @@ async function fetchStep(n) {
 // ahead (one for a big batch, whose steps are big), so that stepping forward finds them here
 const AHEAD = 3;
 function prefetchNext(n) {
-  const later = window.requestIdleCallback || ((f) => setTimeout(f, 50));
   const run = S.created && S.created.run_id;
   const ahead = bigBatch() ? 1 : AHEAD;
   const next = (k) => {
@@ -177,7 +176,7 @@ function prefetchNext(n) {
     // a step's narration comes with it, so that it is drawn with the step, not a frame after it
     if (S.steps.has(k)) { narrationOf(run, k); next(k + 1); return; }
     // once the reader has moved on, the step now on show fetches its own
-    later(() => { if (state.step === n) Promise.all([fetchStep(k), narrationOf(run, k)]).then(() => next(k + 1), () => {}); });
+    whenIdle(() => { if (state.step === n) Promise.all([fetchStep(k), narrationOf(run, k)]).then(() => next(k + 1), () => {}); });
   };
   next(n + 1);
 }

@@ -3,7 +3,7 @@
 // order (the current stage's writes and reads marked, later stages dimmed). Cells are tinted by
 // request and tagged (data-r, data-t) for the linked highlighting in hover.js.
 
-import { afterFrame } from "./canvasmap.js";
+import { afterFrame, whenIdle } from "./canvasmap.js";
 import { exportMenu } from "./export.js";
 import { applySelection, select, setHover } from "./hover.js";
 import { rowTops, slideRows } from "./motion.js";
@@ -99,20 +99,19 @@ function shown(box, axis, cell, fallback) {
 // concealed answers and a comparison's marks. A table with all its rows and columns is marked
 // data-whole="1".
 const lateJobs = new Map();  // box -> the job still to run
-function addLater(box, table, node, add) {
+function addLater(box, table, add) {
   table.dataset.whole = "0";
   const job = () => {
     if (lateJobs.get(box) !== job) return;
     lateJobs.delete(box);
-    if (!node.isConnected) return;
+    if (!table.isConnected) return;
     add();
     table.dataset.whole = "1";
     applySelection({ plots: false });
     document.dispatchEvent(new Event("pagedviz:late-cells"));
   };
   lateJobs.set(box, job);
-  const idle = window.requestIdleCallback || ((f) => setTimeout(f, 50));
-  afterFrame(() => idle(job, { timeout: 1000 }));
+  afterFrame(() => whenIdle(job, 1000));
 }
 
 // the rows drawn before the frame that shows the step: those the box shows (a row is at least 20 px
@@ -169,7 +168,7 @@ export function renderRequestTable() {
   const eager = bigBatch() && rows.length > first && !scrolled(box, "scrollTop") ? first : rows.length;
   body.append(...rows.slice(0, eager).map(rowOf));
   table.dataset.whole = "1";
-  if (eager < rows.length) addLater(box, table, body, () => body.append(...rows.slice(eager).map(rowOf)));
+  if (eager < rows.length) addLater(box, table, () => body.append(...rows.slice(eager).map(rowOf)));
   table.append(body);
   box.append(table);
   if (!rows.length) box.append(el("p", { class: "muted", text: `${state.req}: ${L("not_in_batch")}` }));
@@ -324,7 +323,7 @@ export function renderTokenTable() {
   box.append(table);
   table.dataset.whole = "1";
   if (eager < cols.length) {
-    addLater(box, table, table, () => {
+    addLater(box, table, () => {
       const rest = cols.slice(eager);
       head.append(...rest.map(headCell));
       for (const [row, data] of rows) row.append(...rest.map((c) => bodyCell(c, data)));
