@@ -5,7 +5,7 @@
 import { ctl, onView } from "./bus.js";
 import { stageText } from "./i18n.js";
 import { $, L, S, stageNames, state } from "./trace.js";
-import { clear, el } from "./views.js";
+import { clear, el, setText } from "./views.js";
 
 let dwellMs = 2400;  // how long a stage stays at ×1
 const P = { timer: null, speed: 0.5, paused: false, pausePoints: new Set(), step: null, ours: false };
@@ -18,13 +18,13 @@ export function isPlaying() { return P.timer !== null; }
 function label() {
   const names = stageNames();
   const i = names.indexOf(state.stage);
-  $("pb-pos").textContent = `${L("stage")} ${i + 1} / ${names.length}`;
+  setText($("pb-pos"), `${L("stage")} ${i + 1} / ${names.length}`);
   const btn = $("pb-play");
   const key = P.timer ? "pb_pause" : P.paused ? "pb_continue" : "pb_play";
   btn.dataset.i18n = key;
-  btn.textContent = L(key);
+  setText(btn, L(key));
   btn.setAttribute("aria-pressed", P.timer ? "true" : "false");
-  $("pb-status").textContent = P.paused ? L("pb_paused_at").replace("{stage}", stageText(state.lang, state.stage, S.overview.flavor)[0]) : "";
+  setText($("pb-status"), P.paused ? L("pb_paused_at").replace("{stage}", stageText(state.lang, state.stage, S.overview.flavor)[0]) : "");
 }
 
 function schedule() {
@@ -77,8 +77,21 @@ function pause() {
 
 function toggle() { if (P.timer) pause(); else play(); }
 
+// the buttons are built again only when the run's stages or the language change (a step change
+// keeps them, and the keyboard focus on one of them); their marks follow the chosen points
+let pointsKey = "";
 function renderPausePoints() {
-  const box = clear($("pb-points"));
+  const box = $("pb-points");
+  const key = JSON.stringify([stageNames(), state.lang, S.overview.flavor]);
+  if (key === pointsKey && box.childElementCount) {
+    for (const b of box.children) {
+      const on = P.pausePoints.has(b.dataset.stage) ? "true" : "false";
+      if (b.getAttribute("aria-pressed") !== on) b.setAttribute("aria-pressed", on);
+    }
+    return;
+  }
+  pointsKey = key;
+  clear(box);
   stageNames().forEach((name, i) => {
     const [title] = stageText(state.lang, name, S.overview.flavor);
     const on = P.pausePoints.has(name);

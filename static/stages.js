@@ -6,7 +6,7 @@
 
 import { stageText } from "./i18n.js";
 import { $, A, L, S, blockSize, btName, reqOfTokens, stageIndex, stageNames, state, tokenCount } from "./trace.js";
-import { clear, el, fmtList } from "./views.js";
+import { clear, el, fmtList, setText } from "./views.js";
 
 // Where each stage lives upstream, at the version or commit the flavour mirrors (read from that
 // source: vLLM 0.33.0 computes block numbers, offsets and slots in one Triton kernel).
@@ -180,7 +180,6 @@ function subRequest(name, r) {
 
 // a text set only where it changed: the same text set again is a new text node to lay out (the
 // engine's source of a stage is hundreds of lines)
-function setText(node, text) { if (node.textContent !== text) node.textContent = text; }
 
 export function renderSubstituted() {
   setText($("stage-sub"), substituted() || L("none_selected"));

@@ -34,6 +34,9 @@ export function el(tag, attrs = {}, children = []) {
 
 export function clear(node) { while (node.firstChild) node.removeChild(node.firstChild); return node; }
 
+// a text written only where it changed (writing the same text still makes the browser lay it out again)
+export function setText(node, text) { if (node.textContent !== text) node.textContent = text; }
+
 export function fmtList(data, max = 40) {
   const flat = Array.isArray(data) ? data : [data];
   const shown = flat.slice(0, max).map((x) => (Array.isArray(x) ? `[${x.join(", ")}]` : String(x)));

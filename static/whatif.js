@@ -7,7 +7,7 @@
 import { errorLines, getJSON, postJSON } from "./api.js";
 import { ctl, onView } from "./bus.js";
 import { $, L, S, state } from "./trace.js";
-import { clear, el } from "./views.js";
+import { clear, el, setText } from "./views.js";
 
 const BLOCK_SIZES = [1, 2, 4, 8, 16, 32, 64, 128, 256];
 // the settings, in the order shown: [config key, kind]
@@ -110,30 +110,39 @@ const ROWS = [
   ["wi_steps", (m) => m.totals.steps],
 ];
 
+// the table is built once per pair of runs and language; a step change rewrites only its values
+let deltaKey = "";
 export async function renderDelta() {
   const box = $("whatif-delta");
   if (!W.baseline || !S.created) return;
   const same = W.baseline.run_id === S.created.run_id;
   const [mb, mn] = await Promise.all([metricsOf(W.baseline.run_id), metricsOf(S.created.run_id)]);
-  clear(box);
-  if (!mb || !mn) return;
-  $("whatif-reset").disabled = same;
+  if (!mb || !mn) { deltaKey = ""; clear(box); return; }
+  const key = JSON.stringify([W.baseline.run_id, S.created.run_id, state.lang]);
+  if (key !== deltaKey || !$("wi-delta-table")) {
+    deltaKey = key;
+    clear(box);
+    $("whatif-reset").disabled = same;
+    const body = el("tbody", {}, ROWS.map(([metric]) => el("tr", { dataset: { metric } }, [el("th", { scope: "row" }), el("td"), el("td"), el("td")])));
+    box.append(el("table", { class: "req-table wi-table", id: "wi-delta-table", "aria-label": L("wi_delta") }, [
+      el("thead", {}, el("tr", {}, [el("th", { text: "" }), el("th", { text: L("baseline") }), el("th", { text: L("wi_now") }), el("th", { text: "Δ" })])),
+      body,
+    ]));
+    if (same) box.append(el("p", { class: "muted small-text", text: L("wi_same") }));
+  }
   const n = state.step;
-  const table = el("table", { class: "req-table wi-table", id: "whatif-table", "aria-label": L("wi_delta") }, [
-    el("thead", {}, el("tr", {}, [el("th", { text: "" }), el("th", { text: L("baseline") }), el("th", { text: L("wi_now") }), el("th", { text: "Δ" })])),
-  ]);
-  const body = el("tbody");
-  for (const [key, get] of ROWS) {
+  const rows = $("wi-delta-table").tBodies[0].rows;
+  ROWS.forEach(([metric, get], i) => {
     const a = get(mb, n), b = get(mn, n);
     const d = a === undefined || b === undefined ? "" : b - a;
-    body.append(el("tr", { dataset: { metric: key } }, [
-      el("th", { scope: "row", text: key.endsWith("_step") ? `${L(key)} (${L("step")} ${n})` : L(key) }),
-      el("td", { text: a ?? "–" }), el("td", { text: b ?? "–" }),
-      el("td", { class: d > 0 ? "up" : d < 0 ? "down" : "", text: d === "" ? "–" : d > 0 ? `+${d}` : String(d) })]));
-  }
-  table.append(body);
-  box.append(table);
-  if (same) box.append(el("p", { class: "muted small-text", text: L("wi_same") }));
+    const [th, ta, tb, td] = rows[i].cells;
+    setText(th, metric.endsWith("_step") ? `${L(metric)} (${L("step")} ${n})` : L(metric));
+    setText(ta, String(a ?? "–"));
+    setText(tb, String(b ?? "–"));
+    const cls = d > 0 ? "up" : d < 0 ? "down" : "";
+    if (td.className !== cls) td.className = cls;
+    setText(td, d === "" ? "–" : d > 0 ? `+${d}` : String(d));
+  });
 }
 
 function build() {

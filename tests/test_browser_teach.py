@@ -141,6 +141,42 @@ def test_stage_playback_walks_the_stages_in_order_with_their_narration_and_stops
     assert HAN.search(page.locator("#pb-play").inner_text())
 
 
+def test_a_step_change_keeps_the_pause_points_and_the_what_if_table_and_rewrites_their_values(
+    page: object,
+) -> None:
+    from pagedviz.core import load_preset, make_engine
+    from pagedviz.core.metrics import run_metrics
+
+    steps = run_metrics(list(make_engine(load_preset("seed-001")).run()))["steps"]
+    open_run(page, "preset=seed-001&step=2")
+    page.wait_for_selector("#wi-delta-table")
+    row = "#wi-delta-table tr[data-metric='wi_blocks_step']"
+    assert page.locator(f"{row} td").all_inner_texts() == [str(steps[1]["blocks_used"])] * 2 + ["0"]
+    page.evaluate(
+        "window.kept = [document.querySelector(\"#pb-points button[data-stage='slot_mapping']\"),"
+        " document.getElementById('wi-delta-table')]"
+    )
+    point = page.locator("#pb-points button[data-stage='slot_mapping']")
+    point.click()
+    assert point.get_attribute("aria-pressed") == "true"
+    page.keyboard.press("ArrowRight")  # from the pause point that has the focus
+    page.wait_for_selector("body[data-step='3']", state="attached")
+    page.wait_for_function(
+        f"document.querySelector(\"{row} th\").textContent.includes('3')"
+    )
+    # the same nodes, the focus and the chosen point kept; the values are step 3's
+    assert page.evaluate("window.kept.every((n) => n.isConnected)")
+    assert page.evaluate("document.activeElement === window.kept[0]")
+    assert point.get_attribute("aria-pressed") == "true"
+    assert page.locator(f"{row} td").all_inner_texts() == [str(steps[2]["blocks_used"])] * 2 + ["0"]
+    assert page.locator("#wi-delta-table").count() == 1 and page.locator("[id='whatif-table']").count() <= 1
+    # a language change builds them again, in Chinese
+    page.click("[data-lang='zh']")
+    page.wait_for_function("!window.kept[0].isConnected")
+    assert HAN.search(page.locator("#pb-points button").first.get_attribute("aria-label"))
+    assert page.locator("#pb-points button[data-stage='slot_mapping']").get_attribute("aria-pressed") == "true"
+
+
 # ------------------------------------------------------------------ 3. lessons
 def _steps(preset: str) -> list:
     from pagedviz.core import load_preset, make_engine
@@ -301,8 +337,8 @@ def test_what_if_reruns_in_place_keeping_step_and_stage_with_a_delta_against_the
     from pagedviz.core.metrics import run_metrics
 
     open_run(page, "preset=seed-001&step=2&stage=slot_mapping")
-    page.wait_for_selector("#whatif-table")
-    assert page.locator("#whatif-table tr[data-metric='wi_blocks_step'] td").last.inner_text() == "0"
+    page.wait_for_selector("#wi-delta-table")
+    assert page.locator("#wi-delta-table tr[data-metric='wi_blocks_step'] td").last.inner_text() == "0"
     # block size 4 instead of 2, from the keyboard
     page.focus("#wi-block_size")
     page.select_option("#wi-block_size", "4")
@@ -324,13 +360,13 @@ def test_what_if_reruns_in_place_keeping_step_and_stage_with_a_delta_against_the
     m_base = run_metrics(list(make_engine(base).run()))
     m_new = run_metrics(list(make_engine(Scenario.from_dict(data)).run()))
     page.wait_for_function(
-        "document.querySelector('#whatif-table tr[data-metric=\"wi_blocks_peak\"] td:nth-child(3)')"
+        "document.querySelector('#wi-delta-table tr[data-metric=\"wi_blocks_peak\"] td:nth-child(3)')"
         f".textContent === '{m_new['totals']['peak_blocks_used']}'"
     )
-    row = page.locator("#whatif-table tr[data-metric='wi_blocks_peak'] td").all_inner_texts()
+    row = page.locator("#wi-delta-table tr[data-metric='wi_blocks_peak'] td").all_inner_texts()
     a, b = m_base["totals"]["peak_blocks_used"], m_new["totals"]["peak_blocks_used"]
     assert row == [str(a), str(b), f"{b - a:+d}" if b != a else "0"]
-    frag = page.locator("#whatif-table tr[data-metric='wi_frag_step'] td").all_inner_texts()
+    frag = page.locator("#wi-delta-table tr[data-metric='wi_frag_step'] td").all_inner_texts()
     fa, fb = m_base["steps"][1]["internal_fragmentation"], m_new["steps"][1]["internal_fragmentation"]
     assert frag[:2] == [str(fa), str(fb)]
     shot(page, "teach-whatif.png")
