@@ -175,6 +175,21 @@ def test_a_step_change_keeps_the_pause_points_and_the_what_if_table_and_rewrites
     assert point.get_attribute("aria-pressed") == "true"  # the chosen point, in the rebuilt buttons
 
 
+def test_no_id_is_used_twice_where_the_what_if_panel_meets_the_features_what_if_card(page: object) -> None:
+    # demo-max-model-len shows the features panel's what-if card (its table #whatif-table) beside
+    # the what-if panel's delta table: they once shared that id
+    open_run(page, "preset=demo-max-model-len&step=1")
+    page.wait_for_selector("#wi-delta-table")
+    page.wait_for_selector("#whatif-table")
+    dupes = page.evaluate(
+        "(() => { const c = {};"
+        " for (const e of document.querySelectorAll('[id]')) c[e.id] = (c[e.id] || 0) + 1;"
+        " return Object.keys(c).filter((k) => c[k] > 1); })()"
+    )
+    assert dupes == []
+    assert page.locator("#whatif-table").evaluate("t => t.closest('#features') !== null")
+
+
 # ------------------------------------------------------------------ 3. lessons
 def _steps(preset: str) -> list:
     from pagedviz.core import load_preset, make_engine
