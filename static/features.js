@@ -299,7 +299,12 @@ export function renderFeatures() {
   const box = $("features");
   if (!box || !S.trace) return;
   const cards = S.trace.idle ? [] : [whatifCard(), specCard(), asyncCard(), mropeCard(), nanoCard(), ascendCard(), paddingCard()].filter(Boolean);
+  // the M-RoPE heatmap keeps its node across steps, as the system cards' heatmaps do: its canvases
+  // and its measured width (a new node's width would be read from a page laid out again for it)
+  const keep = $("hm-mrope");
   clear(box).append(...cards);
+  const fresh = $("hm-mrope");
+  if (keep && fresh) fresh.replaceWith(keep);
   $("features-panel").hidden = !cards.length;
   drawMrope();
   kvShape();

@@ -214,6 +214,24 @@ def test_mrope_heatmap_sits_beside_positions_with_image_tokens_on_the_grid(page:
     shots(page, "feat-mrope", "mrope")
 
 
+def test_a_step_change_redraws_the_mrope_heatmap_in_the_same_node_with_the_new_steps_values(
+    page: Any,
+) -> None:
+    nxt = open_step(page, "demo-mrope", 2)  # step 2's trace (the page opened there)
+    page.goto(f"{page.base}/run?preset=demo-mrope&step=1")
+    page.wait_for_selector("body[data-ready='1']", timeout=60_000)
+    page.evaluate("window.kept = document.getElementById('hm-mrope')")
+    page.keyboard.press("ArrowRight")
+    page.wait_for_selector("body[data-step='2']", state="attached")
+    # the node, its one canvas of cells, and the figure it draws are step 2's
+    assert page.evaluate("window.kept.isConnected && window.kept === document.getElementById('hm-mrope')")
+    assert page.locator("#hm-mrope canvas.cm-cells").count() == 1
+    assert page.locator("#features #hm-mrope").count() == 1
+    m = nxt["arrays"]["mrope_positions"]["data"]
+    z = page.evaluate("document.getElementById('hm-mrope').data[0].z")
+    assert z == [nxt["arrays"]["positions"]["data"][: len(m[0])], *m]
+
+
 def test_nanovllm_block_tables_show_minus_one_as_padding(page: Any) -> None:
     tr = open_step(page, "nanovllm-block-tables", 2)
     bt = tr["arrays"]["block_tables"]["data"]
