@@ -85,19 +85,21 @@ export async function runScenario(sc, msg) {
 }
 
 async function rerun() {
-  const { scenario } = modifiedScenario();
+  const { scenario, changes } = modifiedScenario();
   $("whatif-run").disabled = true;
   const made = await runScenario(scenario, $("whatif-msg"));
   $("whatif-run").disabled = false;
   if (!made) return;
   W.ours = true;
   try { await ctl.load({ link: made.link }, { step: state.step, stage: state.stage }); } finally { W.ours = false; }
+  $("whatif-status").textContent = changes.length ? L("wi_shown").replace("{changes}", changes.join(", ")) : L("wi_back");
 }
 
 async function reset() {
   if (!W.baseline) return;
   W.ours = true;
   try { await ctl.load({ link: W.baseline.link }, { step: state.step, stage: state.stage }); } finally { W.ours = false; }
+  $("whatif-status").textContent = L("wi_back");
 }
 
 const ROWS = [
@@ -154,7 +156,10 @@ function build() {
       el("button", { type: "button", id: "whatif-reset", dataset: { i18n: "wi_reset" }, text: L("wi_reset"), onclick: reset }),
     ]),
     el("div", { id: "whatif-msg", class: "error-text", role: "alert" }),
-    el("div", { id: "whatif-delta", class: "wi-delta", "aria-live": "polite" }),
+    // a rerun or a reset is announced in one line; the table itself is not a live region, or a
+    // screen reader would read its values out again at every step
+    el("p", { id: "whatif-status", class: "muted small-text", role: "status" }),
+    el("div", { id: "whatif-delta", class: "wi-delta" }),
   ]);
   const after = $("predict-any") || $("narration");
   after.after(section);
@@ -166,6 +171,8 @@ export function initWhatIf() {
     if (what === "run" && !W.ours) {
       W.baseline = { run_id: S.created.run_id, link: S.created.link, scenario: JSON.parse(JSON.stringify(S.overview.scenario)) };
     }
+    // another run (not a rerun of this panel's) or another language: the last announcement goes
+    if ((what === "run" && !W.ours) || what === "lang") setText($("whatif-status"), "");
     if (!W.baseline) return;
     if (what === "run") clear($("whatif-msg"));  // a new run answers the last problem
     if (what === "run" || what === "lang") { W.built = ""; buildControls(); }

@@ -382,6 +382,11 @@ def test_what_if_reruns_in_place_keeping_step_and_stage_with_a_delta_against_the
     frag = page.locator("#wi-delta-table tr[data-metric='wi_frag_step'] td").all_inner_texts()
     fa, fb = m_base["steps"][1]["internal_fragmentation"], m_new["steps"][1]["internal_fragmentation"]
     assert frag[:2] == [str(fa), str(fb)]
+    # the rerun is announced in one line; the table is not a live region (a screen reader would
+    # read its values out again at every step)
+    page.wait_for_function("document.getElementById('whatif-status').textContent.includes('block_size 4')")
+    assert page.locator("#whatif-status").get_attribute("role") == "status"
+    assert page.evaluate("document.getElementById('wi-delta-table').closest('[aria-live]')") is None
     shot(page, "teach-whatif.png")
     # a setting the server refuses: the message names the field
     page.evaluate("document.getElementById('wi-num_kv_blocks').value = 2")
@@ -395,6 +400,7 @@ def test_what_if_reruns_in_place_keeping_step_and_stage_with_a_delta_against_the
     page.wait_for_function(
         "document.body.dataset.step === '2' && document.getElementById('whatif-msg').textContent === ''"
     )
+    page.wait_for_function("document.getElementById('whatif-status').textContent.includes('baseline again')")
     page.click("[data-lang='zh']")
     assert HAN.search(page.locator("#whatif-h").inner_text())
     shot(page, "teach-whatif-zh.png")
