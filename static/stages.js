@@ -178,9 +178,6 @@ function subRequest(name, r) {
   }
 }
 
-// a text set only where it changed: the same text set again is a new text node to lay out (the
-// engine's source of a stage is hundreds of lines)
-
 export function renderSubstituted() {
   setText($("stage-sub"), substituted() || L("none_selected"));
   renderSlotFormula();

@@ -34,7 +34,8 @@ export function el(tag, attrs = {}, children = []) {
 
 export function clear(node) { while (node.firstChild) node.removeChild(node.firstChild); return node; }
 
-// a text written only where it changed (writing the same text still makes the browser lay it out again)
+// a text written only where it changed: the same text written again is a new text node to lay
+// out (a stage's engine source is hundreds of lines)
 export function setText(node, text) { if (node.textContent !== text) node.textContent = text; }
 
 export function fmtList(data, max = 40) {
