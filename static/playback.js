@@ -5,7 +5,7 @@
 import { ctl, onView } from "./bus.js";
 import { stageText } from "./i18n.js";
 import { $, L, S, stageNames, state } from "./trace.js";
-import { clear, el, setText } from "./views.js";
+import { clear, el, needsBuild, setText } from "./views.js";
 
 let dwellMs = 2400;  // how long a stage stays at ×1
 const P = { timer: null, speed: 0.5, paused: false, pausePoints: new Set(), step: null, ours: false };
@@ -79,18 +79,15 @@ function toggle() { if (P.timer) pause(); else play(); }
 
 // the buttons are built again only when the run's stages or the language change (a step change
 // keeps them, and the keyboard focus on one of them); their marks follow the chosen points
-let pointsKey = "";
 function renderPausePoints() {
   const box = $("pb-points");
-  const key = JSON.stringify([stageNames(), state.lang, S.overview.flavor]);
-  if (key === pointsKey && box.childElementCount) {
+  if (!needsBuild(box, [stageNames(), state.lang, S.overview.flavor])) {
     for (const b of box.children) {
       const on = P.pausePoints.has(b.dataset.stage) ? "true" : "false";
       if (b.getAttribute("aria-pressed") !== on) b.setAttribute("aria-pressed", on);
     }
     return;
   }
-  pointsKey = key;
   clear(box);
   stageNames().forEach((name, i) => {
     const [title] = stageText(state.lang, name, S.overview.flavor);

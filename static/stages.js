@@ -6,7 +6,7 @@
 
 import { stageText } from "./i18n.js";
 import { $, A, L, S, blockSize, btName, reqOfTokens, stageIndex, stageNames, state, tokenCount } from "./trace.js";
-import { clear, el, fmtList, setText } from "./views.js";
+import { clear, el, fmtList, needsBuild, setText } from "./views.js";
 
 // Where each stage lives upstream, at the version or commit the flavour mirrors (read from that
 // source: vLLM 0.33.0 computes block numbers, offsets and slots in one Triton kernel).
@@ -37,11 +37,9 @@ export function upstreamOf(name, flavor) {
   return UPSTREAM[`${flavor}:${name}`] || UPSTREAM[name] || null;
 }
 
-let upstreamKey = null;  // the link shown: a step change keeps it
+// the link shown: a step change keeps it
 function renderUpstream(name) {
-  const key = `${name}|${S.overview.flavor}|${state.lang}`;
-  if (key === upstreamKey) return;
-  upstreamKey = key;
+  if (!needsBuild($("stage-upstream"), [name, S.overview.flavor, state.lang])) return;
   const box = clear($("stage-upstream"));
   const up = upstreamOf(name, S.overview.flavor);
   if (!up) return;
@@ -75,13 +73,10 @@ export function renderSlotFormula() {
 
 // the stage list; onPick(name) chooses a stage. The list is built once per run's stages and
 // language; a step or stage change only moves its mark (a button keeps its focus when pressed).
-let listKey = null;
 export function renderStages(onPick) {
   const list = $("stage-list");
   const names = stageNames();
-  const key = JSON.stringify([names, state.lang, S.overview.flavor]);
-  if (key !== listKey || list.children.length !== names.length) {
-    listKey = key;
+  if (needsBuild(list, [names, state.lang, S.overview.flavor])) {
     clear(list);
     names.forEach((name, i) => {
       const [title] = stageText(state.lang, name, S.overview.flavor);

@@ -38,6 +38,17 @@ export function clear(node) { while (node.firstChild) node.removeChild(node.firs
 // out (a stage's engine source is hundreds of lines)
 export function setText(node, text) { if (node.textContent !== text) node.textContent = text; }
 
+// Whether `node`'s content must be built (again) for `key`: not when it was built for an equal key
+// and still has it. A view that keeps its nodes across steps (a step or stage change rewriting
+// only their marks and values) builds them when this says so.
+const builtFor = new WeakMap();
+export function needsBuild(node, key) {
+  const k = JSON.stringify(key);
+  if (builtFor.get(node) === k && node.firstChild) return false;
+  builtFor.set(node, k);
+  return true;
+}
+
 export function fmtList(data, max = 40) {
   const flat = Array.isArray(data) ? data : [data];
   const shown = flat.slice(0, max).map((x) => (Array.isArray(x) ? `[${x.join(", ")}]` : String(x)));

@@ -7,7 +7,7 @@
 import { errorLines, getJSON, postJSON } from "./api.js";
 import { ctl, onView } from "./bus.js";
 import { $, L, S, state } from "./trace.js";
-import { clear, el, setText } from "./views.js";
+import { clear, el, needsBuild, setText } from "./views.js";
 
 const BLOCK_SIZES = [1, 2, 4, 8, 16, 32, 64, 128, 256];
 // the settings, in the order shown: [config key, kind]
@@ -113,16 +113,13 @@ const ROWS = [
 ];
 
 // the table is built once per pair of runs and language; a step change rewrites only its values
-let deltaKey = "";
 export async function renderDelta() {
   const box = $("whatif-delta");
   if (!W.baseline || !S.created) return;
   const same = W.baseline.run_id === S.created.run_id;
   const [mb, mn] = await Promise.all([metricsOf(W.baseline.run_id), metricsOf(S.created.run_id)]);
-  if (!mb || !mn) { deltaKey = ""; clear(box); return; }
-  const key = JSON.stringify([W.baseline.run_id, S.created.run_id, state.lang]);
-  if (key !== deltaKey || !$("wi-delta-table")) {
-    deltaKey = key;
+  if (!mb || !mn) { clear(box); return; }
+  if (needsBuild(box, [W.baseline.run_id, S.created.run_id, state.lang])) {
     clear(box);
     $("whatif-reset").disabled = same;
     const body = el("tbody", {}, ROWS.map(([metric]) => el("tr", { dataset: { metric } }, [el("th", { scope: "row" }), el("td"), el("td"), el("td")])));
