@@ -299,12 +299,11 @@ export function renderFeatures() {
   const box = $("features");
   if (!box || !S.trace) return;
   const cards = S.trace.idle ? [] : [whatifCard(), specCard(), asyncCard(), mropeCard(), nanoCard(), ascendCard(), paddingCard()].filter(Boolean);
-  // the M-RoPE heatmap keeps its node across steps, as the system cards' heatmaps do: its canvases
-  // and its measured width (a new node's width would be read from a page laid out again for it)
-  const keep = $("hm-mrope");
+  // a heatmap keeps its node across steps, as the system cards' heatmaps do: its canvases and its
+  // measured width (a new node's width would be read from a page laid out again for it)
+  const keep = [...box.querySelectorAll(".heatmap[id]")];
   clear(box).append(...cards);
-  const fresh = $("hm-mrope");
-  if (keep && fresh) fresh.replaceWith(keep);
+  for (const old of keep) { const fresh = $(old.id); if (fresh) fresh.replaceWith(old); }
   $("features-panel").hidden = !cards.length;
   drawMrope();
   kvShape();

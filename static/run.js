@@ -311,8 +311,10 @@ function renderSystem() {
   // the panels' places, read before this step writes anything (no layout to wait for): a heatmap
   // out of view is drawn after the frame that shows the step, not before it
   const away = (node) => { if (!node || node.hidden) return false; const r = node.getBoundingClientRect(); return r.top >= window.innerHeight || r.bottom <= 0; };
-  // (the features panel's one heatmap by its own place: the panel may start in view above it)
-  const sysAway = away(document.querySelector(".sys-panel")), featuresAway = away($("features-panel")) || away($("hm-mrope"));
+  // (the features panel's heatmaps by their own places too: the panel may start in view above them)
+  const featureMaps = [...document.querySelectorAll("#features .heatmap")];
+  const sysAway = away(document.querySelector(".sys-panel"));
+  const featuresAway = away($("features-panel")) || (featureMaps.length > 0 && featureMaps.every(away));
   const bt = btName();
   const cards = [];
   if (tr.arrays.token_ids_cpu) cards.push(["token_ids_cpu", "token_ids_cpu"]);
