@@ -93,10 +93,9 @@ def measure(context: Any, url: str, repeat: int) -> dict[str, Any]:
     cache and V8's code cache are filled) and every step change forward (rapid after even loads,
     settled after odd ones), then back (cached)."""
     loads: list[tuple[float, float]] = []
-    fresh: list[list[float]] = []  # [painted, script done] per step change
-    settled: list[list[float]] = []
-    cached: list[list[float]] = []
-    screen: dict[str, list[float]] = {"rapid": [], "settled": [], "cached": []}  # Event Timing
+    modes = ("rapid", "settled", "cached")
+    painted: dict[str, list[list[float]]] = {m: [] for m in modes}  # [painted, script done] per step change
+    screen: dict[str, list[float]] = {m: [] for m in modes}  # Event Timing
     for k in range(max(3, repeat)):
         page = context.new_page()
         page.goto(url)
@@ -109,23 +108,23 @@ def measure(context: Any, url: str, repeat: int) -> dict[str, Any]:
         total = int(page.evaluate("document.querySelectorAll('#timeline .tl-step').length"))
         # forward: each step fetched (or prefetched while the page was idle) then drawn; back
         # again: drawn from the page's cache
-        for key, targets, into in (
-            ("ArrowRight", range(2, total + 1), settled if k % 2 else fresh),
-            ("ArrowLeft", range(total - 1, 0, -1), cached),
+        for key, targets, mode in (
+            ("ArrowRight", range(2, total + 1), "settled" if k % 2 else "rapid"),
+            ("ArrowLeft", range(total - 1, 0, -1), "cached"),
         ):
             first_key = int(page.evaluate("window.__keys.length"))
             for target in targets:
-                if into is settled:
+                if mode == "settled":
                     page.evaluate(SETTLE)
                 page.keyboard.press(key)
                 page.wait_for_selector(f"body[data-painted='{target}']", state="attached")
-                into.append(
+                painted[mode].append(
                     page.evaluate("[window.pagedvizTiming.lastStepPaintMs, window.pagedvizTiming.lastStepMs]")
                 )
-            mode = "cached" if into is cached else "settled" if into is settled else "rapid"
             screen[mode] += on_screen(page, first_key)
         page.close()
     warm = loads[1:]
+    fresh, settled, cached = (painted[m] for m in modes)
     return {
         "cold": loads[0][1],
         "warm": statistics.median(m for _, m in warm),
