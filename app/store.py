@@ -283,6 +283,11 @@ class RunStore:
     def knows(self, run_id: str) -> bool:
         return run_id in self.runs or run_id in self.scenarios
 
+    def exists(self, run_id: str) -> bool:
+        """Whether this server can answer for the run: computed, remembered here, or shared by
+        another worker (computes nothing)."""
+        return run_id in self.runs or self._scenario(run_id) is not None
+
     def _refuse(self, run_id: str) -> None:
         kind, steps = self.refused[run_id]
         if kind == "too_long":

@@ -62,3 +62,21 @@ def test_a_streaming_runs_first_step_is_encoded_as_its_202_goes_back() -> None:
         assert step.status_code == 200 and step.json()["step"] == 1
         assert (run_id, 1) in store.encoded
         assert step.content == store.encoded[(run_id, 1)].body
+
+
+def test_step_zero_of_a_run_still_computing_answers_404_at_once() -> None:
+    """Steps are numbered from 1: step 0 (or below) is refused, naming `n`, without waiting for a
+    run that is still computing; an unknown run is still named as such."""
+    with TestClient(create_app(Settings())) as client:
+        store = client.app.state.store
+        r = client.post("/api/runs?wait=first", json={**LONG_RUN, "seed": 13})
+        assert r.status_code == 202, r.text
+        run_id = r.json()["run_id"]
+        for path in (f"/api/runs/{run_id}/steps/0", f"/api/runs/{run_id}/steps/-1/arrays/slot_mapping"):
+            zero = client.get(path)
+            assert zero.status_code == 404, path
+            detail = zero.json()["detail"][0]
+            assert detail["field"] == "n" and "numbered from 1" in detail["message"]
+        assert store.status(run_id)["state"] == "computing"  # answered before the run ended
+        unknown = client.get("/api/runs/deadbeef/steps/0")
+        assert unknown.status_code == 404 and unknown.json()["detail"][0]["field"] == "run_id"

@@ -325,6 +325,14 @@ async def overview(request: Request, run_id: str) -> dict:
     ).model_dump()
 
 
+def _before_first(store: RunStore, run_id: str, n: int) -> None:
+    """Step n < 1 answers 404 at once, without waiting for a run still computing."""
+    if n < 1:
+        if not store.exists(run_id):
+            raise _unknown_run(run_id)
+        raise ApiError(404, "not_found", "n", f"step {n} is before the first: steps are numbered from 1")
+
+
 def _step(run: Run, n: int) -> StepTrace:
     if not 1 <= n <= len(run.steps):
         raise ApiError(404, "not_found", "n", f"step {n} is outside 1..{len(run.steps)}")
@@ -334,7 +342,9 @@ def _step(run: Run, n: int) -> StepTrace:
 async def _streamed_step(request: Request, run_id: str, n: int) -> StepTrace:
     """Step n as soon as the engine has made it: a big run's first steps answer while its
     later steps still compute."""
-    t, run = await _store(request).get_step(run_id, n)
+    store = _store(request)
+    _before_first(store, run_id, n)
+    t, run = await store.get_step(run_id, n)
     if t is not None:
         return t
     if run is None:
@@ -363,6 +373,7 @@ async def step(request: Request, run_id: str, n: int) -> Response:
     once (gzip too) and carries an ETag (`If-None-Match` answers 304); a step of a complete run
     may be cached for good (Cache-Control: immutable), one of a run still computing revalidates."""
     store = _store(request)
+    _before_first(store, run_id, n)
     t, run = await store.get_step(run_id, n)
     if t is None:
         if run is None:
