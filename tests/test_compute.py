@@ -215,7 +215,9 @@ def test_past_the_memory_budget_only_the_oldest_run_goes_on() -> None:
     pool = ComputePool()
     try:
         pool.warm(1, memory_budget=1)  # any run in flight passes it
-        first = pool.submit("heavy", Scenario.from_dict({**HEAVY, "max_steps": 60}), 60)
+        # HEAVY's 300 steps take seconds, well past the half second below on a fast machine too
+        # (a 60-step run could end within it, and the second then rightly went on)
+        first = pool.submit("heavy", Scenario.from_dict(HEAVY), 60)
         wait_for(lambda: len(first.steps) >= 1)
         progress = Progress(max_steps=60, queued=time.monotonic())
         second = pool.submit("small", load_preset("seed-001"), 60, progress)

@@ -247,9 +247,11 @@ def test_a_run_whose_trace_passes_max_run_mb_is_a_413_remembered() -> None:
 # 7: admission control; refusals are remembered
 def test_over_budget_runs_are_remembered_not_recomputed() -> None:
     client = TestClient(create_app(Settings(max_run_seconds=1)))
-    first = client.post("/api/runs", json=LONG_RUN)
+    # about 300 steps, several seconds: LONG_RUN's 120 can end within the 1 s bound on a fast machine
+    long = {**LONG_RUN, "max_steps": 400}
+    first = client.post("/api/runs", json=long)
     assert first.status_code == 413 and first.json()["error"] == "run_too_long"
-    rid = client.post("/api/scenarios/validate", json=LONG_RUN).json()["run_id"]
+    rid = client.post("/api/scenarios/validate", json=long).json()["run_id"]
     for _ in range(3):
         r = client.get(f"/api/runs/{rid}")
         assert r.status_code == 413 and r.json() == first.json()
