@@ -26,10 +26,11 @@ def run_all(scenario: Scenario) -> list:
     return list(make_engine(scenario).run())
 
 
-# a run that takes a few seconds on a small CPU (120 steps with the model on): for progress tests
+# a run that takes a couple of seconds on a small CPU (240 steps with the model on, about 8 ms a
+# step on a 2-core machine): for progress tests, which need it still computing after step 1
 LONG_RUN: dict[str, Any] = {
     "name": "long",
-    "max_steps": 120,
+    "max_steps": 240,
     "config": {
         "block_size": 16,
         "max_model_len": 512,

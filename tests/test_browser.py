@@ -342,13 +342,13 @@ def test_a_long_run_shows_its_progress_while_it_computes(page: object) -> None:
     # how far the run has come, then the timeline takes in every step
     page.wait_for_selector("body[data-ready='1']", timeout=60_000)
     page.wait_for_function(
-        "/Computing the run: step [0-9]+ of at most 120/.test("
+        f"/Computing the run: step [0-9]+ of at most {LONG_RUN['max_steps']}/.test("
         "document.querySelector('#timeline .tl-pending')?.getAttribute('aria-label'))",
         timeout=30_000,
     )
     page.wait_for_selector("body[data-complete='1']", timeout=120_000)
     assert page.locator("#status").inner_text() == ""
-    assert page.locator("#timeline .tl-step").count() == 120
+    assert page.locator("#timeline .tl-step").count() == LONG_RUN["max_steps"]
 
 
 def test_the_landing_run_button_shows_progress_of_a_long_run(page: object) -> None:

@@ -247,7 +247,7 @@ def test_a_run_whose_trace_passes_max_run_mb_is_a_413_remembered() -> None:
 # 7: admission control; refusals are remembered
 def test_over_budget_runs_are_remembered_not_recomputed() -> None:
     client = TestClient(create_app(Settings(max_run_seconds=1)))
-    # about 300 steps, several seconds: LONG_RUN's 120 can end within the 1 s bound on a fast machine
+    # about 300 steps, several seconds, well past the 1 s bound on a fast machine too
     long = {**LONG_RUN, "max_steps": 400}
     first = client.post("/api/runs", json=long)
     assert first.status_code == 413 and first.json()["error"] == "run_too_long"
@@ -262,7 +262,9 @@ def test_over_budget_runs_are_remembered_not_recomputed() -> None:
 def test_at_most_max_in_progress_runs_compute_the_rest_queue_then_get_busy() -> None:
     async def go() -> tuple[list[Any], list[dict | None], int]:
         store = RunStore(8, 1 << 30, 64, max_in_progress=1, max_queued=1)
-        ids = [store.remember(Scenario.from_dict({**LONG_RUN, "seed": s, "max_steps": 30})) for s in range(3)]
+        # about 1 s each: the first still computes 0.3 s in, on a fast machine too
+        runs = [Scenario.from_dict({**LONG_RUN, "seed": s, "max_steps": 120}) for s in range(3)]
+        ids = [store.remember(r) for r in runs]
         tasks = [asyncio.create_task(store.get(i)) for i in ids]
         await asyncio.sleep(0.3)
         states = [store.status(i) for i in ids]
