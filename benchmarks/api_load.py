@@ -267,6 +267,8 @@ def main() -> None:
     if len(results) == 2:
         (a, ra), (b, rb) = results.items()
         for kind in ("step", "new run"):
+            if not (ra["lat"][kind] and rb["lat"][kind]):
+                continue  # nothing of that kind was timed (--new-runs 0)
             pa, pb = (np.percentile(r["lat"][kind], 99) for r in (ra, rb))
             print(f"{kind} p99, {WHERE[a]} / {WHERE[b]}: {pa:.1f} / {pb:.1f} ms = {pa / pb:.2f}x")
 
