@@ -281,12 +281,9 @@ class RunStore:
         return scenario
 
     def knows(self, run_id: str) -> bool:
-        return run_id in self.runs or run_id in self.scenarios
-
-    def exists(self, run_id: str) -> bool:
-        """Whether this server can answer for the run: computed, remembered here, or shared by
-        another worker (computes nothing)."""
-        return run_id in self.runs or self._scenario(run_id) is not None
+        """Whether this server can answer for the run: computed, computing, remembered here or
+        shared by another worker (computes nothing)."""
+        return run_id in self.runs or run_id in self.in_flight or self._scenario(run_id) is not None
 
     def _refuse(self, run_id: str) -> None:
         kind, steps = self.refused[run_id]

@@ -115,7 +115,7 @@ def test_a_recomputed_run_is_encoded_afresh() -> None:
 def test_a_step_of_a_run_still_computing_revalidates() -> None:
     with TestClient(create_app(Settings())) as client:
         store = client.app.state.store
-        run_id = store.remember(Scenario.from_dict(LONG_RUN))  # ~1 s: still computing after step 1
+        run_id = store.remember(Scenario.from_dict(LONG_RUN))  # ~2 s: still computing after step 1
         first = client.get(f"/api/runs/{run_id}/steps/1")
         assert first.status_code == 200 and first.headers["cache-control"] == "no-cache"
         assert store.status(run_id)["state"] == "computing"

@@ -328,7 +328,7 @@ async def overview(request: Request, run_id: str) -> dict:
 def _before_first(store: RunStore, run_id: str, n: int) -> None:
     """Step n < 1 answers 404 at once, without waiting for a run still computing."""
     if n < 1:
-        if not store.exists(run_id):
+        if not store.knows(run_id):
             raise _unknown_run(run_id)
         raise ApiError(404, "not_found", "n", f"step {n} is before the first: steps are numbered from 1")
 
