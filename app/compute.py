@@ -71,9 +71,9 @@ def _worker_main(conn: Connection, threads: int) -> None:
     """A worker's life: import the engine, say ready, then compute runs until the pipe closes.
     Messages in: ("run", job, scenario, max_seconds, max_bytes, paused), ("pause", job),
     ("resume", job), ("stop", job), None (end).
-    Out: ("ready", pid), ("step", job, trace), then one of ("done", job, truncated,
-    device), ("too_long", job, steps), ("too_large", job, steps), ("failed", job, message),
-    ("stopped", job)."""
+    Out: ("ready", pid), ("took", job) as a run is read, ("step", job, trace), then one of
+    ("done", job, truncated, device), ("too_long", job, steps), ("too_large", job, steps),
+    ("failed", job, message), ("stopped", job)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the server, which stops us
     with contextlib.suppress(AttributeError, OSError):  # not here, or not allowed: same priority
         os.nice(NICE)
@@ -108,6 +108,7 @@ def _worker_main(conn: Connection, threads: int) -> None:
                     # (a stop that crossed the end of its run is answered by that end)
                 else:
                     _, job, scenario, max_seconds, max_bytes, start_paused = msg
+                    conn.send(("took", job))  # from here, this process's end is the run's end too
                     try:
                         engine = make_engine(scenario)
                     except Exception as e:  # noqa: BLE001 - reported to the server, which fails the run
@@ -160,6 +161,9 @@ class Job:
     worker: Worker | None = None
     key: int = 0  # in the order runs were given: the oldest goes on when memory is short
     paused: bool = False
+    taken: bool = False  # its worker has read it (a worker that dies before that is not its end)
+    moves: int = 0  # times it went to another worker because its own died before taking it
+    cancelled: bool = False  # nobody waits for it any more
 
 
 class Worker:
@@ -254,8 +258,11 @@ class Worker:
 
         kind, key = msg[0], msg[1]
         with self.lock:
-            job = self.jobs.get(key) if kind == "step" else self.jobs.pop(key, None)
+            job = self.jobs.get(key) if kind in ("step", "took") else self.jobs.pop(key, None)
         if job is None:
+            return
+        if kind == "took":
+            job.taken = True
             return
         if kind == "step":
             job.nbytes += measured_bytes(msg[2])  # what this process holds of it (under 1 ms a step)
@@ -301,7 +308,9 @@ class Worker:
         return f"exited with code {code}"
 
     def _end(self, why: str) -> None:
-        """The process is gone or given up on: kill it, fail its runs, leave the pool."""
+        """The process is gone or given up on: kill it, fail the runs it had taken, leave the
+        pool, which gives the runs it never read to another worker (once: a worker that cannot
+        start fails them the second time)."""
         with self.lock:
             self.ended = True
             jobs, self.jobs = list(self.jobs.values()), {}
@@ -309,10 +318,13 @@ class Worker:
             self.proc.kill()
         self.proc.join(5)
         self.conn.close()
+        error = f"the process computing the run {why}"
+        orphans = [j for j in jobs if not j.taken and j.moves == 0]
         for job in jobs:
-            job.future.set_exception(WorkerError(f"the process computing the run {why}"))
+            if job not in orphans:
+                job.future.set_exception(WorkerError(error))
         self.outbox.put(None)  # the sender thread ends too
-        self._on_end(self)
+        self._on_end(self, orphans, error)
 
     def close(self) -> None:
         """Ask the process to end; the reader thread then fails any run it still had."""
@@ -352,6 +364,8 @@ class ComputePool:
         self.memory_budget: int | None = None  # bytes in flight past which runs pause
         self.started = 0  # workers started over the pool's life
         self.pauses = 0  # runs paused for memory over the pool's life
+        self.moved = 0  # runs given again because their worker died before reading them
+        self.closed = False
         self._keys = itertools.count(1)
 
     def _spawn(self) -> Worker:
@@ -362,10 +376,24 @@ class ComputePool:
         self.started += 1
         return w
 
-    def _forget(self, w: Worker) -> None:
+    def _forget(self, w: Worker, orphans: list[Job], error: str) -> None:
+        """A worker ended: drop it, and give the runs it never read to another."""
         with self._lock:
             if w in self.workers:
                 self.workers.remove(w)
+            closed = self.closed
+        for job in orphans:
+            if job.cancelled:
+                job.future.set_exception(CancelledRunError("cancelled"))
+            elif closed:
+                job.future.set_exception(WorkerError(error))
+            else:
+                job.moves += 1
+                self.moved += 1
+                try:
+                    self._place(job)
+                except WorkerError as e:  # the next one ended too, in between
+                    job.future.set_exception(e)
         self._balance()
 
     def warm(self, n: int, memory_budget: int | None = None) -> None:
@@ -431,6 +459,13 @@ class ComputePool:
         job.engine_bytes = engine_bytes(scenario)
         with self._lock:
             job.key = next(self._keys)
+        self._place(job)
+        return job
+
+    def _place(self, job: Job) -> None:
+        """Give the run to the worker with the fewest runs, or to a new one (see the class)."""
+        progress = job.progress
+        with self._lock:
             live = [w for w in self.workers if not w.ended]
             idlest = min(live, key=Worker.load, default=None)
             if idlest is None or (idlest.load() > 0 and len(live) < self.max_workers):
@@ -442,10 +477,10 @@ class ComputePool:
                 if progress is not None:
                     progress.paused = job.paused
         idlest.submit(job)
-        return job
 
     def cancel(self, job: Job) -> None:
         """Nobody waits for the run any more: its worker drops it before its next step."""
+        job.cancelled = True
         if job.worker is not None:
             job.worker.tell("stop", job)
 
@@ -476,6 +511,7 @@ class ComputePool:
 
     def close(self) -> None:
         with self._lock:
+            self.closed = True
             workers, self.workers = list(self.workers), []
         for w in workers:
             w.close()

@@ -142,6 +142,27 @@ def test_a_killed_worker_fails_only_its_runs_and_a_fresh_one_takes_the_next(pool
     assert pool.started == started + 1 and pool.pids() != [pid]
 
 
+def test_a_run_given_to_a_worker_that_dies_before_taking_it_goes_to_a_fresh_one(pool: ComputePool) -> None:
+    pool.compute("warm", load_preset("seed-001"), 60)  # a worker that is ready
+    (pid,) = pool.pids()
+    os.kill(pid, signal.SIGSTOP)  # it cannot read the run given to it ...
+    job = pool.submit("late", load_preset("seed-002"), 60)
+    os.kill(pid, signal.SIGKILL)  # ... and dies: as if killed an instant before the run came
+    run = job.future.result(60)
+    assert len(run.steps) == len(list(make_engine(load_preset("seed-002")).run())) > 0
+    assert pool.pids() != [pid]
+    # one that nobody waits for any more is not given again
+    (pid,) = pool.pids()
+    os.kill(pid, signal.SIGSTOP)
+    job = pool.submit("dropped", load_preset("seed-002"), 60)
+    pool.cancel(job)
+    moved = pool.moved
+    os.kill(pid, signal.SIGKILL)
+    with pytest.raises(CancelledRunError):
+        job.future.result(60)
+    assert pool.moved == moved
+
+
 def test_a_worker_silent_past_the_time_bound_is_killed(pool: ComputePool, monkeypatch: Any) -> None:
     monkeypatch.setattr(compute_module, "WATCHDOG_GRACE_S", 0.5)
     pool.compute("warm", load_preset("seed-001"), 60)  # a worker that is ready
