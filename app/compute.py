@@ -470,12 +470,13 @@ class ComputePool:
             idlest = min(live, key=Worker.load, default=None)
             if idlest is None or (idlest.load() > 0 and len(live) < self.max_workers):
                 idlest = self._spawn()
+            job.paused = False  # (a run moved from a worker that died may have been paused there)
             if self.memory_budget is not None and live:
                 in_flight = sum(j.nbytes + j.engine_bytes for w in live for j in list(w.jobs.values()))
                 job.paused = in_flight + job.engine_bytes > self.memory_budget and in_flight > 0
                 self.pauses += job.paused
-                if progress is not None:
-                    progress.paused = job.paused
+            if progress is not None:
+                progress.paused = job.paused
         idlest.submit(job)
 
     def cancel(self, job: Job) -> None:

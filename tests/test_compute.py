@@ -266,3 +266,24 @@ def test_under_the_memory_budget_runs_go_side_by_side() -> None:
         pool.cancel(first)
     finally:
         pool.close()
+
+
+def test_a_run_paused_for_memory_on_a_worker_that_dies_goes_on_in_a_fresh_one() -> None:
+    pool = ComputePool()
+    try:
+        pool.warm(1, memory_budget=1)  # any run in flight passes it
+        first = pool.submit("heavy", Scenario.from_dict(HEAVY), 60)
+        wait_for(lambda: len(first.steps) >= 1)
+        (pid,) = pool.pids()
+        os.kill(pid, signal.SIGSTOP)
+        progress = Progress(max_steps=60, queued=time.monotonic())
+        second = pool.submit("small", load_preset("seed-001"), 60, progress)
+        assert second.paused and progress.paused  # behind the first, on the same worker
+        os.kill(pid, signal.SIGKILL)
+        with pytest.raises(WorkerError, match="SIGKILL"):
+            first.future.result(30)  # it had begun: it fails with its worker
+        run = second.future.result(60)  # it had not: it went to a fresh worker, and on
+        assert not progress.paused and pool.moved == 1
+        assert len(run.steps) == len(compute("small", load_preset("seed-001")).steps)
+    finally:
+        pool.close()
