@@ -648,7 +648,8 @@ class _Validator:
         elif v["model_runner"] == "v2" and not vllm:
             self.err(
                 "config.model_runner",
-                f"the {self.flavor} flavour has no Model Runner V2 (it mirrors a V1-style runner): use \"v1\"",
+                f"the {self.flavor} flavour has no Model Runner V2 (it mirrors a V1-style runner): "
+                'use "v1"',
             )
         if "async_scheduling" not in raw:
             v["async_scheduling"] = vllm and not v["num_speculative_tokens"]

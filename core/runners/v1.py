@@ -1,4 +1,5 @@
-"""The model runner's input preparation (docs/arrays.md), stage by stage.
+"""vLLM 0.33.0's V1 GPU model runner (gpu_model_runner.py): input preparation, stage by stage
+(docs/arrays.md).
 
 `update_states` brings the persistent batch up to date with the scheduler's decision. Then each
 stage of `prepare_inputs` is one small method that computes vLLM's arrays with vectorised numpy on
@@ -9,11 +10,8 @@ computed again from the device's block table and must agree with the CPU result.
 
 from __future__ import annotations
 
-import inspect
-import textwrap
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -22,120 +20,15 @@ import torch
 from pagedviz.core.config import EngineConfig
 from pagedviz.core.device import StageTimer
 from pagedviz.core.input_batch import InputBatch, cpu_tensor
+from pagedviz.core.runners.mrope import MRope
+from pagedviz.core.runners.stages import LEVELS, StageSpec, stage
 from pagedviz.core.scheduler import SchedulerOutput
 from pagedviz.core.spec_decode import calc_spec_decode_metadata
 from pagedviz.core.trace import PlanItem, Stage, StepTrace
 
-
-@dataclass(frozen=True)
-class StageSpec:
-    name: str
-    reads: tuple[str, ...]
-    writes: tuple[str, ...]
-    formula: str
-    why: str = ""
-    # the stage runs only for runners where this holds (e.g. speculative decoding is on)
-    when: Callable[[Any], bool] | None = None
-    # arrays the stage leaves as views of persistent buffers (the next step overwrites them)
-    views: tuple[str, ...] = ()
-
-
-def stage(
-    name: str,
-    reads: str,
-    writes: str,
-    formula: str,
-    why: str = "",
-    when: Callable[[Any], bool] | None = None,
-    views: str = "",
-) -> Callable[[Callable[..., None]], Callable[..., None]]:
-    """Mark a runner method as a stage of prepare_inputs (reads/writes/views are space-separated;
-    `views`: what it leaves as views of persistent buffers, which a trace must copy)."""
-
-    def mark(fn: Callable[..., None]) -> Callable[..., None]:
-        spec = StageSpec(
-            name, tuple(reads.split()), tuple(writes.split()), formula, why, when, tuple(views.split())
-        )
-        fn.stage_spec = spec  # type: ignore[attr-defined]
-        return fn
-
-    return mark
-
-
-@dataclass(frozen=True)
-class MRope:
-    """A request's prompt positions for M-RoPE ([3, num_prompt_tokens]) and the delta that
-    continues them after the prompt (Qwen2-VL's `get_mrope_input_positions`)."""
-
-    positions: np.ndarray
-    delta: int
-
-
-def mrope_prompt_positions(num_prompt_tokens: int, image: tuple[int, int, int, int] | None) -> MRope:
-    """Text tokens count up equally on the (t, h, w) rows; an image's t*h*w placeholder tokens
-    take their grid indices, offset by the position the image starts at; the text after the image
-    restarts at max(positions so far) + 1, so the image takes max(t, h, w) positions, not t*h*w."""
-    if image is None:
-        return MRope(np.broadcast_to(np.arange(num_prompt_tokens), (3, num_prompt_tokens)).copy(), 0)
-    offset, t, h, w = image
-    parts = [np.broadcast_to(np.arange(offset), (3, offset))]
-    parts.append(np.indices((t, h, w)).reshape(3, -1) + offset)
-    st_idx = int(parts[-1].max()) + 1
-    tail = num_prompt_tokens - offset - t * h * w
-    parts.append(np.broadcast_to(np.arange(tail), (3, tail)) + st_idx)
-    positions = np.concatenate(parts, axis=1).astype(np.int64)
-    return MRope(positions, int(positions.max()) + 1 - num_prompt_tokens)
-
-
 # below this many tokens input_ids is gathered with numpy's take (torch's index_select has a
 # larger fixed cost; it wins on big batches): benchmarks/prepare_inputs.py measures both sides
 SMALL_GATHER = 2048
-
-LEVELS: dict[str, str] = {
-    "num_scheduled_tokens": "request",
-    "num_computed_tokens_cpu": "request",
-    "num_tokens": "request",
-    "cu_num_tokens": "request",
-    "query_start_loc": "request",
-    "seq_lens": "request",
-    "logits_indices": "request",
-    "discard_request_mask": "request",
-    "cu_seqlens_q": "request",
-    "cu_seqlens_k": "request",
-    "context_lens": "request",
-    "req_indices": "token",
-    "arange": "token",
-    "positions": "token",
-    "token_indices": "token",
-    "input_ids": "token",
-    "block_table_indices": "token",
-    "block_numbers": "token",
-    "block_offsets": "token",
-    "slot_mapping": "token",
-    "token_ids_cpu": "system",
-    "block_table": "system",
-    "attn_mask": "system",
-    "block_tables": "system",
-    # what-if (counterfactual) token_indices for the max_model_len question of document 000
-    "token_indices_whatif": "token",
-    "input_ids_whatif": "token",
-    "whatif_wrong": "token",
-    # M-RoPE: [3, T] as vLLM keeps it (one column per token), so a table rather than a token row
-    "mrope_positions": "system",
-    # async scheduling: the previous step's rows and the scatter into input_ids
-    "prev_sampled_token_ids": "prev_request",
-    "prev_positions": "request",
-    "sample_flattened_indices": "common",
-    "prev_common_req_indices": "common",
-    # speculative decoding: request level, then one entry per logits row ("logits")
-    "num_draft_tokens": "request",
-    "cu_num_draft_tokens": "request",
-    "num_sampled_tokens": "request",
-    "cu_num_sampled_tokens": "request",
-    "target_logits_indices": "logits",
-    "bonus_logits_indices": "request",
-    "draft_token_ids": "logits",
-}
 
 
 UPDATE_STATES_STAGE = Stage(
@@ -787,14 +680,3 @@ class ModelRunner:
         numbers = self.block_table.flatten()[idx].to(torch.int64)
         torch.add(numbers * bs, pos % bs, out=self.slot_mapping[:T])
         self.slot_mapping[T:P] = -1
-
-
-def stage_source(runner_cls: type[Any], name: str) -> str:
-    """The engine's own source of one stage, read from the running code."""
-    if name == "update_states":
-        return textwrap.dedent(inspect.getsource(runner_cls.update_states))
-    for _, fn in inspect.getmembers(runner_cls, inspect.isfunction):
-        spec = getattr(fn, "stage_spec", None)
-        if spec is not None and spec.name == name:
-            return textwrap.dedent(inspect.getsource(fn))
-    raise KeyError(name)
