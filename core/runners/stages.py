@@ -6,9 +6,15 @@ from __future__ import annotations
 
 import inspect
 import textwrap
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
+
+from pagedviz.core.device import StageTimer
+from pagedviz.core.trace import PlanItem, Stage, StepTrace
 
 
 @dataclass(frozen=True)
@@ -91,6 +97,78 @@ LEVELS: dict[str, str] = {
     "bonus_logits_indices": "request",
     "draft_token_ids": "logits",
 }
+
+
+class StagedRunner:
+    """The stage machinery a runner shares: the plan of the `@stage` methods named in `STAGES`
+    that run for this configuration (and what each records), the driver that runs them in
+    order, and the recording of what they wrote. A runner keeps the arrays of the step being
+    prepared in `self.v` (by vLLM name) and the padded ones in `self.pad`."""
+
+    STAGES: tuple[str, ...] = ()
+    LEVELS: dict[str, str] = LEVELS
+    v: dict[str, Any]
+    pad: dict[str, tuple[int, np.ndarray | None]]
+    recorded_num_tokens: np.ndarray | None
+
+    def build_stage_plan(self) -> None:
+        """The stages that run, in order, and what each records; fixed for this runner."""
+        self.stage_plan: list[tuple[Callable[[], None], StageSpec, Stage, list[tuple[str, str]]]] = []
+        for name in self.STAGES:
+            method = getattr(self, name)
+            spec: StageSpec = method.stage_spec
+            if spec.when is not None and not spec.when(self):
+                continue
+            levels = [(w, self.LEVELS[w]) for w in spec.writes if w in self.LEVELS]
+            record = Stage(spec.name, list(spec.reads), list(spec.writes), spec.formula, spec.why)
+            self.stage_plan.append((method, spec, record, levels))
+        self.stage_methods = tuple(method for method, _, _, _ in self.stage_plan)
+        self.stage_names = tuple(spec.name for _, spec, _, _ in self.stage_plan)
+        self.stage_records = [record for _, _, record, _ in self.stage_plan]
+        self.record_plan: list[PlanItem] = [
+            (w, level, spec.name, "cpu", None)
+            for _, spec, _, levels in self.stage_plan
+            for w, level in levels
+        ]
+        self.view_names = tuple(name for _, spec, _, _ in self.stage_plan for name in spec.views)
+
+    def prepare_inputs(self, trace: StepTrace | None, timer: StageTimer) -> dict[str, Any]:
+        """Run every stage in order; record written arrays into `trace` when it is given. Each
+        stage is timed only when the timer asks for it (`per_stage`); else the whole loop is."""
+        if timer.per_stage:
+            timings = timer.timings
+            for method, name in zip(self.stage_methods, self.stage_names):
+                t0 = time.perf_counter_ns()
+                method()
+                timings[name] = (time.perf_counter_ns() - t0) / 1e3
+        else:
+            t0 = time.perf_counter_ns()
+            for method in self.stage_methods:
+                method()
+            timer.timings["prepare_inputs"] = (time.perf_counter_ns() - t0) / 1e3
+        if trace is not None:
+            self.record_stages(trace)
+        return self.v
+
+    def record_stages(self, trace: StepTrace) -> None:
+        """The stages that ran and the arrays each wrote, in stage order (a later stage that
+        writes an array again, e.g. spec decode's logits_indices, is the one recorded). Views of
+        persistent buffers are copied once: a padded array whose whole buffer is recorded too is
+        handed over as that buffer's copy (the trace takes its first `valid` entries as the
+        array); num_tokens' copy is kept for record_batch, which records it again."""
+        trace.stages.extend(self.stage_records)
+        values = self.v.copy()
+        padding: dict[str, tuple[int, np.ndarray | None]] = {}
+        for name, (valid, buffer) in self.pad.items():
+            if buffer is not None:
+                buffer = values[name] = buffer.copy()
+            padding[name] = (valid, buffer)
+        for name in self.view_names:  # a buffer's copy (above) has no base: not copied again
+            data = values.get(name)
+            if data is not None and data.base is not None:
+                values[name] = data.copy()
+        self.recorded_num_tokens = values.get("num_tokens")
+        trace.record_all(self.record_plan, values, padding)
 
 
 def stage_source(runner_cls: type[Any], name: str) -> str:

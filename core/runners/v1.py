@@ -10,8 +10,6 @@ computed again from the device's block table and must agree with the CPU result.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -21,7 +19,7 @@ from pagedviz.core.config import EngineConfig
 from pagedviz.core.device import StageTimer
 from pagedviz.core.input_batch import InputBatch, cpu_tensor
 from pagedviz.core.runners.mrope import MRope
-from pagedviz.core.runners.stages import LEVELS, StageSpec, stage
+from pagedviz.core.runners.stages import StagedRunner, stage
 from pagedviz.core.scheduler import SchedulerOutput
 from pagedviz.core.spec_decode import calc_spec_decode_metadata
 from pagedviz.core.trace import PlanItem, Stage, StepTrace
@@ -43,8 +41,8 @@ UPDATE_STATES_STAGE = Stage(
 )
 
 
-class ModelRunner:
-    """Persistent batch + prepare_inputs of the vllm flavour."""
+class ModelRunner(StagedRunner):
+    """Persistent batch + prepare_inputs of the vllm flavour's V1 runner."""
 
     flavor = "vllm"
     STAGES: tuple[str, ...] = (
@@ -110,25 +108,7 @@ class ModelRunner:
         self.v: dict[str, Any] = {}  # the arrays of the step being prepared, by vLLM name
         # name -> (valid, the whole persistent buffer whose head is the array, or None)
         self.pad: dict[str, tuple[int, np.ndarray | None]] = {}
-        # the stage plan, fixed for this runner: the stages that run, in order, and what each records
-        self.stage_plan: list[tuple[Callable[[], None], StageSpec, Stage, list[tuple[str, str]]]] = []
-        for name in self.STAGES:
-            method = getattr(self, name)
-            spec: StageSpec = method.stage_spec
-            if spec.when is not None and not spec.when(self):
-                continue
-            levels = [(w, LEVELS[w]) for w in spec.writes if w in LEVELS]
-            record = Stage(spec.name, list(spec.reads), list(spec.writes), spec.formula, spec.why)
-            self.stage_plan.append((method, spec, record, levels))
-        self.stage_methods = tuple(method for method, _, _, _ in self.stage_plan)
-        self.stage_names = tuple(spec.name for _, spec, _, _ in self.stage_plan)
-        self.stage_records = [record for _, _, record, _ in self.stage_plan]
-        self.record_plan: list[PlanItem] = [
-            (w, level, spec.name, "cpu", None)
-            for _, spec, _, levels in self.stage_plan
-            for w, level in levels
-        ]
-        self.view_names = tuple(name for _, spec, _, _ in self.stage_plan for name in spec.views)
+        self.build_stage_plan()
         # record_stages' copy of num_tokens, which record_batch records again
         self.recorded_num_tokens: np.ndarray | None = None
         ib = self.input_batch
@@ -570,45 +550,6 @@ class ModelRunner:
         q, s = v["num_scheduled_tokens"], v["seq_lens"]
         scalars["max_query_len"] = int(q[q.argmax()]) if n else 0
         scalars["max_seq_len"] = int(s[s.argmax()]) if n else 0
-
-    # ---------------------------------------------------------------- driver
-    def prepare_inputs(self, trace: StepTrace | None, timer: StageTimer) -> dict[str, Any]:
-        """Run every stage in order; record written arrays into `trace` when it is given. Each
-        stage is timed only when the timer asks for it (`per_stage`); else the whole loop is."""
-        if timer.per_stage:
-            timings = timer.timings
-            for method, name in zip(self.stage_methods, self.stage_names):
-                t0 = time.perf_counter_ns()
-                method()
-                timings[name] = (time.perf_counter_ns() - t0) / 1e3
-        else:
-            t0 = time.perf_counter_ns()
-            for method in self.stage_methods:
-                method()
-            timer.timings["prepare_inputs"] = (time.perf_counter_ns() - t0) / 1e3
-        if trace is not None:
-            self.record_stages(trace)
-        return self.v
-
-    def record_stages(self, trace: StepTrace) -> None:
-        """The stages that ran and the arrays each wrote, in stage order (a later stage that
-        writes an array again, e.g. spec decode's logits_indices, is the one recorded). Views of
-        persistent buffers are copied once: a padded array whose whole buffer is recorded too is
-        handed over as that buffer's copy (the trace takes its first `valid` entries as the
-        array); num_tokens' copy is kept for record_batch, which records it again."""
-        trace.stages.extend(self.stage_records)
-        values = self.v.copy()
-        padding: dict[str, tuple[int, np.ndarray | None]] = {}
-        for name, (valid, buffer) in self.pad.items():
-            if buffer is not None:
-                buffer = values[name] = buffer.copy()
-            padding[name] = (valid, buffer)
-        for name in self.view_names:  # a buffer's copy (above) has no base: not copied again
-            data = values.get(name)
-            if data is not None and data.base is not None:
-                values[name] = data.copy()
-        self.recorded_num_tokens = values.get("num_tokens")
-        trace.record_all(self.record_plan, values, padding)
 
     def record_batch(self, trace: StepTrace) -> None:
         """Record the request-level batch arrays and the system tables after update_states.
