@@ -441,12 +441,12 @@ async def array(
 @router.get("/stages", response_model=list[StageSource], responses=ERRORS)
 def stages(
     flavor: str = Query("vllm", pattern="^(vllm|ascend|nanovllm)$"),
-    runner: str | None = Query(None, pattern="^(v1|v2)$", description="vllm's model runner (v1 unless given)"),
+    runner: str | None = Query(None, pattern="^(v1|v2)$", description="vllm's model runner (default v1)"),
 ) -> list[dict[str, Any]]:
     """Each stage of prepare_inputs in order, with its formula and the engine's own source; with
     runner=v2, Model Runner V2's (its first stage, finish_and_add, is its update_states)."""
     if runner == "v2" and flavor != "vllm":
-        raise ApiError(422, "invalid_request", "runner", "runner v2 (Model Runner V2) is only for flavor vllm")
+        raise ApiError(422, "invalid_request", "runner", "v2 (Model Runner V2) is only for flavor vllm")
     cls = ModelRunnerV2 if runner == "v2" else engine_class(flavor).stages_from()
     out = []
     if cls is ModelRunnerV2:
