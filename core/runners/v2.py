@@ -125,6 +125,7 @@ class ModelRunnerV2(StagedRunner):
         self.positions_np = np.zeros(T_pad, dtype=np.int64)
         self.slot_mapping_np = np.full(T_pad, PAD_SLOT_ID, dtype=np.int64)
         self.arange_np = np.arange(max(M, T_pad) + 1, dtype=np.int64)
+        self.block_cols = np.arange(K, dtype=np.int32)
         dev = device
         self.all_token_ids_dev = torch.zeros((M, config.max_model_len), dtype=torch.int32, device=dev)
         self.num_computed_dev = torch.zeros(M, dtype=torch.int64, device=dev)
@@ -417,7 +418,7 @@ class ModelRunnerV2(StagedRunner):
         idx = v["idx_mapping"]
         out = self.input_block_tables
         nb = self.num_blocks[idx]
-        own = self.arange_np[: self.max_num_blocks] < nb[:, None]
+        own = self.block_cols < nb[:, None]
         out[:R] = np.where(own, self.block_tables[idx], out[:R])
         rows = max(R_pad, self.dirty_rows)
         out[R:rows] = 0
