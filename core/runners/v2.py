@@ -151,6 +151,7 @@ class ModelRunnerV2(StagedRunner):
             ("prefill_len", "slot", "finish_and_add", "cpu", None),
             ("total_len", "slot", "finish_and_add", "cpu", None),
             ("num_blocks", "slot", "finish_and_add", "cpu", None),
+            ("last_sampled_tokens", "slot", "combine_sampled_and_draft_tokens", "device", None),
             ("all_token_ids", "system", "finish_and_add", "cpu", None),
             ("block_tables", "system", "finish_and_add", "cpu", None),
         ]
@@ -480,6 +481,7 @@ class ModelRunnerV2(StagedRunner):
             "prefill_len": self.prefill_len.copy(),
             "total_len": self.total_len.copy(),
             "num_blocks": self.num_blocks.copy(),
+            "last_sampled_tokens": self.last_sampled_tokens.copy(),
             "all_token_ids": self.all_token_ids.copy(),
             "block_tables": self.block_tables.copy(),
         }
