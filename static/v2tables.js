@@ -35,7 +35,8 @@ function drawTable(id, name, data, { owner, live, fresh, label, yTitle, hover })
   if (showView(id)) {
     clear(document.getElementById(`tbl-${id}`)).append(gridTable(`table-${id}`, data, {
       label: L(name), rowHeader: label,
-      cellClass: (r, c) => (!live(r, c) ? (owner(r) === undefined ? "zero" : "zero sm-stale") : fresh(r, data[r][c]) ? "new" : ""),
+      // past a row's own blocks: 0, or a stale id an earlier holder left (struck)
+      cellClass: (r, c) => (!live(r, c) ? (data[r][c] ? "zero sm-stale" : "zero") : fresh(r, data[r][c]) ? "new" : ""),
     }));
   } else {
     const z = data.map((row, r) => row.map((_, c) => (live(r, c) && owner(r) !== undefined ? reqOrder(owner(r)) : null)));
