@@ -172,7 +172,9 @@ def test_every_config_field_is_declared_with_a_description(cls: Any) -> None:
 
 
 def test_a_field_added_in_one_line_is_validated_and_published() -> None:
-    from pagedviz.core.config import _property, _Validator, setting
+    from pagedviz.core.fields import setting
+    from pagedviz.core.schema import _property
+    from pagedviz.core.validate import _Validator
 
     @dataclasses.dataclass(frozen=True)
     class Extra:
