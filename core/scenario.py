@@ -94,7 +94,8 @@ class EngineConfig:
         512,
         "token ids run over [0, vocab_size), with or without a model (the model's vocabulary too); "
         "text prompts need at least 259",
-        schema={"type": "integer", "minimum": 8, "maximum": 1 << 24},
+        lo=8,
+        hi=1 << 24,
     )
     model: ModelConfig | None = setting(
         None,
