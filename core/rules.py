@@ -27,6 +27,31 @@ CONFIG_FIELDS = tuple(s.name for s in fields_of(EngineConfig))
 MODEL_FIELDS = tuple(s.name for s in fields_of(ModelConfig))
 
 
+def pool_too_small(max_model_len: int, block_size: int, num_kv_blocks: int) -> str | None:
+    """Why vLLM refuses a KV pool that cannot hold one max_model_len sequence, or None.
+
+    vLLM's KV-cache planning (`_check_enough_kv_cache_memory`, vllm/v1/core/kv_cache_planning.py)
+    needs `cdiv(max_model_len, block_size)` blocks' worth of memory for one request, planned against
+    the pool less the null block that BlockPool holds back; it raises with the estimated longest
+    model length the pool could serve. Here the memory is counted in blocks."""
+    need = math.ceil(max_model_len / block_size)
+    usable = num_kv_blocks - 1  # the null block
+    if need <= usable:
+        return None
+    estimate = usable * block_size  # the longest max_model_len whose blocks fit the usable ones
+    estimated = (
+        f"Based on the available blocks, the estimated maximum model length is {estimate}. "
+        if estimate
+        else ""
+    )
+    return (
+        f"To serve at least one request with the model's max seq len ({max_model_len}), {need} KV "
+        f"blocks are needed, which is more than the {usable} usable blocks of the pool "
+        f"(num_kv_blocks {num_kv_blocks} less the null block). {estimated}"
+        f"Increase num_kv_blocks to at least {need + 1} or decrease max_model_len."
+    )
+
+
 class Rules:
     """Checks the cross-field rules of one validated scenario model and builds its Scenario."""
 
@@ -129,7 +154,9 @@ class Rules:
         return EngineConfig(**v, cudagraph_capture_sizes=sizes, model=model)
 
     def vllm_rules(self, v: dict[str, Any]) -> None:
-        """What vLLM's SchedulerConfig.verify_max_model_len refuses, with its reasons."""
+        """What vLLM refuses, with its reasons: SchedulerConfig.verify_max_model_len, and the
+        KV-cache planning's check that the pool holds one max_model_len sequence. nano-vllm has
+        neither (it only asserts that it has some blocks)."""
         if self.flavor == "nanovllm":
             return
         loc = "config"
@@ -154,6 +181,8 @@ class Rules:
                 f"long_prefill_token_threshold ({v['long_prefill_token_threshold']}) cannot be greater "
                 f"than the max_model_len ({max_model_len}).",
             )
+        if why := pool_too_small(max_model_len, v["block_size"], v["num_kv_blocks"]):
+            self.err(f"{loc}.num_kv_blocks", why)
 
     def runner_defaults(self, given: set[str], v: dict[str, Any]) -> None:
         """model_runner and async_scheduling as vLLM 0.33 picks them when the scenario leaves them

@@ -42,7 +42,8 @@ def scenario_schema(limits: Limits | None = None) -> dict[str, Any]:
         "description": (
             "A scenario for pagedviz (docs/scenario-format.md). Rules across fields, checked when "
             "the scenario is validated: prompt length + max_tokens <= max_model_len; a request's "
-            "blocks fit the pool; without chunked prefill (and always for nanovllm) a request "
+            "blocks fit the pool; for vllm and ascend the pool holds one max_model_len sequence "
+            "besides the null block; without chunked prefill (and always for nanovllm) a request "
             "fits max_num_batched_tokens whole; request ids are unique; num_kv_heads divides "
             f"num_heads; prompt + output tokens over all requests <= {limits.max_total_tokens}; "
             f"max_num_reqs * max_model_len <= {limits.max_cells}."
