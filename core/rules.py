@@ -5,6 +5,7 @@ field path; `Rules.scenario` raises one ScenarioError with all of them."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -60,6 +61,7 @@ class Rules:
         self.errors: list[tuple[str, str]] = []
         self.too_large = False
         self.flavor = "vllm"
+        self.runner_given = False
 
     def err(self, loc: str, msg: str, *, too_large: bool = False) -> None:
         self.errors.append((loc, msg))
@@ -91,6 +93,14 @@ class Rules:
                 f"{total} tokens in all; the limit is {self.limits.max_total_tokens}",
                 too_large=True,
             )
+        if cfg.model_runner == "v2" and any(r.image is not None for r in reqs):
+            if self.runner_given:
+                self.err(
+                    "config.model_runner",
+                    'Model Runner V2 with M-RoPE (an image in a request) is not modelled yet: use "v1" '
+                    "(the default when a request has an image)",
+                )
+            cfg = dataclasses.replace(cfg, model_runner="v1")
         if self.errors:
             raise ScenarioError(self.errors, too_large=self.too_large)
         return Scenario(
@@ -190,6 +200,7 @@ class Rules:
         decoding, which pagedviz does not model together with it); v1 and sync elsewhere. A flavour
         without a V2 refuses an explicit "v2"."""
         vllm = self.flavor == "vllm"
+        self.runner_given = "model_runner" in given
         if "model_runner" not in given:
             v["model_runner"] = "v2" if vllm else "v1"
         elif v["model_runner"] == "v2" and not vllm:
@@ -197,6 +208,14 @@ class Rules:
                 "config.model_runner",
                 f'the {self.flavor} flavour has no Model Runner V2 (it mirrors a V1-style runner): use "v1"',
             )
+        elif v["model_runner"] == "v2" and v["num_speculative_tokens"]:
+            self.err(
+                "config.model_runner",
+                'Model Runner V2 with speculative decoding is not modelled yet: use "v1" (the default '
+                "when num_speculative_tokens > 0)",
+            )
+        if "model_runner" not in given and v["num_speculative_tokens"]:
+            v["model_runner"] = "v1"
         if "async_scheduling" not in given:
             v["async_scheduling"] = vllm and not v["num_speculative_tokens"]
 

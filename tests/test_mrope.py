@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pagedviz.core import Scenario, ScenarioError, load_preset, make_engine
-from pagedviz.core.runner import mrope_prompt_positions
+from pagedviz.core.runners.mrope import mrope_prompt_positions
 
 
 def run(preset: str) -> list:
