@@ -15,7 +15,8 @@ from pagedviz.core.config import DENSE_CHECK_MAX_TOKENS, Scenario
 from pagedviz.core.device import StageTimer, resolve_device
 from pagedviz.core.model import ForwardInputs, TinyTransformer
 from pagedviz.core.registry import register_flavor
-from pagedviz.core.runner import ModelRunner, MRope, mrope_prompt_positions
+from pagedviz.core.runners.mrope import MRope, mrope_prompt_positions
+from pagedviz.core.runners.v1 import ModelRunner
 from pagedviz.core.sampler import synthetic_tokens
 from pagedviz.core.scheduler import Scheduler, SchedulerOutput
 from pagedviz.core.spec_decode import greedy_accept, ngram_propose

@@ -32,7 +32,7 @@ from pagedviz.core import Scenario, ScenarioError
 from pagedviz.core.device import DeviceUnavailableError, pick_device_type
 from pagedviz.core.presets import list_presets, preset_dict
 from pagedviz.core.registry import engine_class
-from pagedviz.core.runner import stage_source
+from pagedviz.core.runners.stages import stage_source
 from pagedviz.core.trace import StepTrace
 from pagedviz.core.upstream import describe
 
