@@ -48,9 +48,10 @@ What is stubbed, and why:
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -174,7 +175,9 @@ def vllm_config(scenario: Scenario) -> VllmConfig:
 
 
 def kv_cache_spec(scenario: Scenario) -> FullAttentionSpec:
-    return FullAttentionSpec(block_size=scenario.config.block_size, num_kv_heads=1, head_size=8, dtype=torch.float32)
+    return FullAttentionSpec(
+        block_size=scenario.config.block_size, num_kv_heads=1, head_size=8, dtype=torch.float32
+    )
 
 
 def kv_cache_config(scenario: Scenario) -> KVCacheConfig:
@@ -365,7 +368,9 @@ class VllmV2Side:
         ns = num_sampled.tolist()
         missing = [q for q, n in zip(ib.req_ids, ns) if n and q not in sampled]
         if missing:
-            raise AssertionError(f"step {self.step_no}: vLLM samples {missing}, pagedviz's trace has no token for them")
+            raise AssertionError(
+                f"step {self.step_no}: vLLM samples {missing}, pagedviz's trace has no token for them"
+            )
         GPUModelRunner.postprocess_sampled(  # type: ignore[arg-type]
             r, ib.idx_mapping, tokens, num_sampled, num_rejected, ib.query_start_loc
         )
