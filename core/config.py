@@ -445,6 +445,7 @@ class _Validator:
         self.errors: list[tuple[str, str]] = []
         self.too_large = False
         self.flavor = "vllm"
+        self.runner_given = False
         self.context: dict[str, int] = {}  # config values that bound request fields
 
     def err(self, loc: str, msg: str, *, too_large: bool = False) -> None:
@@ -643,6 +644,7 @@ class _Validator:
         decoding, which pagedviz does not model together with it); v1 and sync elsewhere. A flavour
         without a V2 refuses an explicit "v2"."""
         vllm = self.flavor == "vllm"
+        self.runner_given = "model_runner" in raw
         if "model_runner" not in raw:
             v["model_runner"] = "v2" if vllm else "v1"
         elif v["model_runner"] == "v2" and not vllm:
@@ -651,6 +653,14 @@ class _Validator:
                 f"the {self.flavor} flavour has no Model Runner V2 (it mirrors a V1-style runner): "
                 'use "v1"',
             )
+        elif v["model_runner"] == "v2" and v["num_speculative_tokens"]:
+            self.err(
+                "config.model_runner",
+                "Model Runner V2 with speculative decoding is not modelled yet: use \"v1\" (the default "
+                "when num_speculative_tokens > 0)",
+            )
+        if "model_runner" not in raw and v["num_speculative_tokens"]:
+            v["model_runner"] = "v1"
         if "async_scheduling" not in raw:
             v["async_scheduling"] = vllm and not v["num_speculative_tokens"]
 
@@ -809,6 +819,14 @@ class _Validator:
                     f"{total} tokens in all; the limit is {self.limits.max_total_tokens}",
                     too_large=True,
                 )
+        if cfg.model_runner == "v2" and any(r.image is not None for r in reqs):
+            if self.runner_given:
+                self.err(
+                    "config.model_runner",
+                    'Model Runner V2 with M-RoPE (an image in a request) is not modelled yet: use "v1" '
+                    "(the default when a request has an image)",
+                )
+            cfg = dataclasses.replace(cfg, model_runner="v1")
         texts = {k: self.read(data, top[k], "scenario") for k in ("title", "summary", "document")}
         notes = self.notes(data.get("notes", []))
         if self.errors:

@@ -123,6 +123,29 @@ class ModelRunner(StagedRunner):
         self.token_ids_flat = self.input_batch.token_ids_cpu_tensor.view(-1)
         self.token_ids_flat_np = self.input_batch.token_ids_cpu.reshape(-1)
 
+    runner = "v1"
+    # what the forward reads: copies of the CPU arrays, and slot_mapping computed on the device
+    DEVICE_INPUTS: dict[str, object] = {
+        "device_inputs": ["input_ids", "positions", "query_start_loc", "seq_lens", "block_table"],
+        "slot_mapping_source": "device (from the device block table)",
+    }
+
+    @property
+    def row_req_ids(self) -> list[str]:
+        """The request of each batch row."""
+        return self.input_batch.req_ids
+
+    def batch_view(self, moves: list[dict[str, object]]) -> dict[str, Any]:
+        return {"req_ids": self.input_batch.req_ids, "moves": moves}
+
+    def dense_sequences(self, v: dict[str, Any]) -> list[tuple[np.ndarray, int]]:
+        """Each row's tokens up to its seq_len and its computed count, for the dense check."""
+        ib = self.input_batch
+        return [
+            (ib.token_ids_cpu[row, : v["seq_lens"][row]], int(ib.num_computed_tokens_cpu[row]))
+            for row in range(v["num_reqs"])
+        ]
+
     @property
     def uses_mrope(self) -> bool:
         return bool(self.mrope)
