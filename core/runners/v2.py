@@ -124,7 +124,7 @@ class ModelRunnerV2(StagedRunner):
         self.input_ids_np = np.zeros(T_pad, dtype=np.int32)
         self.positions_np = np.zeros(T_pad, dtype=np.int64)
         self.slot_mapping_np = np.full(T_pad, PAD_SLOT_ID, dtype=np.int64)
-        self.arange_np = np.arange(max(M, T_pad) + 1, dtype=np.int64)
+        self.arange_np = np.arange(max(M, T_pad, K) + 1, dtype=np.int64)
         dev = device
         self.all_token_ids_dev = torch.zeros((M, config.max_model_len), dtype=torch.int32, device=dev)
         self.num_computed_dev = torch.zeros(M, dtype=torch.int64, device=dev)
