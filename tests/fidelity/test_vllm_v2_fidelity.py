@@ -16,6 +16,7 @@ table's valid entries (row i: the first cdiv(seq_lens[i], block_size)); which re
 
 from __future__ import annotations
 
+import functools
 import sys
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from hypothesis import strategies as st
 
 from pagedviz.core import Scenario, make_engine
 from pagedviz.core.presets import list_presets, preset_dict
+from pagedviz.core.runners.v2 import ModelRunnerV2
 
 pytest.importorskip("triton", reason="triton is not installed (run scripts/fidelity-deps.sh)")
 sys.path.insert(0, str(Path(__file__).parent))  # vllm_v2_side.py, the glue beside this file
@@ -39,6 +41,8 @@ pytestmark = pytest.mark.fidelity
 REQ_ARRAYS = ("idx_mapping", "num_scheduled_tokens", "seq_lens")
 ROWS_PLUS_ONE = ("query_start_loc", "cu_num_logits")
 TOKEN_ARRAYS = ("positions", "input_ids", "slot_mapping")
+# per-slot state after finish/add/update, compared on the slots that hold a request
+SLOT_SCALARS = ("num_computed_tokens", "prefill_len", "total_len", "num_blocks")
 
 
 def _vllm_new_blocks(out: Any) -> dict[str, list[int]]:
@@ -78,10 +82,24 @@ def compare_step(t: Any, got: Any, before: dict[str, int]) -> None:
     assert got.free_slots == b["free_slots"], f"{where}: free slots in hand-out order"
     assert _slot_events(before, got) == b["slot_events"], f"{where}: slot events"
     assert got.req_ids == b["req_ids"], f"{where}: batch order"
+    ours = t.arrays
+    theirs = got.slot_state
+    for rid, j in got.slots.items():
+        for name in SLOT_SCALARS:
+            assert int(theirs[name][j]) == int(ours[name][j]), f"{where}: {name}[{j}] ({rid})"
+        nb, n = (
+            int(theirs["num_blocks"][j]),
+            min(int(theirs["total_len"][j]), t.arrays["all_token_ids"].shape[1]),
+        )
+        assert theirs["block_tables"][j, :nb].tolist() == ours["block_tables"][j, :nb].tolist(), (
+            f"{where}: {rid}"
+        )
+        assert theirs["all_token_ids"][j, :n].tolist() == ours["all_token_ids"][j, :n].tolist(), (
+            f"{where}: {rid}"
+        )
     if not got.req_ids:
         return
     R, T = len(got.req_ids), int(got.arrays["query_start_loc"][-1])
-    ours = t.arrays
     for name in REQ_ARRAYS:
         assert got.arrays[name].tolist() == ours[name][:R].tolist(), f"{where}: {name}"
     for name in ROWS_PLUS_ONE:
@@ -319,3 +337,100 @@ def test_vllm_v2_side_uses_the_v2_scheduler_paths() -> None:
         assert not got.out.scheduled_cached_reqs.resumed_req_ids
     assert preempted, "the scenario was meant to preempt"
     assert resumed and all(len(toks) > 5 for toks in resumed.values()), resumed
+
+
+def test_pagedviz_v2_reproduces_the_notes_worked_example_as_vllm_does() -> None:
+    """Both sides step for step, and pagedviz's arrays are the notes' table (pagedviz samples its
+    own tokens, so the decode input ids of steps 2 and 3 are left to the step comparison)."""
+    assert run_both(_worked_example()) == 4  # A and C end in step 4
+    for t in make_engine(_worked_example()).run():
+        want = _WORKED.get(t.step, {})
+        for name, values in want.items():
+            if name == "req_ids":
+                assert t.batch["req_ids"] == values, f"step {t.step}"
+            elif name == "block_rows":
+                table = t.arrays["input_block_tables"]
+                assert [table[i, : len(row)].tolist() for i, row in enumerate(values)] == values
+            elif name != "input_ids" or t.step == 1:
+                assert t.arrays[name][: len(values)].tolist() == values, f"step {t.step}: {name}"
+
+
+def _slots_from_the_bottom(monkeypatch: pytest.MonkeyPatch) -> None:
+    class FromTheBottom(list):  # type: ignore[type-arg]
+        def pop(self, index: int = 0) -> Any:  # V1's rule: the lowest free row first
+            return super().pop(index)
+
+    init = ModelRunnerV2.__init__
+
+    def patched(self: Any, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        self.free_indices = FromTheBottom(self.free_indices)
+
+    monkeypatch.setattr(ModelRunnerV2, "__init__", patched)
+
+
+def _frees_in_reverse_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    update = ModelRunnerV2.update_states
+
+    def patched(self: Any, out: Any) -> Any:
+        order = sorted(set(out.finished_req_ids) | set(out.preempted_req_ids), reverse=True)
+        self.slot_events = []
+        for req_id in order:  # freed before update_states, newest id first: LIFO hands out another slot
+            self._free(req_id)
+        events = self.slot_events
+        result = update(self, out)
+        self.slot_events = events + self.slot_events
+        return result
+
+    monkeypatch.setattr(ModelRunnerV2, "update_states", patched)
+
+
+def _ties_in_reverse_scheduler_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    stage = ModelRunnerV2._idx_mapping
+
+    @functools.wraps(stage)  # keeps the @stage marker
+    def patched(self: Any) -> None:
+        v = self.v
+        v["scheduled_req_ids"] = v["scheduled_req_ids"][::-1]
+        v["scheduler_num_scheduled"] = v["scheduler_num_scheduled"][::-1].copy()
+        stage(self)
+
+    monkeypatch.setattr(ModelRunnerV2, "_idx_mapping", patched)
+
+
+@pytest.mark.parametrize(
+    "break_rule",
+    [_slots_from_the_bottom, _frees_in_reverse_order, _ties_in_reverse_scheduler_order],
+    ids=lambda f: f.__name__,
+)
+def test_the_comparison_catches_a_broken_v2_rule(break_rule: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The other way round: pagedviz's V2 with one rule changed must part from vLLM's. The scenario
+    frees two slots in one step and mixes decodes with prefill chunks of several lengths."""
+    assert run_both(_broken_rule_scenario()) > 0  # unbroken, both sides agree
+    break_rule(monkeypatch)
+    with pytest.raises(AssertionError):
+        run_both(_broken_rule_scenario())
+
+
+def _broken_rule_scenario() -> Scenario:
+    reqs = [
+        {"id": "a", "prompt_token_ids": [11] * 3, "max_tokens": 2, "arrival_step": 1},
+        {"id": "b", "prompt_token_ids": [12] * 5, "max_tokens": 2, "arrival_step": 1},
+        {"id": "c", "prompt_token_ids": [13] * 7, "max_tokens": 6, "arrival_step": 1},
+        {"id": "d", "prompt_token_ids": [14] * 4, "max_tokens": 3, "arrival_step": 3},
+        {"id": "e", "prompt_token_ids": [15] * 6, "max_tokens": 2, "arrival_step": 4},
+    ]
+    cfg = {
+        "model_runner": "v2",
+        "async_scheduling": False,
+        "block_size": 4,
+        "max_model_len": 32,
+        "max_num_reqs": 4,
+        "max_num_batched_tokens": 32,
+        "num_kv_blocks": 24,
+        "model": None,
+        "device": "cpu",
+    }
+    return Scenario.from_dict(
+        {"name": "broken", "flavor": "vllm", "config": cfg, "requests": reqs, "max_steps": 50}
+    )

@@ -266,6 +266,7 @@ class V2Step:
     arrays: dict[str, np.ndarray]
     block_rows: list[list[int]]  # gathered block table, row i: its first cdiv(seq_lens[i], bs)
     sampled: dict[str, int]  # the rows vLLM says sample, with pagedviz's tokens
+    slot_state: dict[str, np.ndarray]  # per-slot state after finish/add/update (before the forward)
 
 
 class VllmV2Side:
@@ -321,6 +322,15 @@ class VllmV2Side:
         GPUModelRunner.add_requests(r, out)  # type: ignore[arg-type]
         GPUModelRunner.update_requests(r, out)  # type: ignore[arg-type]
         r.block_tables.apply_staged_writes()
+        rs, bt = r.req_states, r.block_tables
+        slot_state = {
+            "num_computed_tokens": rs.num_computed_tokens.gpu.numpy().copy(),
+            "prefill_len": rs.prefill_len.np.copy(),
+            "total_len": rs.total_len.gpu.numpy().copy(),
+            "all_token_ids": rs.all_token_ids.gpu.numpy().copy(),
+            "num_blocks": bt.num_blocks.np[0].copy(),
+            "block_tables": bt.block_tables[0].gpu.numpy().copy(),
+        }
         step = V2Step(
             out=out,
             new_req_ids=[n.req_id for n in out.scheduled_new_reqs],
@@ -331,6 +341,7 @@ class VllmV2Side:
             arrays={},
             block_rows=[],
             sampled={},
+            slot_state=slot_state,
         )
         if not out.total_num_scheduled_tokens:
             return step  # execute_model returns before the forward; so does the glue (as V1's)
