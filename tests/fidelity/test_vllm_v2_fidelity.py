@@ -113,6 +113,27 @@ def compare_step(t: Any, got: Any, before: dict[str, int]) -> None:
     for i, row in enumerate(got.block_rows):
         assert row == table[i, : len(row)].tolist(), f"{where}: input_block_tables row {i} ({got.req_ids[i]})"
     assert got.sampled == t.sampled_token_ids, f"{where}: requests that sample"
+    _compare_padding(t, got, where)
+
+
+def _compare_padding(t: Any, got: Any, where: str) -> None:
+    """vLLM's CUDA-graph dispatch (mode, padded sizes), and the padded buffers as vLLM pads them."""
+    p, entries, sc = got.padded, t.array_entries, t.scalars
+    R_pad, T_pad = p["num_reqs_padded"], p["num_tokens_after_padding"]
+    theirs = (p["cudagraph_mode"], T_pad, R_pad)
+    assert theirs == (sc["cudagraph_mode"], sc["num_tokens_after_padding"], sc["num_reqs_padded"]), where
+    for name, n in (("query_start_loc", R_pad + 1), ("seq_lens", R_pad)):
+        e = entries[name]
+        ours = e.buffer if e.buffer is not None else e.value
+        assert p[name].tolist() == ours[:n].tolist(), f"{where}: padded {name}"
+    assert p["slot_mapping"].tolist() == t.arrays["slot_mapping"][:T_pad].tolist(), (
+        f"{where}: padded slot_mapping"
+    )
+    R = len(got.req_ids)
+    ours_rows = t.arrays["input_block_tables"][R:R_pad]
+    assert p["padded_block_rows"][:, : ours_rows.shape[1]].tolist() == ours_rows.tolist(), (
+        f"{where}: padded rows"
+    )
 
 
 def run_both(scenario: Scenario) -> int:
@@ -157,7 +178,7 @@ def test_every_v2_preset_matches_vllm_v2(preset: str) -> None:
 @st.composite
 def scenarios(draw: st.DrawFn) -> Scenario:
     """Small pools (preemption), chunked prefill, prefix caching on and off, arrivals over four
-    steps, and max_num_reqs from 1 to 4, so that slots are freed and handed out again."""
+    steps, max_num_reqs from 1 to 4 (slots freed and handed out again), and CUDA-graph sizes."""
     bs = draw(st.integers(1, 4))
     M = draw(st.integers(6, 24))
     prefix = draw(st.booleans())
@@ -180,13 +201,17 @@ def scenarios(draw: st.DrawFn) -> Scenario:
         )
         need = max(need, -(-(plen + max_tokens) // bs))
     low = max_num_reqs if chunked else max(M, max_num_reqs)
+    budget = draw(st.integers(low, low + 24))
+    # CUDA-graph sizes within the budget (as vLLM caps them), or none (eager)
+    sizes = draw(st.one_of(st.none(), st.lists(st.integers(1, budget), min_size=1, max_size=4)))
     cfg = {
         "model_runner": "v2",
         "async_scheduling": False,
         "block_size": bs,
         "max_model_len": M,
         "max_num_reqs": max_num_reqs,
-        "max_num_batched_tokens": draw(st.integers(low, low + 24)),
+        "max_num_batched_tokens": budget,
+        "cudagraph_capture_sizes": sizes,
         # tight pools: just enough for the longest request, so preemption is common
         "num_kv_blocks": need + 1 + draw(st.integers(0, 6)),
         "long_prefill_token_threshold": draw(st.sampled_from([0, 0, 2, 5])),

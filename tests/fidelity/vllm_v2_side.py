@@ -31,9 +31,14 @@ What is stubbed, and why:
   is 1, the default model state's value.
 - `ModelConfig`: the V1 glue's `_TinyModelConfig` (building a real one needs Hugging Face files),
   plus `rswa_window = None` (no R-SWA), the one field `prepare_inputs` adds.
-- The batch execution descriptor: eager (`CUDAGraphMode.NONE`, no padding), the descriptor
-  `CudaGraphManager.dispatch` falls back to. Padding only appends entries past the real tokens
-  and requests; the comparison covers the real ones.
+- CUDA graphs: nothing is captured. With `cudagraph_capture_sizes` set, vLLM's own
+  `CudaGraphManager` (gpu/cudagraph_utils.py) is built without its `__init__` (which asks for a
+  device graph pool and the pipeline-parallel group): the fields `_init_candidates` and
+  `dispatch` read are set as `__init__` sets them, for FULL_AND_PIECEWISE (the mode pagedviz
+  models: FULL uniform-decode graphs and PIECEWISE mixed ones), one rank, no LoRA, no
+  microbatching, and the graphs count as captured. `dispatch` then picks the descriptor
+  `execute_model` would (eager, no padding, without sizes), and `prepare_inputs` /
+  `prepare_attn` pad as vLLM does for it.
 - The sampler: the sampled token of each row comes from pagedviz's trace, so both sides see the
   same sequences. `get_num_sampled_and_rejected` (vLLM's kernel) zeroes the rows of partial
   prefill chunks; the glue feeds the tokens to `post_update` and builds the `ModelRunnerOutput`
@@ -47,10 +52,12 @@ What is stubbed, and why:
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -114,7 +121,7 @@ from vllm.v1.request import Request  # noqa: E402
 from vllm.v1.structured_output import StructuredOutputManager  # noqa: E402
 from vllm.v1.worker.block_table import get_block_table_width  # noqa: E402
 from vllm.v1.worker.gpu.block_table import BlockTables  # noqa: E402
-from vllm.v1.worker.gpu.cudagraph_utils import BatchExecutionDescriptor  # noqa: E402
+from vllm.v1.worker.gpu.cudagraph_utils import BatchExecutionDescriptor, CudaGraphManager  # noqa: E402
 from vllm.v1.worker.gpu.input_batch import (  # noqa: E402
     InputBuffers,
     get_num_sampled_and_rejected,
@@ -123,6 +130,8 @@ from vllm.v1.worker.gpu.model_runner import GPUModelRunner  # noqa: E402
 from vllm.v1.worker.gpu.states import RequestState  # noqa: E402
 
 from pagedviz.core.config import Scenario  # noqa: E402
+
+logging.getLogger("vllm").setLevel(logging.ERROR)  # the CPU platform's advice on block sizes
 
 if not HAS_TRITON:
     raise ImportError(
@@ -253,6 +262,29 @@ class _LoraState:
     add_request = remove_request = staticmethod(_noop)
 
 
+def _graph_manager(vc: VllmConfig, sizes: Any) -> CudaGraphManager | None:
+    """vLLM's CudaGraphManager for FULL_AND_PIECEWISE with `sizes`, graphs counted as captured
+    (the fields CudaGraphManager.__init__ sets for one rank without LoRA or microbatches)."""
+    if not sizes:
+        return None
+    m = CudaGraphManager.__new__(CudaGraphManager)
+    m.vllm_config = vc
+    m.max_num_reqs = vc.scheduler_config.max_num_seqs
+    m.compilation_config = SimpleNamespace(
+        cudagraph_capture_sizes=sorted(sizes), max_cudagraph_capture_size=max(sizes)
+    )
+    m.cudagraph_mode = CUDAGraphMode.FULL_AND_PIECEWISE
+    m.decode_query_len = 1
+    m.varlen_decode = False
+    m.ubatch_runner = None
+    m.lora_capture_cases = [0]
+    m._lora_dispatch_map, m._max_lora_case = m._build_lora_dispatch_map()
+    m._candidates, m._capture_descs = {}, {}
+    m._init_candidates()
+    m._graphs_captured = True
+    return m
+
+
 @dataclass
 class V2Step:
     """What one engine step looked like on vLLM's side (request-level arrays are batch rows)."""
@@ -267,6 +299,7 @@ class V2Step:
     block_rows: list[list[int]]  # gathered block table, row i: its first cdiv(seq_lens[i], bs)
     sampled: dict[str, int]  # the rows vLLM says sample, with pagedviz's tokens
     slot_state: dict[str, np.ndarray]  # per-slot state after finish/add/update (before the forward)
+    padded: dict[str, Any] = field(default_factory=dict)  # the arrays up to the padded sizes
 
 
 class VllmV2Side:
@@ -289,6 +322,7 @@ class VllmV2Side:
             )
         assert self.scheduler.use_v2_model_runner
         self.runner = _RunnerStub(self.config, scenario)
+        self.graphs = _graph_manager(self.config, cfg.cudagraph_capture_sizes)
         self.arrivals: dict[int, list[Any]] = {}
         for spec in scenario.requests:
             self.arrivals.setdefault(spec.arrival_step, []).append(spec)
@@ -345,10 +379,13 @@ class VllmV2Side:
         )
         if not out.total_num_scheduled_tokens:
             return step  # execute_model returns before the forward; so does the glue (as V1's)
-        brs, _uniform = GPUModelRunner.gather_batch_req_state(r, out, False)  # type: ignore[arg-type]
+        brs, uniform = GPUModelRunner.gather_batch_req_state(r, out, False)  # type: ignore[arg-type]
         assert brs is not None
         R, T = len(brs.req_ids), brs.num_tokens
         desc = BatchExecutionDescriptor(CUDAGraphMode.NONE, T, R)
+        if self.graphs is not None:  # as execute_model asks (model_runner.py, execute_model)
+            max_query_len = None if brs.has_prefill else int(brs.num_scheduled_tokens.max())
+            desc = self.graphs.dispatch(R, T, uniform, 0, max_query_len=max_query_len)
         ib = GPUModelRunner.prepare_inputs(r, out, brs, desc, 0)  # type: ignore[arg-type]
         block_tables, slot_mappings = GPUModelRunner.prepare_attn(r, ib)  # type: ignore[arg-type]
         seq_lens = ib.seq_lens[:R].numpy().copy()
@@ -366,6 +403,16 @@ class VllmV2Side:
             "cu_num_logits": ib.cu_num_logits[: R + 1].numpy().copy(),
             "logits_indices": ib.logits_indices.numpy().copy(),
             "slot_mapping": slot_mappings[0][:T].numpy().copy(),
+        }
+        R_pad, T_pad = ib.num_reqs_after_padding, ib.num_tokens_after_padding
+        step.padded = {
+            "cudagraph_mode": desc.cg_mode.name,
+            "num_reqs_padded": R_pad,
+            "num_tokens_after_padding": T_pad,
+            "query_start_loc": ib.query_start_loc[: R_pad + 1].numpy().copy(),
+            "seq_lens": ib.seq_lens[:R_pad].numpy().copy(),
+            "slot_mapping": slot_mappings[0][:T_pad].numpy().copy(),
+            "padded_block_rows": block_tables[0][R:R_pad].numpy().copy(),
         }
         # sampling: pagedviz's token per row; vLLM's kernel says which rows keep one
         tokens = torch.tensor([[sampled.get(q, 0)] for q in ib.req_ids], dtype=torch.int64)
