@@ -7,6 +7,11 @@ and ascend's attention state and mask follow vllm-ascend at the commit below.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pagedviz.core.config import Scenario
+
 UPSTREAM: dict[str, dict[str, str]] = {
     "vllm": {"project": "vllm", "version": "0.33.0"},
     "nanovllm": {
@@ -40,3 +45,11 @@ def describe(flavor: str | None = None, runner: str | None = None) -> str:
     elif flavor is None:
         parts.insert(1, f"{RUNNERS['v2']} by default, {RUNNERS['v1']} on request")
     return " · ".join(parts)
+
+
+def upstream_of(scenario: Scenario) -> dict[str, dict[str, str]]:
+    """UPSTREAM, with the runner a vllm-flavour scenario runs named under "vllm"."""
+    out = {k: dict(v) for k, v in UPSTREAM.items()}
+    if scenario.flavor == "vllm":
+        out["vllm"]["runner"] = RUNNERS[scenario.config.model_runner]
+    return out

@@ -320,7 +320,7 @@ async def overview(request: Request, run_id: str) -> dict:
         device=run.device,
         flavor=run.scenario.flavor,
         link=pack(run.scenario.to_dict()),
-        upstream=describe(run.scenario.flavor),
+        upstream=describe(run.scenario.flavor, run.scenario.config.model_runner),
         steps=steps,
     ).model_dump()
 

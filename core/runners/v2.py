@@ -124,7 +124,8 @@ class ModelRunnerV2(StagedRunner):
         self.input_ids_np = np.zeros(T_pad, dtype=np.int32)
         self.positions_np = np.zeros(T_pad, dtype=np.int64)
         self.slot_mapping_np = np.full(T_pad, PAD_SLOT_ID, dtype=np.int64)
-        self.arange_np = np.arange(max(M, T_pad, K) + 1, dtype=np.int64)
+        self.arange_np = np.arange(max(M, T_pad) + 1, dtype=np.int64)
+        self.block_cols = np.arange(K, dtype=np.int32)
         dev = device
         self.all_token_ids_dev = torch.zeros((M, config.max_model_len), dtype=torch.int32, device=dev)
         self.num_computed_dev = torch.zeros(M, dtype=torch.int64, device=dev)
@@ -150,6 +151,7 @@ class ModelRunnerV2(StagedRunner):
             ("prefill_len", "slot", "finish_and_add", "cpu", None),
             ("total_len", "slot", "finish_and_add", "cpu", None),
             ("num_blocks", "slot", "finish_and_add", "cpu", None),
+            ("last_sampled_tokens", "slot", "combine_sampled_and_draft_tokens", "device", None),
             ("all_token_ids", "system", "finish_and_add", "cpu", None),
             ("block_tables", "system", "finish_and_add", "cpu", None),
         ]
@@ -417,7 +419,7 @@ class ModelRunnerV2(StagedRunner):
         idx = v["idx_mapping"]
         out = self.input_block_tables
         nb = self.num_blocks[idx]
-        own = self.arange_np[: self.max_num_blocks] < nb[:, None]
+        own = self.block_cols < nb[:, None]
         out[:R] = np.where(own, self.block_tables[idx], out[:R])
         rows = max(R_pad, self.dirty_rows)
         out[R:rows] = 0
@@ -479,6 +481,7 @@ class ModelRunnerV2(StagedRunner):
             "prefill_len": self.prefill_len.copy(),
             "total_len": self.total_len.copy(),
             "num_blocks": self.num_blocks.copy(),
+            "last_sampled_tokens": self.last_sampled_tokens.copy(),
             "all_token_ids": self.all_token_ids.copy(),
             "block_tables": self.block_tables.copy(),
         }
