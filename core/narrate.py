@@ -85,6 +85,7 @@ class Facts:
         self.T = int(self.sched.get("total_num_scheduled_tokens", sum(self.nst.values())))
         self.bs = int(t.kv_cache.get("block_size", 0))
         self.nano = "cu_seqlens_q" in self.a or "context_lens" in self.a
+        self.v2 = "slots" in t.batch  # Model Runner V2: state slots, no persistent batch rows
         n = len(self.rows)
         a = self.a
         if "query_start_loc" in a:
@@ -162,7 +163,7 @@ def _finishes(f: Facts, prev: StepTrace | None) -> list[Item]:
             en += f"; {_blocks(kept)} stay allocated, still used by {_join_en(holders)}"
             en += " (ref count dropped by one)"
             zh += f"；块 {_blocks(kept)} 仍被 {_join_zh(holders)} 使用，保持分配（引用计数减一）"
-        if row is not None and not f.nano:
+        if row is not None and not f.nano and not f.v2:
             en += f", and its row {row} of the persistent batch is removed now"
             zh += f"，它在持久批次中的第 {row} 行现在被移除"
             refs.append(("row", row))
@@ -564,6 +565,10 @@ def explain(t: StepTrace, name: str, index: int) -> Text | None:
         return None
     f = Facts(t)
     fn = _EXPLAIN.get(name)
+    if f.v2:  # Model Runner V2's formulas read through idx_mapping (core/narrate_v2.py)
+        from pagedviz.core.narrate_v2 import V2_EXPLAIN
+
+        fn = V2_EXPLAIN.get(name, fn)
     if fn is not None and arr.ndim == 1:
         out = fn(f, index, arr)
         if out is not None:
@@ -919,6 +924,10 @@ def narrate(
     and who was running; `config` adds the token budget and the reasons requests wait; `last`
     (the run ends with this step) says that the requests sampling now finish."""
     f = Facts(t)
+    if f.v2:  # Model Runner V2 narrates its state slots (core/narrate_v2.py)
+        from pagedviz.core.narrate_v2 import narrate_v2
+
+        return narrate_v2(f, prev, config, last)
     items = _finishes(f, prev)
     if t.idle:
         return items + _idle(f)
