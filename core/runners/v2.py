@@ -434,6 +434,7 @@ class ModelRunnerV2(StagedRunner):
         "from the persistent per-slot table through idx_mapping (not from the gathered one). The last "
         "program pads the rest of the buffer with -1 from the real token count, so the padded tokens "
         "of a CUDA graph write nowhere.",
+        views="slot_mapping",
     )
     def _slot_mappings(self) -> None:
         v = self.v
