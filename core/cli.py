@@ -27,7 +27,7 @@ from pagedviz.core.narrate import narrate
 from pagedviz.core.presets import list_presets, preset_dict
 from pagedviz.core.registry import make_engine
 from pagedviz.core.trace import StepTrace
-from pagedviz.core.upstream import UPSTREAM
+from pagedviz.core.upstream import upstream_of
 
 
 class CliError(Exception):
@@ -305,7 +305,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         json.dump(
             {
                 "scenario": scenario.to_dict(),
-                "upstream": UPSTREAM,
+                "upstream": upstream_of(scenario),
                 "truncated": engine.truncated,
                 "steps": [
                     {**t.to_dict(), "narration": narrate(t, before[t.step], scenario.config, t is last)}

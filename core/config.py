@@ -20,6 +20,7 @@ import numpy as np
 
 FLAVORS = ("vllm", "ascend", "nanovllm")
 DEVICES = ("auto", "cpu", "cuda", "npu")
+RUNNERS = ("v1", "v2")
 
 # Byte-level tokenizer: ids 0..2 are special, byte b is id b + NUM_SPECIAL_IDS.
 PAD_ID, BOS_ID, EOS_ID = 0, 1, 2
@@ -242,8 +243,18 @@ class EngineConfig:
     )
     prompt_lookup_min: int = setting(5, "shortest n-gram the drafter looks up", lo=1, hi=64)
     prompt_lookup_max: int = setting(5, "longest n-gram the drafter looks up", lo=1, hi=64)
+    model_runner: str = setting(
+        "v2",
+        "vllm flavour: which of vLLM 0.33's GPU model runners prepares the inputs: v2 (Model Runner V2, "
+        "vllm/v1/worker/gpu/, 0.33's default) or v1 (gpu_model_runner.py, what the documents teach); "
+        "ascend and nanovllm have v1 only",
+        choices=RUNNERS,
+    )
     async_scheduling: bool = setting(
-        False, "schedule a step before the last one's sampled tokens reach the CPU (placeholders)"
+        True,
+        "schedule step n+1 before step n's output reaches the scheduler (AsyncScheduler and the engine "
+        "core's batch queue; vLLM 0.33's default on the vllm flavour, unless speculative decoding is on); "
+        "ascend and nanovllm run synchronously",
     )
     # Policies that changed across vLLM versions (defaults: vLLM 0.33.0, core/upstream.py)
     scheduler_reserve_full_isl: bool = setting(
@@ -434,6 +445,7 @@ class _Validator:
         self.errors: list[tuple[str, str]] = []
         self.too_large = False
         self.flavor = "vllm"
+        self.runner_given = False
         self.context: dict[str, int] = {}  # config values that bound request fields
 
     def err(self, loc: str, msg: str, *, too_large: bool = False) -> None:
@@ -568,6 +580,7 @@ class _Validator:
                 too_large=True,
             )
         sizes = self.capture_sizes(raw.get("cudagraph_capture_sizes"), v["max_num_batched_tokens"])
+        self.runner_defaults(raw, v)
         spec, async_scheduling = v["num_speculative_tokens"], v["async_scheduling"]
         if v["prompt_lookup_max"] < v["prompt_lookup_min"]:
             self.err(
@@ -624,6 +637,32 @@ class _Validator:
                 )
         self.context["max_model_len"] = v["max_model_len"]
         return EngineConfig(**v, cudagraph_capture_sizes=sizes, vocab_size=vocab, model=model)
+
+    def runner_defaults(self, raw: dict[str, Any], v: dict[str, Any]) -> None:
+        """model_runner and async_scheduling as vLLM 0.33 picks them when the scenario leaves them
+        out: Model Runner V2 and async scheduling on the vllm flavour (async off with speculative
+        decoding, which pagedviz does not model together with it); v1 and sync elsewhere. A flavour
+        without a V2 refuses an explicit "v2"."""
+        vllm = self.flavor == "vllm"
+        self.runner_given = "model_runner" in raw
+        if "model_runner" not in raw:
+            v["model_runner"] = "v2" if vllm else "v1"
+        elif v["model_runner"] == "v2" and not vllm:
+            self.err(
+                "config.model_runner",
+                f"the {self.flavor} flavour has no Model Runner V2 (it mirrors a V1-style runner): "
+                'use "v1"',
+            )
+        elif v["model_runner"] == "v2" and v["num_speculative_tokens"]:
+            self.err(
+                "config.model_runner",
+                "Model Runner V2 with speculative decoding is not modelled yet: use \"v1\" (the default "
+                "when num_speculative_tokens > 0)",
+            )
+        if "model_runner" not in raw and v["num_speculative_tokens"]:
+            v["model_runner"] = "v1"
+        if "async_scheduling" not in raw:
+            v["async_scheduling"] = vllm and not v["num_speculative_tokens"]
 
     def capture_sizes(self, raw: Any, budget: int) -> tuple[int, ...] | None:
         loc = "config.cudagraph_capture_sizes"
@@ -780,6 +819,14 @@ class _Validator:
                     f"{total} tokens in all; the limit is {self.limits.max_total_tokens}",
                     too_large=True,
                 )
+        if cfg.model_runner == "v2" and any(r.image is not None for r in reqs):
+            if self.runner_given:
+                self.err(
+                    "config.model_runner",
+                    'Model Runner V2 with M-RoPE (an image in a request) is not modelled yet: use "v1" '
+                    "(the default when a request has an image)",
+                )
+            cfg = dataclasses.replace(cfg, model_runner="v1")
         texts = {k: self.read(data, top[k], "scenario") for k in ("title", "summary", "document")}
         notes = self.notes(data.get("notes", []))
         if self.errors:

@@ -19,7 +19,9 @@ from pagedviz.core.device import StageTimer, resolve_device
 from pagedviz.core.engine_core import BatchQueueLoop, QueuedBatch
 from pagedviz.core.model import ForwardInputs, TinyTransformer
 from pagedviz.core.registry import register_flavor
-from pagedviz.core.runner import ModelRunner, MRope, mrope_prompt_positions
+from pagedviz.core.runners.mrope import MRope, mrope_prompt_positions
+from pagedviz.core.runners.v1 import ModelRunner
+from pagedviz.core.runners.v2 import ModelRunnerV2
 from pagedviz.core.sampler import synthetic_tokens
 from pagedviz.core.scheduler import Scheduler, SchedulerOutput
 from pagedviz.core.spec_decode import greedy_accept, ngram_propose
@@ -85,12 +87,20 @@ class Engine:
             mrope = {
                 r.id: mrope_prompt_positions(len(r.prompt_token_ids), r.image) for r in self.scenario.requests
             }
-        self.runner = self.runner_cls(cfg, self.device, mrope=mrope)
+        runner_cls: type[Any] = self.runner_cls
+        if self.flavor == "vllm" and cfg.model_runner == "v2":
+            runner_cls = ModelRunnerV2
+        self.runner = runner_cls(cfg, self.device, mrope=mrope)
 
     @classmethod
     def stages_from(cls) -> type:
         """The class whose `@stage` methods (and `update_states`, if any) make the flavour's inputs."""
         return cls.runner_cls
+
+    @property
+    def v1_async(self) -> bool:
+        """V1's async path: last step's sampled tokens reach this step's input_ids on the device."""
+        return self.scenario.config.async_scheduling and getattr(self.runner, "runner", "v1") == "v1"
 
     @property
     def done(self) -> bool:
@@ -135,14 +145,9 @@ class Engine:
         generated: dict[str, list[int]] = {}
         if out.scheduled:
             agrees = self.runner.copy_to_device(timer)
-            trace.forward = {
-                "device": str(self.device),
-                # what the forward read: copies of the CPU arrays, and slot_mapping computed on the device
-                "device_inputs": ["input_ids", "positions", "query_start_loc", "seq_lens", "block_table"],
-                "slot_mapping_source": "device (from the device block table)",
-                "slot_mapping_device_matches_cpu": agrees,
-            }
-            if self.capture and self.scenario.config.async_scheduling:
+            trace.forward = {"device": str(self.device), **self.runner.DEVICE_INPUTS}
+            trace.forward["slot_mapping_device_matches_cpu"] = agrees
+            if self.capture and self.v1_async:
                 ids = self.runner.input_ids[: v["T"]].cpu().numpy()
                 trace.record("input_ids_device", "token", ids, "prepare_input_ids", side="device")
             tokens = self._forward_and_sample(v, trace, timer)
@@ -151,16 +156,16 @@ class Engine:
                 sampled = {rid: toks[-1] for rid, toks in generated.items()}
             else:
                 keep = ~v["discard_request_mask"]
-                req_ids = self.runner.input_batch.req_ids
+                req_ids = self.runner.row_req_ids
                 sampled = {rid: int(t) for rid, t, k in zip(req_ids, tokens, keep) if k}
-                if self.scenario.config.async_scheduling:
+                if self.v1_async:
                     self.runner.keep_sampled_on_device(tokens, keep)
         else:
             trace.forward = {"device": str(self.device)}
         if self.capture:
             self.runner.record_batch(trace)
             trace.scheduler = out.to_dict()
-            trace.batch = {"req_ids": self.runner.input_batch.req_ids, "moves": moves}
+            trace.batch = self.runner.batch_view(moves)
             trace.scalars = dict(v["scalars"])
             trace.kv_cache = self._kv_view()
         if core is not None:
@@ -187,7 +192,7 @@ class Engine:
         n, T = v["num_reqs"], v["T"]
         if self.model is None:
             rows = v["logits_indices"]
-            row_req = [r.input_batch.req_ids[i] for i in v["req_indices"][rows]]
+            row_req = [r.row_req_ids[i] for i in v["req_indices"][rows]]
             return synthetic_tokens(
                 self.scenario.seed, row_req, v["positions"][rows] + 1, self.scenario.config.vocab_size
             )
@@ -283,12 +288,7 @@ class Engine:
 
     def _dense_diff(self, hidden: torch.Tensor, v: dict[str, Any]) -> float:
         assert self.model is not None
-        ib = self.runner.input_batch
-        seqs = [
-            (ib.token_ids_cpu[row, : v["seq_lens"][row]], int(ib.num_computed_tokens_cpu[row]))
-            for row in range(v["num_reqs"])
-        ]
-        return self.model.max_dense_diff(hidden, seqs, v["query_start_loc"])
+        return self.model.max_dense_diff(hidden, self.runner.dense_sequences(v), v["query_start_loc"])
 
     def _kv_view(self) -> dict[str, Any]:
         kv = self.scheduler.kv

@@ -40,6 +40,8 @@ class ScheduledRequest:
 @dataclass
 class SchedulerOutput:
     step: int
+    # which runner the output is built for: Model Runner V2 gets resumed requests as new ones
+    runner: str = "v1"
     scheduled: list[ScheduledRequest] = field(default_factory=list)
     preempted_req_ids: list[str] = field(default_factory=list)
     finished_req_ids: list[str] = field(default_factory=list)
@@ -56,12 +58,25 @@ class SchedulerOutput:
     def ids_of(self, kind: str) -> list[str]:
         return [s.req_id for s in self.scheduled if s.kind == kind]
 
+    @property
+    def new_req_ids(self) -> list[str]:
+        """`scheduled_new_reqs` as vLLM 0.33 sends them: for Model Runner V2 the resumed requests
+        travel as new ones, after the new ones, with all their tokens (scheduler.py:1642-1653)."""
+        if self.runner == "v2":
+            return self.ids_of("new") + self.ids_of("resumed")
+        return self.ids_of("new")
+
+    @property
+    def resumed_req_ids(self) -> list[str]:
+        """`scheduled_cached_reqs.resumed_req_ids`: always empty for Model Runner V2."""
+        return [] if self.runner == "v2" else self.ids_of("resumed")
+
     def to_dict(self) -> dict[str, object]:
         return {
             "num_scheduled_tokens": self.num_scheduled_tokens,
             "total_num_scheduled_tokens": self.total_num_scheduled_tokens,
-            "new_req_ids": self.ids_of("new"),
-            "resumed_req_ids": self.ids_of("resumed"),
+            "new_req_ids": self.new_req_ids,
+            "resumed_req_ids": self.resumed_req_ids,
             "preempted_req_ids": list(self.preempted_req_ids),
             "finished_req_ids": list(self.finished_req_ids),
             "waiting_req_ids": list(self.waiting_req_ids),
@@ -180,7 +195,9 @@ class Scheduler:
         )
 
     def schedule(self, step: int) -> SchedulerOutput:
-        out = SchedulerOutput(step=step, finished_req_ids=self.finished_since_last_step)
+        out = SchedulerOutput(
+            step=step, runner=self.config.model_runner, finished_req_ids=self.finished_since_last_step
+        )
         self.finished_since_last_step = []
         self.admit_arrivals(step)
         budget = self.config.max_num_batched_tokens

@@ -7,6 +7,11 @@ and ascend's attention state and mask follow vllm-ascend at the commit below.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pagedviz.core.config import Scenario
+
 UPSTREAM: dict[str, dict[str, str]] = {
     "vllm": {"project": "vllm", "version": "0.33.0"},
     "nanovllm": {
@@ -21,10 +26,30 @@ UPSTREAM: dict[str, dict[str, str]] = {
 
 NAMES = {"vllm": "vLLM", "nanovllm": "nano-vllm", "ascend": "vllm-ascend"}
 
+# vLLM 0.33.0 has two GPU model runners; every view says which one it shows
+RUNNERS = {
+    "v1": "V1 runner (gpu_model_runner.py)",
+    "v2": "Model Runner V2 (vllm/v1/worker/gpu/)",
+}
 
-def describe(flavor: str | None = None) -> str:
-    """In words, what a flavour mirrors ("vLLM 0.33.0 · vllm-ascend 182b75e"), or every flavour."""
+
+def describe(flavor: str | None = None, runner: str | None = None) -> str:
+    """In words, what a flavour mirrors ("vLLM 0.33.0 · V1 runner (gpu_model_runner.py)",
+    "vLLM 0.33.0 · vllm-ascend 182b75e"), or every flavour and both of vLLM's runners."""
     keys = {"vllm": ["vllm"], "ascend": ["vllm", "ascend"], "nanovllm": ["nanovllm"]}.get(
         flavor or "", list(UPSTREAM)
     )
-    return " · ".join(f"{NAMES[k]} {UPSTREAM[k].get('version') or UPSTREAM[k]['commit'][:7]}" for k in keys)
+    parts = [f"{NAMES[k]} {UPSTREAM[k].get('version') or UPSTREAM[k]['commit'][:7]}" for k in keys]
+    if flavor == "vllm" and runner in RUNNERS:
+        parts.insert(1, RUNNERS[runner])
+    elif flavor is None:
+        parts.insert(1, f"{RUNNERS['v2']} by default, {RUNNERS['v1']} on request")
+    return " · ".join(parts)
+
+
+def upstream_of(scenario: Scenario) -> dict[str, dict[str, str]]:
+    """UPSTREAM, with the runner a vllm-flavour scenario runs named under "vllm"."""
+    out = {k: dict(v) for k, v in UPSTREAM.items()}
+    if scenario.flavor == "vllm":
+        out["vllm"]["runner"] = RUNNERS[scenario.config.model_runner]
+    return out

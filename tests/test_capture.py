@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from pagedviz.core import Scenario, load_preset, make_engine
-from pagedviz.core import runner as runner_module
 from pagedviz.core.presets import list_presets
+from pagedviz.core.runners import v1 as runner_module
 from pagedviz.core.trace import StepTrace
 
 PRESETS = [p["id"] for p in list_presets()]

@@ -17,7 +17,7 @@ from pagedviz.app.main import create_app
 from pagedviz.app.settings import Settings
 from pagedviz.core import Scenario, ScenarioError, load_preset, make_engine
 from pagedviz.core.presets import list_presets, preset_dict
-from pagedviz.core.runner import mrope_prompt_positions
+from pagedviz.core.runners.mrope import mrope_prompt_positions
 from pagedviz.core.spec_decode import calc_spec_decode_metadata, ngram_propose
 
 

@@ -32,7 +32,7 @@ from pagedviz.core import Scenario, ScenarioError
 from pagedviz.core.device import DeviceUnavailableError, pick_device_type
 from pagedviz.core.presets import list_presets, preset_dict
 from pagedviz.core.registry import engine_class
-from pagedviz.core.runner import stage_source
+from pagedviz.core.runners.stages import stage_source
 from pagedviz.core.trace import StepTrace
 from pagedviz.core.upstream import describe
 
@@ -320,7 +320,7 @@ async def overview(request: Request, run_id: str) -> dict:
         device=run.device,
         flavor=run.scenario.flavor,
         link=pack(run.scenario.to_dict()),
-        upstream=describe(run.scenario.flavor),
+        upstream=describe(run.scenario.flavor, run.scenario.config.model_runner),
         steps=steps,
     ).model_dump()
 

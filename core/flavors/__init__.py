@@ -1,1 +1,1 @@
-"""What differs per flavour: vllm (core.runner), ascend (attention state and mask), nanovllm."""
+"""What differs per flavour: vllm (core.runners), ascend (attention state and mask), nanovllm."""

@@ -33,7 +33,8 @@ import numpy as np
 
 from pagedviz.core.engine import Engine
 from pagedviz.core.registry import register_flavor
-from pagedviz.core.runner import ModelRunner, stage
+from pagedviz.core.runners.stages import stage
+from pagedviz.core.runners.v1 import ModelRunner
 
 UPSTREAM = "vllm-ascend 182b75ea84"  # the vllm-ascend HEAD this flavour's state selection follows
 DOC_MASK_COMMIT = "2bfbf9b9b3"  # vllm-ascend's per-state mask builder that documents 000/001/003 describe

@@ -37,7 +37,7 @@ from pagedviz.core.engine import Engine
 from pagedviz.core.model import ForwardInputs
 from pagedviz.core.registry import register_flavor
 from pagedviz.core.request import Request, Status
-from pagedviz.core.runner import LEVELS, stage
+from pagedviz.core.runners.stages import LEVELS, stage
 from pagedviz.core.sampler import synthetic_tokens
 from pagedviz.core.trace import Stage, StepTrace
 

@@ -1,4 +1,5 @@
-"""The model runner's input preparation (docs/arrays.md), stage by stage.
+"""vLLM 0.33.0's V1 GPU model runner (gpu_model_runner.py): input preparation, stage by stage
+(docs/arrays.md).
 
 `update_states` brings the persistent batch up to date with the scheduler's decision. Then each
 stage of `prepare_inputs` is one small method that computes vLLM's arrays with vectorised numpy on
@@ -9,11 +10,6 @@ computed again from the device's block table and must agree with the CPU result.
 
 from __future__ import annotations
 
-import inspect
-import textwrap
-import time
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -22,120 +18,15 @@ import torch
 from pagedviz.core.config import EngineConfig
 from pagedviz.core.device import StageTimer
 from pagedviz.core.input_batch import InputBatch, cpu_tensor
+from pagedviz.core.runners.mrope import MRope
+from pagedviz.core.runners.stages import StagedRunner, stage
 from pagedviz.core.scheduler import SchedulerOutput
 from pagedviz.core.spec_decode import calc_spec_decode_metadata
 from pagedviz.core.trace import PlanItem, Stage, StepTrace
 
-
-@dataclass(frozen=True)
-class StageSpec:
-    name: str
-    reads: tuple[str, ...]
-    writes: tuple[str, ...]
-    formula: str
-    why: str = ""
-    # the stage runs only for runners where this holds (e.g. speculative decoding is on)
-    when: Callable[[Any], bool] | None = None
-    # arrays the stage leaves as views of persistent buffers (the next step overwrites them)
-    views: tuple[str, ...] = ()
-
-
-def stage(
-    name: str,
-    reads: str,
-    writes: str,
-    formula: str,
-    why: str = "",
-    when: Callable[[Any], bool] | None = None,
-    views: str = "",
-) -> Callable[[Callable[..., None]], Callable[..., None]]:
-    """Mark a runner method as a stage of prepare_inputs (reads/writes/views are space-separated;
-    `views`: what it leaves as views of persistent buffers, which a trace must copy)."""
-
-    def mark(fn: Callable[..., None]) -> Callable[..., None]:
-        spec = StageSpec(
-            name, tuple(reads.split()), tuple(writes.split()), formula, why, when, tuple(views.split())
-        )
-        fn.stage_spec = spec  # type: ignore[attr-defined]
-        return fn
-
-    return mark
-
-
-@dataclass(frozen=True)
-class MRope:
-    """A request's prompt positions for M-RoPE ([3, num_prompt_tokens]) and the delta that
-    continues them after the prompt (Qwen2-VL's `get_mrope_input_positions`)."""
-
-    positions: np.ndarray
-    delta: int
-
-
-def mrope_prompt_positions(num_prompt_tokens: int, image: tuple[int, int, int, int] | None) -> MRope:
-    """Text tokens count up equally on the (t, h, w) rows; an image's t*h*w placeholder tokens
-    take their grid indices, offset by the position the image starts at; the text after the image
-    restarts at max(positions so far) + 1, so the image takes max(t, h, w) positions, not t*h*w."""
-    if image is None:
-        return MRope(np.broadcast_to(np.arange(num_prompt_tokens), (3, num_prompt_tokens)).copy(), 0)
-    offset, t, h, w = image
-    parts = [np.broadcast_to(np.arange(offset), (3, offset))]
-    parts.append(np.indices((t, h, w)).reshape(3, -1) + offset)
-    st_idx = int(parts[-1].max()) + 1
-    tail = num_prompt_tokens - offset - t * h * w
-    parts.append(np.broadcast_to(np.arange(tail), (3, tail)) + st_idx)
-    positions = np.concatenate(parts, axis=1).astype(np.int64)
-    return MRope(positions, int(positions.max()) + 1 - num_prompt_tokens)
-
-
 # below this many tokens input_ids is gathered with numpy's take (torch's index_select has a
 # larger fixed cost; it wins on big batches): benchmarks/prepare_inputs.py measures both sides
 SMALL_GATHER = 2048
-
-LEVELS: dict[str, str] = {
-    "num_scheduled_tokens": "request",
-    "num_computed_tokens_cpu": "request",
-    "num_tokens": "request",
-    "cu_num_tokens": "request",
-    "query_start_loc": "request",
-    "seq_lens": "request",
-    "logits_indices": "request",
-    "discard_request_mask": "request",
-    "cu_seqlens_q": "request",
-    "cu_seqlens_k": "request",
-    "context_lens": "request",
-    "req_indices": "token",
-    "arange": "token",
-    "positions": "token",
-    "token_indices": "token",
-    "input_ids": "token",
-    "block_table_indices": "token",
-    "block_numbers": "token",
-    "block_offsets": "token",
-    "slot_mapping": "token",
-    "token_ids_cpu": "system",
-    "block_table": "system",
-    "attn_mask": "system",
-    "block_tables": "system",
-    # what-if (counterfactual) token_indices for the max_model_len question of document 000
-    "token_indices_whatif": "token",
-    "input_ids_whatif": "token",
-    "whatif_wrong": "token",
-    # M-RoPE: [3, T] as vLLM keeps it (one column per token), so a table rather than a token row
-    "mrope_positions": "system",
-    # async scheduling: the previous step's rows and the scatter into input_ids
-    "prev_sampled_token_ids": "prev_request",
-    "prev_positions": "request",
-    "sample_flattened_indices": "common",
-    "prev_common_req_indices": "common",
-    # speculative decoding: request level, then one entry per logits row ("logits")
-    "num_draft_tokens": "request",
-    "cu_num_draft_tokens": "request",
-    "num_sampled_tokens": "request",
-    "cu_num_sampled_tokens": "request",
-    "target_logits_indices": "logits",
-    "bonus_logits_indices": "request",
-    "draft_token_ids": "logits",
-}
 
 
 UPDATE_STATES_STAGE = Stage(
@@ -150,8 +41,8 @@ UPDATE_STATES_STAGE = Stage(
 )
 
 
-class ModelRunner:
-    """Persistent batch + prepare_inputs of the vllm flavour."""
+class ModelRunner(StagedRunner):
+    """Persistent batch + prepare_inputs of the vllm flavour's V1 runner."""
 
     flavor = "vllm"
     STAGES: tuple[str, ...] = (
@@ -217,25 +108,7 @@ class ModelRunner:
         self.v: dict[str, Any] = {}  # the arrays of the step being prepared, by vLLM name
         # name -> (valid, the whole persistent buffer whose head is the array, or None)
         self.pad: dict[str, tuple[int, np.ndarray | None]] = {}
-        # the stage plan, fixed for this runner: the stages that run, in order, and what each records
-        self.stage_plan: list[tuple[Callable[[], None], StageSpec, Stage, list[tuple[str, str]]]] = []
-        for name in self.STAGES:
-            method = getattr(self, name)
-            spec: StageSpec = method.stage_spec
-            if spec.when is not None and not spec.when(self):
-                continue
-            levels = [(w, LEVELS[w]) for w in spec.writes if w in LEVELS]
-            record = Stage(spec.name, list(spec.reads), list(spec.writes), spec.formula, spec.why)
-            self.stage_plan.append((method, spec, record, levels))
-        self.stage_methods = tuple(method for method, _, _, _ in self.stage_plan)
-        self.stage_names = tuple(spec.name for _, spec, _, _ in self.stage_plan)
-        self.stage_records = [record for _, _, record, _ in self.stage_plan]
-        self.record_plan: list[PlanItem] = [
-            (w, level, spec.name, "cpu", None)
-            for _, spec, _, levels in self.stage_plan
-            for w, level in levels
-        ]
-        self.view_names = tuple(name for _, spec, _, _ in self.stage_plan for name in spec.views)
+        self.build_stage_plan()
         # record_stages' copy of num_tokens, which record_batch records again
         self.recorded_num_tokens: np.ndarray | None = None
         ib = self.input_batch
@@ -249,6 +122,29 @@ class ModelRunner:
         # the flattened token table, a view on its memory, for the input_ids gather
         self.token_ids_flat = self.input_batch.token_ids_cpu_tensor.view(-1)
         self.token_ids_flat_np = self.input_batch.token_ids_cpu.reshape(-1)
+
+    runner = "v1"
+    # what the forward reads: copies of the CPU arrays, and slot_mapping computed on the device
+    DEVICE_INPUTS: dict[str, object] = {
+        "device_inputs": ["input_ids", "positions", "query_start_loc", "seq_lens", "block_table"],
+        "slot_mapping_source": "device (from the device block table)",
+    }
+
+    @property
+    def row_req_ids(self) -> list[str]:
+        """The request of each batch row."""
+        return self.input_batch.req_ids
+
+    def batch_view(self, moves: list[dict[str, object]]) -> dict[str, Any]:
+        return {"req_ids": self.input_batch.req_ids, "moves": moves}
+
+    def dense_sequences(self, v: dict[str, Any]) -> list[tuple[np.ndarray, int]]:
+        """Each row's tokens up to its seq_len and its computed count, for the dense check."""
+        ib = self.input_batch
+        return [
+            (ib.token_ids_cpu[row, : v["seq_lens"][row]], int(ib.num_computed_tokens_cpu[row]))
+            for row in range(v["num_reqs"])
+        ]
 
     @property
     def uses_mrope(self) -> bool:
@@ -678,45 +574,6 @@ class ModelRunner:
         scalars["max_query_len"] = int(q[q.argmax()]) if n else 0
         scalars["max_seq_len"] = int(s[s.argmax()]) if n else 0
 
-    # ---------------------------------------------------------------- driver
-    def prepare_inputs(self, trace: StepTrace | None, timer: StageTimer) -> dict[str, Any]:
-        """Run every stage in order; record written arrays into `trace` when it is given. Each
-        stage is timed only when the timer asks for it (`per_stage`); else the whole loop is."""
-        if timer.per_stage:
-            timings = timer.timings
-            for method, name in zip(self.stage_methods, self.stage_names):
-                t0 = time.perf_counter_ns()
-                method()
-                timings[name] = (time.perf_counter_ns() - t0) / 1e3
-        else:
-            t0 = time.perf_counter_ns()
-            for method in self.stage_methods:
-                method()
-            timer.timings["prepare_inputs"] = (time.perf_counter_ns() - t0) / 1e3
-        if trace is not None:
-            self.record_stages(trace)
-        return self.v
-
-    def record_stages(self, trace: StepTrace) -> None:
-        """The stages that ran and the arrays each wrote, in stage order (a later stage that
-        writes an array again, e.g. spec decode's logits_indices, is the one recorded). Views of
-        persistent buffers are copied once: a padded array whose whole buffer is recorded too is
-        handed over as that buffer's copy (the trace takes its first `valid` entries as the
-        array); num_tokens' copy is kept for record_batch, which records it again."""
-        trace.stages.extend(self.stage_records)
-        values = self.v.copy()
-        padding: dict[str, tuple[int, np.ndarray | None]] = {}
-        for name, (valid, buffer) in self.pad.items():
-            if buffer is not None:
-                buffer = values[name] = buffer.copy()
-            padding[name] = (valid, buffer)
-        for name in self.view_names:  # a buffer's copy (above) has no base: not copied again
-            data = values.get(name)
-            if data is not None and data.base is not None:
-                values[name] = data.copy()
-        self.recorded_num_tokens = values.get("num_tokens")
-        trace.record_all(self.record_plan, values, padding)
-
     def record_batch(self, trace: StepTrace) -> None:
         """Record the request-level batch arrays and the system tables after update_states.
         Nothing writes num_tokens between prepare_inputs and here (tests/test_trace_ownership.py),
@@ -787,14 +644,3 @@ class ModelRunner:
         numbers = self.block_table.flatten()[idx].to(torch.int64)
         torch.add(numbers * bs, pos % bs, out=self.slot_mapping[:T])
         self.slot_mapping[T:P] = -1
-
-
-def stage_source(runner_cls: type[Any], name: str) -> str:
-    """The engine's own source of one stage, read from the running code."""
-    if name == "update_states":
-        return textwrap.dedent(inspect.getsource(runner_cls.update_states))
-    for _, fn in inspect.getmembers(runner_cls, inspect.isfunction):
-        spec = getattr(fn, "stage_spec", None)
-        if spec is not None and spec.name == name:
-            return textwrap.dedent(inspect.getsource(fn))
-    raise KeyError(name)

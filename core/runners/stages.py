@@ -1,0 +1,182 @@
+"""What every runner shares: the `@stage` marker that makes a method one stage of
+`prepare_inputs` (its reads, writes, formula and why), the level of each traced array, and the
+engine's own source of a stage for the page."""
+
+from __future__ import annotations
+
+import inspect
+import textwrap
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from pagedviz.core.device import StageTimer
+from pagedviz.core.trace import PlanItem, Stage, StepTrace
+
+
+@dataclass(frozen=True)
+class StageSpec:
+    name: str
+    reads: tuple[str, ...]
+    writes: tuple[str, ...]
+    formula: str
+    why: str = ""
+    # the stage runs only for runners where this holds (e.g. speculative decoding is on)
+    when: Callable[[Any], bool] | None = None
+    # arrays the stage leaves as views of persistent buffers (the next step overwrites them)
+    views: tuple[str, ...] = ()
+
+
+def stage(
+    name: str,
+    reads: str,
+    writes: str,
+    formula: str,
+    why: str = "",
+    when: Callable[[Any], bool] | None = None,
+    views: str = "",
+) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Mark a runner method as a stage of prepare_inputs (reads/writes/views are space-separated;
+    `views`: what it leaves as views of persistent buffers, which a trace must copy)."""
+
+    def mark(fn: Callable[..., None]) -> Callable[..., None]:
+        spec = StageSpec(
+            name, tuple(reads.split()), tuple(writes.split()), formula, why, when, tuple(views.split())
+        )
+        fn.stage_spec = spec  # type: ignore[attr-defined]
+        return fn
+
+    return mark
+
+
+LEVELS: dict[str, str] = {
+    "num_scheduled_tokens": "request",
+    "num_computed_tokens_cpu": "request",
+    "num_tokens": "request",
+    "cu_num_tokens": "request",
+    "query_start_loc": "request",
+    "seq_lens": "request",
+    "logits_indices": "request",
+    "discard_request_mask": "request",
+    "cu_seqlens_q": "request",
+    "cu_seqlens_k": "request",
+    "context_lens": "request",
+    "req_indices": "token",
+    "arange": "token",
+    "positions": "token",
+    "token_indices": "token",
+    "input_ids": "token",
+    "block_table_indices": "token",
+    "block_numbers": "token",
+    "block_offsets": "token",
+    "slot_mapping": "token",
+    "token_ids_cpu": "system",
+    "block_table": "system",
+    "attn_mask": "system",
+    "block_tables": "system",
+    # what-if (counterfactual) token_indices for the max_model_len question of document 000
+    "token_indices_whatif": "token",
+    "input_ids_whatif": "token",
+    "whatif_wrong": "token",
+    # M-RoPE: [3, T] as vLLM keeps it (one column per token), so a table rather than a token row
+    "mrope_positions": "system",
+    # async scheduling: the previous step's rows and the scatter into input_ids
+    "prev_sampled_token_ids": "prev_request",
+    "prev_positions": "request",
+    "sample_flattened_indices": "common",
+    "prev_common_req_indices": "common",
+    # speculative decoding: request level, then one entry per logits row ("logits")
+    "num_draft_tokens": "request",
+    "cu_num_draft_tokens": "request",
+    "num_sampled_tokens": "request",
+    "cu_num_sampled_tokens": "request",
+    "target_logits_indices": "logits",
+    "bonus_logits_indices": "request",
+    "draft_token_ids": "logits",
+}
+
+
+class StagedRunner:
+    """The stage machinery a runner shares: the plan of the `@stage` methods named in `STAGES`
+    that run for this configuration (and what each records), the driver that runs them in
+    order, and the recording of what they wrote. A runner keeps the arrays of the step being
+    prepared in `self.v` (by vLLM name) and the padded ones in `self.pad`."""
+
+    STAGES: tuple[str, ...] = ()
+    LEVELS: dict[str, str] = LEVELS
+    v: dict[str, Any]
+    pad: dict[str, tuple[int, np.ndarray | None]]
+    recorded_num_tokens: np.ndarray | None
+
+    def build_stage_plan(self) -> None:
+        """The stages that run, in order, and what each records; fixed for this runner."""
+        self.stage_plan: list[tuple[Callable[[], None], StageSpec, Stage, list[tuple[str, str]]]] = []
+        for name in self.STAGES:
+            method = getattr(self, name)
+            spec: StageSpec = method.stage_spec
+            if spec.when is not None and not spec.when(self):
+                continue
+            levels = [(w, self.LEVELS[w]) for w in spec.writes if w in self.LEVELS]
+            record = Stage(spec.name, list(spec.reads), list(spec.writes), spec.formula, spec.why)
+            self.stage_plan.append((method, spec, record, levels))
+        self.stage_methods = tuple(method for method, _, _, _ in self.stage_plan)
+        self.stage_names = tuple(spec.name for _, spec, _, _ in self.stage_plan)
+        self.stage_records = [record for _, _, record, _ in self.stage_plan]
+        self.record_plan: list[PlanItem] = [
+            (w, level, spec.name, "cpu", None)
+            for _, spec, _, levels in self.stage_plan
+            for w, level in levels
+        ]
+        self.view_names = tuple(name for _, spec, _, _ in self.stage_plan for name in spec.views)
+
+    def prepare_inputs(self, trace: StepTrace | None, timer: StageTimer) -> dict[str, Any]:
+        """Run every stage in order; record written arrays into `trace` when it is given. Each
+        stage is timed only when the timer asks for it (`per_stage`); else the whole loop is."""
+        if timer.per_stage:
+            timings = timer.timings
+            for method, name in zip(self.stage_methods, self.stage_names):
+                t0 = time.perf_counter_ns()
+                method()
+                timings[name] = (time.perf_counter_ns() - t0) / 1e3
+        else:
+            t0 = time.perf_counter_ns()
+            for method in self.stage_methods:
+                method()
+            timer.timings["prepare_inputs"] = (time.perf_counter_ns() - t0) / 1e3
+        if trace is not None:
+            self.record_stages(trace)
+        return self.v
+
+    def record_stages(self, trace: StepTrace) -> None:
+        """The stages that ran and the arrays each wrote, in stage order (a later stage that
+        writes an array again, e.g. spec decode's logits_indices, is the one recorded). Views of
+        persistent buffers are copied once: a padded array whose whole buffer is recorded too is
+        handed over as that buffer's copy (the trace takes its first `valid` entries as the
+        array); num_tokens' copy is kept for record_batch, which records it again."""
+        trace.stages.extend(self.stage_records)
+        values = self.v.copy()
+        padding: dict[str, tuple[int, np.ndarray | None]] = {}
+        for name, (valid, buffer) in self.pad.items():
+            if buffer is not None:
+                buffer = values[name] = buffer.copy()
+            padding[name] = (valid, buffer)
+        for name in self.view_names:  # a buffer's copy (above) has no base: not copied again
+            data = values.get(name)
+            if data is not None and data.base is not None:
+                values[name] = data.copy()
+        self.recorded_num_tokens = values.get("num_tokens")
+        trace.record_all(self.record_plan, values, padding)
+
+
+def stage_source(runner_cls: type[Any], name: str) -> str:
+    """The engine's own source of one stage, read from the running code."""
+    if name == "update_states":
+        return textwrap.dedent(inspect.getsource(runner_cls.update_states))
+    for _, fn in inspect.getmembers(runner_cls, inspect.isfunction):
+        spec = getattr(fn, "stage_spec", None)
+        if spec is not None and spec.name == name:
+            return textwrap.dedent(inspect.getsource(fn))
+    raise KeyError(name)

@@ -1,0 +1,572 @@
+"""vLLM 0.33.0's Model Runner V2 (`vllm/v1/worker/gpu/`): state slots, the sorted batch, and the
+inputs its Triton kernels build, stage by stage (docs/arrays.md, "Model Runner V2").
+
+V1 keeps a persistent batch whose rows move (condense, swap). V2 keeps requests in fixed state slots
+(`RequestState`, states.py): a new or resumed request takes `free_indices.pop()` (the highest free
+slot first; a freed slot is the next one reused), and every step the scheduled requests are sorted
+(drafts, then decodes, then prefills by ascending chunk length) and linked to their slots by
+`idx_mapping`. Per-token inputs come from per-slot state: prefill ids from `all_token_ids`, a
+decode's id from `last_sampled_tokens`, positions from the runner's own `num_computed_tokens`,
+which `post_update` advances after each forward. The attention kernel reads a block table gathered
+per step through `idx_mapping`; `slot_mapping` reads the persistent per-slot table.
+
+pagedviz computes the kernels' semantics with vectorised numpy on the CPU (the trace), then builds
+the per-token inputs again on the device from the device's copy of the per-slot state, as the
+kernels do, and checks that both agree. No Triton is needed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from pagedviz.core.config import EngineConfig
+from pagedviz.core.device import StageTimer
+from pagedviz.core.runners.stages import LEVELS, StagedRunner, stage
+from pagedviz.core.scheduler import SchedulerOutput
+from pagedviz.core.trace import PlanItem, Stage, StepTrace
+
+UPSTREAM_V2 = "vLLM 0.33.0 · Model Runner V2 (vllm/v1/worker/gpu/)"
+V2_SOURCE = "https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/v1/worker/gpu/"
+PAD_SLOT_ID = -1
+
+V2_LEVELS: dict[str, str] = {
+    **LEVELS,
+    "idx_mapping": "request",
+    "cu_num_logits": "request",
+    "input_block_tables": "system",
+    "block_tables": "system",
+    "all_token_ids": "system",
+    "num_computed_tokens": "slot",
+    "prefill_len": "slot",
+    "total_len": "slot",
+    "last_sampled_tokens": "slot",
+    "num_blocks": "slot",
+    "is_padding": "token",
+}
+
+FINISH_STAGE = Stage(
+    "finish_and_add",
+    ["scheduler_output"],
+    ["num_computed_tokens", "prefill_len", "total_len", "all_token_ids", "block_tables", "num_blocks"],
+    "finish_requests: for req_id in sorted(finished_req_ids | preempted_req_ids): "
+    "free_indices.append(slot); add_requests: for each scheduled_new_req (new, then resumed): "
+    "slot = free_indices.pop(); all_token_ids[slot, :len] = prefill_token_ids; "
+    "block_tables[slot, :len(block_ids)] = block_ids; update_requests: "
+    "block_tables[slot, num_blocks[slot]:] += new_block_ids",
+    "Model Runner V2 keeps each request in a fixed state slot. Finished and preempted requests free "
+    "theirs, in sorted request-id order so every rank frees alike. A new request takes the highest "
+    "free slot (free_indices.pop()), and a slot just freed is the next one handed out. A resumed "
+    "request arrives as a new one, with its prompt and outputs so far, and takes a fresh slot. "
+    "Running requests keep their slots and only append new blocks. Nothing moves: there is no "
+    "condense.",
+)
+
+
+def _v2_stage_url(path: str) -> str:
+    return V2_SOURCE + path
+
+
+class ModelRunnerV2(StagedRunner):
+    """Model Runner V2's state slots, block tables and prepare_inputs (model_runner.py:1388-1593)."""
+
+    flavor = "vllm"
+    runner = "v2"
+    LEVELS = V2_LEVELS
+    STAGES: tuple[str, ...] = (
+        "_idx_mapping",
+        "_cudagraph_dispatch",
+        "_query_start_loc",
+        "_seq_lens",
+        "_positions",
+        "_prefill_inputs",
+        "_combine_sampled",
+        "_gather_block_tables",
+        "_slot_mappings",
+        "_attn_metadata",
+    )
+
+    def __init__(
+        self, config: EngineConfig, device: torch.device, mrope: dict[str, Any] | None = None
+    ) -> None:
+        if mrope:
+            raise ValueError("Model Runner V2's M-RoPE state is not modelled: use model_runner v1")
+        self.config = config
+        self.device = device
+        self.block_size = config.block_size
+        self.max_model_len = config.max_model_len
+        M = self.max_num_reqs = config.max_num_reqs
+        K = self.max_num_blocks = config.max_num_blocks_per_req
+        self.max_num_tokens = T = config.max_num_batched_tokens
+        T_pad = max(T, *(config.cudagraph_capture_sizes or (T,)))
+        self.buffer_tokens = T_pad
+        # RequestState (states.py): slots handed out from the top, reused LIFO
+        self.free_indices: list[int] = list(range(M))
+        self.req_id_to_index: dict[str, int] = {}
+        self.all_token_ids = np.zeros((M, config.max_model_len), dtype=np.int32)
+        self.prompt_len = np.zeros(M, dtype=np.int32)
+        self.prefill_len = np.zeros(M, dtype=np.int32)
+        self.total_len = np.zeros(M, dtype=np.int32)
+        # the runner's own count (the device's, advanced by post_update) and the scheduler's mirror
+        self.num_computed_tokens = np.zeros(M, dtype=np.int32)
+        self.num_computed_tokens_np = np.zeros(M, dtype=np.int32)
+        self.last_sampled_tokens = np.zeros(M, dtype=np.int64)
+        # BlockTables (block_table.py): per slot, plus the per-step gathered copy
+        self.block_tables = np.zeros((M, K), dtype=np.int32)
+        self.num_blocks = np.zeros(M, dtype=np.int32)
+        self.input_block_tables = np.zeros((M, K), dtype=np.int32)
+        self.dirty_rows = 0
+        # InputBuffers (input_batch.py): persistent, so unwritten tails keep stale values
+        self.query_start_loc_np = np.zeros(M + 1, dtype=np.int32)
+        self.seq_lens_np = np.zeros(M, dtype=np.int32)
+        self.input_ids_np = np.zeros(T_pad, dtype=np.int32)
+        self.positions_np = np.zeros(T_pad, dtype=np.int64)
+        self.slot_mapping_np = np.full(T_pad, PAD_SLOT_ID, dtype=np.int64)
+        self.arange_np = np.arange(max(M, T_pad) + 1, dtype=np.int64)
+        dev = device
+        self.all_token_ids_dev = torch.zeros((M, config.max_model_len), dtype=torch.int32, device=dev)
+        self.num_computed_dev = torch.zeros(M, dtype=torch.int64, device=dev)
+        self.last_sampled_dev = torch.zeros(M, dtype=torch.int64, device=dev)
+        self.prefill_len_dev = torch.zeros(M, dtype=torch.int64, device=dev)
+        self.block_tables_dev = torch.zeros((M, K), dtype=torch.int32, device=dev)
+        self.input_ids = torch.zeros(T_pad, dtype=torch.int32, device=dev)
+        self.positions = torch.zeros(T_pad, dtype=torch.int64, device=dev)
+        self.slot_mapping = torch.full((T_pad,), PAD_SLOT_ID, dtype=torch.int64, device=dev)
+        self.query_start_loc = torch.zeros(M + 1, dtype=torch.int32, device=dev)
+        self.seq_lens = torch.zeros(M, dtype=torch.int32, device=dev)
+        self.block_table = torch.zeros((M, K), dtype=torch.int32, device=dev)
+        self.v: dict[str, Any] = {}
+        self.pad: dict[str, tuple[int, np.ndarray | None]] = {}
+        self.recorded_num_tokens = None
+        self.slot_events: list[dict[str, object]] = []
+        self.added_rows: list[int] = []
+        self.row_req_ids: list[str] = []
+        self.build_stage_plan()
+        self.state_plan: list[PlanItem] = [
+            ("num_scheduled_tokens", "request", "idx_mapping", "cpu", None),
+            ("num_computed_tokens", "slot", "finish_and_add", "cpu", None),
+            ("prefill_len", "slot", "finish_and_add", "cpu", None),
+            ("total_len", "slot", "finish_and_add", "cpu", None),
+            ("num_blocks", "slot", "finish_and_add", "cpu", None),
+            ("all_token_ids", "system", "finish_and_add", "cpu", None),
+            ("block_tables", "system", "finish_and_add", "cpu", None),
+        ]
+
+    uses_mrope = False
+    # what the forward reads: built on the device from the device's per-slot state
+    DEVICE_INPUTS: dict[str, object] = {
+        "device_inputs": ["input_ids", "positions", "seq_lens", "slot_mapping", "input_block_tables"],
+        "slot_mapping_source": "device (from the per-slot block tables through idx_mapping)",
+    }
+
+    # ---------------------------------------------------------------- state slots
+    def _free(self, req_id: str) -> None:
+        slot = self.req_id_to_index.pop(req_id, None)
+        if slot is not None:
+            self.free_indices.append(slot)
+            self.slot_events.append({"req_id": req_id, "slot": slot, "event": "freed"})
+
+    def update_states(self, out: SchedulerOutput) -> list[dict[str, object]]:
+        """finish_requests, add_requests, update_requests (model_runner.py:1188-1289); V2 has no
+        condense, so there are no moves."""
+        self.slot_events = []
+        for req_id in sorted(set(out.finished_req_ids) | set(out.preempted_req_ids)):
+            self._free(req_id)
+        scheduled = {s.req_id: s for s in out.scheduled}
+        added: list[int] = []
+        for req_id in out.new_req_ids:
+            s = scheduled[req_id]
+            self._free(req_id)  # a streaming-input update re-adds; never the case here
+            slot = self.free_indices.pop()
+            self.req_id_to_index[req_id] = slot
+            n = len(s.token_ids)
+            self.all_token_ids[slot, :n] = s.token_ids
+            self.prompt_len[slot] = s.num_prompt_tokens
+            self.prefill_len[slot] = self.total_len[slot] = n
+            self.num_computed_tokens[slot] = self.num_computed_tokens_np[slot] = s.num_computed_tokens
+            nb = len(s.block_ids)
+            self.block_tables[slot, :nb] = s.block_ids  # overwrite=True: the tail stays stale
+            self.num_blocks[slot] = nb
+            added.append(slot)
+            self.slot_events.append({"req_id": req_id, "slot": slot, "event": "added"})
+        for s in out.scheduled:
+            if s.req_id in out.new_req_ids:
+                continue
+            slot = self.req_id_to_index[s.req_id]
+            self.num_computed_tokens_np[slot] = s.num_computed_tokens
+            if s.new_block_ids:
+                start = int(self.num_blocks[slot])
+                self.block_tables[slot, start : start + len(s.new_block_ids)] = s.new_block_ids
+                self.num_blocks[slot] = start + len(s.new_block_ids)
+        self.added_rows = added
+        self._stage_to_device(added, [self.req_id_to_index[s.req_id] for s in out.scheduled])
+        self.v = {
+            "scheduled_req_ids": [s.req_id for s in out.scheduled],
+            "scheduler_num_scheduled": np.fromiter(
+                (s.num_scheduled for s in out.scheduled), dtype=np.int32, count=len(out.scheduled)
+            ),
+            "num_draft_tokens": np.zeros(len(out.scheduled), dtype=np.int64),
+            "scalars": {},
+        }
+        self.pad = {}
+        return []
+
+    def _stage_to_device(self, added: list[int], touched: list[int]) -> None:
+        """apply_staged_writes: the rows written this step reach the device's copy of the state."""
+        if added:
+            rows = torch.as_tensor(added, dtype=torch.int64)
+            dev_rows = rows.to(self.device)
+            self.all_token_ids_dev[dev_rows] = torch.from_numpy(self.all_token_ids[added]).to(self.device)
+            self.num_computed_dev[dev_rows] = torch.from_numpy(
+                self.num_computed_tokens[added].astype(np.int64)
+            ).to(self.device)
+            self.prefill_len_dev[dev_rows] = torch.from_numpy(self.prefill_len[added].astype(np.int64)).to(
+                self.device
+            )
+        if touched:
+            rows_t = torch.as_tensor(touched, dtype=torch.int64).to(self.device)
+            self.block_tables_dev[rows_t] = torch.from_numpy(self.block_tables[touched]).to(self.device)
+
+    @property
+    def slots(self) -> dict[str, int]:
+        return dict(self.req_id_to_index)
+
+    # ---------------------------------------------------------------- prepare_inputs stages
+    @stage(
+        "idx_mapping",
+        "num_scheduled_tokens scheduled_spec_decode_tokens",
+        "idx_mapping num_scheduled_tokens",
+        "req_ids = sorted(num_scheduled_tokens, key=(no drafts, n != decode_query_len, n)); "
+        "idx_mapping = [req_id_to_index[r] for r in req_ids]",
+        "gather_batch_req_state / sort_batch_req_ids (model_runner.py:1306-1386, 2507-2519): every "
+        "step the batch is re-sorted, requests with drafts first, then decodes (one token), then "
+        "prefill chunks by ascending length; ties keep the scheduler's order. idx_mapping links each "
+        "batch row to the request's state slot; every per-request read of the kernels goes through it.",
+    )
+    def _idx_mapping(self) -> None:
+        v = self.v
+        n = v["scheduler_num_scheduled"]
+        drafts = v["num_draft_tokens"]
+        decode_query_len = 1 + self.config.num_speculative_tokens
+        # np.lexsort is stable and sorts by its last key first
+        order = np.lexsort((n, n != decode_query_len, drafts == 0))
+        ids = v["scheduled_req_ids"]
+        self.row_req_ids = [ids[i] for i in order]
+        v["num_scheduled_tokens"] = n[order]
+        v["idx_mapping"] = np.fromiter(
+            (self.req_id_to_index[r] for r in self.row_req_ids), dtype=np.int64, count=len(order)
+        )
+        v["num_reqs"] = len(order)
+        T = int(n.sum())
+        v["T"] = T
+        idx = v["idx_mapping"]
+        v["is_prefilling"] = self.num_computed_tokens[idx] < self.prefill_len[idx]
+
+    @stage(
+        "cudagraph_dispatch",
+        "num_scheduled_tokens cudagraph_capture_sizes",
+        "num_reqs_padded num_tokens_after_padding cudagraph_mode",
+        "uniform decode (every row 1 token, no prefill) and a capture size s in [num_reqs, max_num_reqs]: "
+        "FULL, num_reqs_padded = num_tokens_after_padding = s; else the smallest capture size >= T: "
+        "PIECEWISE, num_reqs_padded = num_reqs; else NONE (no padding)",
+        "CudaGraphManager.dispatch (cudagraph_utils.py:523-553) picks a captured graph. A full decode "
+        "graph replays a fixed number of requests, so the request count is padded: padded rows get "
+        "empty queries, seq_len 0, a zero block-table row and slot -1. A piecewise graph pads only the "
+        "tokens (attention runs outside it). With no capture sizes the step runs eagerly.",
+    )
+    def _cudagraph_dispatch(self) -> None:
+        v = self.v
+        R, T = v["num_reqs"], v["T"]
+        sizes = self.config.cudagraph_capture_sizes or ()
+        mode, R_pad, T_pad = "NONE", R, T
+        uniform = R > 0 and R * (1 + self.config.num_speculative_tokens) == T and not v["is_prefilling"].any()
+        full = [s for s in sizes if R <= s <= self.max_num_reqs] if uniform else []
+        if full:
+            mode, R_pad, T_pad = "FULL", full[0], full[0]
+        else:
+            fits = [s for s in sizes if s >= T]
+            if fits and T:
+                mode, T_pad = "PIECEWISE", fits[0]
+        v["num_reqs_padded"], v["num_tokens_after_padding"] = R_pad, T_pad
+        v["scalars"].update(cudagraph_mode=mode, num_reqs_padded=R_pad, num_tokens_after_padding=T_pad)
+
+    @stage(
+        "query_start_loc",
+        "num_scheduled_tokens",
+        "query_start_loc",
+        "query_start_loc[0] = 0; query_start_loc[1:R+1] = cumsum(n); query_start_loc[R+1:] = T",
+        "Where each batch row's tokens start (model_runner.py:1463-1470). The whole max_num_reqs + 1 "
+        "buffer is written: past the real rows it repeats T, non-decreasing as FlashAttention needs, "
+        "so padded rows have empty queries.",
+        views="query_start_loc",
+    )
+    def _query_start_loc(self) -> None:
+        v = self.v
+        R = v["num_reqs"]
+        q = self.query_start_loc_np
+        q[0] = 0
+        np.cumsum(v["num_scheduled_tokens"], out=q[1 : R + 1])
+        q[R + 1 :] = v["T"]
+        v["query_start_loc"] = q[: R + 1]
+        if R:
+            self.pad["query_start_loc"] = (R + 1, q)
+        v["cu_num_tokens"] = q[1 : R + 1].astype(np.int64)
+
+    @stage(
+        "seq_lens",
+        "idx_mapping num_computed_tokens query_start_loc",
+        "seq_lens",
+        "seq_lens[i] = num_computed_tokens[idx_mapping[i]] + n[i]; seq_lens[R:] = 0",
+        "prepare_pos_seq_lens (input_batch.py:356-411): each row's length after this step, from the "
+        "runner's own num_computed_tokens of its slot (the device's, not the scheduler's). An extra "
+        "program of the kernel zeroes the rest of the buffer, so padded rows attend to nothing.",
+        views="seq_lens",
+    )
+    def _seq_lens(self) -> None:
+        v = self.v
+        R = v["num_reqs"]
+        np.add(
+            self.num_computed_tokens[v["idx_mapping"]], v["num_scheduled_tokens"], out=self.seq_lens_np[:R]
+        )
+        self.seq_lens_np[R:] = 0
+        v["seq_lens"] = self.seq_lens_np[:R]
+        if R:
+            self.pad["seq_lens"] = (R, self.seq_lens_np)
+
+    @stage(
+        "positions",
+        "idx_mapping num_computed_tokens query_start_loc",
+        "positions",
+        "positions[qsl[i] : qsl[i+1]] = num_computed_tokens[idx_mapping[i]] + arange(n[i])",
+        "prepare_pos_seq_lens again: a token's position is its slot's computed count plus its offset "
+        "in the row. V2 builds positions only on the device; the CPU never holds them.",
+        views="positions",
+    )
+    def _positions(self) -> None:
+        v = self.v
+        R, T = v["num_reqs"], v["T"]
+        n = v["num_scheduled_tokens"]
+        rows = self.arange_np[:R].repeat(n)
+        starts = (v["cu_num_tokens"] - n).repeat(n)
+        base = self.num_computed_tokens[v["idx_mapping"]].astype(np.int64).repeat(n)
+        out = self.positions_np[:T]
+        np.add(base, self.arange_np[:T] - starts, out=out)
+        v["req_indices"] = rows  # the row of each token (internal: V2 has no such array)
+        v["positions"] = out
+
+    @stage(
+        "prefill_inputs",
+        "idx_mapping all_token_ids num_computed_tokens prefill_len query_start_loc",
+        "input_ids",
+        "for rows with num_computed_tokens[j] < prefill_len[j] (j = idx_mapping[i]): "
+        "input_ids[qsl[i] : qsl[i+1]] = all_token_ids[j, nc : nc + n[i]]",
+        "prepare_prefill_inputs (input_batch.py:279-353): a prefilling row reads its tokens from its "
+        "slot's all_token_ids, which holds the prompt (and, for a resumed request, the outputs so "
+        "far). Decode rows are left for the next stage.",
+        views="input_ids",
+    )
+    def _prefill_inputs(self) -> None:
+        v = self.v
+        T = v["T"]
+        prefilling = v["is_prefilling"][v["req_indices"]]
+        slots = v["idx_mapping"][v["req_indices"]]
+        out = self.input_ids_np[:T]
+        out[prefilling] = self.all_token_ids[slots[prefilling], v["positions"][prefilling]]
+        v["input_ids"] = out
+
+    @stage(
+        "combine_sampled_and_draft_tokens",
+        "idx_mapping seq_lens prefill_len last_sampled_tokens query_start_loc",
+        "input_ids cu_num_logits logits_indices",
+        "cu_num_logits = arange(R + 1); logits_indices = qsl[1:R+1] - 1; for rows with "
+        "seq_lens[i] > prefill_len[j]: input_ids[qsl[i+1] - 1] = last_sampled_tokens[j]",
+        "combine_sampled_and_draft_tokens (input_batch.py:414-513): a decode row's input is the token "
+        "its slot sampled last step, kept on the device (last_sampled_tokens): the CPU never waits "
+        "for it, which is what lets the scheduler run a step ahead. Each row's last token gives the "
+        "logits (one per row without drafts).",
+    )
+    def _combine_sampled(self) -> None:
+        v = self.v
+        R = v["num_reqs"]
+        idx = v["idx_mapping"]
+        v["cu_num_logits"] = self.arange_np[: R + 1].astype(np.int32)
+        last = v["cu_num_tokens"] - 1
+        v["logits_indices"] = last
+        decoding = v["seq_lens"] > self.prefill_len[idx]
+        v["input_ids"][last[decoding]] = self.last_sampled_tokens[idx[decoding]]
+        # a partial prefill samples nothing (get_num_sampled_and_rejected)
+        v["discard_request_mask"] = v["seq_lens"] < self.prefill_len[idx]
+
+    @stage(
+        "gather_block_tables",
+        "idx_mapping block_tables num_blocks",
+        "input_block_tables",
+        "for b < R: input_block_tables[b, :num_blocks[j]] = block_tables[j, :num_blocks[j]] "
+        "(j = idx_mapping[b]); rows R..max(R_pad, rows used last step) zeroed",
+        "BlockTables.gather_block_tables (block_table.py:160-211): the attention kernel reads a "
+        "block table in batch order, so each step copies the batch's slot rows into a persistent "
+        "input buffer. Only a row's own blocks are copied: cells past them keep what an earlier step "
+        "left there (stale, never read: attention reads cdiv(seq_len, block_size) entries).",
+        views="input_block_tables",
+    )
+    def _gather_block_tables(self) -> None:
+        v = self.v
+        R, R_pad = v["num_reqs"], v["num_reqs_padded"]
+        idx = v["idx_mapping"]
+        out = self.input_block_tables
+        nb = self.num_blocks[idx]
+        own = self.arange_np[: self.max_num_blocks] < nb[:, None]
+        out[:R] = np.where(own, self.block_tables[idx], out[:R])
+        rows = max(R_pad, self.dirty_rows)
+        out[R:rows] = 0
+        self.dirty_rows = R
+        v["input_block_tables"] = out[:R_pad]
+
+    @stage(
+        "slot_mappings",
+        "idx_mapping block_tables positions query_start_loc",
+        "slot_mapping is_padding",
+        "slot_mapping[t] = block_tables[idx_mapping[i], positions[t] // block_size] * block_size + "
+        "positions[t] % block_size; slot_mapping[T:] = -1",
+        "compute_slot_mappings (block_table.py:232-263): where each token's K and V are written, read "
+        "from the persistent per-slot table through idx_mapping (not from the gathered one). The last "
+        "program pads the rest of the buffer with -1 from the real token count, so the padded tokens "
+        "of a CUDA graph write nowhere.",
+    )
+    def _slot_mappings(self) -> None:
+        v = self.v
+        T, P = v["T"], v["num_tokens_after_padding"]
+        bs = self.block_size
+        slots = v["idx_mapping"][v["req_indices"]]
+        pos = v["positions"]
+        out = self.slot_mapping_np
+        out[:T] = self.block_tables[slots, pos // bs].astype(np.int64) * bs + pos % bs
+        out[T:] = PAD_SLOT_ID
+        v["slot_mapping"] = out[:P]
+        self.pad["slot_mapping"] = (T, None)
+        v["is_padding"] = self.arange_np[:P] >= T
+
+    @stage(
+        "attn_metadata",
+        "num_scheduled_tokens seq_lens",
+        "num_reqs total_num_scheduled_tokens max_query_len max_seq_len",
+        "max_query_len = max(n); max_seq_len = max(num_computed_tokens_np[idx_mapping] + n)",
+        "The scalars the attention metadata is built with. max_seq_len comes from the CPU's upper "
+        "bound (the scheduler's num_computed_tokens plus the scheduled tokens), since the device's "
+        "count is not read back (model_runner.py:1535-1542).",
+    )
+    def _attn_metadata(self) -> None:
+        v = self.v
+        R = v["num_reqs"]
+        s = v["scalars"]
+        s["num_reqs"] = R
+        s["total_num_scheduled_tokens"] = v["T"]
+        n = v["num_scheduled_tokens"]
+        upper = self.num_computed_tokens_np[v["idx_mapping"]] + n
+        s["max_query_len"] = int(n.max()) if R else 0
+        s["max_seq_len"] = int(upper.max()) if R else 0
+        s["num_input_tokens"] = v["num_tokens_after_padding"]
+
+    # ---------------------------------------------------------------- after prepare_inputs
+    def record_batch(self, trace: StepTrace) -> None:
+        """The slot state after add/update, and the batch order with its slots."""
+        trace.stages.insert(0, FINISH_STAGE)
+        values = {
+            "num_scheduled_tokens": self.v.get("num_scheduled_tokens", np.zeros(0, dtype=np.int32)),
+            "num_computed_tokens": self.num_computed_tokens.copy(),
+            "prefill_len": self.prefill_len.copy(),
+            "total_len": self.total_len.copy(),
+            "num_blocks": self.num_blocks.copy(),
+            "all_token_ids": self.all_token_ids.copy(),
+            "block_tables": self.block_tables.copy(),
+        }
+        trace.record_all(self.state_plan, values, {})
+
+    def append_sampled(self, sampled: dict[str, int]) -> None:
+        self.post_update(sampled)
+
+    def batch_view(self, moves: list[dict[str, object]]) -> dict[str, Any]:
+        return {
+            "req_ids": list(self.row_req_ids),
+            "moves": [],
+            "slots": self.slots,
+            "free_slots": self.free_indices[::-1],
+            "slot_events": list(self.slot_events),
+        }
+
+    def copy_to_device(self, timer: StageTimer) -> bool:
+        """Build the per-token inputs on the device from the device's per-slot state, as the kernels
+        do, and check them against the CPU's."""
+        v = self.v
+        T, R, P = v["T"], v["num_reqs"], v["num_tokens_after_padding"]
+        dev = self.device
+        with timer.dev("copy_to_device"):
+            idx = torch.from_numpy(v["idx_mapping"]).to(dev, non_blocking=True)
+            n = torch.from_numpy(v["num_scheduled_tokens"].astype(np.int64)).to(dev, non_blocking=True)
+            self.query_start_loc.copy_(torch.from_numpy(self.query_start_loc_np), non_blocking=True)
+        with timer.dev("device_inputs"):
+            rows = torch.repeat_interleave(torch.arange(R, device=dev), n)
+            starts = torch.repeat_interleave(torch.cumsum(n, 0) - n, n)
+            slot = idx[rows]
+            nc = self.num_computed_dev[slot]
+            pos = nc + torch.arange(T, device=dev) - starts
+            self.positions[:T] = pos
+            self.seq_lens[:R] = (self.num_computed_dev[idx] + n).to(torch.int32)
+            self.seq_lens[R:] = 0
+            ids = self.all_token_ids_dev[slot, pos.clamp(max=self.max_model_len - 1)]
+            decoding = self.seq_lens[:R].to(torch.int64) > self.prefill_len_dev[idx]
+            last = torch.cumsum(n, 0) - 1
+            ids[last[decoding]] = self.last_sampled_dev[idx[decoding]].to(torch.int32)
+            self.input_ids[:T] = ids
+            bs = self.block_size
+            blocks = self.block_tables_dev[slot, torch.div(pos, bs, rounding_mode="floor")].to(torch.int64)
+            self.slot_mapping[:T] = blocks * bs + pos % bs
+            self.slot_mapping[T:] = PAD_SLOT_ID
+            self.block_table[: v["num_reqs_padded"]] = torch.from_numpy(v["input_block_tables"]).to(dev)
+        agree = (
+            torch.equal(self.slot_mapping[:P].cpu(), torch.from_numpy(v["slot_mapping"]))
+            and torch.equal(self.positions[:T].cpu(), torch.from_numpy(v["positions"]))
+            and torch.equal(self.input_ids[:T].cpu(), torch.from_numpy(v["input_ids"]))
+        )
+        return bool(agree)
+
+    def post_update(self, sampled: dict[str, int]) -> None:
+        """post_update (input_batch.py:565-686) after the forward: each row that sampled appends its
+        token to its slot's all_token_ids and keeps it as last_sampled_tokens; every row advances
+        its slot's num_computed_tokens by its scheduled tokens. On the CPU mirror and the device."""
+        v = self.v
+        R = v.get("num_reqs", 0)
+        if not R:
+            return
+        idx = v["idx_mapping"]
+        self.num_computed_tokens[idx] += v["num_scheduled_tokens"]
+        ids = [r for r in self.row_req_ids if r in sampled]
+        dev = self.device
+        idx_dev = torch.from_numpy(idx).to(dev)
+        self.num_computed_dev[idx_dev] += torch.from_numpy(v["num_scheduled_tokens"].astype(np.int64)).to(dev)
+        if not ids:
+            return
+        slots = np.fromiter((self.req_id_to_index[r] for r in ids), dtype=np.int64, count=len(ids))
+        tokens = np.fromiter((sampled[r] for r in ids), dtype=np.int64, count=len(ids))
+        self.last_sampled_tokens[slots] = tokens
+        at = self.total_len[slots]
+        room = at < self.max_model_len
+        self.all_token_ids[slots[room], at[room]] = tokens[room]
+        self.total_len[slots] += 1
+        s_dev = torch.from_numpy(slots).to(dev)
+        t_dev = torch.from_numpy(tokens).to(dev)
+        self.last_sampled_dev[s_dev] = t_dev
+        if room.all():
+            self.all_token_ids_dev[s_dev, torch.from_numpy(at.astype(np.int64)).to(dev)] = t_dev.to(
+                torch.int32
+            )
+
+    def dense_sequences(self, v: dict[str, Any]) -> list[tuple[np.ndarray, int]]:
+        """Each row's tokens up to its seq_len and its computed count, for the dense check."""
+        out = []
+        for i in range(v["num_reqs"]):
+            j = int(v["idx_mapping"][i])
+            out.append((self.all_token_ids[j, : v["seq_lens"][i]], int(self.num_computed_tokens[j])))
+        return out
