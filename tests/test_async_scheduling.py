@@ -13,6 +13,7 @@ from pagedviz.core import Scenario, make_engine
 from pagedviz.core.async_scheduler import AsyncScheduler
 from pagedviz.core.config import EngineConfig, RequestSpec
 from pagedviz.core.engine_core import BATCH_QUEUE_SIZE
+from pagedviz.core.narrate import narrate
 
 
 def scenario(reqs: list[dict[str, Any]], **config: Any) -> Scenario:
@@ -214,3 +215,41 @@ def test_every_request_gets_exactly_max_tokens_outputs_and_the_queue_keeps_order
     finished = [rid for t in steps for rid in t.engine_core["finished_req_ids"]]
     assert sorted(finished) == sorted(r.id for r in s.requests)
     assert sch.kv.pool.num_free == s.config.num_kv_blocks - 1  # every block back (not the null block)
+
+
+# ------------------------------------------------------------------ narration
+def test_the_narration_names_the_step_whose_output_each_update_consumed() -> None:
+    s = scenario([req("a", 5, 2), req("b", 3, 4)])
+    steps = run(s)
+    for i, t in enumerate(steps):
+        items = narrate(t, steps[i - 1] if i else None, s.config, last=i == len(steps) - 1)
+        ec = [it for it in items if it["key"] == "engine_core"]
+        k = t.engine_core["consumed_step"]
+        if k is None:
+            assert all("←" not in it["text"]["en"] for it in ec)
+            continue
+        assert len(ec) == 1
+        assert f"update_from_output ← step {k}" in ec[0]["text"]["en"]
+        assert f"update_from_output ← 第 {k} 步" in ec[0]["text"]["zh"]
+
+
+def test_the_narration_says_a_finish_came_in_the_update_a_step_after_its_last_token() -> None:
+    s = scenario([req("a", 5, 2)])
+    steps = run(s)
+    told = [
+        (t.step, it["text"]["en"])
+        for i, t in enumerate(steps)
+        for it in narrate(t, steps[i - 1] if i else None, s.config)
+        if it["key"] == "finish:a"
+    ]
+    last = max(t.step for t in steps if "a" in t.sampled_token_ids)
+    held = sorted(int(b) for b, o in steps[last].kv_cache["owners"].items() if "a" in o)
+    assert len(held) == 2  # 5 + 2 tokens in blocks of 4
+    assert told == [
+        (
+            last + 2,
+            f"Request a finished at the end of step {last + 1}, in the update_from_output that took step "
+            f"{last}'s output (the step that sampled its last token): its blocks {held[0]}, {held[1]} "
+            "went back to the free queue then.",
+        )
+    ]
