@@ -388,3 +388,19 @@ Object.assign(STAGES.zh, {
   "v2:slot_mappings": ["槽位映射", "每个 token 的 K/V 写到哪里：block_tables[idx_mapping[行], position // block_size] * block_size + position % block_size，读取的是持久的按状态槽的块表（不是收集后的那张）。真实 token 之后缓冲区为 -1，CUDA Graph 的补齐不会写入任何位置。"],
   "v2:attn_metadata": ["注意力元数据", "构建注意力所需的标量：真实的请求数和 token 数、最长的 query，以及 max_seq_len。max_seq_len 取 CPU 上的上界（调度器的已计算数加上本步调度的 token 数），因为设备上的计数不会读回。"],
 });
+
+// The engine core's batch queue on the step bar (async scheduling); enginecore.js shows them.
+Object.assign(STRINGS.en, {
+  ec_consumed: "update_from_output ← step {k}",
+  ec_tip: "At the end of this step the engine core took step {k}'s sampled tokens out of its batch queue and handed them to the scheduler's update_from_output: with async scheduling each step is scheduled before the previous step's output arrives, so finishes and frees come a step after the token.",
+  ec_waits: "update_from_output waits",
+  ec_wait_tip: "The batch queue is not full: this step returns without calling update_from_output, so the next step is planned before this one's output reaches the scheduler.",
+  ec_queue: "batch queue", ec_drain: "nothing scheduled: drains the queue", ec_finished: "finished in this update",
+});
+Object.assign(STRINGS.zh, {
+  ec_consumed: "update_from_output ← 第 {k} 步",
+  ec_tip: "这一步结束时，引擎核心从批次队列中取出第 {k} 步的采样结果，交给调度器的 update_from_output：异步调度时每一步都在上一步的输出到达之前被调度，所以请求完成和块释放比 token 晚一步。",
+  ec_waits: "update_from_output 暂不执行",
+  ec_wait_tip: "批次队列未满：这一步不调用 update_from_output 就返回，所以下一步会在这一步的输出到达调度器之前被规划。",
+  ec_queue: "批次队列", ec_drain: "未调度：只排空队列", ec_finished: "本次 update 中完成",
+});
