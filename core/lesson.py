@@ -8,7 +8,7 @@ languages and, optionally, a checkpoint `{array, indices}`: the entries a studen
 the page reveals them (checked by core/check.py).
 
 `validate_lesson` checks the shape and every field, and collects every problem as (field, message)
-pairs in one LessonError, as core/config.py's ScenarioError does; `check_lesson_against_runs` then
+pairs in one LessonError, as core/scenario.py's ScenarioError does; `check_lesson_against_runs` then
 checks what only a run can tell (the step exists, the checkpoint's entries exist in that step).
 Text is kept as written: whoever shows it escapes it (the page sets textContent).
 """

@@ -53,6 +53,10 @@ export const STRINGS = {
     cmp_arrays: "Arrays", cmp_blocks_differ: "blocks differ", cmp_absent: "not in this run", contrasts: "Compare side by side",
     cmp_prefix: "Prefix caching on vs off", cmp_chunked: "Chunked prefill on vs off", cmp_block: "Block size 16 vs 256",
     cmp_nano: "vLLM vs nano-vllm, same requests", cmp_ascend: "vLLM vs Ascend, same requests",
+    cmp_runner: "V1 vs V2, same requests (vLLM's two model runners)", cmp_runner_word: "runner",
+    cmp_batch: "Batch", cmp_same_order: "the same order", cmp_other_order: "another order", cmp_request: "request",
+    cmp_order: "batch order (row 0 first)", cmp_row: "row", cmp_slot: "slot",
+    cmp_req_same: "the same for every request", cmp_req_differ: "differs for", cmp_only_order: "(the entries differ only in their order)",
     stage: "Stage", pb_title: "Play this step stage by stage", pb_play: "▶ Play stages", pb_pause: "⏸ Pause",
     pb_continue: "▶ Continue", pb_stop: "■ Stop", pb_pause_at: "Pause at stage", pb_paused_at: "Paused at {stage}: read, then continue (p).",
     mark_allocated: "allocated", mark_reused: "reused from the prefix cache (ref +1)", mark_freed: "freed",
@@ -119,6 +123,10 @@ export const STRINGS = {
     cmp_arrays: "数组", cmp_blocks_differ: "个块不同", cmp_absent: "本运行中没有", contrasts: "并排对比",
     cmp_prefix: "前缀缓存：开 vs 关", cmp_chunked: "分块预填充：开 vs 关", cmp_block: "块大小 16 vs 256",
     cmp_nano: "vLLM vs nano-vllm，相同请求", cmp_ascend: "vLLM vs 昇腾，相同请求",
+    cmp_runner: "V1 vs V2，相同请求（vLLM 的两个模型运行器）", cmp_runner_word: "运行器",
+    cmp_batch: "批次", cmp_same_order: "顺序相同", cmp_other_order: "顺序不同", cmp_request: "请求",
+    cmp_order: "批次顺序（第 0 行在前）", cmp_row: "行", cmp_slot: "槽位",
+    cmp_req_same: "每个请求都相同", cmp_req_differ: "不同的请求：", cmp_only_order: "（逐个元素比较时的不同只是顺序不同）",
     stage: "阶段", pb_title: "逐阶段播放这一步", pb_play: "▶ 逐阶段播放", pb_pause: "⏸ 暂停",
     pb_continue: "▶ 继续", pb_stop: "■ 停止", pb_pause_at: "在这些阶段暂停", pb_paused_at: "已在「{stage}」暂停：读完后继续（p）。",
     mark_allocated: "新分配", mark_reused: "前缀缓存复用（引用 +1）", mark_freed: "已释放",
@@ -379,4 +387,20 @@ Object.assign(STAGES.zh, {
   "v2:gather_block_tables": ["收集块表", "注意力内核按批次顺序读取块表，所以每一步都通过 idx_mapping 把每行对应状态槽的 block_tables 行（其 num_blocks 个元素）复制到 input_block_tables。超出本行自身块的单元格保留之前某一步留下的值：已过期，但从不被读取（注意力只读 cdiv(seq_len, block_size) 个元素）。"],
   "v2:slot_mappings": ["槽位映射", "每个 token 的 K/V 写到哪里：block_tables[idx_mapping[行], position // block_size] * block_size + position % block_size，读取的是持久的按状态槽的块表（不是收集后的那张）。真实 token 之后缓冲区为 -1，CUDA Graph 的补齐不会写入任何位置。"],
   "v2:attn_metadata": ["注意力元数据", "构建注意力所需的标量：真实的请求数和 token 数、最长的 query，以及 max_seq_len。max_seq_len 取 CPU 上的上界（调度器的已计算数加上本步调度的 token 数），因为设备上的计数不会读回。"],
+});
+
+// The engine core's batch queue on the step bar (async scheduling); enginecore.js shows them.
+Object.assign(STRINGS.en, {
+  ec_consumed: "update_from_output ← step {k}",
+  ec_tip: "At the end of this step the engine core took step {k}'s sampled tokens out of its batch queue and handed them to the scheduler's update_from_output: with async scheduling each step is scheduled before the previous step's output arrives, so finishes and frees come a step after the token.",
+  ec_waits: "update_from_output waits",
+  ec_wait_tip: "The batch queue is not full: this step returns without calling update_from_output, so the next step is planned before this one's output reaches the scheduler.",
+  ec_queue: "batch queue", ec_drain: "nothing scheduled: drains the queue", ec_finished: "finished in this update",
+});
+Object.assign(STRINGS.zh, {
+  ec_consumed: "update_from_output ← 第 {k} 步",
+  ec_tip: "这一步结束时，引擎核心从批次队列中取出第 {k} 步的采样结果，交给调度器的 update_from_output：异步调度时每一步都在上一步的输出到达之前被调度，所以请求完成和块释放比 token 晚一步。",
+  ec_waits: "update_from_output 暂不执行",
+  ec_wait_tip: "批次队列未满：这一步不调用 update_from_output 就返回，所以下一步会在这一步的输出到达调度器之前被规划。",
+  ec_queue: "批次队列", ec_drain: "未调度：只排空队列", ec_finished: "本次 update 中完成",
 });

@@ -25,6 +25,7 @@ import { ctl, emitView } from "./bus.js";
 import { initTeach } from "./teach.js";
 import { narrationOf } from "./narration.js";
 import { placeWindow, renderOverview } from "./overview.js";
+import { renderEngineCore } from "./enginecore.js";
 
 // ------------------------------------------------------------------ loading
 async function loadRun() {
@@ -281,7 +282,7 @@ function renderStep() {
   // a run's first step draws them last, once the views above them have given them their places
   const first = !S.sysKey;
   if (!first) timed("system", renderSystem);
-  timed("timeline", () => { renderTimelineActive(); renderBadges(); renderChanges(); renderQueue(pickRequest); });
+  timed("timeline", () => { renderTimelineActive(); renderBadges(); renderEngineCore(); renderChanges(); renderQueue(pickRequest); });
   timed("stages", () => { renderStages(setStage); renderStageDetail(); });
   timed("requests", () => { renderSlots(); renderRequestTable(); });
   timed("tokens", renderTokenTable);
