@@ -141,9 +141,15 @@ def test_the_slot_panel_shows_a_resumed_request_taking_a_freed_slot(page: Any, l
 def test_hovering_a_token_lights_its_row_and_its_state_slot(page: Any) -> None:
     t, rid = resumed_step()
     step_to(page, t.step)
+    # every token column names (and is tinted as) its own request, read off query_start_loc
+    qsl = t.arrays["query_start_loc"]
+    for r, owner in enumerate(t.batch["req_ids"]):
+        for i in range(int(qsl[r]), int(qsl[r + 1])):
+            label = page.locator(f"#token-table th.tok-head[data-t='{i}']").get_attribute("aria-label")
+            assert label.endswith(f" {owner}"), (i, label)
     r = t.batch["req_ids"].index(rid)
     slot = t.batch["slots"][rid]
-    first = int(t.arrays["query_start_loc"][r])
+    first = int(t.arrays["query_start_loc"][r + 1]) - 1  # its last token
     page.hover(f"#token-table th.tok-head[data-t='{first}']")
     assert "hl" in page.locator(f"#slotmap .sm-rows .sm-row[data-r='{r}']").get_attribute("class").split()
     assert "hl" in page.locator(f"#slotmap .sm-slot[data-slot='{slot}']").get_attribute("class").split()
