@@ -272,3 +272,12 @@ def test_idle_v2_steps_show_every_slot_free_and_a_finished_requests_slot_goes_ba
     seen = read_slot_panel(page)
     assert any(m.endswith(ev["req_id"]) for m in seen["events"][ev["slot"]])
     assert seen["free"] == t["batch"]["free_slots"] and ev["slot"] == seen["free"][0]
+
+
+def test_the_slot_map_can_be_embedded_alone(page: Any) -> None:
+    t, _ = resumed_step()
+    page.goto(f"{page.base}/run?preset={PRESET}&step={t.step}&embed=slots")
+    page.wait_for_selector("body[data-ready='1']", timeout=60_000)
+    assert page.locator("#slots-panel").is_visible()
+    assert page.locator(".req-panel").is_hidden() and page.locator(".sys-panel").is_hidden()
+    assert read_slot_panel(page)["free"] == list(t.batch["free_slots"])
