@@ -101,7 +101,8 @@ def run_both(scenario: Scenario) -> int:
 
 
 def _as_vllm(d: dict[str, Any]) -> Scenario:
-    config = {**d["config"], "model": None, "device": "cpu"}
+    # this group compares the V1 runner; scheduling is synchronous unless the preset says async
+    config = {"async_scheduling": False, **d["config"], "model": None, "device": "cpu", "model_runner": "v1"}
     if config.get("speculative_method") == "mtp":  # an ascend-only label of the same n-gram drafts
         config["speculative_method"] = "ngram"
     d = {**d, "flavor": "vllm", "config": config}
@@ -152,6 +153,8 @@ def scenarios(draw: st.DrawFn) -> Scenario:
         "watermark": draw(st.sampled_from([0.0, 0.0, 0.1, 0.3])),
         "model": None,
         "device": "cpu",
+        "model_runner": "v1",
+        "async_scheduling": False,
     }
     return Scenario.from_dict(
         {"name": "fid", "flavor": "vllm", "config": cfg, "requests": reqs, "max_steps": 2000}

@@ -41,7 +41,8 @@ pytestmark = pytest.mark.fidelity
 REQ_ARRAYS = ("idx_mapping", "num_scheduled_tokens", "seq_lens")
 ROWS_PLUS_ONE = ("query_start_loc", "cu_num_logits")
 TOKEN_ARRAYS = ("positions", "input_ids", "slot_mapping")
-# per-slot state after finish/add/update, compared on the slots that hold a request
+# per-slot state after finish/add/update, compared on the slots that hold a request (with the
+# live entries of their block tables and token ids, and the last sampled token once there is one)
 SLOT_SCALARS = ("num_computed_tokens", "prefill_len", "total_len", "num_blocks")
 
 
@@ -97,6 +98,8 @@ def compare_step(t: Any, got: Any, before: dict[str, int]) -> None:
         assert theirs["all_token_ids"][j, :n].tolist() == ours["all_token_ids"][j, :n].tolist(), (
             f"{where}: {rid}"
         )
+        if theirs["total_len"][j] > theirs["prefill_len"][j]:  # sampled since it took the slot
+            assert theirs["last_sampled_tokens"][j] == ours["last_sampled_tokens"][j], f"{where}: {rid}"
     if not got.req_ids:
         return
     R, T = len(got.req_ids), int(got.arrays["query_start_loc"][-1])
@@ -227,7 +230,7 @@ def scenarios(draw: st.DrawFn) -> Scenario:
     )
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios())
 def test_random_scenarios_match_vllm_v2_step_for_step(scenario: Scenario) -> None:
     run_both(scenario)

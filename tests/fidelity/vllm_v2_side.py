@@ -6,7 +6,7 @@ Everything that decides a number is vLLM's:
   `VllmConfig` whose `use_v2_model_runner` is true (config/vllm.py: the env var
   `VLLM_USE_V2_MODEL_RUNNER`, read through vllm.envs, wins over every default). The scheduler
   reads the property once, in `__init__`, so the env var is set to 1 only while the config and
-  the scheduler are built (the V1 glue in the same process keeps 0, see conftest.py). With it
+  the scheduler are built (the V1 glue in the same process keeps 0, see vllm_env.py). With it
   the scheduler sends resumed requests as new ones with `prefill_token_ids` and fills
   `preempted_req_ids`.
 - V2's `RequestState` (gpu/states.py), `BlockTables` (gpu/block_table.py) and `InputBuffers`
@@ -61,6 +61,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
+import vllm_env  # noqa: F401  (before vLLM: Triton usable, V1 pinned by default; see its docstring)
 
 
 @contextmanager
@@ -134,9 +135,7 @@ from pagedviz.core.config import Scenario  # noqa: E402
 logging.getLogger("vllm").setLevel(logging.ERROR)  # the CPU platform's advice on block sizes
 
 if not HAS_TRITON:
-    raise ImportError(
-        "vLLM imported before tests/fidelity/conftest.py made Triton usable (CUDA_VISIBLE_DEVICES='')"
-    )
+    raise ImportError("vLLM was imported before vllm_env.py made Triton usable (CUDA_VISIBLE_DEVICES='')")
 
 
 @dataclass
@@ -362,6 +361,7 @@ class VllmV2Side:
             "prefill_len": rs.prefill_len.np.copy(),
             "total_len": rs.total_len.gpu.numpy().copy(),
             "all_token_ids": rs.all_token_ids.gpu.numpy().copy(),
+            "last_sampled_tokens": rs.last_sampled_tokens.view(-1).numpy().copy(),
             "num_blocks": bt.num_blocks.np[0].copy(),
             "block_tables": bt.block_tables[0].gpu.numpy().copy(),
         }
