@@ -116,6 +116,7 @@ def compare_step(t: Any, got: Any, before: dict[str, int]) -> None:
     for i, row in enumerate(got.block_rows):
         assert row == table[i, : len(row)].tolist(), f"{where}: input_block_tables row {i} ({got.req_ids[i]})"
     assert got.sampled == t.sampled_token_ids, f"{where}: requests that sample"
+    assert got.scalars == {k: t.scalars[k] for k in got.scalars}, f"{where}: scalars"
     _compare_padding(t, got, where)
 
 

@@ -299,6 +299,7 @@ class V2Step:
     sampled: dict[str, int]  # the rows vLLM says sample, with pagedviz's tokens
     slot_state: dict[str, np.ndarray]  # per-slot state after finish/add/update (before the forward)
     padded: dict[str, Any] = field(default_factory=dict)  # the arrays up to the padded sizes
+    scalars: dict[str, int] = field(default_factory=dict)  # the attention metadata's counts
 
 
 class VllmV2Side:
@@ -403,6 +404,13 @@ class VllmV2Side:
             "cu_num_logits": ib.cu_num_logits[: R + 1].numpy().copy(),
             "logits_indices": ib.logits_indices.numpy().copy(),
             "slot_mapping": slot_mappings[0][:T].numpy().copy(),
+        }
+        # as attn_utils.build_attn_metadata takes them (max_seq_len from the CPU upper bound)
+        step.scalars = {
+            "num_reqs": ib.num_reqs,
+            "total_num_scheduled_tokens": ib.num_tokens,
+            "max_query_len": int(np.max(ib.num_scheduled_tokens)),
+            "max_seq_len": int(ib.seq_lens_cpu_upper_bound.max()),
         }
         R_pad, T_pad = ib.num_reqs_after_padding, ib.num_tokens_after_padding
         step.padded = {
