@@ -117,7 +117,7 @@ from vllm.v1.kv_cache_interface import (  # noqa: E402
     KVCacheConfig,
     KVCacheGroupSpec,
 )
-from vllm.v1.outputs import ModelRunnerOutput  # noqa: E402
+from vllm.v1.outputs import EMPTY_MODEL_RUNNER_OUTPUT, ModelRunnerOutput  # noqa: E402
 from vllm.v1.request import Request  # noqa: E402
 from vllm.v1.structured_output import StructuredOutputManager  # noqa: E402
 from vllm.v1.worker.block_table import get_block_table_width  # noqa: E402
@@ -131,6 +131,11 @@ from vllm.v1.worker.gpu.model_runner import GPUModelRunner  # noqa: E402
 from vllm.v1.worker.gpu.states import RequestState  # noqa: E402
 
 from pagedviz.core.config import Scenario  # noqa: E402
+
+try:  # the engine core's batch-queue loop, shared with the V1 group (beside this file)
+    from engine_core_loop import EngineCoreLoop
+except ImportError:  # not there yet: the async part of the V2 group skips
+    EngineCoreLoop = None
 
 logging.getLogger("vllm").setLevel(logging.ERROR)  # the CPU platform's advice on block sizes
 
@@ -327,6 +332,7 @@ class VllmV2Side:
         for spec in scenario.requests:
             self.arrivals.setdefault(spec.arrival_step, []).append(spec)
         self.step_no = 0
+        self.loop: Any = None
 
     def _request(self, spec: Any) -> Request:
         params = SamplingParams(max_tokens=spec.max_tokens, ignore_eos=True, temperature=0.0)
@@ -349,6 +355,41 @@ class VllmV2Side:
         """One engine step: schedule, V2's state updates and input preparation, then the sampled
         tokens (pagedviz's, by request id) through `post_update` into `update_from_output`."""
         out = self.schedule()
+        step, result = self.execute(out, sampled)
+        if result is not None:  # a step without tokens has no forward; so does the glue (as V1's)
+            self.scheduler.update_from_output(out, result)
+        return step
+
+    def async_step(self, sampled: dict[str, int]) -> tuple[Any, V2Step | None]:
+        """One `step_with_batch_queue` (engine_core_loop.py, the engine core's batch queue of 2
+        under async scheduling): a batch, if one is scheduled, runs through V2's methods at once
+        with `sampled` (pagedviz's tokens of the same step): the worker runs its batches in order,
+        each post_update before the next batch's inputs. Its output reaches `update_from_output`
+        when the loop pops it. Returns what the loop did and the scheduled batch's V2Step."""
+        if EngineCoreLoop is None:
+            raise RuntimeError("engine_core_loop.py (the engine core's batch-queue glue) is missing")
+        self.step_no += 1
+        for spec in self.arrivals.pop(self.step_no, []):
+            self.scheduler.add_request(self._request(spec))
+        got: list[V2Step] = []
+
+        def execute(out: Any) -> Any:
+            step, result = self.execute(out, sampled)
+            got.append(step)
+            return EMPTY_MODEL_RUNNER_OUTPUT if result is None else result
+
+        if self.loop is None:
+            self.loop = EngineCoreLoop(self.scheduler, execute, batch_queue_size=2)
+        self.loop.execute = execute
+        return self.loop.step(self.step_no), (got[0] if got else None)
+
+    @property
+    def has_work(self) -> bool:
+        return bool(self.arrivals) or (self.loop is not None and self.loop.has_work())
+
+    def execute(self, out: Any, sampled: dict[str, int]) -> tuple[V2Step, ModelRunnerOutput | None]:
+        """The worker's part of a step (execute_model, then sample_tokens' postprocessing) for the
+        scheduler output `out`, with `sampled` as the sampler's tokens; None for no forward."""
         r = self.runner
         new_prefill = {n.req_id: list(n.prefill_token_ids) for n in out.scheduled_new_reqs}
         # execute_model's state-update prologue (model_runner.py, execute_model)
@@ -379,7 +420,7 @@ class VllmV2Side:
             slot_state=slot_state,
         )
         if not out.total_num_scheduled_tokens:
-            return step  # execute_model returns before the forward; so does the glue (as V1's)
+            return step, None  # execute_model returns before the forward
         brs, uniform = GPUModelRunner.gather_batch_req_state(r, out, False)  # type: ignore[arg-type]
         assert brs is not None
         R, T = len(brs.req_ids), brs.num_tokens
@@ -446,8 +487,7 @@ class VllmV2Side:
             req_id_to_index={q: i for i, q in enumerate(ib.req_ids)},
             sampled_token_ids=[tokens[i, : ns[i]].tolist() for i in range(R)],
         )
-        self.scheduler.update_from_output(out, result)
-        return step
+        return step, result
 
     def state(self) -> dict[str, np.ndarray]:
         """The per-slot state after the last step's post_update ([M] each)."""
