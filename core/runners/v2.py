@@ -273,24 +273,29 @@ class ModelRunnerV2(StagedRunner):
         "cudagraph_dispatch",
         "num_scheduled_tokens cudagraph_capture_sizes",
         "num_reqs_padded num_tokens_after_padding cudagraph_mode",
-        "uniform decode (every row 1 token, no prefill) and a capture size s in [num_reqs, max_num_reqs]: "
+        "uniform decode (every row 1 token, each a decode or a one-token prefill chunk over existing "
+        "context) and a capture size s in [num_reqs, max_num_reqs]: "
         "FULL, num_reqs_padded = num_tokens_after_padding = s; else the smallest capture size >= T: "
         "PIECEWISE, num_reqs_padded = num_reqs; else NONE (no padding)",
         "CudaGraphManager.dispatch (cudagraph_utils.py:523-553) picks a captured graph. A full decode "
         "graph replays a fixed number of requests, so the request count is padded: padded rows get "
         "empty queries, seq_len 0, a zero block-table row and slot -1. A piecewise graph pads only the "
-        "tokens (attention runs outside it). With no capture sizes the step runs eagerly.",
+        "tokens (attention runs outside it). With no capture sizes the step runs eagerly. A prefill "
+        "chunk of one token after the first runs as a decode (gather_batch_req_state, "
+        "model_runner.py:1356-1368), so it does not keep the batch off the decode graph.",
     )
     def _cudagraph_dispatch(self) -> None:
         v = self.v
         R, T = v["num_reqs"], v["T"]
         sizes = self.config.cudagraph_capture_sizes or ()
         mode, R_pad, T_pad = "NONE", R, T
+        n, idx = v["num_scheduled_tokens"], v["idx_mapping"]
+        runs_as_decode = ~v["is_prefilling"] | ((n == 1) & (self.num_computed_tokens[idx] > 0))
         uniform = (
             bool(sizes)
             and R > 0
             and R * (1 + self.config.num_speculative_tokens) == T
-            and not v["is_prefilling"].any()
+            and bool(runs_as_decode.all())
         )
         full = [s for s in sizes if R <= s <= self.max_num_reqs] if uniform else []
         if full:
