@@ -125,8 +125,8 @@ class ModelRunnerV2(StagedRunner):
         self.positions_np = np.zeros(T_pad, dtype=np.int64)
         self.slot_mapping_np = np.full(T_pad, PAD_SLOT_ID, dtype=np.int64)
         self.arange_np = np.arange(max(M, T_pad) + 1, dtype=np.int64)
-        # cu_num_logits without drafts, and the block-table columns (read-only)
-        self.arange_i32 = np.arange(max(M, K) + 1, dtype=np.int32)
+        self.block_cols = np.arange(K, dtype=np.int32)
+        self.arange_i32 = np.arange(M + 1, dtype=np.int32)  # cu_num_logits without drafts (read-only)
         dev = device
         self.all_token_ids_dev = torch.zeros((M, config.max_model_len), dtype=torch.int32, device=dev)
         self.num_computed_dev = torch.zeros(M, dtype=torch.int64, device=dev)
@@ -152,6 +152,7 @@ class ModelRunnerV2(StagedRunner):
             ("prefill_len", "slot", "finish_and_add", "cpu", None),
             ("total_len", "slot", "finish_and_add", "cpu", None),
             ("num_blocks", "slot", "finish_and_add", "cpu", None),
+            ("last_sampled_tokens", "slot", "combine_sampled_and_draft_tokens", "device", None),
             ("all_token_ids", "system", "finish_and_add", "cpu", None),
             ("block_tables", "system", "finish_and_add", "cpu", None),
         ]
@@ -430,7 +431,7 @@ class ModelRunnerV2(StagedRunner):
         idx = v["idx_mapping"]
         out = self.input_block_tables
         nb = self.num_blocks[idx]
-        own = self.arange_i32[: self.max_num_blocks] < nb[:, None]
+        own = self.block_cols < nb[:, None]
         np.copyto(out[:R], np.take(self.block_tables, idx, axis=0), where=own)
         rows = max(R_pad, self.dirty_rows)
         out[R:rows] = 0
@@ -447,6 +448,7 @@ class ModelRunnerV2(StagedRunner):
         "from the persistent per-slot table through idx_mapping (not from the gathered one). The last "
         "program pads the rest of the buffer with -1 from the real token count, so the padded tokens "
         "of a CUDA graph write nowhere.",
+        views="slot_mapping",
     )
     def _slot_mappings(self) -> None:
         v = self.v
@@ -494,6 +496,7 @@ class ModelRunnerV2(StagedRunner):
             "prefill_len": self.prefill_len.copy(),
             "total_len": self.total_len.copy(),
             "num_blocks": self.num_blocks.copy(),
+            "last_sampled_tokens": self.last_sampled_tokens.copy(),
             "all_token_ids": self.all_token_ids.copy(),
             "block_tables": self.block_tables.copy(),
         }
