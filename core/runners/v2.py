@@ -95,7 +95,8 @@ class ModelRunnerV2(StagedRunner):
             raise ValueError("Model Runner V2's M-RoPE state is not modelled: use model_runner v1")
         self.config = config
         self.device = device
-        self.block_size = config.block_size
+        self.block_size = bs = config.block_size
+        self.block_shift = bs.bit_length() - 1 if bs & (bs - 1) == 0 else None  # // and % as shift and mask
         self.max_model_len = config.max_model_len
         M = self.max_num_reqs = config.max_num_reqs
         K = self.max_num_blocks = config.max_num_blocks_per_req
@@ -457,9 +458,11 @@ class ModelRunnerV2(StagedRunner):
         slots = v["token_slots"]
         pos = v["positions"]
         out = self.slot_mapping_np
-        blocks = np.take(self.block_tables.reshape(-1), slots * self.max_num_blocks + pos // bs)
+        shift = self.block_shift
+        col, offset = (pos // bs, pos % bs) if shift is None else (pos >> shift, pos & (bs - 1))
+        blocks = np.take(self.block_tables.reshape(-1), slots * self.max_num_blocks + col)
         np.multiply(blocks, bs, out=out[:T], dtype=np.int64)
-        out[:T] += pos % bs
+        out[:T] += offset
         out[T:] = PAD_SLOT_ID
         v["slot_mapping"] = out[:P]
         self.pad["slot_mapping"] = (T, None)
