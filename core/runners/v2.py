@@ -255,7 +255,8 @@ class ModelRunnerV2(StagedRunner):
         drafts = v["num_draft_tokens"]
         decode_query_len = 1 + self.config.num_speculative_tokens
         # np.lexsort is stable and sorts by its last key first (the drafts key only when some have)
-        keys = (n, n != decode_query_len, drafts == 0) if drafts.any() else (n, n != decode_query_len)
+        some_drafts = self.config.num_speculative_tokens and drafts.any()
+        keys = (n, n != decode_query_len, drafts == 0) if some_drafts else (n, n != decode_query_len)
         order = np.lexsort(keys)
         ids = v["scheduled_req_ids"]
         self.row_req_ids = rows = [ids[i] for i in order.tolist()]
@@ -264,7 +265,7 @@ class ModelRunnerV2(StagedRunner):
             map(self.req_id_to_index.__getitem__, rows), dtype=np.int64, count=len(rows)
         )
         v["num_reqs"] = len(rows)
-        v["T"] = int(n.sum())
+        v["T"] = int(np.add.reduce(n))
         # the slots' state every later stage reads, gathered once (internal, not traced)
         v["slot_num_computed"] = self.num_computed_tokens[idx]
         v["slot_prefill_len"] = self.prefill_len[idx]
@@ -318,7 +319,7 @@ class ModelRunnerV2(StagedRunner):
         R = v["num_reqs"]
         q = self.query_start_loc_np
         q[0] = 0
-        np.cumsum(v["num_scheduled_tokens"], out=q[1 : R + 1])
+        np.add.accumulate(v["num_scheduled_tokens"], out=q[1 : R + 1])  # np.cumsum, without its wrapper
         q[R + 1 :] = v["T"]
         v["query_start_loc"] = q[: R + 1]
         if R:
@@ -358,12 +359,12 @@ class ModelRunnerV2(StagedRunner):
         R, T = v["num_reqs"], v["T"]
         n = v["num_scheduled_tokens"]
         # each row's computed count less its start, once per token, plus the token's index
-        base = np.repeat(v["slot_num_computed"].astype(np.int64) - (v["cu_num_tokens"] - n), n)
+        base = (v["slot_num_computed"].astype(np.int64) - (v["cu_num_tokens"] - n)).repeat(n)
         out = self.positions_np[:T]
         np.add(base, self.arange_np[:T], out=out)
         # the row and the slot of each token (internal: V2 has no such arrays)
-        v["req_indices"] = np.repeat(self.arange_np[:R], n)
-        v["token_slots"] = np.repeat(v["idx_mapping"], n)
+        v["req_indices"] = self.arange_np[:R].repeat(n)
+        v["token_slots"] = v["idx_mapping"].repeat(n)
         v["positions"] = out
 
     @stage(
@@ -385,7 +386,7 @@ class ModelRunnerV2(StagedRunner):
         if v["is_prefilling"].all():
             np.take(self.all_token_ids.reshape(-1), slots * self.max_model_len + pos, out=out)
         else:
-            prefilling = np.repeat(v["is_prefilling"], v["num_scheduled_tokens"])
+            prefilling = v["is_prefilling"].repeat(v["num_scheduled_tokens"])
             out[prefilling] = self.all_token_ids[slots[prefilling], pos[prefilling]]
         v["input_ids"] = out
 
