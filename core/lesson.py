@@ -10,7 +10,7 @@ are placeholders (`{{batch.slots.c}}`, core/lesson_text.py) that `fill_lesson` f
 section's run before the lesson is served.
 
 `validate_lesson` checks the shape and every field, and collects every problem as (field, message)
-pairs in one LessonError, as core/config.py's ScenarioError does; `check_lesson_against_runs` then
+pairs in one LessonError, as core/scenario.py's ScenarioError does; `check_lesson_against_runs` then
 checks what only a run can tell (the step exists, the checkpoint's entries exist in that step,
 each placeholder names a value of the run and none gives the checkpoint away).
 Text is kept as written: whoever shows it escapes it (the page sets textContent).

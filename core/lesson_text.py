@@ -22,7 +22,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from pagedviz.core.config import Scenario
+from pagedviz.core.scenario import Scenario
 from pagedviz.core.trace import StepTrace
 
 PLACEHOLDER = re.compile(r"\{\{(.{0,200}?)\}\}")

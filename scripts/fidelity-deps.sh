@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Install what the differential suite (tests/fidelity) needs into .venv: the vLLM 0.33.0 wheel
 # without its dependencies (its CUDA build pulls torch 2.14 and GPU kernels), plus the few pure
-# packages that vllm.v1's scheduler, KV cache manager and GPU model runner import. Idempotent:
+# packages that vllm.v1's scheduler, KV cache manager and GPU model runners import, and Triton
+# (Model Runner V2 prepares inputs with Triton kernels; the V2 group runs them under Triton's
+# interpreter on the CPU; 3.9.0 works with torch 2.13.0's CPU build). Idempotent:
 # a stamp named after this script's content skips the work on later runs. Never fails the
 # caller: if the wheel cannot be installed the suite skips and says why.
 set -uo pipefail
@@ -21,10 +23,18 @@ pkgs=(
   "tqdm" "uvloop"
 )
 log=$(mktemp)
-if "$PY" -m pip install -q --no-deps "${pkgs[@]}" >"$log" 2>&1; then
-  touch "$stamp"
-else
+ok=1
+if ! "$PY" -m pip install -q --no-deps "${pkgs[@]}" >"$log" 2>&1; then
+  ok=0
   echo "fidelity-deps: could not install the vLLM 0.33.0 wheel and its imports; tests/fidelity will skip" >&2
   tail -3 "$log" >&2
 fi
+# apart, so that without Triton only the V2 group skips
+if ! "$PY" -m pip install -q --no-deps "triton==3.9.0" >"$log" 2>&1; then
+  ok=0
+  echo "fidelity-deps: could not install triton; the Model Runner V2 group of tests/fidelity will skip" >&2
+  tail -3 "$log" >&2
+fi
+[ "$ok" = 1 ] && touch "$stamp"
 rm -f "$log"
+exit 0

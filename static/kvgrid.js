@@ -8,7 +8,7 @@
 import { getJSON } from "./api.js";
 import { onCellClick, showView } from "./heatmaps.js";
 import { annotationsFor, shapesFor } from "./hover.js";
-import { $, A, L, S, bigBatch, blockSize, btName, reqColor, reqOfTokens, reqOrder, scenarioReqIds, state, tokenCount } from "./trace.js";
+import { $, A, L, S, bigBatch, blockSize, btName, reqColor, reqOfTokens, reqOrder, rowBlocks, scenarioReqIds, state, tokenCount } from "./trace.js";
 import { GREY, clear, discreteScale, el, gridTable, heatmap, plotlyText } from "./views.js";
 
 const MAX_KV_BLOCKS = 256;
@@ -209,7 +209,7 @@ export function blockRefs(b) {
   const arr = S.trace.arrays[btName()];
   if (!arr || (b === 0 && S.overview.flavor !== "nanovllm")) return [];
   const out = [];
-  arr.data.forEach((row, r) => row.forEach((x, c) => { if (x === b) out.push({ row: r, logical: c, rid: String(S.trace.batch.req_ids[r]) }); }));
+  rowBlocks().forEach((row, r) => row.forEach((x, c) => { if (x === b) out.push({ row: r, logical: c, rid: String(S.trace.batch.req_ids[r]) }); }));
   return out;
 }
 

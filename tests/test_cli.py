@@ -164,6 +164,7 @@ def test_run_shows_arange_cu_num_tokens_and_the_padded_slot_mapping(tmp_path: Pa
             "max_num_batched_tokens": 16,
             "num_kv_blocks": 12,
             "cudagraph_capture_sizes": [4, 8],
+            "model_runner": "v1",  # V1's arange (V2 has none)
         },
         "requests": [{"id": "a", "prompt_len": 5, "max_tokens": 2}],
     }

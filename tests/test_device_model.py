@@ -139,6 +139,33 @@ def test_cpu_and_cuda_give_identical_traces(preset: str) -> None:
     assert on("cpu") == on("cuda")
 
 
+def _v2_variants() -> list[str]:
+    """Every vllm preset that Model Runner V2 can run (no drafts, no image), as a V2 scenario."""
+    from pagedviz.core.presets import preset_dict
+
+    out = []
+    for p in list_presets():
+        d = preset_dict(p["id"])
+        images = any("image" in r for r in d["requests"])
+        if p["flavor"] == "vllm" and not d["config"].get("num_speculative_tokens") and not images:
+            out.append(p["id"])
+    return out
+
+
+@cuda
+@pytest.mark.parametrize("preset", _v2_variants())
+def test_cpu_and_cuda_give_identical_v2_traces(preset: str) -> None:
+    from pagedviz.core import Scenario
+    from pagedviz.core.presets import preset_dict
+
+    def on(device: str) -> list:
+        d = preset_dict(preset)
+        d["config"].update(device=device, model_runner="v2")
+        return _strip(list(make_engine(Scenario.from_dict(d)).run()))
+
+    assert on("cpu") == on("cuda")
+
+
 @cuda
 def test_cuda_staging_tensors_are_pinned() -> None:
     engine = make_engine(load_preset("seed-001"))

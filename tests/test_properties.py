@@ -13,7 +13,9 @@ from pagedviz.core import Scenario, make_engine
 
 
 @st.composite
-def scenarios(draw: st.DrawFn, flavor: str = "vllm", with_model: bool = False) -> Scenario:
+def scenarios(
+    draw: st.DrawFn, flavor: str = "vllm", with_model: bool = False, runner: str = "v1"
+) -> Scenario:
     bs = draw(st.integers(2 if flavor == "nanovllm" else 1, 4))
     M = draw(st.integers(6, 24))
     prefix = draw(st.booleans()) if flavor == "vllm" else False
@@ -54,6 +56,8 @@ def scenarios(draw: st.DrawFn, flavor: str = "vllm", with_model: bool = False) -
         if with_model
         else None,
         "cudagraph_capture_sizes": draw(st.sampled_from([None, [1, 2, 4, 8, 16, 32, 64]])),
+        "model_runner": runner,
+        "async_scheduling": False,
     }
     return Scenario.from_dict(
         {
@@ -126,13 +130,48 @@ def check_vllm_step(
     assert all(ref[b] == 0 for b in free)
 
 
+def check_v2_step(scenario: Scenario, requests: dict[str, Any], t: Any) -> None:
+    """Model Runner V2's invariants of one step: rows sorted, each row read through its slot."""
+    cfg = scenario.config
+    a = t.arrays
+    T = t.scalars["total_num_scheduled_tokens"]
+    bs = cfg.block_size
+    req_ids, slots_of = t.batch["req_ids"], t.batch["slots"]
+    # every slot is held by one request or free, never both; free slots are handed out from the top
+    held = sorted(slots_of.values())
+    assert len(held) == len(set(held))
+    assert sorted(held + t.batch["free_slots"]) == list(range(cfg.max_num_reqs))
+    # the batch is sorted: decodes first, then prefill chunks by ascending length
+    n = a["num_scheduled_tokens"]
+    keys = list(zip((n != 1).tolist(), n.tolist()))
+    assert keys == sorted(keys)
+    assert a["idx_mapping"].tolist() == [slots_of[r] for r in req_ids]
+    qsl = a["query_start_loc"]
+    assert qsl[0] == 0 and qsl[-1] == T and (np.diff(qsl) == n).all()
+    sm = a["slot_mapping"]
+    assert len(set(sm[:T].tolist())) == T and (sm[T:] == -1).all()
+    rows = np.repeat(np.arange(len(req_ids)), n)
+    slot_rows = a["idx_mapping"][rows]
+    pos = a["positions"]
+    assert (a["block_tables"][slot_rows, pos // bs] == sm[:T] // bs).all()
+    for tok in range(T):
+        rid = req_ids[rows[tok]]
+        assert a["input_ids"][tok] == requests[rid].token_ids[pos[tok]]
+    # the gathered table holds each row's slot blocks, as far as attention reads them
+    for i, rid in enumerate(req_ids):
+        k = -(-int(a["seq_lens"][i]) // bs)
+        assert (a["input_block_tables"][i, :k] == a["block_tables"][slots_of[rid], :k]).all()
+
+
 def run_checked(scenario: Scenario) -> None:
     engine = make_engine(scenario)
     prev: dict[str, int] = {}
     while not engine.done:
         t = engine.step()
         assert engine.step_no <= scenario.max_steps
-        if not t.idle:
+        if not t.idle and scenario.config.model_runner == "v2":
+            check_v2_step(scenario, engine.scheduler.requests, t)
+        elif not t.idle:
             check_vllm_step(scenario, engine.scheduler.requests, t, prev)
         prev = t.sampled_token_ids
     # every request finished, and every block came back
@@ -147,6 +186,12 @@ SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[Heal
 @SETTINGS
 @given(scenarios())
 def test_vllm_invariants_hold_at_every_step(scenario: Scenario) -> None:
+    run_checked(scenario)
+
+
+@SETTINGS
+@given(scenarios(runner="v2"))
+def test_v2_slots_sort_and_gather_hold_at_every_step(scenario: Scenario) -> None:
     run_checked(scenario)
 
 
@@ -207,7 +252,7 @@ def test_nanovllm_steps_never_mix_and_slots_stay_in_owned_blocks(scenario: Scena
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(scenarios(with_model=True))
+@given(st.sampled_from(["v1", "v2"]).flatmap(lambda r: scenarios(with_model=True, runner=r)))
 def test_paged_attention_matches_dense_at_every_step(scenario: Scenario) -> None:
     for t in make_engine(scenario).run():
         if not t.idle:

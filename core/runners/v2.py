@@ -125,6 +125,8 @@ class ModelRunnerV2(StagedRunner):
         self.positions_np = np.zeros(T_pad, dtype=np.int64)
         self.slot_mapping_np = np.full(T_pad, PAD_SLOT_ID, dtype=np.int64)
         self.arange_np = np.arange(max(M, T_pad) + 1, dtype=np.int64)
+        # cu_num_logits without drafts, and the block-table columns (read-only)
+        self.arange_i32 = np.arange(max(M, K) + 1, dtype=np.int32)
         dev = device
         self.all_token_ids_dev = torch.zeros((M, config.max_model_len), dtype=torch.int32, device=dev)
         self.num_computed_dev = torch.zeros(M, dtype=torch.int64, device=dev)
@@ -150,6 +152,7 @@ class ModelRunnerV2(StagedRunner):
             ("prefill_len", "slot", "finish_and_add", "cpu", None),
             ("total_len", "slot", "finish_and_add", "cpu", None),
             ("num_blocks", "slot", "finish_and_add", "cpu", None),
+            ("last_sampled_tokens", "slot", "combine_sampled_and_draft_tokens", "device", None),
             ("all_token_ids", "system", "finish_and_add", "cpu", None),
             ("block_tables", "system", "finish_and_add", "cpu", None),
         ]
@@ -250,19 +253,21 @@ class ModelRunnerV2(StagedRunner):
         n = v["scheduler_num_scheduled"]
         drafts = v["num_draft_tokens"]
         decode_query_len = 1 + self.config.num_speculative_tokens
-        # np.lexsort is stable and sorts by its last key first
-        order = np.lexsort((n, n != decode_query_len, drafts == 0))
+        # np.lexsort is stable and sorts by its last key first (the drafts key only when some have)
+        keys = (n, n != decode_query_len, drafts == 0) if drafts.any() else (n, n != decode_query_len)
+        order = np.lexsort(keys)
         ids = v["scheduled_req_ids"]
-        self.row_req_ids = [ids[i] for i in order]
+        self.row_req_ids = rows = [ids[i] for i in order.tolist()]
         v["num_scheduled_tokens"] = n[order]
-        v["idx_mapping"] = np.fromiter(
-            (self.req_id_to_index[r] for r in self.row_req_ids), dtype=np.int64, count=len(order)
+        v["idx_mapping"] = idx = np.fromiter(
+            map(self.req_id_to_index.__getitem__, rows), dtype=np.int64, count=len(rows)
         )
-        v["num_reqs"] = len(order)
-        T = int(n.sum())
-        v["T"] = T
-        idx = v["idx_mapping"]
-        v["is_prefilling"] = self.num_computed_tokens[idx] < self.prefill_len[idx]
+        v["num_reqs"] = len(rows)
+        v["T"] = int(n.sum())
+        # the slots' state every later stage reads, gathered once (internal, not traced)
+        v["slot_num_computed"] = self.num_computed_tokens[idx]
+        v["slot_prefill_len"] = self.prefill_len[idx]
+        v["is_prefilling"] = v["slot_num_computed"] < v["slot_prefill_len"]
 
     @stage(
         "cudagraph_dispatch",
@@ -281,7 +286,12 @@ class ModelRunnerV2(StagedRunner):
         R, T = v["num_reqs"], v["T"]
         sizes = self.config.cudagraph_capture_sizes or ()
         mode, R_pad, T_pad = "NONE", R, T
-        uniform = R > 0 and R * (1 + self.config.num_speculative_tokens) == T and not v["is_prefilling"].any()
+        uniform = (
+            bool(sizes)
+            and R > 0
+            and R * (1 + self.config.num_speculative_tokens) == T
+            and not v["is_prefilling"].any()
+        )
         full = [s for s in sizes if R <= s <= self.max_num_reqs] if uniform else []
         if full:
             mode, R_pad, T_pad = "FULL", full[0], full[0]
@@ -327,9 +337,7 @@ class ModelRunnerV2(StagedRunner):
     def _seq_lens(self) -> None:
         v = self.v
         R = v["num_reqs"]
-        np.add(
-            self.num_computed_tokens[v["idx_mapping"]], v["num_scheduled_tokens"], out=self.seq_lens_np[:R]
-        )
+        np.add(v["slot_num_computed"], v["num_scheduled_tokens"], out=self.seq_lens_np[:R])
         self.seq_lens_np[R:] = 0
         v["seq_lens"] = self.seq_lens_np[:R]
         if R:
@@ -348,12 +356,13 @@ class ModelRunnerV2(StagedRunner):
         v = self.v
         R, T = v["num_reqs"], v["T"]
         n = v["num_scheduled_tokens"]
-        rows = self.arange_np[:R].repeat(n)
-        starts = (v["cu_num_tokens"] - n).repeat(n)
-        base = self.num_computed_tokens[v["idx_mapping"]].astype(np.int64).repeat(n)
+        # each row's computed count less its start, once per token, plus the token's index
+        base = np.repeat(v["slot_num_computed"].astype(np.int64) - (v["cu_num_tokens"] - n), n)
         out = self.positions_np[:T]
-        np.add(base, self.arange_np[:T] - starts, out=out)
-        v["req_indices"] = rows  # the row of each token (internal: V2 has no such array)
+        np.add(base, self.arange_np[:T], out=out)
+        # the row and the slot of each token (internal: V2 has no such arrays)
+        v["req_indices"] = np.repeat(self.arange_np[:R], n)
+        v["token_slots"] = np.repeat(v["idx_mapping"], n)
         v["positions"] = out
 
     @stage(
@@ -370,10 +379,13 @@ class ModelRunnerV2(StagedRunner):
     def _prefill_inputs(self) -> None:
         v = self.v
         T = v["T"]
-        prefilling = v["is_prefilling"][v["req_indices"]]
-        slots = v["idx_mapping"][v["req_indices"]]
+        slots, pos = v["token_slots"], v["positions"]
         out = self.input_ids_np[:T]
-        out[prefilling] = self.all_token_ids[slots[prefilling], v["positions"][prefilling]]
+        if v["is_prefilling"].all():
+            np.take(self.all_token_ids.reshape(-1), slots * self.max_model_len + pos, out=out)
+        else:
+            prefilling = np.repeat(v["is_prefilling"], v["num_scheduled_tokens"])
+            out[prefilling] = self.all_token_ids[slots[prefilling], pos[prefilling]]
         v["input_ids"] = out
 
     @stage(
@@ -391,13 +403,15 @@ class ModelRunnerV2(StagedRunner):
         v = self.v
         R = v["num_reqs"]
         idx = v["idx_mapping"]
-        v["cu_num_logits"] = self.arange_np[: R + 1].astype(np.int32)
+        v["cu_num_logits"] = self.arange_i32[: R + 1]
         last = v["cu_num_tokens"] - 1
         v["logits_indices"] = last
-        decoding = v["seq_lens"] > self.prefill_len[idx]
-        v["input_ids"][last[decoding]] = self.last_sampled_tokens[idx[decoding]]
+        prefill_len = v["slot_prefill_len"]
+        decoding = v["seq_lens"] > prefill_len
+        if decoding.any():
+            v["input_ids"][last[decoding]] = self.last_sampled_tokens[idx[decoding]]
         # a partial prefill samples nothing (get_num_sampled_and_rejected)
-        v["discard_request_mask"] = v["seq_lens"] < self.prefill_len[idx]
+        v["discard_request_mask"] = v["seq_lens"] < prefill_len
 
     @stage(
         "gather_block_tables",
@@ -417,8 +431,8 @@ class ModelRunnerV2(StagedRunner):
         idx = v["idx_mapping"]
         out = self.input_block_tables
         nb = self.num_blocks[idx]
-        own = self.arange_np[: self.max_num_blocks] < nb[:, None]
-        out[:R] = np.where(own, self.block_tables[idx], out[:R])
+        own = self.arange_i32[: self.max_num_blocks] < nb[:, None]
+        np.copyto(out[:R], np.take(self.block_tables, idx, axis=0), where=own)
         rows = max(R_pad, self.dirty_rows)
         out[R:rows] = 0
         self.dirty_rows = R
@@ -440,10 +454,12 @@ class ModelRunnerV2(StagedRunner):
         v = self.v
         T, P = v["T"], v["num_tokens_after_padding"]
         bs = self.block_size
-        slots = v["idx_mapping"][v["req_indices"]]
+        slots = v["token_slots"]
         pos = v["positions"]
         out = self.slot_mapping_np
-        out[:T] = self.block_tables[slots, pos // bs].astype(np.int64) * bs + pos % bs
+        blocks = np.take(self.block_tables.reshape(-1), slots * self.max_num_blocks + pos // bs)
+        np.multiply(blocks, bs, out=out[:T], dtype=np.int64)
+        out[:T] += pos % bs
         out[T:] = PAD_SLOT_ID
         v["slot_mapping"] = out[:P]
         self.pad["slot_mapping"] = (T, None)
@@ -480,6 +496,7 @@ class ModelRunnerV2(StagedRunner):
             "prefill_len": self.prefill_len.copy(),
             "total_len": self.total_len.copy(),
             "num_blocks": self.num_blocks.copy(),
+            "last_sampled_tokens": self.last_sampled_tokens.copy(),
             "all_token_ids": self.all_token_ids.copy(),
             "block_tables": self.block_tables.copy(),
         }

@@ -1,0 +1,461 @@
+"""pagedviz's Model Runner V2 model against vLLM 0.33.0's own V2 code, step by step (pytest -m fidelity).
+
+vLLM's side (vllm_v2_side.py, glue only; what is stubbed and why is in its docstring): the
+Scheduler built for V2, V2's RequestState / BlockTables / InputBuffers and the GPUModelRunner
+methods that update them and prepare a step's inputs, with V2's Triton kernels run by Triton's
+interpreter on the CPU. pagedviz's side: the engine with `model_runner: "v2"` and `model: null`.
+The sampled tokens go from pagedviz's trace to vLLM, so both sides see the same sequences.
+
+Each step compares: the scheduler's scheduled tokens (in order), new (resumed included, in order),
+resumed (always none under V2), preempted and finished ids, and new block ids; the state slots
+(`req_id_to_index`), the free slots in hand-out order and the slot events; the batch order and
+`idx_mapping`; `num_scheduled_tokens`, `query_start_loc` (first R+1), `seq_lens` (R), `positions`,
+`input_ids`, `cu_num_logits`, `logits_indices`, `slot_mapping` (first T); the gathered block
+table's valid entries (row i: the first cdiv(seq_lens[i], block_size)); which requests sample.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pagedviz.core import Scenario, make_engine
+from pagedviz.core.presets import list_presets, preset_dict
+from pagedviz.core.runners.v2 import ModelRunnerV2
+
+pytest.importorskip("triton", reason="triton is not installed (run scripts/fidelity-deps.sh)")
+sys.path.insert(0, str(Path(__file__).parent))  # vllm_v2_side.py, the glue beside this file
+v2 = pytest.importorskip(
+    "vllm_v2_side", reason="the vLLM 0.33.0 wheel is not installed (run scripts/fidelity-deps.sh)"
+)
+
+pytestmark = pytest.mark.fidelity
+
+# request-level arrays (batch rows) and token-level ones, compared over their real entries
+REQ_ARRAYS = ("idx_mapping", "num_scheduled_tokens", "seq_lens")
+ROWS_PLUS_ONE = ("query_start_loc", "cu_num_logits")
+TOKEN_ARRAYS = ("positions", "input_ids", "slot_mapping")
+# per-slot state after finish/add/update, compared on the slots that hold a request
+SLOT_SCALARS = ("num_computed_tokens", "prefill_len", "total_len", "num_blocks")
+
+
+def _vllm_new_blocks(out: Any) -> dict[str, list[int]]:
+    blocks = {r.req_id: list(r.block_ids[0]) for r in out.scheduled_new_reqs}
+    cached = out.scheduled_cached_reqs
+    for rid, ids in zip(cached.req_ids, cached.new_block_ids):
+        if ids is not None:
+            blocks[rid] = list(ids[0])
+    return {rid: b for rid, b in blocks.items() if b}
+
+
+def _slot_events(before: dict[str, int], got: Any) -> list[dict[str, Any]]:
+    """The slot frees and adds vLLM's finish_requests / add_requests made this step, in order."""
+    out = got.out
+    events = [
+        {"req_id": r, "slot": before[r], "event": "freed"}
+        for r in sorted(set(out.finished_req_ids) | set(out.preempted_req_ids or ()))
+        if r in before
+    ]
+    events += [{"req_id": r, "slot": got.slots[r], "event": "added"} for r in got.new_req_ids]
+    return events
+
+
+def compare_step(t: Any, got: Any, before: dict[str, int]) -> None:
+    """Assert that pagedviz's step trace `t` says what vLLM's V2 did (`got`, a V2Step)."""
+    where = f"step {t.step}"
+    out, s, b = got.out, t.scheduler, t.batch
+    assert list(out.num_scheduled_tokens.items()) == list(s["num_scheduled_tokens"].items()), (
+        f"{where}: scheduled"
+    )
+    assert got.new_req_ids == s["new_req_ids"], f"{where}: new_req_ids (resumed travel as new)"
+    assert not out.scheduled_cached_reqs.resumed_req_ids and s["resumed_req_ids"] == [], where
+    assert sorted(out.preempted_req_ids or ()) == sorted(s["preempted_req_ids"]), f"{where}: preempted"
+    assert sorted(out.finished_req_ids) == sorted(s["finished_req_ids"]), f"{where}: finished"
+    assert _vllm_new_blocks(out) == s["new_block_ids"], f"{where}: new_block_ids"
+    assert got.slots == b["slots"], f"{where}: slots (RequestState.req_id_to_index)"
+    assert got.free_slots == b["free_slots"], f"{where}: free slots in hand-out order"
+    assert _slot_events(before, got) == b["slot_events"], f"{where}: slot events"
+    assert got.req_ids == b["req_ids"], f"{where}: batch order"
+    ours = t.arrays
+    theirs = got.slot_state
+    for rid, j in got.slots.items():
+        for name in SLOT_SCALARS:
+            assert int(theirs[name][j]) == int(ours[name][j]), f"{where}: {name}[{j}] ({rid})"
+        nb, n = (
+            int(theirs["num_blocks"][j]),
+            min(int(theirs["total_len"][j]), t.arrays["all_token_ids"].shape[1]),
+        )
+        assert theirs["block_tables"][j, :nb].tolist() == ours["block_tables"][j, :nb].tolist(), (
+            f"{where}: {rid}"
+        )
+        assert theirs["all_token_ids"][j, :n].tolist() == ours["all_token_ids"][j, :n].tolist(), (
+            f"{where}: {rid}"
+        )
+    if not got.req_ids:
+        return
+    R, T = len(got.req_ids), int(got.arrays["query_start_loc"][-1])
+    for name in REQ_ARRAYS:
+        assert got.arrays[name].tolist() == ours[name][:R].tolist(), f"{where}: {name}"
+    for name in ROWS_PLUS_ONE:
+        assert got.arrays[name].tolist() == ours[name][: R + 1].tolist(), f"{where}: {name}"
+    for name in TOKEN_ARRAYS:
+        assert got.arrays[name].tolist() == ours[name][:T].tolist(), f"{where}: {name}"
+    assert got.arrays["logits_indices"].tolist() == ours["logits_indices"].tolist(), (
+        f"{where}: logits_indices"
+    )
+    table = ours["input_block_tables"]
+    for i, row in enumerate(got.block_rows):
+        assert row == table[i, : len(row)].tolist(), f"{where}: input_block_tables row {i} ({got.req_ids[i]})"
+    assert got.sampled == t.sampled_token_ids, f"{where}: requests that sample"
+    _compare_padding(t, got, where)
+
+
+def _compare_padding(t: Any, got: Any, where: str) -> None:
+    """vLLM's CUDA-graph dispatch (mode, padded sizes), and the padded buffers as vLLM pads them."""
+    p, entries, sc = got.padded, t.array_entries, t.scalars
+    R_pad, T_pad = p["num_reqs_padded"], p["num_tokens_after_padding"]
+    theirs = (p["cudagraph_mode"], T_pad, R_pad)
+    assert theirs == (sc["cudagraph_mode"], sc["num_tokens_after_padding"], sc["num_reqs_padded"]), where
+    for name, n in (("query_start_loc", R_pad + 1), ("seq_lens", R_pad)):
+        e = entries[name]
+        ours = e.buffer if e.buffer is not None else e.value
+        assert p[name].tolist() == ours[:n].tolist(), f"{where}: padded {name}"
+    assert p["slot_mapping"].tolist() == t.arrays["slot_mapping"][:T_pad].tolist(), (
+        f"{where}: padded slot_mapping"
+    )
+    R = len(got.req_ids)
+    ours_rows = t.arrays["input_block_tables"][R:R_pad]
+    assert p["padded_block_rows"][:, : ours_rows.shape[1]].tolist() == ours_rows.tolist(), (
+        f"{where}: padded rows"
+    )
+
+
+def run_both(scenario: Scenario) -> int:
+    """Step both sides to the end, comparing every step; the number of steps."""
+    assert scenario.config.model_runner == "v2", "the V2 group compares pagedviz's V2 model"
+    side = v2.VllmV2Side(scenario)
+    steps = 0
+    for t in make_engine(scenario).run():
+        before = dict(side.runner.req_states.req_id_to_index)
+        got = side.step(t.sampled_token_ids)
+        compare_step(t, got, before)
+        steps += 1
+    assert side.scheduler.get_num_unfinished_requests() == 0, "vLLM has unfinished requests"
+    return steps
+
+
+def _v2_presets() -> list[str]:
+    out = []
+    for p in list_presets():
+        if p["flavor"] != "vllm":
+            continue
+        s = Scenario.from_dict(preset_dict(p["id"]))
+        if s.config.model_runner == "v2":
+            out.append(p["id"])
+    return out
+
+
+def _as_compared(d: dict[str, Any]) -> Scenario:
+    return Scenario.from_dict({**d, "config": {**d["config"], "model": None, "device": "cpu"}})
+
+
+@pytest.mark.parametrize(
+    "preset", _v2_presets() or [pytest.param(None, marks=pytest.mark.skip("no V2 preset"))]
+)
+def test_every_v2_preset_matches_vllm_v2(preset: str) -> None:
+    scenario = _as_compared(preset_dict(preset))
+    if scenario.config.async_scheduling:
+        pytest.skip("async scheduling: compared by the async part of this group")
+    assert run_both(scenario) > 0
+
+
+@st.composite
+def scenarios(draw: st.DrawFn) -> Scenario:
+    """Small pools (preemption), chunked prefill, prefix caching on and off, arrivals over four
+    steps, max_num_reqs from 1 to 4 (slots freed and handed out again), and CUDA-graph sizes."""
+    bs = draw(st.integers(1, 4))
+    M = draw(st.integers(6, 24))
+    prefix = draw(st.booleans())
+    chunked = draw(st.booleans())
+    max_num_reqs = draw(st.integers(1, 4))
+    shared = draw(st.lists(st.integers(3, 40), max_size=M // 2))
+    reqs, need = [], 1
+    for i in range(draw(st.integers(1, 6))):
+        max_tokens = draw(st.integers(1, 5))
+        plen = draw(st.integers(1, M - max_tokens))
+        tail = draw(st.lists(st.integers(3, 40), min_size=plen, max_size=plen))
+        ids = (shared + tail)[:plen] if prefix else tail
+        reqs.append(
+            {
+                "id": f"r{i}",
+                "prompt_token_ids": ids,
+                "max_tokens": max_tokens,
+                "arrival_step": draw(st.integers(1, 4)),
+            }
+        )
+        need = max(need, -(-(plen + max_tokens) // bs))
+    low = max_num_reqs if chunked else max(M, max_num_reqs)
+    budget = draw(st.integers(low, low + 24))
+    # CUDA-graph sizes within the budget (as vLLM caps them), or none (eager)
+    sizes = draw(st.one_of(st.none(), st.lists(st.integers(1, budget), min_size=1, max_size=4)))
+    cfg = {
+        "model_runner": "v2",
+        "async_scheduling": False,
+        "block_size": bs,
+        "max_model_len": M,
+        "max_num_reqs": max_num_reqs,
+        "max_num_batched_tokens": budget,
+        "cudagraph_capture_sizes": sizes,
+        # tight pools: just enough for the longest request, so preemption is common
+        "num_kv_blocks": need + 1 + draw(st.integers(0, 6)),
+        "long_prefill_token_threshold": draw(st.sampled_from([0, 0, 2, 5])),
+        "enable_chunked_prefill": chunked,
+        "enable_prefix_caching": prefix,
+        "scheduler_reserve_full_isl": draw(st.booleans()),
+        "watermark": draw(st.sampled_from([0.0, 0.0, 0.1, 0.3])),
+        "model": None,
+        "device": "cpu",
+    }
+    return Scenario.from_dict(
+        {"name": "fid-v2", "flavor": "vllm", "config": cfg, "requests": reqs, "max_steps": 2000}
+    )
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios())
+def test_random_scenarios_match_vllm_v2_step_for_step(scenario: Scenario) -> None:
+    run_both(scenario)
+
+
+# the worked example of the V2 reader's notes (section 8): A=5, B=3, C=7 tokens, D=6 arriving in
+# step 3, block size 4, budget 32, max_num_seqs 8; B stops after two tokens
+_PROMPTS = {
+    "A": [101, 102, 103, 104, 105],
+    "B": [201, 202, 203],
+    "C": list(range(301, 308)),
+    "D": list(range(401, 407)),
+}
+_SAMPLED = {
+    1: {"A": 106, "B": 204, "C": 308},
+    2: {"A": 107, "B": 205, "C": 309},
+    3: {"A": 108, "C": 310, "D": 407},
+}
+_WORKED = {
+    1: {
+        "req_ids": ["B", "A", "C"],
+        "idx_mapping": [6, 7, 5],
+        "query_start_loc": [0, 3, 8, 15],
+        "positions": [0, 1, 2, 0, 1, 2, 3, 4, 0, 1, 2, 3, 4, 5, 6],
+        "seq_lens": [3, 5, 7],
+        "input_ids": [201, 202, 203, 101, 102, 103, 104, 105, 301, 302, 303, 304, 305, 306, 307],
+        "logits_indices": [2, 7, 14],
+        "block_rows": [[3], [1, 2], [4, 5]],
+        "slot_mapping": [12, 13, 14, 4, 5, 6, 7, 8, 16, 17, 18, 19, 20, 21, 22],
+    },
+    2: {
+        "req_ids": ["A", "B", "C"],
+        "idx_mapping": [7, 6, 5],
+        "query_start_loc": [0, 1, 2, 3],
+        "positions": [5, 3, 7],
+        "seq_lens": [6, 4, 8],
+        "input_ids": [106, 204, 308],
+        "logits_indices": [0, 1, 2],
+        "block_rows": [[1, 2], [3], [4, 5]],
+        "slot_mapping": [9, 15, 23],
+    },
+    # the notes' table hand-picked blocks 6 and 7, 8 here; the real pool prepends B's freed block 3
+    # to the free queue (block_pool.py free_blocks), so C's third block is 3 and D gets 6, 7
+    3: {
+        "req_ids": ["A", "C", "D"],
+        "idx_mapping": [7, 5, 6],
+        "query_start_loc": [0, 1, 2, 8],
+        "positions": [6, 8, 0, 1, 2, 3, 4, 5],
+        "seq_lens": [7, 9, 6],
+        "input_ids": [107, 309, 401, 402, 403, 404, 405, 406],
+        "logits_indices": [0, 1, 7],
+        "block_rows": [[1, 2], [4, 5, 3], [6, 7]],
+        "slot_mapping": [10, 12, 24, 25, 26, 27, 28, 29],
+    },
+}
+
+
+def _worked_example() -> Scenario:
+    max_tokens = {"A": 4, "B": 2, "C": 4, "D": 2}
+    reqs = [
+        {"id": r, "prompt_token_ids": p, "max_tokens": max_tokens[r], "arrival_step": 3 if r == "D" else 1}
+        for r, p in _PROMPTS.items()
+    ]
+    cfg = {
+        "model_runner": "v2",
+        "async_scheduling": False,
+        "block_size": 4,
+        "max_model_len": 64,
+        "max_num_reqs": 8,
+        "max_num_batched_tokens": 32,
+        "num_kv_blocks": 16,
+        "enable_prefix_caching": False,
+        "model": None,
+        "device": "cpu",
+    }
+    return Scenario.from_dict(
+        {"name": "notes-s8", "flavor": "vllm", "config": cfg, "requests": reqs, "max_steps": 50}
+    )
+
+
+def test_vllm_v2_side_reproduces_the_notes_worked_example() -> None:
+    """The glue alone: vLLM's own V2 code gives the executed table of the notes (section 8)."""
+    side = v2.VllmV2Side(_worked_example())
+    for step, want in _WORKED.items():
+        got = side.step(_SAMPLED[step])
+        seen = {"req_ids": got.req_ids, "block_rows": got.block_rows}
+        seen.update({k: got.arrays[k].tolist() for k in want if k in got.arrays})
+        assert seen == want, f"step {step}"
+    # slots M-1, M-2, M-3 for A, B, C; D takes B's freed slot 6 (LIFO); after post_update the GPU
+    # num_computed_tokens of slots 5/6/7 is 9/6/7 and the last sampled tokens are C's, D's, A's
+    assert got.slots == {"A": 7, "C": 5, "D": 6}
+    state = side.state()
+    assert state["num_computed_tokens"][5:].tolist() == [9, 6, 7]
+    assert state["last_sampled_tokens"][5:].tolist() == [310, 407, 108]
+
+
+def test_vllm_v2_side_uses_the_v2_scheduler_paths() -> None:
+    """A preempted request comes back as a new one carrying all its tokens, and its slot is freed
+    in the step that preempts it (the scheduler built for V2, not V1's resumed_req_ids)."""
+    cfg = {
+        "model_runner": "v2",
+        "async_scheduling": False,
+        "block_size": 2,
+        "max_model_len": 12,
+        "max_num_reqs": 4,
+        "max_num_batched_tokens": 12,
+        "num_kv_blocks": 7,
+        "enable_prefix_caching": False,
+        "model": None,
+        "device": "cpu",
+    }
+    reqs = [
+        {"id": f"r{i}", "prompt_token_ids": [10 + i] * 5, "max_tokens": 6, "arrival_step": 1}
+        for i in range(2)
+    ]
+    side = v2.VllmV2Side(
+        Scenario.from_dict(
+            {"name": "pre", "flavor": "vllm", "config": cfg, "requests": reqs, "max_steps": 50}
+        )
+    )
+    preempted, resumed = set(), {}
+    for _ in range(30):
+        if not side.scheduler.get_num_unfinished_requests() and side.step_no:
+            break
+        got = side.step({r: 7 for r in ("r0", "r1")})
+        for r in got.out.preempted_req_ids or ():
+            preempted.add(r)
+            assert r not in got.slots, "a preempted request keeps no slot"
+        for r in got.new_req_ids:
+            if r in preempted:
+                resumed[r] = got.new_prefill_token_ids[r]
+        assert not got.out.scheduled_cached_reqs.resumed_req_ids
+    assert preempted, "the scenario was meant to preempt"
+    assert resumed and all(len(toks) > 5 for toks in resumed.values()), resumed
+
+
+def test_pagedviz_v2_reproduces_the_notes_worked_example_as_vllm_does() -> None:
+    """Both sides step for step, and pagedviz's arrays are the notes' table (pagedviz samples its
+    own tokens, so the decode input ids of steps 2 and 3 are left to the step comparison)."""
+    assert run_both(_worked_example()) == 4  # A and C end in step 4
+    for t in make_engine(_worked_example()).run():
+        want = _WORKED.get(t.step, {})
+        for name, values in want.items():
+            if name == "req_ids":
+                assert t.batch["req_ids"] == values, f"step {t.step}"
+            elif name == "block_rows":
+                table = t.arrays["input_block_tables"]
+                assert [table[i, : len(row)].tolist() for i, row in enumerate(values)] == values
+            elif name != "input_ids" or t.step == 1:
+                assert t.arrays[name][: len(values)].tolist() == values, f"step {t.step}: {name}"
+
+
+def _slots_from_the_bottom(monkeypatch: pytest.MonkeyPatch) -> None:
+    class FromTheBottom(list):  # type: ignore[type-arg]
+        def pop(self, index: int = 0) -> Any:  # V1's rule: the lowest free row first
+            return super().pop(index)
+
+    init = ModelRunnerV2.__init__
+
+    def patched(self: Any, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        self.free_indices = FromTheBottom(self.free_indices)
+
+    monkeypatch.setattr(ModelRunnerV2, "__init__", patched)
+
+
+def _frees_in_reverse_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    update = ModelRunnerV2.update_states
+
+    def patched(self: Any, out: Any) -> Any:
+        order = sorted(set(out.finished_req_ids) | set(out.preempted_req_ids), reverse=True)
+        self.slot_events = []
+        for req_id in order:  # freed before update_states, newest id first: LIFO hands out another slot
+            self._free(req_id)
+        events = self.slot_events
+        result = update(self, out)
+        self.slot_events = events + self.slot_events
+        return result
+
+    monkeypatch.setattr(ModelRunnerV2, "update_states", patched)
+
+
+def _ties_in_reverse_scheduler_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    stage = ModelRunnerV2._idx_mapping
+
+    @functools.wraps(stage)  # keeps the @stage marker
+    def patched(self: Any) -> None:
+        v = self.v
+        v["scheduled_req_ids"] = v["scheduled_req_ids"][::-1]
+        v["scheduler_num_scheduled"] = v["scheduler_num_scheduled"][::-1].copy()
+        stage(self)
+
+    monkeypatch.setattr(ModelRunnerV2, "_idx_mapping", patched)
+
+
+@pytest.mark.parametrize(
+    "break_rule",
+    [_slots_from_the_bottom, _frees_in_reverse_order, _ties_in_reverse_scheduler_order],
+    ids=lambda f: f.__name__,
+)
+def test_the_comparison_catches_a_broken_v2_rule(break_rule: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The other way round: pagedviz's V2 with one rule changed must part from vLLM's. The scenario
+    frees two slots in one step and mixes decodes with prefill chunks of several lengths."""
+    assert run_both(_broken_rule_scenario()) > 0  # unbroken, both sides agree
+    break_rule(monkeypatch)
+    with pytest.raises(AssertionError):
+        run_both(_broken_rule_scenario())
+
+
+def _broken_rule_scenario() -> Scenario:
+    reqs = [
+        {"id": "a", "prompt_token_ids": [11] * 3, "max_tokens": 2, "arrival_step": 1},
+        {"id": "b", "prompt_token_ids": [12] * 5, "max_tokens": 2, "arrival_step": 1},
+        {"id": "c", "prompt_token_ids": [13] * 7, "max_tokens": 6, "arrival_step": 1},
+        {"id": "d", "prompt_token_ids": [14] * 4, "max_tokens": 3, "arrival_step": 3},
+        {"id": "e", "prompt_token_ids": [15] * 6, "max_tokens": 2, "arrival_step": 4},
+    ]
+    cfg = {
+        "model_runner": "v2",
+        "async_scheduling": False,
+        "block_size": 4,
+        "max_model_len": 32,
+        "max_num_reqs": 4,
+        "max_num_batched_tokens": 32,
+        "num_kv_blocks": 24,
+        "model": None,
+        "device": "cpu",
+    }
+    return Scenario.from_dict(
+        {"name": "broken", "flavor": "vllm", "config": cfg, "requests": reqs, "max_steps": 50}
+    )

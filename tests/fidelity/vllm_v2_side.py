@@ -1,0 +1,452 @@
+"""Glue that drives vLLM 0.33.0's scheduler built for Model Runner V2, and V2's own worker state
+and Triton kernels, on the CPU.
+
+Everything that decides a number is vLLM's:
+- `Scheduler` (with its `KVCacheManager`, `BlockPool`, `FreeKVCacheBlockQueue`), built from a
+  `VllmConfig` whose `use_v2_model_runner` is true (config/vllm.py: the env var
+  `VLLM_USE_V2_MODEL_RUNNER`, read through vllm.envs, wins over every default). The scheduler
+  reads the property once, in `__init__`, so the env var is set to 1 only while the config and
+  the scheduler are built (the V1 glue in the same process keeps 0, see conftest.py). With it
+  the scheduler sends resumed requests as new ones with `prefill_token_ids` and fills
+  `preempted_req_ids`.
+- V2's `RequestState` (gpu/states.py), `BlockTables` (gpu/block_table.py) and `InputBuffers`
+  (gpu/input_batch.py), sized as `GPUModelRunner.__init__` sizes them.
+- `GPUModelRunner`'s own methods (gpu/model_runner.py), called unbound on `_RunnerStub`:
+  `finish_requests` (with `_remove_request`), `add_requests`, `update_requests`,
+  `gather_batch_req_state` (which calls `sort_batch_req_ids`), `prepare_inputs`, `prepare_attn`
+  (the block-table gather and the slot-mapping kernel) and `postprocess_sampled` (`post_update`),
+  with `get_num_sampled_and_rejected` deciding which rows sample.
+- Every Triton kernel those call, run by Triton's interpreter (`TRITON_INTERPRET=1`).
+
+What is stubbed, and why:
+- `GPUModelRunner.__init__` loads a model, sizes a KV cache on a GPU and builds samplers,
+  speculators, CUDA-graph managers. `_RunnerStub` holds only the fields the methods above read:
+  the three state objects, `max_num_reqs`, `decode_query_len` (1: no speculative decoding),
+  `device`, `use_pp`/`is_last_pp_rank` (a single rank; `is_last_pp_rank=False` skips the
+  sampler's and prompt-logprobs worker's bookkeeping, which needs a model), and `None` for every
+  optional feature it checks (pooling, pipeline-parallel handler, encoder cache, prompt-logprobs
+  worker, adaptive verification, sampler, context parallelism, fast prefill, block zeroer).
+- `model_state` and `lora_state`: no-ops. The default model state only keeps M-RoPE positions
+  and prompt embeddings (neither is modelled); LoRA is off. `num_new_sampled_tokens_per_step`
+  is 1, the default model state's value.
+- `ModelConfig`: the V1 glue's `_TinyModelConfig` (building a real one needs Hugging Face files),
+  plus `rswa_window = None` (no R-SWA), the one field `prepare_inputs` adds.
+- CUDA graphs: nothing is captured. With `cudagraph_capture_sizes` set, vLLM's own
+  `CudaGraphManager` (gpu/cudagraph_utils.py) is built without its `__init__` (which asks for a
+  device graph pool and the pipeline-parallel group): the fields `_init_candidates` and
+  `dispatch` read are set as `__init__` sets them, for FULL_AND_PIECEWISE (the mode pagedviz
+  models: FULL uniform-decode graphs and PIECEWISE mixed ones), one rank, no LoRA, no
+  microbatching, and the graphs count as captured. `dispatch` then picks the descriptor
+  `execute_model` would (eager, no padding, without sizes), and `prepare_inputs` /
+  `prepare_attn` pad as vLLM does for it.
+- The sampler: the sampled token of each row comes from pagedviz's trace, so both sides see the
+  same sequences. `get_num_sampled_and_rejected` (vLLM's kernel) zeroes the rows of partial
+  prefill chunks; the glue feeds the tokens to `post_update` and builds the `ModelRunnerOutput`
+  the way `AsyncOutput.get_output` does (each row's tokens cut to `num_sampled`).
+- vLLM's CPU patch set `vllm.v1.worker.cpu.shm` (its CPU worker's: `UvaBuffer` as a CPU tensor,
+  a CPU `async_tensor_h2d`) is imported for the worker classes; the patches it also makes to
+  `torch` itself (placeholder CUDA events and streams, a no-op `pin_memory`) are undone at once,
+  since the rest of the test process (pagedviz's CUDA timing) needs the real ones and the methods
+  driven here do not use them.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+
+
+@contextmanager
+def _env(**values: str) -> Iterator[None]:
+    old = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _import_vllm_v2() -> None:
+    """Import V2's worker modules with the interpreter on (kernels are bound to it when decorated),
+    keeping the torch attributes vLLM's CPU patch set would replace process-wide."""
+    import torch
+
+    saved = [
+        (obj, name, getattr(obj, name))
+        for obj, names in (
+            (torch, ("Event",)),
+            (torch.cuda, ("Event", "Stream", "set_stream", "current_stream", "stream")),
+            (torch.accelerator, ("synchronize", "empty_cache", "get_memory_info")),
+            (torch.Tensor, ("pin_memory", "record_stream")),
+        )
+        for name in names
+        if hasattr(obj, name)
+    ]
+    with _env(TRITON_INTERPRET="1", CUDA_VISIBLE_DEVICES=""):
+        import vllm.v1.worker.cpu.shm  # noqa: F401
+        import vllm.v1.worker.gpu.model_runner  # noqa: F401
+    for obj, name, value in saved:
+        setattr(obj, name, value)
+
+
+_import_vllm_v2()
+
+import torch  # noqa: E402
+from vllm.config import CacheConfig, DeviceConfig, SchedulerConfig, VllmConfig  # noqa: E402
+from vllm.config.compilation import CUDAGraphMode  # noqa: E402
+from vllm.sampling_params import SamplingParams  # noqa: E402
+from vllm.triton_utils import HAS_TRITON  # noqa: E402
+from vllm.utils.hashing import sha256_cbor  # noqa: E402
+from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash  # noqa: E402
+from vllm.v1.core.sched.async_scheduler import AsyncScheduler  # noqa: E402
+from vllm.v1.core.sched.scheduler import Scheduler  # noqa: E402
+from vllm.v1.kv_cache_interface import (  # noqa: E402
+    FullAttentionSpec,
+    KVCacheConfig,
+    KVCacheGroupSpec,
+)
+from vllm.v1.outputs import ModelRunnerOutput  # noqa: E402
+from vllm.v1.request import Request  # noqa: E402
+from vllm.v1.structured_output import StructuredOutputManager  # noqa: E402
+from vllm.v1.worker.block_table import get_block_table_width  # noqa: E402
+from vllm.v1.worker.gpu.block_table import BlockTables  # noqa: E402
+from vllm.v1.worker.gpu.cudagraph_utils import BatchExecutionDescriptor, CudaGraphManager  # noqa: E402
+from vllm.v1.worker.gpu.input_batch import (  # noqa: E402
+    InputBuffers,
+    get_num_sampled_and_rejected,
+)
+from vllm.v1.worker.gpu.model_runner import GPUModelRunner  # noqa: E402
+from vllm.v1.worker.gpu.states import RequestState  # noqa: E402
+
+from pagedviz.core.config import Scenario  # noqa: E402
+
+logging.getLogger("vllm").setLevel(logging.ERROR)  # the CPU platform's advice on block sizes
+
+if not HAS_TRITON:
+    raise ImportError(
+        "vLLM imported before tests/fidelity/conftest.py made Triton usable (CUDA_VISIBLE_DEVICES='')"
+    )
+
+
+@dataclass
+class _TinyModelConfig:
+    """The attributes of vLLM's ModelConfig that the scheduler and V2's methods read."""
+
+    max_model_len: int
+    vocab_size: int
+    uses_mrope: bool = False
+    runner_type: str = "generate"
+    is_diffusion: bool = False
+    is_encoder_decoder: bool = False
+    supports_multimodal_inputs: bool = False
+    is_multimodal_model: bool = False
+    return_sampling_mask: bool = False
+    enable_prompt_embeds: bool = False
+    skip_tokenizer_init: bool = True
+    multimodal_config: Any = None
+    hf_config: Any = None
+    rswa_window: Any = None
+
+    def get_vocab_size(self) -> int:
+        return self.vocab_size
+
+
+def vllm_config(scenario: Scenario) -> VllmConfig:
+    """vLLM's configs for the scenario, with Model Runner V2 chosen (read while building)."""
+    cfg = scenario.config
+    sched = SchedulerConfig(
+        max_model_len=cfg.max_model_len,
+        is_encoder_decoder=False,
+        max_num_batched_tokens=cfg.max_num_batched_tokens,
+        max_num_seqs=cfg.max_num_reqs,
+        enable_chunked_prefill=cfg.enable_chunked_prefill,
+        long_prefill_token_threshold=cfg.long_prefill_token_threshold,
+        scheduler_reserve_full_isl=cfg.scheduler_reserve_full_isl,
+        watermark=cfg.watermark,
+        async_scheduling=bool(getattr(cfg, "async_scheduling", False)),
+    )
+    cache = CacheConfig(block_size=cfg.block_size, enable_prefix_caching=cfg.enable_prefix_caching)
+    cache.num_gpu_blocks = cfg.num_kv_blocks
+    vc = VllmConfig(scheduler_config=sched, cache_config=cache, device_config=DeviceConfig(device="cpu"))
+    object.__setattr__(vc, "model_config", _TinyModelConfig(cfg.max_model_len, cfg.vocab_size))
+    return vc
+
+
+def kv_cache_spec(scenario: Scenario) -> FullAttentionSpec:
+    return FullAttentionSpec(
+        block_size=scenario.config.block_size, num_kv_heads=1, head_size=8, dtype=torch.float32
+    )
+
+
+def kv_cache_config(scenario: Scenario) -> KVCacheConfig:
+    return KVCacheConfig(
+        num_blocks=scenario.config.num_kv_blocks,
+        kv_cache_tensors=[],
+        kv_cache_groups=[KVCacheGroupSpec(["layer.0"], kv_cache_spec(scenario))],
+    )
+
+
+def _noop(*args: Any, **kwargs: Any) -> None:
+    return None
+
+
+class _RunnerStub:
+    """The fields of a V2 `GPUModelRunner` that the driven methods read (module docstring)."""
+
+    def __init__(self, vc: VllmConfig, scenario: Scenario) -> None:
+        cfg = scenario.config
+        self.device = torch.device("cpu")
+        self.max_num_reqs = cfg.max_num_reqs
+        self.max_model_len = cfg.max_model_len
+        self.max_num_tokens = cfg.max_num_batched_tokens
+        self.decode_query_len = 1  # no speculative steps + one sampled token per step
+        self.req_states = RequestState(
+            max_num_reqs=cfg.max_num_reqs,
+            max_model_len=cfg.max_model_len,
+            max_num_batched_tokens=cfg.max_num_batched_tokens,
+            num_speculative_steps=0,
+            vocab_size=cfg.vocab_size,
+            device=self.device,
+        )
+        spec = kv_cache_spec(scenario)
+        # as GPUModelRunner sizes them (model_runner.py, the block-table loop of initialize_kv_cache)
+        width = get_block_table_width(
+            spec.max_num_blocks_per_req(vc, cfg.max_model_len),
+            spec.block_size,
+            token_alignment=spec.block_table_token_alignment,
+        )
+        self.block_tables = BlockTables(
+            block_sizes=[cfg.block_size],
+            max_num_reqs=cfg.max_num_reqs,
+            max_num_batched_tokens=cfg.max_num_batched_tokens,
+            max_num_blocks_per_group=[width],
+            device=self.device,
+        )
+        self.input_buffers = InputBuffers(cfg.max_num_reqs, cfg.max_num_batched_tokens, self.device)
+        self.model_state = _ModelState()
+        self.lora_state = _LoraState()
+        self.model_config = vc.model_config
+        self.pooling_runner = None
+        self.pp_handler = None
+        self.encoder_cache = None
+        self.prompt_logprobs_worker = None
+        self.adaptive_verification = None
+        self.sampler = None
+        self.pcp_manager = None
+        self.fast_prefill = None
+        self.kv_block_zeroer = None
+        self.is_last_pp_rank = False
+        self.use_pp = False
+
+    def _remove_request(self, req_id: str) -> bool:
+        return bool(GPUModelRunner._remove_request(self, req_id))  # type: ignore[arg-type]
+
+
+class _ModelState:
+    num_new_sampled_tokens_per_step = 1
+    add_request = apply_staged_writes = postprocess_state = remove_request = staticmethod(_noop)
+
+
+class _LoraState:
+    add_request = remove_request = staticmethod(_noop)
+
+
+def _graph_manager(vc: VllmConfig, sizes: Any) -> CudaGraphManager | None:
+    """vLLM's CudaGraphManager for FULL_AND_PIECEWISE with `sizes`, graphs counted as captured
+    (the fields CudaGraphManager.__init__ sets for one rank without LoRA or microbatches)."""
+    if not sizes:
+        return None
+    m = CudaGraphManager.__new__(CudaGraphManager)
+    m.vllm_config = vc
+    m.max_num_reqs = vc.scheduler_config.max_num_seqs
+    m.compilation_config = SimpleNamespace(
+        cudagraph_capture_sizes=sorted(sizes), max_cudagraph_capture_size=max(sizes)
+    )
+    m.cudagraph_mode = CUDAGraphMode.FULL_AND_PIECEWISE
+    m.decode_query_len = 1
+    m.varlen_decode = False
+    m.ubatch_runner = None
+    m.lora_capture_cases = [0]
+    m._lora_dispatch_map, m._max_lora_case = m._build_lora_dispatch_map()
+    m._candidates, m._capture_descs = {}, {}
+    m._init_candidates()
+    m._graphs_captured = True
+    return m
+
+
+@dataclass
+class V2Step:
+    """What one engine step looked like on vLLM's side (request-level arrays are batch rows)."""
+
+    out: Any  # vLLM's SchedulerOutput
+    new_req_ids: list[str]
+    new_prefill_token_ids: dict[str, list[int]]  # read before update_from_output appends
+    slots: dict[str, int]  # RequestState.req_id_to_index after finish/add
+    free_slots: list[int]  # next handed out first
+    req_ids: list[str]  # batch order
+    arrays: dict[str, np.ndarray]
+    block_rows: list[list[int]]  # gathered block table, row i: its first cdiv(seq_lens[i], bs)
+    sampled: dict[str, int]  # the rows vLLM says sample, with pagedviz's tokens
+    slot_state: dict[str, np.ndarray]  # per-slot state after finish/add/update (before the forward)
+    padded: dict[str, Any] = field(default_factory=dict)  # the arrays up to the padded sizes
+
+
+class VllmV2Side:
+    """vLLM's V2 scheduler and V2 worker state for a scenario, stepped with pagedviz's tokens."""
+
+    def __init__(self, scenario: Scenario) -> None:
+        self.scenario = scenario
+        cfg = scenario.config
+        with _env(VLLM_USE_V2_MODEL_RUNNER="1"):
+            self.config = vllm_config(scenario)
+            assert self.config.use_v2_model_runner, "vLLM did not choose Model Runner V2"
+            init_none_hash(sha256_cbor)
+            self.block_hasher = get_request_block_hasher(cfg.block_size, sha256_cbor)
+            cls = AsyncScheduler if self.config.scheduler_config.async_scheduling else Scheduler
+            self.scheduler = cls(
+                vllm_config=self.config,
+                kv_cache_config=kv_cache_config(scenario),
+                structured_output_manager=StructuredOutputManager(self.config),
+                block_size=cfg.block_size,
+            )
+        assert self.scheduler.use_v2_model_runner
+        self.runner = _RunnerStub(self.config, scenario)
+        self.graphs = _graph_manager(self.config, cfg.cudagraph_capture_sizes)
+        self.arrivals: dict[int, list[Any]] = {}
+        for spec in scenario.requests:
+            self.arrivals.setdefault(spec.arrival_step, []).append(spec)
+        self.step_no = 0
+
+    def _request(self, spec: Any) -> Request:
+        params = SamplingParams(max_tokens=spec.max_tokens, ignore_eos=True, temperature=0.0)
+        return Request(
+            request_id=spec.id,
+            prompt_token_ids=list(spec.prompt_token_ids),
+            sampling_params=params,
+            pooling_params=None,
+            arrival_time=float(self.step_no),
+            block_hasher=self.block_hasher,
+        )
+
+    def schedule(self) -> Any:
+        self.step_no += 1
+        for spec in self.arrivals.pop(self.step_no, []):
+            self.scheduler.add_request(self._request(spec))
+        return self.scheduler.schedule()
+
+    def step(self, sampled: dict[str, int]) -> V2Step:
+        """One engine step: schedule, V2's state updates and input preparation, then the sampled
+        tokens (pagedviz's, by request id) through `post_update` into `update_from_output`."""
+        out = self.schedule()
+        r = self.runner
+        new_prefill = {n.req_id: list(n.prefill_token_ids) for n in out.scheduled_new_reqs}
+        # execute_model's state-update prologue (model_runner.py, execute_model)
+        GPUModelRunner.finish_requests(r, out)  # type: ignore[arg-type]
+        GPUModelRunner.add_requests(r, out)  # type: ignore[arg-type]
+        GPUModelRunner.update_requests(r, out)  # type: ignore[arg-type]
+        r.block_tables.apply_staged_writes()
+        rs, bt = r.req_states, r.block_tables
+        slot_state = {
+            "num_computed_tokens": rs.num_computed_tokens.gpu.numpy().copy(),
+            "prefill_len": rs.prefill_len.np.copy(),
+            "total_len": rs.total_len.gpu.numpy().copy(),
+            "all_token_ids": rs.all_token_ids.gpu.numpy().copy(),
+            "num_blocks": bt.num_blocks.np[0].copy(),
+            "block_tables": bt.block_tables[0].gpu.numpy().copy(),
+        }
+        step = V2Step(
+            out=out,
+            new_req_ids=[n.req_id for n in out.scheduled_new_reqs],
+            new_prefill_token_ids=new_prefill,
+            slots=dict(r.req_states.req_id_to_index),
+            free_slots=list(reversed(r.req_states.free_indices)),
+            req_ids=[],
+            arrays={},
+            block_rows=[],
+            sampled={},
+            slot_state=slot_state,
+        )
+        if not out.total_num_scheduled_tokens:
+            return step  # execute_model returns before the forward; so does the glue (as V1's)
+        brs, uniform = GPUModelRunner.gather_batch_req_state(r, out, False)  # type: ignore[arg-type]
+        assert brs is not None
+        R, T = len(brs.req_ids), brs.num_tokens
+        desc = BatchExecutionDescriptor(CUDAGraphMode.NONE, T, R)
+        if self.graphs is not None:  # as execute_model asks (model_runner.py, execute_model)
+            max_query_len = None if brs.has_prefill else int(brs.num_scheduled_tokens.max())
+            desc = self.graphs.dispatch(R, T, uniform, 0, max_query_len=max_query_len)
+        ib = GPUModelRunner.prepare_inputs(r, out, brs, desc, 0)  # type: ignore[arg-type]
+        block_tables, slot_mappings = GPUModelRunner.prepare_attn(r, ib)  # type: ignore[arg-type]
+        seq_lens = ib.seq_lens[:R].numpy().copy()
+        bs = self.scenario.config.block_size
+        gathered = block_tables[0][:R].numpy()
+        step.req_ids = list(ib.req_ids)
+        step.block_rows = [gathered[i, : -(-int(seq_lens[i]) // bs)].tolist() for i in range(R)]
+        step.arrays = {
+            "idx_mapping": ib.idx_mapping.numpy().copy(),
+            "num_scheduled_tokens": np.asarray(ib.num_scheduled_tokens).copy(),
+            "query_start_loc": ib.query_start_loc[: R + 1].numpy().copy(),
+            "seq_lens": seq_lens,
+            "positions": ib.positions[:T].numpy().copy(),
+            "input_ids": ib.input_ids[:T].numpy().copy(),
+            "cu_num_logits": ib.cu_num_logits[: R + 1].numpy().copy(),
+            "logits_indices": ib.logits_indices.numpy().copy(),
+            "slot_mapping": slot_mappings[0][:T].numpy().copy(),
+        }
+        R_pad, T_pad = ib.num_reqs_after_padding, ib.num_tokens_after_padding
+        step.padded = {
+            "cudagraph_mode": desc.cg_mode.name,
+            "num_reqs_padded": R_pad,
+            "num_tokens_after_padding": T_pad,
+            "query_start_loc": ib.query_start_loc[: R_pad + 1].numpy().copy(),
+            "seq_lens": ib.seq_lens[:R_pad].numpy().copy(),
+            "slot_mapping": slot_mappings[0][:T_pad].numpy().copy(),
+            "padded_block_rows": block_tables[0][R:R_pad].numpy().copy(),
+        }
+        # sampling: pagedviz's token per row; vLLM's kernel says which rows keep one
+        tokens = torch.tensor([[sampled.get(q, 0)] for q in ib.req_ids], dtype=torch.int64)
+        num_sampled, num_rejected = get_num_sampled_and_rejected(
+            torch.ones(R, dtype=torch.int32),
+            ib.seq_lens,
+            ib.cu_num_logits,
+            ib.idx_mapping,
+            r.req_states.prefill_len.gpu,
+        )
+        ns = num_sampled.tolist()
+        missing = [q for q, n in zip(ib.req_ids, ns) if n and q not in sampled]
+        if missing:
+            raise AssertionError(
+                f"step {self.step_no}: vLLM samples {missing}, pagedviz's trace has no token for them"
+            )
+        GPUModelRunner.postprocess_sampled(  # type: ignore[arg-type]
+            r, ib.idx_mapping, tokens, num_sampled, num_rejected, ib.query_start_loc
+        )
+        step.sampled = {q: sampled[q] for q, n in zip(ib.req_ids, ns) if n}
+        result = ModelRunnerOutput(
+            req_ids=list(ib.req_ids),
+            req_id_to_index={q: i for i, q in enumerate(ib.req_ids)},
+            sampled_token_ids=[tokens[i, : ns[i]].tolist() for i in range(R)],
+        )
+        self.scheduler.update_from_output(out, result)
+        return step
+
+    def state(self) -> dict[str, np.ndarray]:
+        """The per-slot state after the last step's post_update ([M] each)."""
+        rs = self.runner.req_states
+        return {
+            "num_computed_tokens": rs.num_computed_tokens.gpu.numpy().copy(),
+            "prefill_len": rs.prefill_len.np.copy(),
+            "total_len": rs.total_len.gpu.numpy().copy(),
+            "last_sampled_tokens": rs.last_sampled_tokens.view(-1).numpy().copy(),
+        }
