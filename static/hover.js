@@ -6,7 +6,7 @@
 // up to its own position. The selection is kept as (request id, position) or a block id in the URL,
 // so it survives a step change and a link reopens it.
 
-import { blockRefs, findWriter, slotReaders } from "./kvgrid.js";
+import { blockRefs, findWriter, slotReaders } from "./kvrefs.js";
 import { renderSubstituted } from "./stages.js";
 import { writeState } from "./state.js";
 import { $, A, L, S, blockSize, btName, isV2, reqOfTokens, rowBlocks, slotOfRow, state, tokenCount } from "./trace.js";

@@ -153,6 +153,7 @@ async function loadInPlace(src, at = {}) {
   if (at.stage) state.stage = at.stage;
   clear($("error")).hidden = true;
   await loadRun();
+  showUpstream(S.overview);  // another run may have another runner (a lesson's section, a what-if on model_runner)
 }
 
 // a preset's own title in Chinese, when the scenario is a preset's (same name and title)

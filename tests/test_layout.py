@@ -4,6 +4,7 @@ and the installed distribution claims only the `pagedviz` import name."""
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -27,14 +28,27 @@ def _imports(path: Path) -> set[str]:
     return names
 
 
+# the scenario's validation and JSON Schema are pydantic's (a dependency of the package itself)
+VALIDATION = {"core/models.py", "core/validate.py", "core/schema.py"}
+
+
 def test_core_imports_nothing_from_the_web_app() -> None:
     offenders = {
         str(p.relative_to(ROOT)): sorted(
-            n for n in _imports(p) if n.startswith(("pagedviz.app", "app", "fastapi", "uvicorn", "pydantic"))
+            n
+            for n in _imports(p)
+            if n.startswith(("pagedviz.app", "app", "fastapi", "uvicorn"))
+            or (n.startswith("pydantic") and str(p.relative_to(ROOT)) not in VALIDATION)
         )
         for p in (ROOT / "core").rglob("*.py")
     }
     assert {k: v for k, v in offenders.items() if v} == {}
+
+
+def test_the_engine_imports_without_pydantic() -> None:
+    """A GPU machine with torch and numpy only can import the engine (validation needs pydantic)."""
+    code = "import sys, pagedviz.core, pagedviz.core.engine; sys.exit('pydantic' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
 
 
 def test_engine_modules_do_not_import_their_flavours() -> None:
@@ -66,3 +80,42 @@ def test_installed_package_claims_no_generic_top_level_names(tmp_path: Path) -> 
         [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True
     )
     assert out.stdout.split() == ["True", "None", "None"]
+
+
+_JS_IMPORT = re.compile(
+    r"""(?:^|;|\n)\s*(?:import|export)\b[^;]*?\bfrom\s*["']\./([\w.-]+\.js)["']"""  # import {x} from "./m.js"
+    r"""|\bimport\s*["']\./([\w.-]+\.js)["']"""  # import "./m.js"
+)
+
+
+def _js_imports() -> dict[str, set[str]]:
+    """Each page module's static imports of the other modules in static/."""
+    out: dict[str, set[str]] = {}
+    for path in sorted((ROOT / "static").glob("*.js")):
+        text = re.sub(r"//[^\n]*|/\*.*?\*/", "", path.read_text(encoding="utf-8"), flags=re.S)
+        out[path.name] = {a or b for a, b in _JS_IMPORT.findall(text)}
+    return out
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every import circle, each once, from its smallest module name."""
+    found: set[tuple[str, ...]] = set()
+
+    def walk(start: str, node: str, path: list[str]) -> None:
+        for nxt in sorted(graph.get(node, ())):
+            if nxt == start:
+                found.add(tuple(path))
+            elif nxt > start and nxt not in path:
+                walk(start, nxt, [*path, nxt])
+
+    for start in sorted(graph):
+        walk(start, start, [start])
+    return [list(c) for c in sorted(found)]
+
+
+def test_the_page_modules_import_each_other_in_no_circle() -> None:
+    graph = _js_imports()
+    assert graph["run.js"] and "trace.js" in graph["hover.js"]  # the parser sees the imports
+    assert _cycles({"a.js": {"b.js"}, "b.js": {"c.js"}, "c.js": {"a.js"}}) == [["a.js", "b.js", "c.js"]]
+    circles = [" -> ".join([*c, c[0]]) for c in _cycles(graph)]
+    assert circles == [], circles
