@@ -196,3 +196,16 @@ def test_the_v2_lesson_asks_for_idx_mapping_and_the_page_tells_it_only_after_che
     assert "concealed" not in classes(page, "#slots")
     page.locator("#slots").scroll_into_view_if_needed()
     shot(page, f"v2teach-lesson-revealed-{lang}.png")
+
+
+def test_a_compare_link_keeps_words_and_booleans_and_refuses_a_malformed_value(page: object) -> None:
+    # async_scheduling is a boolean, model_runner a word: B is the V1 runner with async scheduling
+    open_run(page, f"preset={PRESET}&vs=model_runner:v1,async_scheduling:true")
+    page.wait_for_selector("#cmp-batch-table", timeout=60_000)
+    heads = page.locator("#cmp-heads").inner_text()
+    assert "model_runner v1, async_scheduling true" in heads and re.search(r"B: .*v1\)", heads)
+    # a number that is not one is refused here, naming the form a spec takes
+    open_run(page, f"preset={PRESET}&vs=block_size:big")
+    page.wait_for_function("document.getElementById('cmp-msg').textContent.length > 0")
+    assert "key:value" in page.locator("#cmp-msg").inner_text()
+    assert page.locator("#compare").is_hidden()
