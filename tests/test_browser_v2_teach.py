@@ -133,6 +133,13 @@ def test_the_editor_leaves_the_runner_to_the_server_for_every_flavour(page: obje
     page.click("article[data-preset='seed-004'] button")
     page.wait_for_timeout(600)
     assert page.input_value("#f-model_runner") == ""
+    assert page.eval_on_selector("#f-async_scheduling", "e => e.indeterminate")
+    page.click("#f-async_scheduling")  # set by the reader, it is sent: off, then on, which nanovllm lacks
+    assert not page.eval_on_selector("#f-async_scheduling", "e => e.indeterminate")
+    if not page.is_checked("#f-async_scheduling"):
+        page.click("#f-async_scheduling")
+    page.wait_for_selector("#validation.bad")
+    assert "async" in page.locator("#validation").inner_text()
 
 
 # ------------------------------------------------------------------ the lesson's V2 checkpoint
