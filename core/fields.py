@@ -1,6 +1,6 @@
 """The scenario format's field declarations: a FieldSpec per field, declared once with `setting(...)`
-on a config dataclass (or in a table for the top level and the requests); the validator and the
-published JSON Schema both read them."""
+on a config dataclass (or in a table for the top level and the requests); the pydantic models that
+validate each field and publish the JSON Schema are built from them (core/models.py)."""
 
 from __future__ import annotations
 
@@ -11,14 +11,14 @@ from typing import Any
 
 @dataclass(frozen=True)
 class FieldSpec:
-    """One field of the scenario format, declared once: the validator reads it and
-    `scenario_schema()` publishes it. `hi` is a number, or the name of a `Limits` field (the
+    """One field of the scenario format, declared once: its pydantic field (core/models.py)
+    validates it and `scenario_schema()` publishes it. `hi` is a number, or the name of a `Limits` field (the
     server's limit) or of a config field the value may not exceed (`max_model_len`)."""
 
     name: str
     default: Any
     doc: str
-    kind: str = "int"  # int, float, bool, str, enum; custom: read by its own method, `schema` its shape
+    kind: str = "int"  # int, float, bool, str, enum; custom: its own check, `schema` its shape
     lo: float | None = None
     hi: float | str | None = None
     choices: tuple[str, ...] = ()

@@ -161,9 +161,9 @@ class _Request(BaseModel):
         return self
 
 
-@functools.cache
+@functools.lru_cache(maxsize=16)
 def scenario_model(limits: Limits) -> type[BaseModel]:
-    """The scenario's model with `limits` as bounds (one per distinct Limits, built once)."""
+    """The scenario's model with `limits` as bounds (built once per Limits; a server has one)."""
     model_specs = fields_of(ModelConfig)
     model = model_of("ModelConfig", model_specs, limits, "the tiny transformer's sizes")
     config_specs = {s.name: s for s in fields_of(EngineConfig)}

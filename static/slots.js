@@ -10,6 +10,7 @@
 // Rows have one fixed height (ROW px, style.css's .slotmap), so the arrows are placed without
 // reading the page's layout; a step change rebuilds this small panel only.
 
+import { exportMenu } from "./export.js";
 import { select, setHover } from "./hover.js";
 import { $, A, L, S, bigBatch, isV2, reqColor, reqTint } from "./trace.js";
 import { clear, el, fmtList } from "./views.js";
@@ -138,7 +139,7 @@ function slotStateTable(M, occupant) {
   const names = Object.keys(tr.arrays).filter((n) => tr.arrays[n].level === "slot");
   const wrap = el("div", { class: "scroll-x sm-state" });
   if (!names.length) return wrap;
-  wrap.append(el("p", { class: "sm-caption", text: L("v2_slot_state") }));
+  wrap.append(el("p", { class: "sm-caption", text: L("v2_slot_state") }), exportMenu(names));
   const n = Math.min(M, MAX_SLOT_COLS);
   const table = el("table", { id: "slot-state", class: "tok-table slot-state", "aria-label": L("v2_slot_state") });
 

@@ -15,7 +15,7 @@ export const state = readState();
 export const S = {
   created: null, overview: null, steps: new Map(), stages: [], trace: null, prev: null,
   sel: null, hover: null, timer: null, speed: 1, kvMetric: "owner", shapes: {},
-  view: { token_ids_cpu: "heatmap", block_table: "table", kv: "heatmap", attn_mask: "heatmap", input_block_tables: "table", all_token_ids: "table" },
+  view: { token_ids_cpu: "heatmap", block_table: "table", kv: "heatmap", attn_mask: "heatmap", input_block_tables: "table", all_token_ids: "heatmap" },
 };
 
 export const $ = (id) => document.getElementById(id);

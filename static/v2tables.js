@@ -64,7 +64,7 @@ export function drawSlotBlockTables() {
     fresh: (j, v) => fresh[j].has(v),
     label: (j) => (held.has(j) ? `${L("v2_slot")} ${j} · ${held.get(j)}` : `${L("v2_slot")} ${j}`),
     yTitle: L("v2_slot"),
-    hover: "slot %{y}, logical block %{x}: physical block %{text}",
+    hover: `${L("v2_slot")} %{y}, ${L("ax_logical")} %{x}: ${L("ax_physical")} %{text}`,
   });
 }
 
@@ -78,7 +78,7 @@ export function drawInputBlockTables() {
     fresh: (r, v) => fresh[r].has(v),
     label: (r) => (r < ids.length ? `${L("row")} ${r} · ${ids[r]} → ${idx[r]}` : `${L("row")} ${r} (${L("v2_padding")})`),
     yTitle: L("ax_row"),
-    hover: "row %{y}, logical block %{x}: physical block %{text}",
+    hover: `${L("ax_row")} %{y}, ${L("ax_logical")} %{x}: ${L("ax_physical")} %{text}`,
   });
 }
 
@@ -98,6 +98,6 @@ export function drawAllTokenIds() {
     const text = data.map((row, j) => row.map((v, c) => (live(j, c) ? String(v) : "")));
     heatmap(document.getElementById(`hm-${id}`), z, { title: id, xTitle: L("ax_position"), yTitle: L("v2_slot"), shapes: [],
       text, texttemplate: cellNumbers(z.length, z.length ? z[0].length : 0), ...identityScale(), showscale: false,
-      yTickvals: data.map((_, j) => j), yTicktext: data.map((_, j) => label(j)), hover: "slot %{y}, position %{x}: id %{text}" });
+      yTickvals: data.map((_, j) => j), yTicktext: data.map((_, j) => label(j)), hover: `${L("v2_slot")} %{y}, ${L("ax_position")} %{x}: %{text}` });
   }
 }

@@ -95,7 +95,8 @@ class ModelRunnerV2(StagedRunner):
             raise ValueError("Model Runner V2's M-RoPE state is not modelled: use model_runner v1")
         self.config = config
         self.device = device
-        self.block_size = config.block_size
+        self.block_size = bs = config.block_size
+        self.block_shift = bs.bit_length() - 1 if bs & (bs - 1) == 0 else None  # // and % as shift and mask
         self.max_model_len = config.max_model_len
         M = self.max_num_reqs = config.max_num_reqs
         K = self.max_num_blocks = config.max_num_blocks_per_req
@@ -125,8 +126,8 @@ class ModelRunnerV2(StagedRunner):
         self.positions_np = np.zeros(T_pad, dtype=np.int64)
         self.slot_mapping_np = np.full(T_pad, PAD_SLOT_ID, dtype=np.int64)
         self.arange_np = np.arange(max(M, T_pad) + 1, dtype=np.int64)
-        # cu_num_logits without drafts, and the block-table columns (read-only)
-        self.arange_i32 = np.arange(max(M, K) + 1, dtype=np.int32)
+        self.block_cols = np.arange(K, dtype=np.int32)
+        self.arange_i32 = np.arange(M + 1, dtype=np.int32)  # cu_num_logits without drafts (read-only)
         dev = device
         self.all_token_ids_dev = torch.zeros((M, config.max_model_len), dtype=torch.int32, device=dev)
         self.num_computed_dev = torch.zeros(M, dtype=torch.int64, device=dev)
@@ -254,7 +255,8 @@ class ModelRunnerV2(StagedRunner):
         drafts = v["num_draft_tokens"]
         decode_query_len = 1 + self.config.num_speculative_tokens
         # np.lexsort is stable and sorts by its last key first (the drafts key only when some have)
-        keys = (n, n != decode_query_len, drafts == 0) if drafts.any() else (n, n != decode_query_len)
+        some_drafts = self.config.num_speculative_tokens and drafts.any()
+        keys = (n, n != decode_query_len, drafts == 0) if some_drafts else (n, n != decode_query_len)
         order = np.lexsort(keys)
         ids = v["scheduled_req_ids"]
         self.row_req_ids = rows = [ids[i] for i in order.tolist()]
@@ -263,7 +265,7 @@ class ModelRunnerV2(StagedRunner):
             map(self.req_id_to_index.__getitem__, rows), dtype=np.int64, count=len(rows)
         )
         v["num_reqs"] = len(rows)
-        v["T"] = int(n.sum())
+        v["T"] = int(np.add.reduce(n))
         # the slots' state every later stage reads, gathered once (internal, not traced)
         v["slot_num_computed"] = self.num_computed_tokens[idx]
         v["slot_prefill_len"] = self.prefill_len[idx]
@@ -273,24 +275,29 @@ class ModelRunnerV2(StagedRunner):
         "cudagraph_dispatch",
         "num_scheduled_tokens cudagraph_capture_sizes",
         "num_reqs_padded num_tokens_after_padding cudagraph_mode",
-        "uniform decode (every row 1 token, no prefill) and a capture size s in [num_reqs, max_num_reqs]: "
+        "uniform decode (every row 1 token, each a decode or a one-token prefill chunk over existing "
+        "context) and a capture size s in [num_reqs, max_num_reqs]: "
         "FULL, num_reqs_padded = num_tokens_after_padding = s; else the smallest capture size >= T: "
         "PIECEWISE, num_reqs_padded = num_reqs; else NONE (no padding)",
         "CudaGraphManager.dispatch (cudagraph_utils.py:523-553) picks a captured graph. A full decode "
         "graph replays a fixed number of requests, so the request count is padded: padded rows get "
         "empty queries, seq_len 0, a zero block-table row and slot -1. A piecewise graph pads only the "
-        "tokens (attention runs outside it). With no capture sizes the step runs eagerly.",
+        "tokens (attention runs outside it). With no capture sizes the step runs eagerly. A prefill "
+        "chunk of one token after the first runs as a decode (gather_batch_req_state, "
+        "model_runner.py:1356-1368), so it does not keep the batch off the decode graph.",
     )
     def _cudagraph_dispatch(self) -> None:
         v = self.v
         R, T = v["num_reqs"], v["T"]
         sizes = self.config.cudagraph_capture_sizes or ()
         mode, R_pad, T_pad = "NONE", R, T
+        n, idx = v["num_scheduled_tokens"], v["idx_mapping"]
+        runs_as_decode = ~v["is_prefilling"] | ((n == 1) & (self.num_computed_tokens[idx] > 0))
         uniform = (
             bool(sizes)
             and R > 0
             and R * (1 + self.config.num_speculative_tokens) == T
-            and not v["is_prefilling"].any()
+            and bool(runs_as_decode.all())
         )
         full = [s for s in sizes if R <= s <= self.max_num_reqs] if uniform else []
         if full:
@@ -317,7 +324,7 @@ class ModelRunnerV2(StagedRunner):
         R = v["num_reqs"]
         q = self.query_start_loc_np
         q[0] = 0
-        np.cumsum(v["num_scheduled_tokens"], out=q[1 : R + 1])
+        np.add.accumulate(v["num_scheduled_tokens"], out=q[1 : R + 1])  # np.cumsum, without its wrapper
         q[R + 1 :] = v["T"]
         v["query_start_loc"] = q[: R + 1]
         if R:
@@ -357,12 +364,12 @@ class ModelRunnerV2(StagedRunner):
         R, T = v["num_reqs"], v["T"]
         n = v["num_scheduled_tokens"]
         # each row's computed count less its start, once per token, plus the token's index
-        base = np.repeat(v["slot_num_computed"].astype(np.int64) - (v["cu_num_tokens"] - n), n)
+        base = (v["slot_num_computed"].astype(np.int64) - (v["cu_num_tokens"] - n)).repeat(n)
         out = self.positions_np[:T]
         np.add(base, self.arange_np[:T], out=out)
         # the row and the slot of each token (internal: V2 has no such arrays)
-        v["req_indices"] = np.repeat(self.arange_np[:R], n)
-        v["token_slots"] = np.repeat(v["idx_mapping"], n)
+        v["req_indices"] = self.arange_np[:R].repeat(n)
+        v["token_slots"] = v["idx_mapping"].repeat(n)
         v["positions"] = out
 
     @stage(
@@ -384,7 +391,7 @@ class ModelRunnerV2(StagedRunner):
         if v["is_prefilling"].all():
             np.take(self.all_token_ids.reshape(-1), slots * self.max_model_len + pos, out=out)
         else:
-            prefilling = np.repeat(v["is_prefilling"], v["num_scheduled_tokens"])
+            prefilling = v["is_prefilling"].repeat(v["num_scheduled_tokens"])
             out[prefilling] = self.all_token_ids[slots[prefilling], pos[prefilling]]
         v["input_ids"] = out
 
@@ -431,7 +438,7 @@ class ModelRunnerV2(StagedRunner):
         idx = v["idx_mapping"]
         out = self.input_block_tables
         nb = self.num_blocks[idx]
-        own = self.arange_i32[: self.max_num_blocks] < nb[:, None]
+        own = self.block_cols < nb[:, None]
         np.copyto(out[:R], np.take(self.block_tables, idx, axis=0), where=own)
         rows = max(R_pad, self.dirty_rows)
         out[R:rows] = 0
@@ -457,9 +464,11 @@ class ModelRunnerV2(StagedRunner):
         slots = v["token_slots"]
         pos = v["positions"]
         out = self.slot_mapping_np
-        blocks = np.take(self.block_tables.reshape(-1), slots * self.max_num_blocks + pos // bs)
+        shift = self.block_shift
+        col, offset = (pos // bs, pos % bs) if shift is None else (pos >> shift, pos & (bs - 1))
+        blocks = np.take(self.block_tables.reshape(-1), slots * self.max_num_blocks + col)
         np.multiply(blocks, bs, out=out[:T], dtype=np.int64)
-        out[:T] += pos % bs
+        out[:T] += offset
         out[T:] = PAD_SLOT_ID
         v["slot_mapping"] = out[:P]
         self.pad["slot_mapping"] = (T, None)

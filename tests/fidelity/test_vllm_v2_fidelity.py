@@ -41,7 +41,8 @@ pytestmark = pytest.mark.fidelity
 REQ_ARRAYS = ("idx_mapping", "num_scheduled_tokens", "seq_lens")
 ROWS_PLUS_ONE = ("query_start_loc", "cu_num_logits")
 TOKEN_ARRAYS = ("positions", "input_ids", "slot_mapping")
-# per-slot state after finish/add/update, compared on the slots that hold a request
+# per-slot state after finish/add/update, compared on the slots that hold a request (with the
+# live entries of their block tables and token ids, and the last sampled token once there is one)
 SLOT_SCALARS = ("num_computed_tokens", "prefill_len", "total_len", "num_blocks")
 
 
@@ -97,6 +98,8 @@ def compare_step(t: Any, got: Any, before: dict[str, int]) -> None:
         assert theirs["all_token_ids"][j, :n].tolist() == ours["all_token_ids"][j, :n].tolist(), (
             f"{where}: {rid}"
         )
+        if theirs["total_len"][j] > theirs["prefill_len"][j]:  # sampled since it took the slot
+            assert theirs["last_sampled_tokens"][j] == ours["last_sampled_tokens"][j], f"{where}: {rid}"
     if not got.req_ids:
         return
     R, T = len(got.req_ids), int(got.arrays["query_start_loc"][-1])
@@ -113,6 +116,7 @@ def compare_step(t: Any, got: Any, before: dict[str, int]) -> None:
     for i, row in enumerate(got.block_rows):
         assert row == table[i, : len(row)].tolist(), f"{where}: input_block_tables row {i} ({got.req_ids[i]})"
     assert got.sampled == t.sampled_token_ids, f"{where}: requests that sample"
+    assert got.scalars == {k: t.scalars[k] for k in got.scalars}, f"{where}: scalars"
     _compare_padding(t, got, where)
 
 
@@ -150,6 +154,33 @@ def run_both(scenario: Scenario) -> int:
     return steps
 
 
+def run_both_async(scenario: Scenario) -> int:
+    """Both sides with async scheduling: vLLM's AsyncScheduler under the engine core's batch queue
+    (engine_core_loop.py). Per step, the loop's decisions (scheduled, whose output
+    update_from_output took, what stayed queued), then for a scheduled batch all run_both compares.
+    Both runs end together."""
+    assert scenario.config.model_runner == "v2" and scenario.config.async_scheduling
+    if v2.EngineCoreLoop is None:
+        pytest.skip("engine_core_loop.py (the engine core's batch-queue glue) is not on this branch")
+    side = v2.VllmV2Side(scenario)
+    engine = make_engine(scenario)
+    steps = 0
+    for t in engine.run():
+        before = dict(side.runner.req_states.req_id_to_index)
+        loop, got = side.async_step(t.sampled_token_ids)
+        where, ec = f"step {t.step}", t.engine_core
+        assert ec is not None, where
+        assert ec["scheduled"] == (loop.scheduler_output is not None), f"{where}: scheduled"
+        assert ec["consumed_step"] == loop.consumed_step, f"{where}: consumed_step"
+        assert ec["batch_queue"] == loop.batch_queue, f"{where}: batch_queue"
+        if got is not None:
+            compare_step(t, got, before)
+        steps += 1
+    assert not engine.truncated and not side.has_work, "the runs did not end together"
+    assert side.scheduler.get_num_unfinished_requests() == 0, "vLLM has unfinished requests"
+    return steps
+
+
 def _v2_presets() -> list[str]:
     out = []
     for p in list_presets():
@@ -170,13 +201,20 @@ def _as_compared(d: dict[str, Any]) -> Scenario:
 )
 def test_every_v2_preset_matches_vllm_v2(preset: str) -> None:
     scenario = _as_compared(preset_dict(preset))
-    if scenario.config.async_scheduling:
-        pytest.skip("async scheduling: compared by the async part of this group")
-    assert run_both(scenario) > 0
+    run = run_both_async if scenario.config.async_scheduling else run_both
+    assert run(scenario) > 0
+
+
+@pytest.mark.parametrize(
+    "preset", _v2_presets() or [pytest.param(None, marks=pytest.mark.skip("no V2 preset"))]
+)
+def test_every_v2_preset_matches_vllm_v2_with_async_scheduling(preset: str) -> None:
+    d = preset_dict(preset)
+    assert run_both_async(_as_compared({**d, "config": {**d["config"], "async_scheduling": True}})) > 0
 
 
 @st.composite
-def scenarios(draw: st.DrawFn) -> Scenario:
+def scenarios(draw: st.DrawFn, async_scheduling: bool = False) -> Scenario:
     """Small pools (preemption), chunked prefill, prefix caching on and off, arrivals over four
     steps, max_num_reqs from 1 to 4 (slots freed and handed out again), and CUDA-graph sizes."""
     bs = draw(st.integers(1, 4))
@@ -206,7 +244,7 @@ def scenarios(draw: st.DrawFn) -> Scenario:
     sizes = draw(st.one_of(st.none(), st.lists(st.integers(1, budget), min_size=1, max_size=4)))
     cfg = {
         "model_runner": "v2",
-        "async_scheduling": False,
+        "async_scheduling": async_scheduling,
         "block_size": bs,
         "max_model_len": M,
         "max_num_reqs": max_num_reqs,
@@ -227,10 +265,27 @@ def scenarios(draw: st.DrawFn) -> Scenario:
     )
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios())
 def test_random_scenarios_match_vllm_v2_step_for_step(scenario: Scenario) -> None:
     run_both(scenario)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios(async_scheduling=True))
+def test_random_scenarios_match_vllm_v2_step_for_step_with_async_scheduling(scenario: Scenario) -> None:
+    run_both_async(scenario)
+
+
+def test_the_async_comparison_catches_a_scheduler_without_placeholders(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """vLLM's synchronous Scheduler under the same loop schedules no decode while the request's
+    previous step is in flight: the async comparison must part from it."""
+    assert run_both_async(_worked_example(async_scheduling=True)) > 0  # unbroken, both sides agree
+    monkeypatch.setattr(v2, "AsyncScheduler", v2.Scheduler)
+    with pytest.raises(AssertionError):
+        run_both_async(_worked_example(async_scheduling=True))
 
 
 # the worked example of the V2 reader's notes (section 8): A=5, B=3, C=7 tokens, D=6 arriving in
@@ -285,7 +340,7 @@ _WORKED = {
 }
 
 
-def _worked_example() -> Scenario:
+def _worked_example(async_scheduling: bool = False) -> Scenario:
     max_tokens = {"A": 4, "B": 2, "C": 4, "D": 2}
     reqs = [
         {"id": r, "prompt_token_ids": p, "max_tokens": max_tokens[r], "arrival_step": 3 if r == "D" else 1}
@@ -293,7 +348,7 @@ def _worked_example() -> Scenario:
     ]
     cfg = {
         "model_runner": "v2",
-        "async_scheduling": False,
+        "async_scheduling": async_scheduling,
         "block_size": 4,
         "max_model_len": 64,
         "max_num_reqs": 8,

@@ -35,8 +35,8 @@ os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
 os.environ.setdefault("VLLM_CONFIGURE_LOGGING", "0")
 # vLLM's CPU platform: no pinned memory, no CUDA streams
 os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
-
 import torch  # noqa: E402
+import vllm_env  # noqa: E402,F401  (Triton for the V2 group, V1 pinned here: see its docstring)
 from engine_core_loop import EngineCoreLoop, LoopStep  # noqa: E402  (beside this file)
 from vllm.config import CacheConfig, DeviceConfig, SchedulerConfig, VllmConfig  # noqa: E402
 from vllm.sampling_params import SamplingParams  # noqa: E402

@@ -6,7 +6,7 @@ Everything that decides a number is vLLM's:
   `VllmConfig` whose `use_v2_model_runner` is true (config/vllm.py: the env var
   `VLLM_USE_V2_MODEL_RUNNER`, read through vllm.envs, wins over every default). The scheduler
   reads the property once, in `__init__`, so the env var is set to 1 only while the config and
-  the scheduler are built (the V1 glue in the same process keeps 0, see conftest.py). With it
+  the scheduler are built (the V1 glue in the same process keeps 0, see vllm_env.py). With it
   the scheduler sends resumed requests as new ones with `prefill_token_ids` and fills
   `preempted_req_ids`.
 - V2's `RequestState` (gpu/states.py), `BlockTables` (gpu/block_table.py) and `InputBuffers`
@@ -61,6 +61,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
+import vllm_env  # noqa: F401  (before vLLM: Triton usable, V1 pinned by default; see its docstring)
 
 
 @contextmanager
@@ -116,7 +117,7 @@ from vllm.v1.kv_cache_interface import (  # noqa: E402
     KVCacheConfig,
     KVCacheGroupSpec,
 )
-from vllm.v1.outputs import ModelRunnerOutput  # noqa: E402
+from vllm.v1.outputs import EMPTY_MODEL_RUNNER_OUTPUT, ModelRunnerOutput  # noqa: E402
 from vllm.v1.request import Request  # noqa: E402
 from vllm.v1.structured_output import StructuredOutputManager  # noqa: E402
 from vllm.v1.worker.block_table import get_block_table_width  # noqa: E402
@@ -131,12 +132,15 @@ from vllm.v1.worker.gpu.states import RequestState  # noqa: E402
 
 from pagedviz.core.config import Scenario  # noqa: E402
 
+try:  # the engine core's batch-queue loop, shared with the V1 group (beside this file)
+    from engine_core_loop import EngineCoreLoop
+except ImportError:  # not there yet: the async part of the V2 group skips
+    EngineCoreLoop = None
+
 logging.getLogger("vllm").setLevel(logging.ERROR)  # the CPU platform's advice on block sizes
 
 if not HAS_TRITON:
-    raise ImportError(
-        "vLLM imported before tests/fidelity/conftest.py made Triton usable (CUDA_VISIBLE_DEVICES='')"
-    )
+    raise ImportError("vLLM was imported before vllm_env.py made Triton usable (CUDA_VISIBLE_DEVICES='')")
 
 
 @dataclass
@@ -300,6 +304,7 @@ class V2Step:
     sampled: dict[str, int]  # the rows vLLM says sample, with pagedviz's tokens
     slot_state: dict[str, np.ndarray]  # per-slot state after finish/add/update (before the forward)
     padded: dict[str, Any] = field(default_factory=dict)  # the arrays up to the padded sizes
+    scalars: dict[str, int] = field(default_factory=dict)  # the attention metadata's counts
 
 
 class VllmV2Side:
@@ -327,6 +332,7 @@ class VllmV2Side:
         for spec in scenario.requests:
             self.arrivals.setdefault(spec.arrival_step, []).append(spec)
         self.step_no = 0
+        self.loop: Any = None
 
     def _request(self, spec: Any) -> Request:
         params = SamplingParams(max_tokens=spec.max_tokens, ignore_eos=True, temperature=0.0)
@@ -349,6 +355,41 @@ class VllmV2Side:
         """One engine step: schedule, V2's state updates and input preparation, then the sampled
         tokens (pagedviz's, by request id) through `post_update` into `update_from_output`."""
         out = self.schedule()
+        step, result = self.execute(out, sampled)
+        if result is not None:  # a step without tokens has no forward; so does the glue (as V1's)
+            self.scheduler.update_from_output(out, result)
+        return step
+
+    def async_step(self, sampled: dict[str, int]) -> tuple[Any, V2Step | None]:
+        """One `step_with_batch_queue` (engine_core_loop.py, the engine core's batch queue of 2
+        under async scheduling): a batch, if one is scheduled, runs through V2's methods at once
+        with `sampled` (pagedviz's tokens of the same step): the worker runs its batches in order,
+        each post_update before the next batch's inputs. Its output reaches `update_from_output`
+        when the loop pops it. Returns what the loop did and the scheduled batch's V2Step."""
+        if EngineCoreLoop is None:
+            raise RuntimeError("engine_core_loop.py (the engine core's batch-queue glue) is missing")
+        self.step_no += 1
+        for spec in self.arrivals.pop(self.step_no, []):
+            self.scheduler.add_request(self._request(spec))
+        got: list[V2Step] = []
+
+        def execute(out: Any) -> Any:
+            step, result = self.execute(out, sampled)
+            got.append(step)
+            return EMPTY_MODEL_RUNNER_OUTPUT if result is None else result
+
+        if self.loop is None:
+            self.loop = EngineCoreLoop(self.scheduler, execute, batch_queue_size=2)
+        self.loop.execute = execute
+        return self.loop.step(self.step_no), (got[0] if got else None)
+
+    @property
+    def has_work(self) -> bool:
+        return bool(self.arrivals) or (self.loop is not None and self.loop.has_work())
+
+    def execute(self, out: Any, sampled: dict[str, int]) -> tuple[V2Step, ModelRunnerOutput | None]:
+        """The worker's part of a step (execute_model, then sample_tokens' postprocessing) for the
+        scheduler output `out`, with `sampled` as the sampler's tokens; None for no forward."""
         r = self.runner
         new_prefill = {n.req_id: list(n.prefill_token_ids) for n in out.scheduled_new_reqs}
         # execute_model's state-update prologue (model_runner.py, execute_model)
@@ -362,6 +403,7 @@ class VllmV2Side:
             "prefill_len": rs.prefill_len.np.copy(),
             "total_len": rs.total_len.gpu.numpy().copy(),
             "all_token_ids": rs.all_token_ids.gpu.numpy().copy(),
+            "last_sampled_tokens": rs.last_sampled_tokens.view(-1).numpy().copy(),
             "num_blocks": bt.num_blocks.np[0].copy(),
             "block_tables": bt.block_tables[0].gpu.numpy().copy(),
         }
@@ -378,7 +420,7 @@ class VllmV2Side:
             slot_state=slot_state,
         )
         if not out.total_num_scheduled_tokens:
-            return step  # execute_model returns before the forward; so does the glue (as V1's)
+            return step, None  # execute_model returns before the forward
         brs, uniform = GPUModelRunner.gather_batch_req_state(r, out, False)  # type: ignore[arg-type]
         assert brs is not None
         R, T = len(brs.req_ids), brs.num_tokens
@@ -403,6 +445,13 @@ class VllmV2Side:
             "cu_num_logits": ib.cu_num_logits[: R + 1].numpy().copy(),
             "logits_indices": ib.logits_indices.numpy().copy(),
             "slot_mapping": slot_mappings[0][:T].numpy().copy(),
+        }
+        # as attn_utils.build_attn_metadata takes them (max_seq_len from the CPU upper bound)
+        step.scalars = {
+            "num_reqs": ib.num_reqs,
+            "total_num_scheduled_tokens": ib.num_tokens,
+            "max_query_len": int(np.max(ib.num_scheduled_tokens)),
+            "max_seq_len": int(ib.seq_lens_cpu_upper_bound.max()),
         }
         R_pad, T_pad = ib.num_reqs_after_padding, ib.num_tokens_after_padding
         step.padded = {
@@ -438,8 +487,7 @@ class VllmV2Side:
             req_id_to_index={q: i for i, q in enumerate(ib.req_ids)},
             sampled_token_ids=[tokens[i, : ns[i]].tolist() for i in range(R)],
         )
-        self.scheduler.update_from_output(out, result)
-        return step
+        return step, result
 
     def state(self) -> dict[str, np.ndarray]:
         """The per-slot state after the last step's post_update ([M] each)."""

@@ -1,15 +1,17 @@
-"""Process-wide settings for the differential suite, fixed before anything imports vLLM.
+"""Process-wide settings for the differential suite, fixed before anything imports vLLM: both
+glues (vllm_side.py, vllm_v2_side.py) import this module before vLLM. (Not a conftest.py: a
+second conftest module shadows tests/conftest.py for the other test modules.)
 
 vLLM decides once, when `vllm.triton_utils` is first imported, whether Triton works: with no GPU
 driver it turns every `@triton.jit` kernel into a placeholder, unless `CUDA_VISIBLE_DEVICES` is
 set to an empty string (the lenient "distributed environment" branch of
 vllm/triton_utils/importing.py). Model Runner V2's input preparation is made of Triton kernels,
 which the V2 group (vllm_v2_side.py) runs under Triton's interpreter on the CPU. Pytest imports
-every test module of this folder before it runs any test, so that decision is taken here, with
-`CUDA_VISIBLE_DEVICES=""` set only for the import (a GPU, where there is one, stays visible to
-the rest of the suite). `TRITON_INTERPRET=1` stays set: Triton binds a kernel to the interpreter
-when the kernel is decorated, and vLLM modules imported by either group may hold kernels V2
-calls. Nothing else in the project uses Triton.
+every test module of this folder before it runs any test, and either glue may come first, so
+that decision is taken here, with `CUDA_VISIBLE_DEVICES=""` set only for the import (a GPU,
+where there is one, stays visible to the rest of the suite). `TRITON_INTERPRET=1` stays set:
+Triton binds a kernel to the interpreter when the kernel is decorated, and vLLM modules imported
+by either group may hold kernels V2 calls. Nothing else in the project uses Triton.
 
 With Triton working, `VllmConfig.use_v2_model_runner` would be true for every config (vLLM 0.33's
 default wherever Triton works). `VLLM_USE_V2_MODEL_RUNNER=0` keeps the V1 glue on the V1
