@@ -291,14 +291,11 @@ class ModelRunnerV2(StagedRunner):
         R, T = v["num_reqs"], v["T"]
         sizes = self.config.cudagraph_capture_sizes or ()
         mode, R_pad, T_pad = "NONE", R, T
-        n, idx = v["num_scheduled_tokens"], v["idx_mapping"]
-        runs_as_decode = ~v["is_prefilling"] | ((n == 1) & (self.num_computed_tokens[idx] > 0))
-        uniform = (
-            bool(sizes)
-            and R > 0
-            and R * (1 + self.config.num_speculative_tokens) == T
-            and bool(runs_as_decode.all())
-        )
+        uniform = bool(sizes) and R > 0 and R * (1 + self.config.num_speculative_tokens) == T
+        if uniform:  # the per-row test only when a decode graph could apply
+            n, computed = v["num_scheduled_tokens"], v["slot_num_computed"]
+            runs_as_decode = ~v["is_prefilling"] | ((n == 1) & (computed > 0))
+            uniform = bool(runs_as_decode.all())
         full = [s for s in sizes if R <= s <= self.max_num_reqs] if uniform else []
         if full:
             mode, R_pad, T_pad = "FULL", full[0], full[0]
