@@ -127,7 +127,7 @@ class ModelRunnerV2(StagedRunner):
         self.slot_mapping_np = np.full(T_pad, PAD_SLOT_ID, dtype=np.int64)
         self.arange_np = np.arange(max(M, T_pad) + 1, dtype=np.int64)
         self.block_cols = np.arange(K, dtype=np.int32)
-        self.arange_i32 = np.arange(M + 1, dtype=np.int32)  # cu_num_logits without drafts (read-only)
+        self.arange_i32 = np.arange(M + 1, dtype=np.int32)  # cu_num_logits without drafts
         dev = device
         self.all_token_ids_dev = torch.zeros((M, config.max_model_len), dtype=torch.int32, device=dev)
         self.num_computed_dev = torch.zeros(M, dtype=torch.int64, device=dev)
@@ -407,7 +407,7 @@ class ModelRunnerV2(StagedRunner):
         v = self.v
         R = v["num_reqs"]
         idx = v["idx_mapping"]
-        v["cu_num_logits"] = self.arange_i32[: R + 1]
+        v["cu_num_logits"] = self.arange_i32[: R + 1].copy()  # the trace owns what it records
         last = v["cu_num_tokens"] - 1
         v["logits_indices"] = last
         prefill_len = v["slot_prefill_len"]
