@@ -51,6 +51,8 @@ def scenario(requests: int, tokens: int) -> Scenario:
             "name": "gather",
             "seed": 3,
             "config": {
+                "model_runner": "v1",  # V1's token table and its numpy / torch gather
+                "async_scheduling": False,
                 "block_size": 4,
                 "max_model_len": per * 2,
                 "max_num_reqs": requests,
