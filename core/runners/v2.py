@@ -405,6 +405,7 @@ class ModelRunnerV2(StagedRunner):
         "its slot sampled last step, kept on the device (last_sampled_tokens): the CPU never waits "
         "for it, which is what lets the scheduler run a step ahead. Each row's last token gives the "
         "logits (one per row without drafts).",
+        views="cu_num_logits",
     )
     def _combine_sampled(self) -> None:
         v = self.v
