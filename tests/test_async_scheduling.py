@@ -179,16 +179,13 @@ def async_scenarios(draw: st.DrawFn) -> Scenario:
     need = -(-M // bs)  # the pool must hold one request of max_model_len (vLLM's check)
     chunked = draw(st.booleans())
     runner = draw(st.sampled_from(["v1", "v2"]))
-    # V2's arange buffer is max(max_num_reqs, tokens) + 1 long: its block-table gather needs
-    # max_num_batched_tokens >= the blocks of a row (24 / block_size) (reported to the lead)
-    low = 4 if runner == "v1" else 24
     return scenario(
         reqs,
         model_runner=runner,
         block_size=bs,
         max_model_len=M,
         max_num_reqs=draw(st.integers(1, 4)),
-        max_num_batched_tokens=draw(st.integers(low, 30)) if chunked else draw(st.integers(M, 40)),
+        max_num_batched_tokens=draw(st.integers(4, 30)) if chunked else draw(st.integers(M, 40)),
         enable_chunked_prefill=chunked,
         enable_prefix_caching=draw(st.booleans()),
         # tight pools: preemption while a step is in flight
