@@ -996,8 +996,7 @@ def narrate(
     if f.v2:  # Model Runner V2 narrates its state slots (core/narrate_v2.py)
         from pagedviz.core.narrate_v2 import narrate_v2
 
-        # the engine core's part (async scheduling) comes first, as for V1
-        return _engine_core(f) + narrate_v2(f, prev, config, last)
+        return narrate_v2(f, prev, config, last)
     items = _finishes(f, prev)
     if t.idle:
         return items + (_engine_core(f) or _idle(f))
