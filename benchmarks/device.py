@@ -6,7 +6,7 @@ on; each figure is the median over `--repeat` fresh engines, and with a GPU a ra
 the devices. Target on an H100: prepare_inputs + host-to-device copy under 200 us at 8192 tokens. Figures come
 from the step's own `timing_us` (perf_counter on the CPU, CUDA events on the GPU). Run:
 
-    .venv/bin/python benchmarks/device.py [--sizes 8x256,64x2048] [--repeat 3]
+    .venv/bin/python benchmarks/device.py [--sizes 8x256,64x2048] [--repeat 3] [--runner v1|v2]
 """
 
 from __future__ import annotations
@@ -19,16 +19,22 @@ from common import SIZES, bench_scenario
 
 from pagedviz.core import make_engine
 
+# where each runner builds the per-token inputs on the device: V1 computes slot_mapping there from
+# the device block table; Model Runner V2 builds positions, input_ids and slot_mapping there from
+# the per-slot state
+DEVICE_STAGE = {"v1": "device_slot_mapping", "v2": "device_inputs"}
+RUNNER = "v1"
+
 
 def one_step(requests: int, tokens: int, device: str) -> dict[str, float]:
-    engine = make_engine(bench_scenario(requests, tokens, device))
+    engine = make_engine(bench_scenario(requests, tokens, device, runner=RUNNER))
     t = engine.step()
     timing = t.timing_us
     return {
         "prepare_us": timing["prepare_inputs"],
         "update_states_us": timing["update_states"],
         "copy_us": timing["copy_to_device"],
-        "device_slot_mapping_us": timing["device_slot_mapping"],
+        "device_slot_mapping_us": timing[DEVICE_STAGE[RUNNER]],
         "forward_us": timing["forward"],
         "diff": t.forward["paged_vs_dense_max_abs_diff"],
         "agree": t.forward["slot_mapping_device_matches_cpu"],
@@ -48,7 +54,11 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default=",".join(f"{r}x{t}" for r, t in SIZES))
     ap.add_argument("--repeat", type=int, default=3, help="fresh engines per size and device (medians)")
+    ap.add_argument("--runner", choices=("v1", "v2"), default="v1", help="the vllm flavour's model runner")
     args = ap.parse_args()
+    global RUNNER
+    RUNNER = args.runner
+    print(f"runner {RUNNER}: the device column is {DEVICE_STAGE[RUNNER]}")
     sizes = [tuple(int(x) for x in s.split("x")) for s in args.sizes.split(",")]
     devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
     if len(devices) == 1:

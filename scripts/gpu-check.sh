@@ -32,4 +32,5 @@ else
         tests/test_golden.py tests/test_scheduler_scenarios.py tests/test_input_batch.py \
         tests/test_kv_cache.py tests/test_scenario.py tests/test_v2_runner.py tests/test_async_scheduling.py
 fi
-"$PY" benchmarks/device.py "$@"
+"$PY" benchmarks/device.py --runner v1 "$@"
+"$PY" benchmarks/device.py --runner v2 "$@"

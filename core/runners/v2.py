@@ -180,7 +180,9 @@ class ModelRunnerV2(StagedRunner):
             self._free(req_id)
         scheduled = {s.req_id: s for s in out.scheduled}
         added: list[int] = []
-        for req_id in out.new_req_ids:
+        new_ids = out.new_req_ids  # a property that builds its list: read once, not per request
+        new = set(new_ids)
+        for req_id in new_ids:
             s = scheduled[req_id]
             self._free(req_id)  # a streaming-input update re-adds; never the case here
             slot = self.free_indices.pop()
@@ -196,7 +198,7 @@ class ModelRunnerV2(StagedRunner):
             added.append(slot)
             self.slot_events.append({"req_id": req_id, "slot": slot, "event": "added"})
         for s in out.scheduled:
-            if s.req_id in out.new_req_ids:
+            if s.req_id in new:
                 continue
             slot = self.req_id_to_index[s.req_id]
             self.num_computed_tokens_np[slot] = s.num_computed_tokens
@@ -218,20 +220,25 @@ class ModelRunnerV2(StagedRunner):
         return []
 
     def _stage_to_device(self, added: list[int], touched: list[int]) -> None:
-        """apply_staged_writes: the rows written this step reach the device's copy of the state."""
+        """apply_staged_writes: the rows written this step reach the device's copy of the state
+        (only their written heads: the prefill tokens, the blocks)."""
+        dev = self.device
         if added:
-            rows = torch.as_tensor(added, dtype=torch.int64)
-            dev_rows = rows.to(self.device)
-            self.all_token_ids_dev[dev_rows] = torch.from_numpy(self.all_token_ids[added]).to(self.device)
-            self.num_computed_dev[dev_rows] = torch.from_numpy(
-                self.num_computed_tokens[added].astype(np.int64)
-            ).to(self.device)
-            self.prefill_len_dev[dev_rows] = torch.from_numpy(self.prefill_len[added].astype(np.int64)).to(
-                self.device
+            idx = np.asarray(added, dtype=np.int64)
+            rows = torch.from_numpy(idx).to(dev)
+            w = int(self.prefill_len[idx].max())
+            src = torch.from_numpy(self.all_token_ids[idx, :w]).to(dev)
+            self.all_token_ids_dev[:, :w].index_copy_(0, rows, src)
+            nc = torch.from_numpy(self.num_computed_tokens[idx].astype(np.int64)).to(dev)
+            self.num_computed_dev.index_copy_(0, rows, nc)
+            self.prefill_len_dev.index_copy_(
+                0, rows, torch.from_numpy(self.prefill_len[idx].astype(np.int64)).to(dev)
             )
         if touched:
-            rows_t = torch.as_tensor(touched, dtype=torch.int64).to(self.device)
-            self.block_tables_dev[rows_t] = torch.from_numpy(self.block_tables[touched]).to(self.device)
+            idx = np.asarray(touched, dtype=np.int64)
+            w = int(self.num_blocks[idx].max())
+            src = torch.from_numpy(self.block_tables[idx, :w]).to(dev)
+            self.block_tables_dev[:, :w].index_copy_(0, torch.from_numpy(idx).to(dev), src)
 
     @property
     def slots(self) -> dict[str, int]:
