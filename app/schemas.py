@@ -179,3 +179,8 @@ class StepOut(BaseModel):
     kv_cache: dict[str, Any]
     forward: dict[str, Any] = Field(examples=[{"device": "cpu", "paged_vs_dense_max_abs_diff": 9.5e-07}])
     timing_us: dict[str, float]
+    engine_core: dict[str, Any] | None = Field(
+        None,
+        description="async scheduling only: what the engine core's batch queue did this step",
+        examples=[{"scheduled": True, "consumed_step": 2, "batch_queue": [3], "batch_queue_size": 2}],
+    )

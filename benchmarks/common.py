@@ -3,12 +3,28 @@ schedules exactly that many requests and tokens (each request prefills tokens/re
 
 from __future__ import annotations
 
+from typing import Any
+
 from pagedviz.core import Limits, Scenario
 
 SIZES = [(8, 256), (64, 2048), (256, 8192), (1024, 16384)]
 
 
-def bench_scenario(requests: int, tokens: int, device: str = "cpu", model: bool = True) -> Scenario:
+def bench_scenario(
+    requests: int, tokens: int, device: str = "cpu", model: bool = True, runner: str | None = None
+) -> Scenario:
+    """`runner` pins config.model_runner ("v1" | "v2") with synchronous scheduling; left out, the
+    flavour's defaults apply."""
+    return Scenario.from_dict(
+        bench_dict(requests, tokens, device, model, runner),
+        Limits(max_requests=requests + 1, max_step_mflop=1 << 30),  # timing sizes, past the server's bound
+    )
+
+
+def bench_dict(
+    requests: int, tokens: int, device: str = "cpu", model: bool = True, runner: str | None = None
+) -> dict[str, Any]:
+    """bench_scenario's JSON, for benchmarks that change it (more steps, another request)."""
     per = tokens // requests
     config: dict[str, object] = {
         "block_size": 16,
@@ -20,16 +36,16 @@ def bench_scenario(requests: int, tokens: int, device: str = "cpu", model: bool 
     }
     if not model:
         config["model"] = None
-    return Scenario.from_dict(
-        {
-            "name": f"bench-{requests}x{tokens}",
-            "seed": 0,
-            "config": config,
-            "requests": [{"id": str(i), "prompt_len": per, "max_tokens": 1} for i in range(requests)],
-            "max_steps": 4,
-        },
-        Limits(max_requests=requests, max_step_mflop=1 << 30),  # timing sizes, past the server's bound
-    )
+    if runner is not None:
+        config["model_runner"] = runner
+        config["async_scheduling"] = False
+    return {
+        "name": f"bench-{requests}x{tokens}",
+        "seed": 0,
+        "config": config,
+        "requests": [{"id": str(i), "prompt_len": per, "max_tokens": 1} for i in range(requests)],
+        "max_steps": 4,
+    }
 
 
 def process_tree(pid: int) -> list[int]:

@@ -1,12 +1,23 @@
-"""Per-step prepare_inputs time: the engine (trace capture off and on) against a bare vectorised
-numpy transcription of the same vLLM code path (no trace, no classes), and against a per-token loop.
+"""Per-step prepare_inputs time of both runners: the engine (trace capture off and on) against a
+bare vectorised numpy transcription of the same vLLM code path (no trace, no classes), side by side
+in one run.
 
-For each (requests, tokens) a scenario is built whose first step schedules exactly that many
-requests and tokens (each request prefills tokens/requests tokens). update_states runs once; then
-prepare_inputs is timed repeatedly on the same batch, with trace capture on and off, beside the
-bare-numpy reference (asserted identical first) and a straightforward per-token loop in nano-vllm's
-style that computes the same arrays. Targets: engine/reference <= 1.2x and capture-on/reference
-<= 1.3x at every size; the loop at least 40x slower than the engine at 8192 tokens. Run:
+For each case a scenario is built whose step schedules exactly the named batch: `RxT` is the first
+step of R requests prefilling T/R tokens each; `decode 256x1` is 256 requests decoding one token
+each; `mixed 64x1+448` is 64 decodes beside one 448-token prefill that arrives then. update_states
+runs once; then prepare_inputs is timed repeatedly on the same batch, with trace capture on and
+off, beside the bare reference (asserted identical first).
+
+- V1 (core/runners/v1.py, gpu_model_runner.py's _prepare_inputs): also against a straightforward
+  per-token loop in nano-vllm's style that computes the same arrays.
+- Model Runner V2 (core/runners/v2.py, vllm/v1/worker/gpu/): the bare reference transcribes what
+  V2's CPU side and Triton kernels compute (the sort and idx_mapping, query_start_loc, seq_lens,
+  positions, prefill ids from all_token_ids, decode ids from last_sampled_tokens, logits_indices,
+  the gathered block table, slot_mapping).
+
+Both scenarios pin their runner with synchronous scheduling and no CUDA graphs. Targets: engine/bare
+<= 1.2x and capture/bare <= 1.3x for both runners; V1's loop at least 40x slower than the engine
+at 8192 tokens. Run:
 
     .venv/bin/python benchmarks/prepare_inputs.py
 """
@@ -17,21 +28,56 @@ import argparse
 import time
 
 import numpy as np
-from common import bench_scenario
+from common import bench_dict
 
-from pagedviz.core import Engine, make_engine
+from pagedviz.core import Engine, Limits, Scenario, make_engine
 from pagedviz.core.device import StageTimer
 from pagedviz.core.trace import StepTrace
 
-# the sizes the performance targets name: (requests, scheduled tokens)
-SIZES = [(8, 256), (64, 1024), (256, 4096), (256, 8192), (1024, 16384)]
+# the batches the performance targets name: (label, requests, scheduled tokens, extra prefill):
+# the first step of `requests` prefills of tokens/requests tokens each; a decode step of
+# `requests` requests (tokens == requests: one token each); a decode step of `requests` requests
+# beside one prefill of `extra` tokens that arrives then (mixed)
+CASES = [
+    ("prefill", 8, 256, 0),
+    ("prefill", 64, 1024, 0),
+    ("prefill", 256, 4096, 0),
+    ("prefill", 256, 8192, 0),
+    ("prefill", 1024, 16384, 0),
+    ("decode", 256, 256, 0),
+    ("mixed", 64, 64, 448),
+]
 
 
-def build(requests: int, tokens: int) -> Engine:
-    scenario = bench_scenario(requests, tokens, model=False)
-    engine = make_engine(scenario)
-    out = engine.scheduler.schedule(1)
+def build(kind: str, requests: int, tokens: int, extra: int, runner: str) -> Engine:
+    """An engine whose next prepare_inputs is the case's step (update_states already done)."""
+    if kind == "prefill":
+        d = bench_dict(requests, tokens, model=False, runner=runner)
+    else:
+        # the decodes first prefill 16 tokens each (step 1); the mixed case's prefill arrives at step 2
+        d = bench_dict(requests, requests * 16, model=False, runner=runner)
+        for r in d["requests"]:
+            r["max_tokens"] = 4
+        cfg = d["config"]
+        if extra:
+            d["requests"].append({"id": "p", "prompt_len": extra, "max_tokens": 1, "arrival_step": 2})
+            cfg["max_num_reqs"] = requests + 1
+            cfg["max_model_len"] = max(cfg["max_model_len"], extra + 16)
+            cfg["max_num_batched_tokens"] = max(cfg["max_num_batched_tokens"], requests + extra)
+            cfg["num_kv_blocks"] += extra // 16 + 2
+    engine = make_engine(Scenario.from_dict(d, Limits(max_requests=requests + 1, max_step_mflop=1 << 30)))
+    step = 1
+    if kind != "prefill":
+        engine.step()
+        step = 2
+    out = engine.scheduler.schedule(step)
     engine.runner.update_states(out)
+    got = sum(s.num_scheduled for s in out.scheduled)
+    assert (len(out.scheduled), got) == (requests + (1 if extra else 0), tokens + extra), (
+        kind,
+        requests,
+        got,
+    )
     return engine
 
 
@@ -119,6 +165,86 @@ class BareReference:
         }
 
 
+class BareReferenceV2:
+    """Model Runner V2's prepare_inputs in plain numpy on preallocated buffers: what its CPU side
+    and its Triton kernels compute (the sort and idx_mapping; query_start_loc and seq_lens with
+    their padded tails; positions; prefill ids from all_token_ids and decode ids from
+    last_sampled_tokens; logits_indices; the block table gathered by idx_mapping with its own
+    blocks only; slot_mapping from the per-slot table, -1 past T), without trace or stages. Reads
+    the runner's per-slot state after update_states. No CUDA graphs (the cases configure none)."""
+
+    def __init__(self, engine: Engine) -> None:
+        r = engine.runner
+        assert not r.config.cudagraph_capture_sizes and not r.config.num_speculative_tokens
+        self.r = r
+        self.ids = list(r.v["scheduled_req_ids"])
+        self.n = r.v["scheduler_num_scheduled"]
+        self.index = r.req_id_to_index
+        M, K = r.max_num_reqs, r.max_num_blocks
+        T_buf = r.buffer_tokens
+        self.bs = r.block_size
+        self.arange = np.arange(max(M, T_buf) + 1, dtype=np.int64)
+        self.query_start_loc = np.zeros(M + 1, dtype=np.int32)
+        self.seq_lens = np.zeros(M, dtype=np.int32)
+        self.input_ids = np.zeros(T_buf, dtype=np.int32)
+        self.positions = np.zeros(T_buf, dtype=np.int64)
+        self.slot_mapping = np.full(T_buf, -1, dtype=np.int64)
+        self.input_block_tables = np.zeros((M, K), dtype=np.int32)
+        self.block_cols = self.arange[:K]
+
+    def __call__(self) -> dict[str, object]:
+        r = self.r
+        n0 = self.n
+        # sort: drafts first (none here), then decodes (1 token), then prefills by ascending length
+        order = np.lexsort((n0, n0 != 1))
+        n = n0[order]
+        ids = self.ids
+        req_ids = [ids[i] for i in order.tolist()]  # the batch order, as vLLM keeps it
+        idx = np.fromiter(map(self.index.__getitem__, req_ids), dtype=np.int64, count=len(req_ids))
+        R = len(n)
+        qsl = self.query_start_loc
+        qsl[0] = 0
+        np.cumsum(n, out=qsl[1 : R + 1])
+        T = int(qsl[R])
+        qsl[R + 1 :] = T
+        nc = r.num_computed_tokens[idx]
+        seq_lens = self.seq_lens[:R]
+        np.add(nc, n, out=seq_lens)
+        self.seq_lens[R:] = 0
+        cu = qsl[1 : R + 1].astype(np.int64)
+        slot_tok = np.repeat(idx, n)
+        pos = self.positions[:T]
+        np.add(np.repeat(nc.astype(np.int64) - (cu - n), n), self.arange[:T], out=pos)
+        # prefill rows read all_token_ids (read here for every token), and a decode row's last
+        # token is the slot's last sampled token
+        ids_out = self.input_ids[:T]
+        np.take(r.all_token_ids.reshape(-1), slot_tok * r.max_model_len + pos, out=ids_out)
+        decoding = seq_lens > r.prefill_len[idx]
+        ids_out[cu[decoding] - 1] = r.last_sampled_tokens[idx[decoding]]
+        logits_indices = cu - 1
+        bt = self.input_block_tables
+        own = self.block_cols < r.num_blocks[idx][:, None]
+        bt[:R] = np.where(own, r.block_tables[idx], bt[:R])
+        sm = self.slot_mapping
+        sm[:T] = r.block_tables[slot_tok, pos // self.bs].astype(np.int64) * self.bs + pos % self.bs
+        sm[T:] = -1
+        return {
+            "req_ids": req_ids,
+            "idx_mapping": idx,
+            "num_scheduled_tokens": n,
+            "query_start_loc": qsl[: R + 1],
+            "seq_lens": seq_lens,
+            "positions": pos,
+            "input_ids": ids_out,
+            "cu_num_logits": self.arange[: R + 1].astype(np.int32),
+            "logits_indices": logits_indices,
+            "input_block_tables": bt[:R],
+            "slot_mapping": sm[:T],
+            "max_query_len": int(n.max()),
+            "max_seq_len": int((r.num_computed_tokens_np[idx] + n).max()),
+        }
+
+
 def best_of(fn, repeat: int) -> float:
     times = []
     for _ in range(repeat):
@@ -128,9 +254,9 @@ def best_of(fn, repeat: int) -> float:
     return float(np.median(times)) / 1e3
 
 
-def measure(R: int, T: int, repeat: int) -> tuple[float, float, float, float]:
-    """Median microseconds: bare reference, capture off, capture on, per-token loop."""
-    engine = build(R, T)
+def measure(kind: str, R: int, T: int, extra: int, repeat: int) -> tuple[float, float, float, float]:
+    """V1, median microseconds: bare reference, capture off, capture on, per-token loop."""
+    engine = build(kind, R, T, extra, "v1")
     runner = engine.runner
     timer = StageTimer(engine.device)
     state = dict(runner.v)
@@ -168,20 +294,77 @@ def measure(R: int, T: int, repeat: int) -> tuple[float, float, float, float]:
     )
 
 
+def measure_v2(kind: str, R: int, T: int, extra: int, repeat: int) -> tuple[float, float, float]:
+    """Model Runner V2, median microseconds: bare reference, capture off, capture on."""
+    engine = build(kind, R, T, extra, "v2")
+    runner = engine.runner
+    timer = StageTimer(engine.device)
+    state = dict(runner.v)
+
+    def off() -> None:
+        runner.v = dict(state)
+        runner.v["scalars"] = {}
+        runner.prepare_inputs(None, timer)
+
+    def on() -> None:
+        runner.v = dict(state)
+        runner.v["scalars"] = {}
+        trace = StepTrace(step=1)
+        runner.prepare_inputs(trace, timer)
+        runner.record_batch(trace)
+
+    off()
+    bare = BareReferenceV2(engine)
+    for name, want in bare().items():
+        if name == "req_ids":
+            assert runner.row_req_ids == want, "V2's batch order differs from the bare reference"
+            continue
+        got = runner.v["scalars"][name] if name.startswith("max_") else runner.v[name]
+        assert np.array_equal(got, want), f"V2 {name} differs from the bare reference"
+    trace = StepTrace(step=1)
+    on_v = runner.prepare_inputs(trace, timer)
+    assert np.array_equal(trace.arrays["slot_mapping"].data, on_v["slot_mapping"])
+    t_bare, t_off, t_on = [], [], []
+    for _ in range(5):
+        t_bare.append(best_of(bare, max(1, repeat // 5)))
+        t_off.append(best_of(off, max(1, repeat // 5)))
+        t_on.append(best_of(on, max(1, repeat // 5)))
+    return float(np.median(t_bare)), float(np.median(t_off)), float(np.median(t_on))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=100)
     args = ap.parse_args()
+    print("V1 runner (core/runners/v1.py) against its bare numpy transcription and a per-token loop")
     print(
-        f"{'reqs':>5} {'tokens':>6} | {'bare us':>8} {'engine us':>9} {'capture us':>10} | "
+        f"{'batch':>14} | {'bare us':>8} {'engine us':>9} {'capture us':>10} | "
         f"{'engine/bare':>11} {'capture/bare':>12} | {'loop us':>9} {'loop/engine':>11}"
     )
-    for R, T in SIZES:
-        t_bare, t_off, t_on, t_loop = measure(R, T, args.repeat)
+    for kind, R, T, extra in CASES:
+        t_bare, t_off, t_on, t_loop = measure(kind, R, T, extra, args.repeat)
         print(
-            f"{R:>5} {T:>6} | {t_bare:>8.1f} {t_off:>9.1f} {t_on:>10.1f} | "
+            f"{label(kind, R, T, extra):>14} | {t_bare:>8.1f} {t_off:>9.1f} {t_on:>10.1f} | "
             f"{t_off / t_bare:>10.2f}x {t_on / t_bare:>11.2f}x | {t_loop:>9.1f} {t_loop / t_off:>10.1f}x"
         )
+    print("\nModel Runner V2 (core/runners/v2.py) against its bare numpy transcription")
+    print(
+        f"{'batch':>14} | {'bare us':>8} {'engine us':>9} {'capture us':>10} | "
+        f"{'engine/bare':>11} {'capture/bare':>12}"
+    )
+    for kind, R, T, extra in CASES:
+        t_bare, t_off, t_on = measure_v2(kind, R, T, extra, args.repeat)
+        print(
+            f"{label(kind, R, T, extra):>14} | {t_bare:>8.1f} {t_off:>9.1f} {t_on:>10.1f} | "
+            f"{t_off / t_bare:>10.2f}x {t_on / t_bare:>11.2f}x"
+        )
+
+
+def label(kind: str, R: int, T: int, extra: int) -> str:
+    """8x256 (requests x tokens of the step), decode 256x1, mixed 64x1+448."""
+    if kind == "prefill":
+        return f"{R}x{T}"
+    return f"{kind} {R}x1" + (f"+{extra}" if extra else "")
 
 
 if __name__ == "__main__":

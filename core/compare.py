@@ -2,6 +2,14 @@
 cache differs (ref counts, owners, the free queue), the metric deltas (b minus a) and the
 narration sentences only one side says. The two runs may be different flavours of the same
 requests or one scenario with a setting changed; arrays only one flavour has are listed as such.
+
+Two runs may order their batches differently (Model Runner V2 sorts its batch every step, V1
+keeps its persistent rows) and name their request-level state differently (V2's state slots
+against V1's rows). Each step's `batch` entry therefore says each side's batch order, where each
+request sits on each side (its batch row, and its state slot where the runner has slots), and,
+request by request, whether the per-token and per-request arrays both runs have hold the same
+values once aligned by request: the same slot_mapping in another order is not a difference of
+where the KV goes.
 """
 
 from __future__ import annotations
@@ -17,6 +25,9 @@ from pagedviz.core.narrate import narrate
 from pagedviz.core.trace import StepTrace
 
 MAX_INDICES = 256  # differing entries listed per array; `num_diff` counts them all
+# arrays compared request by request (token-level ones sliced by query_start_loc)
+ALIGNED_TOKEN = ("positions", "input_ids", "slot_mapping")
+ALIGNED_REQUEST = ("num_scheduled_tokens", "seq_lens")
 
 
 def _diff_array(x: np.ndarray, y: np.ndarray) -> dict[str, Any] | None:
@@ -53,6 +64,51 @@ def _diff_kv(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _per_request(t: StepTrace) -> dict[str, dict[str, np.ndarray]]:
+    """Each request's own entries of the aligned arrays: {name: {req_id: values}}."""
+    req_ids = list(t.batch.get("req_ids") or [])
+    xs = t.arrays
+    out: dict[str, dict[str, np.ndarray]] = {}
+    qsl = xs.get("query_start_loc")
+    for name in ALIGNED_TOKEN:
+        x = xs.get(name)
+        if x is None or qsl is None or x.ndim != 1 or len(qsl) < len(req_ids) + 1:
+            continue
+        out[name] = {r: x[int(qsl[i]) : int(qsl[i + 1])] for i, r in enumerate(req_ids)}
+    for name in ALIGNED_REQUEST:
+        x = xs.get(name)
+        if x is None or x.ndim != 1 or len(x) < len(req_ids):
+            continue
+        out[name] = {r: x[i : i + 1] for i, r in enumerate(req_ids)}
+    return out
+
+
+def _diff_batch(ta: StepTrace, tb: StepTrace) -> dict[str, Any]:
+    """The two batches side by side: order, each request's row (and slot), and, per aligned
+    array, the requests whose own entries differ (None: only one side can say)."""
+    ra, rb = list(ta.batch.get("req_ids") or []), list(tb.batch.get("req_ids") or [])
+    sa, sb = ta.batch.get("slots") or {}, tb.batch.get("slots") or {}
+
+    def place(order: list[str], slots: dict[str, int]) -> dict[str, dict[str, int | None]]:
+        return {r: {"row": i, "slot": slots.get(r)} for i, r in enumerate(order)}
+
+    pa, pb = _per_request(ta), _per_request(tb)
+    both = set(ra) & set(rb)
+    per_request: dict[str, list[str] | None] = {}
+    for name in (*ALIGNED_TOKEN, *ALIGNED_REQUEST):
+        if name not in pa or name not in pb:
+            continue
+        per_request[name] = [r for r in ra if r in both and not np.array_equal(pa[name][r], pb[name][r])]
+    return {
+        "req_ids": [ra, rb],
+        "same_order": ra == rb,
+        "same_requests": sorted(ra) == sorted(rb),
+        "place": [place(ra, sa), place(rb, sb)],
+        "has_slots": [bool(sa), bool(sb)],
+        "per_request": per_request,
+    }
+
+
 def compare_runs(
     a: Sequence[StepTrace],
     b: Sequence[StepTrace],
@@ -81,6 +137,7 @@ def compare_runs(
                 if ta.scalars.get(s) != tb.scalars.get(s)
             }
             entry["kv_cache"] = _diff_kv(ta.kv_cache, tb.kv_cache)
+            entry["batch"] = _diff_batch(ta, tb)
             sa, sb = ma["steps"][k], mb["steps"][k]
             entry["metrics_delta"] = {f: sb[f] - sa[f] for f in STEP_FIELDS}
             na = {it["key"]: it["text"]["en"] for it in narrate(ta, a[k - 1] if k else None, config_a)}

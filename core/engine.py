@@ -1,6 +1,8 @@
 """One engine step (docs/architecture.md): schedule -> update_states -> prepare_inputs -> forward ->
 sample -> update the scheduler. `Engine.step()` returns the step's StepTrace; `run()` yields them
-until every request has finished or `max_steps` is reached (then `truncated` is True)."""
+until every request has finished or `max_steps` is reached (then `truncated` is True). With
+`async_scheduling` the engine core's batch queue (core/engine_core.py) decides whether a step
+schedules and whose output its update_from_output takes."""
 
 from __future__ import annotations
 
@@ -11,8 +13,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from pagedviz.core.async_scheduler import AsyncScheduler
 from pagedviz.core.config import DENSE_CHECK_MAX_TOKENS, Scenario
 from pagedviz.core.device import StageTimer, resolve_device
+from pagedviz.core.engine_core import BatchQueueLoop, QueuedBatch
 from pagedviz.core.model import ForwardInputs, TinyTransformer
 from pagedviz.core.registry import register_flavor
 from pagedviz.core.runners.mrope import MRope, mrope_prompt_positions
@@ -72,7 +76,12 @@ class Engine:
 
     def _setup(self) -> None:
         cfg = self.scenario.config
-        self.scheduler = Scheduler(cfg, self.scenario.requests)
+        self.engine_core: BatchQueueLoop | None = None
+        if cfg.async_scheduling:
+            self.scheduler = AsyncScheduler(cfg, self.scenario.requests)
+            self.engine_core = BatchQueueLoop(self.scheduler)
+        else:
+            self.scheduler = Scheduler(cfg, self.scenario.requests)
         mrope: dict[str, MRope] = {}
         if any(r.image is not None for r in self.scenario.requests):
             mrope = {
@@ -95,6 +104,8 @@ class Engine:
 
     @property
     def done(self) -> bool:
+        if self.engine_core is not None:
+            return self.engine_core.done
         return not self.scheduler.has_unfinished
 
     def run(self, deadline: float | None = None, *, budget: float | None = None) -> Iterator[StepTrace]:
@@ -122,7 +133,10 @@ class Engine:
     def step(self) -> StepTrace:
         self.step_no += 1
         timer = StageTimer(self.device, per_stage=self.stage_timing)
-        out = self.scheduler.schedule(self.step_no)
+        core = self.engine_core
+        scheduled = core is None or core.schedules(self.step_no)
+        # a step that does not schedule only drains the batch queue
+        out = self.scheduler.schedule(self.step_no) if scheduled else SchedulerOutput(step=self.step_no)
         trace = StepTrace(step=self.step_no, idle=not out.scheduled)
         with timer.cpu("update_states"):
             moves = self.runner.update_states(out)
@@ -154,7 +168,14 @@ class Engine:
             trace.batch = self.runner.batch_view(moves)
             trace.scalars = dict(v["scalars"])
             trace.kv_cache = self._kv_view()
-        if self.scenario.config.num_speculative_tokens:
+        if core is not None:
+            # the runner (the device) sees its sampled tokens in order; the scheduler when the
+            # batch leaves the queue
+            self.runner.append_sampled(sampled)
+            trace.engine_core = core.end_step(
+                self.step_no, QueuedBatch(self.step_no, out, sampled) if scheduled else None
+            )
+        elif self.scenario.config.num_speculative_tokens:
             self._update_with_drafts(out, generated, trace)
         else:
             self.scheduler.update_from_output(out, sampled)

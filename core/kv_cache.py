@@ -180,15 +180,27 @@ class KVCacheManager:
         blocks = self.req_blocks.setdefault(req_id, [])
         blocks.extend(added)
         if self.enable_prefix_caching:
-            full = (num_computed_tokens + num_new_tokens) // self.block_size
-            done = self.req_hashes.get(req_id, [])
-            if full > len(done):
-                hashes = self.block_hashes(token_ids, full, done)
-                for i in range(len(done), full):
-                    if blocks[i] not in self.pool.block_hash:
-                        self.pool.cache_block(blocks[i], hashes[i])
-                self.req_hashes[req_id] = hashes
+            # only known tokens are hashed (vLLM caps at request.num_tokens): with async scheduling
+            # a decode's input token is still a placeholder; update_from_output hashes it later
+            self.cache_full_blocks(
+                req_id, token_ids, min(num_computed_tokens + num_new_tokens, len(token_ids))
+            )
         return added
+
+    def cache_full_blocks(self, req_id: str, token_ids: np.ndarray, num_tokens: int) -> None:
+        """Hash the request's blocks that the first `num_tokens` tokens fill (vLLM's
+        `cache_blocks`); blocks hashed before keep their hash."""
+        if not self.enable_prefix_caching:
+            return
+        full = num_tokens // self.block_size
+        done = self.req_hashes.get(req_id, [])
+        if full > len(done):
+            blocks = self.req_blocks[req_id]
+            hashes = self.block_hashes(token_ids, full, done)
+            for i in range(len(done), full):
+                if blocks[i] not in self.pool.block_hash:
+                    self.pool.cache_block(blocks[i], hashes[i])
+            self.req_hashes[req_id] = hashes
 
     def free(self, req_id: str) -> None:
         self.pool.free(self.req_blocks.pop(req_id, []))

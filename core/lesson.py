@@ -5,11 +5,14 @@ own): a title in English and 简体中文, and a list of sections. Each section 
 preset id or an inline scenario), the step and the stage of prepare_inputs to show, an optional
 selection (a request, block, token or row to light up, as narration refs do), a paragraph in both
 languages and, optionally, a checkpoint `{array, indices}`: the entries a student predicts before
-the page reveals them (checked by core/check.py).
+the page reveals them (checked by core/check.py). A paragraph's numbers that the engine computes
+are placeholders (`{{batch.slots.c}}`, core/lesson_text.py) that `fill_lesson` fills in from the
+section's run before the lesson is served.
 
 `validate_lesson` checks the shape and every field, and collects every problem as (field, message)
-pairs in one LessonError, as core/config.py's ScenarioError does; `check_lesson_against_runs` then
-checks what only a run can tell (the step exists, the checkpoint's entries exist in that step).
+pairs in one LessonError, as core/scenario.py's ScenarioError does; `check_lesson_against_runs` then
+checks what only a run can tell (the step exists, the checkpoint's entries exist in that step,
+each placeholder names a value of the run and none gives the checkpoint away).
 Text is kept as written: whoever shows it escapes it (the page sets textContent).
 """
 
@@ -23,8 +26,10 @@ from importlib import resources
 from typing import Any
 
 from pagedviz.core.config import Limits, Scenario, ScenarioError
+from pagedviz.core.lesson_text import PlaceholderError, fill, has_placeholders, syntax_errors
 from pagedviz.core.presets import list_presets, preset_dict
 from pagedviz.core.registry import engine_class
+from pagedviz.core.runners.v2 import FINISH_STAGE, ModelRunnerV2
 from pagedviz.core.trace import StepTrace
 
 LANGS = ("en", "zh")
@@ -56,12 +61,18 @@ class LessonError(ValueError):
 
 
 @cache
-def flavor_stages(flavor: str) -> dict[str, tuple[str, ...]]:
-    """Stage name -> the arrays it writes, in order, for one flavour."""
-    cls = engine_class(flavor).stages_from()
+def flavor_stages(flavor: str, runner: str = "v1") -> dict[str, tuple[str, ...]]:
+    """Stage name -> the arrays it writes, in order, for one flavour and model runner (the vllm
+    flavour's Model Runner V2 starts with finish_and_add and has its own stages and arrays)."""
     out: dict[str, tuple[str, ...]] = {}
-    if hasattr(cls, "update_states"):
-        out["update_states"] = UPDATE_STATES_WRITES
+    cls: Any
+    if flavor == "vllm" and runner == "v2":
+        cls = ModelRunnerV2
+        out[FINISH_STAGE.name] = tuple(FINISH_STAGE.writes)
+    else:
+        cls = engine_class(flavor).stages_from()
+        if hasattr(cls, "update_states"):
+            out["update_states"] = UPDATE_STATES_WRITES
     for method in cls.STAGES:
         spec = getattr(cls, method).stage_spec
         out[spec.name] = tuple(spec.writes)
@@ -144,7 +155,8 @@ class _Checker:
             self.err(f"{loc}.step", f"must be an integer >= 1 (got {str(step)[:20]})")
         elif scenario is not None and step > scenario.max_steps:
             self.err(f"{loc}.step", f"must be <= the scenario's max_steps ({scenario.max_steps})")
-        stages = flavor_stages(scenario.flavor) if scenario is not None else None
+        runner = scenario.config.model_runner if scenario is not None else "v1"
+        stages = flavor_stages(scenario.flavor, runner) if scenario is not None else None
         stage = s.get("stage")
         if not isinstance(stage, str):
             self.err(f"{loc}.stage", "must be a stage name")
@@ -163,13 +175,18 @@ class _Checker:
         checkpoint = s.get("checkpoint")
         if checkpoint is not None:
             self.checkpoint(checkpoint, f"{loc}.checkpoint", stages)
+        paragraph = self.text(s.get("paragraph"), f"{loc}.paragraph", MAX_PARAGRAPH)
+        raw = s.get("paragraph") if paragraph is not None else None
+        for lang, text in raw.items() if isinstance(raw, dict) else ():
+            for msg in syntax_errors(text) if isinstance(text, str) else ():
+                self.err(f"{loc}.paragraph.{lang}", msg)
         return {
             "title": self.text(s.get("title"), f"{loc}.title", MAX_TITLE, required=False),
             "scenario": scenario_ref,
             "step": step,
             "stage": stage,
             "selection": selection,
-            "paragraph": self.text(s.get("paragraph"), f"{loc}.paragraph", MAX_PARAGRAPH),
+            "paragraph": paragraph,
             "checkpoint": checkpoint,
         }
 
@@ -250,8 +267,40 @@ def check_lesson_against_runs(lesson: dict[str, Any], run: Callable[[Scenario], 
         for k, idx in enumerate(cp["indices"]):
             if idx >= size:
                 errors.append((f"{loc}.checkpoint.indices[{k}]", f"must be < {size} in step {s['step']}"))
+    try:
+        fill_lesson(lesson, run)
+    except LessonError as e:
+        errors.extend(e.errors)
     if errors:
         raise LessonError(errors)
+
+
+def fill_lesson(lesson: dict[str, Any], run: Callable[[Scenario], list[StepTrace]]) -> dict[str, Any]:
+    """The (validated) lesson with each paragraph's placeholders filled in from its section's
+    run; only sections with placeholders are run. LessonError names each paragraph whose
+    placeholder names nothing in the run or gives the checkpoint away."""
+    errors: list[tuple[str, str]] = []
+    sections = []
+    for i, s in enumerate(lesson["sections"]):
+        if not has_placeholders(s["paragraph"]):
+            sections.append(s)
+            continue
+        sc = scenario_of(s)
+        steps = run(sc)
+        para: dict[str, str] = {}
+        done: dict[str, str | None] = {}  # a text both languages share is filled (and named) once
+        for lang, text in s["paragraph"].items():
+            if text not in done:
+                try:
+                    done[text] = fill(text, steps, s["step"], sc, s["checkpoint"])
+                except PlaceholderError as e:
+                    errors.append((f"sections[{i}].paragraph.{lang}", str(e)))
+                    done[text] = None
+            para[lang] = done[text] or text
+        sections.append({**s, "paragraph": para})
+    if errors:
+        raise LessonError(errors)
+    return {**lesson, "sections": sections}
 
 
 @cache

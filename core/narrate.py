@@ -85,6 +85,7 @@ class Facts:
         self.T = int(self.sched.get("total_num_scheduled_tokens", sum(self.nst.values())))
         self.bs = int(t.kv_cache.get("block_size", 0))
         self.nano = "cu_seqlens_q" in self.a or "context_lens" in self.a
+        self.v2 = "slots" in t.batch  # Model Runner V2: state slots, no persistent batch rows
         n = len(self.rows)
         a = self.a
         if "query_start_loc" in a:
@@ -152,8 +153,20 @@ def _finishes(f: Facts, prev: StepTrace | None) -> list[Item]:
             else None
         )
         refs: list[tuple[str, Any]] = [("request", rid), *(("block", b) for b in blocks)]
-        en = f"Request {rid} finished at the end of step {f.t.step - 1} (it sampled its last token)"
-        zh = f"请求 {rid} 在第 {f.t.step - 1} 步结束时完成（采样出了最后一个 token）"
+        consumed = (prev.engine_core or {}).get("consumed_step") if prev else None
+        if consumed is not None:
+            # async scheduling: the update that finished it ran a step after its last token
+            en = (
+                f"Request {rid} finished at the end of step {f.t.step - 1}, in the update_from_output "
+                f"that took step {consumed}'s output (the step that sampled its last token)"
+            )
+            zh = (
+                f"请求 {rid} 在第 {f.t.step - 1} 步结束时完成，即在接收第 {consumed} 步输出"
+                f"（采样出最后一个 token 的那一步）的 update_from_output 中"
+            )
+        else:
+            en = f"Request {rid} finished at the end of step {f.t.step - 1} (it sampled its last token)"
+            zh = f"请求 {rid} 在第 {f.t.step - 1} 步结束时完成（采样出了最后一个 token）"
         if freed:
             en += f": its {_word(freed, 'block')} {_blocks(freed)} went back to the free queue then"
             zh += f"：它的块 {_blocks(freed)} 当时已回到空闲队列"
@@ -162,12 +175,69 @@ def _finishes(f: Facts, prev: StepTrace | None) -> list[Item]:
             en += f"; {_blocks(kept)} stay allocated, still used by {_join_en(holders)}"
             en += " (ref count dropped by one)"
             zh += f"；块 {_blocks(kept)} 仍被 {_join_zh(holders)} 使用，保持分配（引用计数减一）"
-        if row is not None and not f.nano:
+        if row is not None and not f.nano and not f.v2:
             en += f", and its row {row} of the persistent batch is removed now"
             zh += f"，它在持久批次中的第 {row} 行现在被移除"
             refs.append(("row", row))
         items.append(_item(f"finish:{rid}", _text(en + ".", zh + "。"), refs))
     return items
+
+
+def _engine_core(f: Facts) -> list[Item]:
+    """Async scheduling: one sentence on what the engine core's batch queue did this step, whose
+    output update_from_output took, and why finishes and frees come a step late."""
+    ec = f.t.engine_core
+    if not ec or (ec["consumed_step"] is None and not ec["scheduled"]):
+        return []  # no batch queue, or an idle step (the idle sentence says why)
+    step, k, size = f.t.step, ec["consumed_step"], ec["batch_queue_size"]
+    queue, fin = [int(q) for q in ec["batch_queue"]], [str(r) for r in ec.get("finished_req_ids", [])]
+    refs: list[tuple[str, Any]] = [("request", r) for r in fin]
+    if k is None:
+        en = (
+            f"Async scheduling: update_from_output waits; the engine core's batch queue (size {size}) "
+            f"holds {_word(queue, 'step')} {_join_en(queue)}, whose sampled tokens reach the scheduler "
+            "only once the queue is full or nothing is left to schedule."
+        )
+        zh = (
+            f"异步调度：update_from_output 暂不执行；引擎核心的批次队列（容量 {size}）中有第 "
+            f"{_join_zh(queue)} 步，其采样结果要等队列满了或没有可调度的请求时才交给调度器。"
+        )
+        return [_item("engine_core", _text(en, zh), refs)]
+    if not ec["scheduled"]:
+        en = f"Nothing is left to schedule, so this step only drains the queue: update_from_output ← step {k}"
+        zh = f"没有可调度的请求，这一步只排空批次队列：update_from_output ← 第 {k} 步"
+    elif f.t.idle:
+        en = (
+            f"schedule() planned an empty batch (every running request's last token is already in flight, "
+            f"or only finished request ids had to reach the runner); the queue is full: "
+            f"update_from_output ← step {k}"
+        )
+        zh = (
+            f"schedule() 规划了一个空批次（运行中请求的最后一个 token 都已在途，或者只需把已完成请求的 id "
+            f"告诉 runner）；队列已满：update_from_output ← 第 {k} 步"
+        )
+    else:
+        en = (
+            f"The batch queue (size {size}) is full: after scheduling step {step}, the engine core hands "
+            f"step {k}'s sampled tokens to the scheduler: update_from_output ← step {k}"
+        )
+        zh = (
+            f"批次队列（容量 {size}）已满：调度完第 {step} 步之后，引擎核心把第 {k} 步的采样结果交给调度器："
+            f"update_from_output ← 第 {k} 步"
+        )
+    if fin:
+        one = len(fin) == 1
+        en += (
+            f"; {_join_en(fin)} {'reaches' if one else 'reach'} max_tokens there and "
+            f"{'finishes' if one else 'finish'}, and {'its' if one else 'their'} blocks go back to the "
+            f"free queue, a step after step {k} sampled the last token (the runner hears of it at the "
+            "next schedule())"
+        )
+        zh += (
+            f"；{_join_zh(fin)} 在其中达到 max_tokens 而完成，块回到空闲队列，比采样出最后一个 token 的"
+            f"第 {k} 步晚一步（runner 在下一次 schedule() 时得知）"
+        )
+    return [_item("engine_core", _text(en + ".", zh + "。"), refs)]
 
 
 def _preemptions(f: Facts, prev: StepTrace | None) -> list[Item]:
@@ -564,6 +634,10 @@ def explain(t: StepTrace, name: str, index: int) -> Text | None:
         return None
     f = Facts(t)
     fn = _EXPLAIN.get(name)
+    if f.v2:  # Model Runner V2's formulas read through idx_mapping (core/narrate_v2.py)
+        from pagedviz.core.narrate_v2 import V2_EXPLAIN
+
+        fn = V2_EXPLAIN.get(name, fn)
     if fn is not None and arr.ndim == 1:
         out = fn(f, index, arr)
         if out is not None:
@@ -919,9 +993,14 @@ def narrate(
     and who was running; `config` adds the token budget and the reasons requests wait; `last`
     (the run ends with this step) says that the requests sampling now finish."""
     f = Facts(t)
+    if f.v2:  # Model Runner V2 narrates its state slots (core/narrate_v2.py)
+        from pagedviz.core.narrate_v2 import narrate_v2
+
+        return narrate_v2(f, prev, config, last)
     items = _finishes(f, prev)
     if t.idle:
-        return items + _idle(f)
+        return items + (_engine_core(f) or _idle(f))
+    items += _engine_core(f)
     items += _preemptions(f, prev)
     items += _admissions(f)
     items += _chunks(f, config)

@@ -30,6 +30,14 @@ class Request:
         self.num_computed_tokens = 0
         self.status = Status.WAITING
         self.spec_token_ids: list[int] = []  # n-gram drafts for the next step
+        # async scheduling (vLLM's Request fields of the same names): outputs scheduled but not yet
+        # returned; tokens of steps whose output is not processed yet; of those, the ones in flight
+        # when the request was preempted (delivered later, but they must not touch the reset counters)
+        self.num_output_placeholders = 0
+        self.num_in_flight_tokens = 0
+        self.num_stale_output_tokens = 0
+        # set after each schedule: the request has known tokens left to compute (it samples nothing)
+        self.is_prefill_chunk = False
 
     @property
     def num_output_tokens(self) -> int:

@@ -105,6 +105,18 @@ class Scheduler:
     def has_unfinished(self) -> bool:
         return bool(self.arrivals or self.waiting or self.running)
 
+    def has_requests(self) -> bool:
+        """vLLM's `Scheduler.has_requests`: requests running or waiting, or finished ones whose
+        ids the next SchedulerOutput has still to carry to the runner (arrivals of later steps
+        are not in the scheduler yet)."""
+        return bool(self.running or self.waiting or self.finished_since_last_step)
+
+    def admit_arrivals(self, step: int) -> None:
+        """The requests arriving at `step` join the waiting queue, in listed order (once)."""
+        for req in self.arrivals.pop(step, []):
+            self.requests[req.req_id] = req
+            self.waiting.append(req)
+
     def _num_new(self, req: Request, budget: int, cap: int) -> int:
         n = req.num_tokens + self._num_spec(req) - req.num_computed_tokens
         if cap > 0:
@@ -125,6 +137,10 @@ class Scheduler:
         self.kv.free(victim.req_id)
         victim.num_computed_tokens = 0
         victim.status = Status.PREEMPTED
+        # async scheduling: output still in flight becomes stale (delivered later, not counted)
+        victim.num_stale_output_tokens = victim.num_in_flight_tokens
+        victim.num_output_placeholders = 0
+        victim.spec_token_ids = []
         self.waiting.appendleft(victim)
         return victim
 
@@ -138,20 +154,20 @@ class Scheduler:
         return max(0, min(len(req.spec_token_ids), room))
 
     def _take_spec(self, req: Request, computed: int, n: int) -> list[int]:
-        """The drafts that fit this step's scheduled tokens; the request's drafts are used up."""
-        spec = req.spec_token_ids[: max(0, computed + n - req.num_tokens)]
+        """The drafts that fit this step's scheduled tokens; the request's drafts are used up.
+        Output placeholders (async scheduling) come before the drafts in the scheduled tokens."""
+        spec = req.spec_token_ids[: max(0, computed + n - req.num_tokens - req.num_output_placeholders)]
         req.spec_token_ids = []
         return spec
 
     def update_from_spec_output(
         self, out: SchedulerOutput, generated: dict[str, list[int]], num_rejected: dict[str, int]
     ) -> list[str]:
-        """Roll num_computed_tokens back by the rejected drafts (their blocks stay with the
-        request, as in vLLM: later tokens overwrite those slots), then append the generated
-        tokens up to max_tokens; finish and free as update_from_output does."""
-        for req_id, k in num_rejected.items():
-            self.requests[req_id].num_computed_tokens -= k
-        return self._append_and_finish(out, generated)
+        """Roll num_computed_tokens (and, with async scheduling, the output placeholders that
+        covered the drafts) back by the rejected drafts (their blocks stay with the request, as
+        in vLLM: later tokens overwrite those slots), then append the generated tokens up to
+        max_tokens; finish and free as update_from_output does."""
+        return self._append_and_finish(out, generated, num_rejected)
 
     def _scheduled(
         self, req: Request, kind: str, computed: int, n: int, added: list[int]
@@ -168,20 +184,31 @@ class Scheduler:
             spec_token_ids=self._take_spec(req, computed, n),
         )
 
+    def _skip_running(self, req: Request) -> bool:
+        """vLLM's max_tokens guard (async scheduling): a request whose steps in flight already
+        produce its last output token, even if all their drafts are rejected, is not scheduled
+        again. Without placeholders (synchronous scheduling) it never applies."""
+        return (
+            req.num_output_placeholders > 0
+            and req.num_computed_tokens + 2 - req.num_output_placeholders
+            >= req.num_prompt_tokens + req.max_tokens
+        )
+
     def schedule(self, step: int) -> SchedulerOutput:
         out = SchedulerOutput(
             step=step, runner=self.config.model_runner, finished_req_ids=self.finished_since_last_step
         )
         self.finished_since_last_step = []
-        for req in self.arrivals.pop(step, []):
-            self.requests[req.req_id] = req
-            self.waiting.append(req)
+        self.admit_arrivals(step)
         budget = self.config.max_num_batched_tokens
         cap = self._long_prefill_cap()
 
         i = 0
         while i < len(self.running) and budget > 0:
             req = self.running[i]
+            if self._skip_running(req):
+                i += 1
+                continue
             n = self._num_new(req, budget, cap)
             if n == 0:
                 i += 1
@@ -200,10 +227,17 @@ class Scheduler:
             budget -= n
             i += 1
 
+        skipped: list[Request] = []
         while not out.preempted_req_ids and self.waiting and budget > 0:
             if len(self.running) >= self.config.max_num_reqs:
                 break
             req = self.waiting[0]
+            if req.num_stale_output_tokens:
+                # async scheduling: a preempted request whose output is still in flight waits
+                # for it (resuming now could resample a position that output delivers); the
+                # requests behind it may go first. It keeps its place at the queue's front.
+                skipped.append(self.waiting.popleft())
+                continue
             hits = self.kv.computed_blocks(req.req_id, req.all_token_ids)
             computed = len(hits) * self.config.block_size
             req.num_computed_tokens = computed
@@ -237,33 +271,72 @@ class Scheduler:
             self.running.append(req)
             out.scheduled.append(self._scheduled(req, kind, computed, n, added))
             budget -= n
+        self.waiting.extendleft(reversed(skipped))
 
-        for s in out.scheduled:
-            self.requests[s.req_id].num_computed_tokens += s.num_scheduled
+        self._update_after_schedule(out)
         out.waiting_req_ids = [r.req_id for r in self.waiting]
         return out
+
+    def _update_after_schedule(self, out: SchedulerOutput) -> None:
+        """Advance each scheduled request's num_computed_tokens (and its tokens in flight) now,
+        so the next schedule() can plan past them; a request with known tokens left to compute
+        is a prefill chunk (vLLM's `_update_after_schedule`)."""
+        for s in out.scheduled:
+            req = self.requests[s.req_id]
+            req.num_computed_tokens += s.num_scheduled
+            req.num_in_flight_tokens += s.num_scheduled
+            req.is_prefill_chunk = req.num_computed_tokens < req.num_tokens + req.num_output_placeholders
 
     def update_from_output(self, out: SchedulerOutput, sampled: dict[str, int]) -> list[str]:
         """Append sampled tokens; finish and free requests that reached max_tokens."""
         return self._append_and_finish(out, {req_id: [token] for req_id, token in sampled.items()})
 
-    def _append_and_finish(self, out: SchedulerOutput, tokens_of: dict[str, list[int]]) -> list[str]:
+    def _append_and_finish(
+        self,
+        out: SchedulerOutput,
+        tokens_of: dict[str, list[int]],
+        num_rejected: dict[str, int] | None = None,
+    ) -> list[str]:
         """Append each request's new tokens up to max_tokens; finish and free the done ones.
 
         Walks the step's requests in scheduling order (vLLM walks `num_scheduled_tokens`), so
-        requests finishing together free their blocks in that order."""
+        requests finishing together free their blocks in that order. With async scheduling the
+        step's tokens leave flight here and resolve output placeholders; a request preempted
+        while the step ran gets its (stale) tokens but keeps its reset counters, and a request
+        already finished gets nothing."""
         finished: list[str] = []
         for s in out.scheduled:
-            tokens = tokens_of.get(s.req_id)
-            if tokens is None:
-                continue
             req = self.requests[s.req_id]
+            req.num_in_flight_tokens -= s.num_scheduled
+            stale = req.num_stale_output_tokens > 0
+            if stale:
+                req.num_stale_output_tokens -= s.num_scheduled
+            tokens = tokens_of.get(s.req_id)
+            if tokens is None or req.status is Status.FINISHED:
+                continue
+            k = num_rejected.get(s.req_id, 0) if num_rejected else 0
+            if k and not stale:
+                if req.num_computed_tokens > 0:
+                    req.num_computed_tokens -= k
+                if req.num_output_placeholders > 0:
+                    req.num_output_placeholders -= k
+            had_placeholders = req.num_output_placeholders > 0
             for token in tokens[: req.max_tokens - req.num_output_tokens]:
                 req.append(token)
+            if not stale and had_placeholders:
+                # every returned token resolves a placeholder, one trimmed at max_tokens too
+                req.num_output_placeholders -= len(tokens)
+                if req.status is Status.RUNNING:
+                    # the blocks the now-known tokens fill get their hashes (prefix caching)
+                    done = min(req.num_computed_tokens - req.num_in_flight_tokens, req.num_tokens)
+                    self.kv.cache_full_blocks(req.req_id, req.all_token_ids, done)
             if req.is_done:
+                if req.status is Status.PREEMPTED:
+                    self.waiting.remove(req)
+                else:
+                    self.running.remove(req)
                 req.status = Status.FINISHED
-                self.running.remove(req)
                 self.kv.free(s.req_id)
                 finished.append(s.req_id)
-        self.finished_since_last_step = finished
+        self.finished_since_last_step.extend(finished)
         return finished

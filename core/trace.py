@@ -159,6 +159,9 @@ class StepTrace:
     kv_cache: dict[str, Any] = field(default_factory=dict)
     forward: dict[str, Any] = field(default_factory=dict)
     timing_us: dict[str, float] = field(default_factory=dict)
+    # async scheduling: what the engine core's batch queue did this step (core/engine_core.py);
+    # None for synchronous runs, whose dict then has no "engine_core" key
+    engine_core: dict[str, Any] | None = None
     # recorded arrays, owned by the trace, become TraceArray entries when first read (in order)
     _pending: list[tuple[Iterable[PlanItem], Mapping[str, Any], Padding]] = field(
         default_factory=list, repr=False, compare=False
@@ -230,7 +233,7 @@ class StepTrace:
                 k: dict(v) if isinstance(v, BlockOwners) else v.tolist() if isinstance(v, np.ndarray) else v
                 for k, v in kv_cache.items()
             }
-        return {
+        out = {
             "step": self.step,
             "idle": self.idle,
             "scheduler": self.scheduler,
@@ -243,3 +246,6 @@ class StepTrace:
             "forward": self.forward,
             "timing_us": self.timing_us,
         }
+        if self.engine_core is not None:
+            out["engine_core"] = self.engine_core
+        return out

@@ -6,7 +6,7 @@
 import { getJSON, postJSON, unpackLink } from "./api.js";
 import { readState } from "./state.js";
 
-// {scenario, request, stages, error}: the scenario (null where only the server can read the link),
+// {scenario, request, runner, stages, error}: the scenario (null where only the server can read the link),
 // the pending POST /api/runs?wait=first (or GET from-link), and the flavour's stage list
 export async function startRun(st) {
   let scenario = null, request;
@@ -21,7 +21,15 @@ export async function startRun(st) {
   }
   // a scenario without a flavour is vLLM's (the scenario format's default)
   const flavor = scenario ? (typeof scenario.flavor === "string" ? scenario.flavor : "vllm") : "";
-  return { scenario, request, stages: flavor ? getJSON(`/api/stages?flavor=${encodeURIComponent(flavor)}`) : null };
+  // vLLM's runner as the scenario names it (the server's default, V2, is asked for once the run says so)
+  const given = scenario && scenario.config && scenario.config.model_runner;
+  const runner = flavor === "vllm" && (given === "v1" || given === "v2") ? given : "";
+  return { scenario, request, runner, stages: flavor ? getJSON(stagesUrl(flavor, runner)) : null };
+}
+
+// the stage list of a flavour (and of vLLM's runner, where one is named)
+export function stagesUrl(flavor, runner) {
+  return `/api/stages?flavor=${encodeURIComponent(flavor)}${runner ? `&runner=${encodeURIComponent(runner)}` : ""}`;
 }
 
 const early = window.location.pathname === "/run" ? { search: window.location.search, run: startRun(readState()) } : { run: null };

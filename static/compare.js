@@ -16,16 +16,27 @@ import { modifiedScenario } from "./whatif.js";
 
 const C = { a: null, b: null, spec: "", cmp: null, steps: new Map(), going: 0 };
 const FLAVORS = ["vllm", "ascend", "nanovllm"];
-const BOOL = new Set(["enable_chunked_prefill", "enable_prefix_caching"]);
+const BOOL = new Set(["enable_chunked_prefill", "enable_prefix_caching", "async_scheduling"]);
+// settings whose values are words, kept as written (the server names a wrong one)
+const WORDS = new Set(["flavor", "model_runner", "speculative_method", "free_queue_order", "device"]);
 
 // "flavor:nanovllm,block_size:4" -> [["flavor","nanovllm"],["block_size",4]]; null when malformed
+// (a number that is not one, a boolean that is neither true/false nor 1/0)
 export function parseSpec(spec) {
   const out = [];
   for (const part of spec.split(",").filter(Boolean)) {
     const m = /^([a-z_]{1,40}):([A-Za-z0-9_.-]{1,40})$/.exec(part.trim());
     if (!m) return null;
     const [, k, v] = m;
-    out.push([k, k === "flavor" ? v : BOOL.has(k) ? v === "true" || v === "1" : Number(v)]);
+    if (WORDS.has(k)) out.push([k, v]);
+    else if (BOOL.has(k)) {
+      if (!/^(true|false|1|0)$/.test(v)) return null;
+      out.push([k, v === "true" || v === "1"]);
+    } else {
+      const x = Number(v);
+      if (!Number.isFinite(x)) return null;
+      out.push([k, x]);
+    }
   }
   return out.length ? out : null;
 }
@@ -50,6 +61,7 @@ export const CONTRASTS = [
   { preset: "seed-000", vs: "block_size:256", key: "cmp_block" },
   { preset: "seed-001", vs: "flavor:nanovllm", key: "cmp_nano" },
   { preset: "seed-001", vs: "flavor:ascend", key: "cmp_ascend" },
+  { preset: "demo-v2-slots", vs: "model_runner:v1", key: "cmp_runner" },
 ];
 
 export function contrastLinks(box, lang) {
@@ -146,6 +158,38 @@ function kvStrip(kv, diffBlocks, side) {
   return box;
 }
 
+// a side's flavour, and the vllm flavour's model runner (V1 and V2 prepare the same step differently)
+function runnerOf(sc) {
+  const r = sc.flavor === "vllm" && sc.config ? sc.config.model_runner : null;
+  return r ? `${sc.flavor} · ${L("cmp_runner_word")} ${r}` : sc.flavor;
+}
+
+// the two batches: their order, where each request sits (its row, and its state slot on a runner
+// that has slots), and per array both have, whether each request's own entries are the same once
+// the batches are aligned by request (then an entry-by-entry difference is only the order)
+function batchPart(b) {
+  const box = el("div", { id: "cmp-batch", class: "cmp-batch" });
+  if (!b) return box;
+  const where = (p) => (p ? `${L("cmp_row")} ${p.row}${p.slot === null || p.slot === undefined ? "" : ` · ${L("cmp_slot")} ${p.slot}`}` : "–");
+  const reqs = [...new Set([...b.req_ids[0], ...b.req_ids[1]])];
+  const order = (ids) => `[${ids.join(", ")}]`;
+  box.append(el("h3", { text: `${L("cmp_batch")} · ${b.same_order ? L("cmp_same_order") : L("cmp_other_order")}` }),
+    el("table", { class: "cmp-table", id: "cmp-batch-table" }, [
+      el("thead", {}, el("tr", {}, [el("th", { text: L("cmp_request") }), el("th", { text: "A" }), el("th", { text: "B" })])),
+      el("tbody", {}, [
+        el("tr", { class: b.same_order ? "" : "differs", dataset: { row: "order" } }, [el("th", { scope: "row", text: L("cmp_order") }),
+          el("td", { text: order(b.req_ids[0]) }), el("td", { text: order(b.req_ids[1]) })]),
+        ...reqs.map((r) => el("tr", { dataset: { req: r } }, [el("th", { scope: "row" }, el("code", { text: r })),
+          el("td", { text: where(b.place[0][r]) }), el("td", { text: where(b.place[1][r]) })])),
+      ]),
+    ]));
+  const lines = Object.entries(b.per_request).map(([name, reqs2]) => el("li", { dataset: { array: name }, class: reqs2.length ? "differs" : "" }, [
+    el("code", { text: name }), ": ",
+    reqs2.length ? `${L("cmp_req_differ")} ${reqs2.join(", ")}` : `${L("cmp_req_same")}${b.same_order ? "" : ` ${L("cmp_only_order")}`}`]));
+  if (lines.length) box.append(el("ul", { class: "cmp-per-req", id: "cmp-per-req" }, lines));
+  return box;
+}
+
 async function render() {
   if (!C.cmp || !S.created) return;
   const n = state.step;
@@ -158,7 +202,7 @@ async function render() {
   panel.hidden = false;
   document.body.dataset.compare = String(n);
   $("cmp-title").textContent = `${L("cmp_title")} · ${L("step")} ${n}`;
-  const sideName = (x, tag) => `${tag}: ${x.scenario.title || x.scenario.name} (${x.scenario.flavor})`;
+  const sideName = (x, tag) => `${tag}: ${x.scenario.title || x.scenario.name} (${runnerOf(x.scenario)})`;
   $("cmp-heads").textContent = "";
   $("cmp-heads").append(el("span", { class: "cmp-a", text: sideName(C.a, "A") }), el("span", { class: "cmp-b", text: sideName(C.b, "B") }));
   const tot = C.cmp.totals_delta;
@@ -170,6 +214,7 @@ async function render() {
     markMain(null);
     return;
   }
+  body.append(batchPart(entry.batch));
   // arrays
   const names = [...new Set([...Object.keys(ta.arrays), ...Object.keys(tb.arrays)])];
   const table = el("table", { class: "cmp-table", id: "cmp-arrays" }, el("thead", {}, el("tr", {}, [

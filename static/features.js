@@ -9,7 +9,7 @@
 
 import { getJSON } from "./api.js";
 import { stageText } from "./i18n.js";
-import { $, A, L, S, reqOfTokens, state, tokenCount } from "./trace.js";
+import { $, A, L, S, reqOfTokens, stageFlavor, state, tokenCount } from "./trace.js";
 import { clear, el, heatmap } from "./views.js";
 
 const fill = (key, vars) => Object.entries(vars).reduce((s, [k, v]) => s.replace(`{${k}}`, v), L(key));
@@ -24,7 +24,7 @@ function featCard(id, titleKey, children) {
 function stageBlock(name) {
   const info = S.trace.stages.find((s) => s.name === name);
   if (!info) return [];
-  const [, expl] = stageText(state.lang, name, S.overview.flavor);
+  const [, expl] = stageText(state.lang, name, stageFlavor());
   return [el("pre", { class: "formula", dataset: { stage: name }, text: info.formula }),
           el("p", { class: "expl why", dataset: { stage: name }, text: expl || info.why || "" })];
 }

@@ -6,10 +6,10 @@
 // up to its own position. The selection is kept as (request id, position) or a block id in the URL,
 // so it survives a step change and a link reopens it.
 
-import { blockRefs, findWriter, slotReaders } from "./kvgrid.js";
+import { blockRefs, findWriter, slotReaders } from "./kvrefs.js";
 import { renderSubstituted } from "./stages.js";
 import { writeState } from "./state.js";
-import { $, A, L, S, blockSize, btName, reqOfTokens, state, tokenCount } from "./trace.js";
+import { $, A, L, S, blockSize, btName, isV2, reqOfTokens, rowBlocks, slotOfRow, state, tokenCount } from "./trace.js";
 import { cellShape, rowShape, setOverlay } from "./views.js";
 
 export function setHover(sel) { S.hover = sel; applySelection(); }
@@ -57,8 +57,7 @@ export function kernelReads(i) {
   const r = reqOfTokens()[i];
   const pos = A("positions")[i];
   const bs = blockSize();
-  const arr = S.trace.arrays[btName()];
-  const row = arr && arr.data[r] ? arr.data[r] : [];
+  const row = rowBlocks()[r] || [];
   const out = [];
   for (let c = 0; c <= Math.floor(pos / bs) && c < row.length; c++) {
     if (row[c] < 0) break;
@@ -74,7 +73,7 @@ function targets(sel) {
   const pos = A("positions") || [];
   const slots = A("slot_mapping") || [];
   const bs = blockSize();
-  const bt = S.trace.arrays[btName()] ? S.trace.arrays[btName()].data : [];
+  const bt = rowBlocks();
   const T = tokenCount();
   const mask = A("attn_mask");
   const addToken = (i) => {
@@ -124,7 +123,13 @@ export function applySelection({ plots = true } = {}) {
     if (tb) cells.forEach(([r, c]) => { const cell = tb.querySelector(`td[data-r="${r}"][data-c="${c}"]`); if (cell) cell.classList.add("hl"); });
   };
   mark("table-token_ids_cpu", tg.tokCells);
-  mark("table-block_table", tg.btCells);
+  mark("table-block_table", slotCells(tg.btCells));
+  mark("table-input_block_tables", tg.btCells);
+  // Model Runner V2's slot panel: a batch row, its idx_mapping arrow and its state slot
+  if ($("slotmap")) {
+    tg.rows.forEach((r) => document.querySelectorAll(`#slotmap [data-r="${r}"], #slotmap [data-slot="${slotOfRow(r)}"], #slot-state [data-slot="${slotOfRow(r)}"]`)
+      .forEach((n) => n.classList.add("hl")));
+  }
   const kvTable = $("table-kv");
   if (kvTable) {
     kvTable.querySelectorAll("td.read").forEach((c) => { c.classList.remove("read"); delete c.dataset.order; });
@@ -138,6 +143,10 @@ export function applySelection({ plots = true } = {}) {
   renderSelection(sel, tg);
   renderSubstituted();
 }
+
+// block-table cells at batch-row coordinates, moved to the rows of the table shown: V2's block_tables
+// has a row per state slot (idx_mapping[row])
+function slotCells(cells) { return isV2() ? cells.map(([r, c]) => [slotOfRow(r), c]) : cells; }
 
 // the outlines a selection puts on each heatmap
 // a read block is lit: washed light, edged, and numbered in the order the kernel walks it
@@ -153,7 +162,8 @@ function selectionShapes(tg) {
   const m = A("attn_mask");
   return {
     token_ids_cpu: tg.tokCells.map(([r, c]) => cellShape(c, r, HL)),
-    block_table: tg.btCells.map(([r, c]) => cellShape(c, r, HL)),
+    block_table: slotCells(tg.btCells).map(([r, c]) => cellShape(c, r, HL)),
+    input_block_tables: tg.btCells.map(([r, c]) => cellShape(c, r, HL)),
     kv,
     attn_mask: m ? [...tg.maskRows].map((r) => rowShape(r, m[0].length, HL)) : [],
   };
@@ -194,7 +204,7 @@ function renderSelection(sel, tg) {
     const slot = A("slot_mapping")[i];
     const blk = Math.floor(slot / bs);
     box.textContent = `${L("sel_token")} ${i} · ${L("req")} ${S.trace.batch.req_ids[r]} (${L("row")} ${r}) · ${L("sel_position")} ${pos} · ` +
-      `${btName()}[${r}][${Math.floor(pos / bs)}] = ${blk} · ${L("sel_slot")} ${slot} = ${blk} × ${bs} + ${slot % bs}` +
+      `${btName()}[${slotOfRow(r)}][${Math.floor(pos / bs)}] = ${blk} · ${L("sel_slot")} ${slot} = ${blk} × ${bs} + ${slot % bs}` +
       (tg.reads.length ? ` · ${L("reads")} ${tg.reads.map((rd) => rd.block).join(" → ")} (${L("causal_cut")} ${pos})` : "");
   } else if (sel.kind === "request") {
     box.textContent = `${L("req")} ${S.trace.batch.req_ids[sel.index]} (${L("row")} ${sel.index}) · ${tg.tokens.size} ${L("token")} · ${L("sel_block")} [${[...tg.kvBlocks].join(", ")}]`;
@@ -282,7 +292,7 @@ export function wireHover() {
     if (!cell) return null;
     const table = cell.closest("table");
     const v = Number(cell.textContent);
-    if (table.id === "table-block_table") return Number.isInteger(v) && (v > 0 || (v === 0 && S.overview.flavor === "nanovllm")) ? { kind: "block", index: v } : null;
+    if (table.id === "table-block_table" || table.id === "table-input_block_tables") return Number.isInteger(v) && (v > 0 || (v === 0 && S.overview.flavor === "nanovllm")) ? { kind: "block", index: v } : null;
     if (table.id === "table-kv") {
       const r = Number(cell.closest("tr").dataset.r);
       return cell.tagName === "TH" ? { kind: "block", index: r } : { kind: "slot", index: Number(cell.dataset.slot) };
@@ -296,7 +306,7 @@ export function wireHover() {
     if (!cell) return;
     const table = cell.closest("table");
     const sel = sysSel(e);
-    if (table.id === "table-block_table" || table.id === "table-kv") { if (sel) select(sel); }
+    if (table.id === "table-block_table" || table.id === "table-input_block_tables" || table.id === "table-kv") { if (sel) select(sel); }
     else if (table.id === "table-token_ids_cpu") select({ kind: "request", index: Number(cell.dataset.r) });
   });
 }

@@ -53,6 +53,10 @@ export const STRINGS = {
     cmp_arrays: "Arrays", cmp_blocks_differ: "blocks differ", cmp_absent: "not in this run", contrasts: "Compare side by side",
     cmp_prefix: "Prefix caching on vs off", cmp_chunked: "Chunked prefill on vs off", cmp_block: "Block size 16 vs 256",
     cmp_nano: "vLLM vs nano-vllm, same requests", cmp_ascend: "vLLM vs Ascend, same requests",
+    cmp_runner: "V1 vs V2, same requests (vLLM's two model runners)", cmp_runner_word: "runner",
+    cmp_batch: "Batch", cmp_same_order: "the same order", cmp_other_order: "another order", cmp_request: "request",
+    cmp_order: "batch order (row 0 first)", cmp_row: "row", cmp_slot: "slot",
+    cmp_req_same: "the same for every request", cmp_req_differ: "differs for", cmp_only_order: "(the entries differ only in their order)",
     stage: "Stage", pb_title: "Play this step stage by stage", pb_play: "▶ Play stages", pb_pause: "⏸ Pause",
     pb_continue: "▶ Continue", pb_stop: "■ Stop", pb_pause_at: "Pause at stage", pb_paused_at: "Paused at {stage}: read, then continue (p).",
     mark_allocated: "allocated", mark_reused: "reused from the prefix cache (ref +1)", mark_freed: "freed",
@@ -119,6 +123,10 @@ export const STRINGS = {
     cmp_arrays: "数组", cmp_blocks_differ: "个块不同", cmp_absent: "本运行中没有", contrasts: "并排对比",
     cmp_prefix: "前缀缓存：开 vs 关", cmp_chunked: "分块预填充：开 vs 关", cmp_block: "块大小 16 vs 256",
     cmp_nano: "vLLM vs nano-vllm，相同请求", cmp_ascend: "vLLM vs 昇腾，相同请求",
+    cmp_runner: "V1 vs V2，相同请求（vLLM 的两个模型运行器）", cmp_runner_word: "运行器",
+    cmp_batch: "批次", cmp_same_order: "顺序相同", cmp_other_order: "顺序不同", cmp_request: "请求",
+    cmp_order: "批次顺序（第 0 行在前）", cmp_row: "行", cmp_slot: "槽位",
+    cmp_req_same: "每个请求都相同", cmp_req_differ: "不同的请求：", cmp_only_order: "（逐个元素比较时的不同只是顺序不同）",
     stage: "阶段", pb_title: "逐阶段播放这一步", pb_play: "▶ 逐阶段播放", pb_pause: "⏸ 暂停",
     pb_continue: "▶ 继续", pb_stop: "■ 停止", pb_pause_at: "在这些阶段暂停", pb_paused_at: "已在「{stage}」暂停：读完后继续（p）。",
     mark_allocated: "新分配", mark_reused: "前缀缓存复用（引用 +1）", mark_freed: "已释放",
@@ -321,4 +329,78 @@ Object.assign(STRINGS.zh, {
   delta_toggle: "Δ 上一步", delta_was: "原为", delta_new: "本步新加入",
   note_link: "链接到此说明", note_linked: "链接的说明",
   embed_link: "嵌入链接", embed_step: "步", embed_help: "← / → 切换步",
+});
+// Model Runner V2 views: the slot panel (slots.js), V2's tables (v2tables.js), its stages'
+// titles and whys (stages_v2.js links them upstream), and the runner each stage link names
+Object.assign(STRINGS.en, {
+  runner_v1: "V1 runner", runner_v2: "Model Runner V2",
+  v2_slots_title: "State slots and batch order (Model Runner V2)",
+  v2_batch_order: "Batch order (sorted this step)", v2_slots: "State slots", v2_slot: "slot", v2_holder: "held by",
+  v2_this_step: "this step", v2_free: "free", v2_next_n: "handed out #{n}", v2_next: "next:",
+  v2_freed: "freed", v2_added: "added", v2_kept: "kept its slot",
+  v2_more_free: "{n} more free slots", v2_more_rows: "{n} more batch rows", v2_none_free: "none free",
+  v2_free_order: "Free slots, in the order they are handed out",
+  v2_mapping_legend: "Each arrow is idx_mapping[row] = slot: the batch is sorted afresh every step (decodes first, then prefill chunks by length), and row i reads its request's state (tokens, computed count, block table) from slot idx_mapping[i]. A new or resumed request takes the next free slot, from the top; a slot just freed is handed out first.",
+  v2_slot_state: "Per-slot state (one column per state slot, [max_num_reqs]); struck: left by an earlier holder",
+  v2_block_tables: "Per-slot block tables (block_tables, a row per state slot)",
+  v2_input_block_tables: "Gathered block table (input_block_tables, a row per batch row: what attention reads)",
+  v2_all_token_ids: "Tokens of each slot (all_token_ids, up to total_len)",
+  v2_padding: "padding", v2_decode_next_stage: "a decode row: its input comes from last_sampled_tokens in the next stage",
+});
+Object.assign(STRINGS.zh, {
+  runner_v1: "V1 模型运行器", runner_v2: "模型运行器 V2",
+  v2_slots_title: "状态槽与批次顺序（模型运行器 V2）",
+  v2_batch_order: "批次顺序（本步重新排序）", v2_slots: "状态槽", v2_slot: "状态槽", v2_holder: "占用者",
+  v2_this_step: "本步", v2_free: "空闲", v2_next_n: "第 {n} 个分出", v2_next: "下一个：",
+  v2_freed: "释放", v2_added: "加入", v2_kept: "保留原状态槽",
+  v2_more_free: "另有 {n} 个空闲状态槽", v2_more_rows: "另有 {n} 个批次行", v2_none_free: "没有空闲状态槽",
+  v2_free_order: "空闲状态槽（按分出顺序）",
+  v2_mapping_legend: "每个箭头是 idx_mapping[行] = 状态槽：每一步批次都重新排序（先解码，再按分块长度升序排预填充），第 i 行从状态槽 idx_mapping[i] 读取其请求的状态（token、已计算数、块表）。新请求或恢复的请求从顶部取下一个空闲状态槽；刚释放的状态槽最先被再次分出。",
+  v2_slot_state: "每个状态槽的状态（每列一个状态槽，[max_num_reqs]）；删除线：之前占用者留下的值",
+  v2_block_tables: "按状态槽的块表（block_tables，每个状态槽一行）",
+  v2_input_block_tables: "收集后的块表（input_block_tables，每个批次行一行：注意力读取的就是它）",
+  v2_all_token_ids: "各状态槽的 token（all_token_ids，到 total_len 为止）",
+  v2_padding: "补齐", v2_decode_next_stage: "解码行：它的输入在下一阶段取自 last_sampled_tokens",
+});
+Object.assign(STAGES.en, {
+  "v2:finish_and_add": ["Free and add state slots", "Model Runner V2 keeps each request in a fixed state slot. Finished and preempted requests free theirs, in sorted request-id order. A new request takes free_indices.pop(), the highest free slot, so a slot just freed is the next one handed out. A resumed request comes back as a new one, with its prompt and outputs so far, and takes a fresh slot. Running requests keep their slots and only append new blocks: nothing moves, there is no condense."],
+  "v2:idx_mapping": ["Sort the batch, map rows to slots", "Every step the scheduled requests are sorted: requests with drafts first, then decodes (one token), then prefill chunks by ascending length; ties keep the scheduler's order. Decodes and short chunks come first so that the batch's shape is regular (a uniform-decode batch can replay a CUDA graph). idx_mapping[i] is the state slot of batch row i: every per-request read of the kernels goes through it."],
+  "v2:cudagraph_dispatch": ["Pick a CUDA graph", "CudaGraphManager.dispatch picks a captured graph. A full graph of a uniform decode batch replays a fixed number of requests, so the request count is padded too (padded rows: empty query, seq_len 0, a zero block-table row, slot -1); a piecewise graph pads only the tokens. With no capture sizes the step runs eagerly."],
+  "v2:query_start_loc": ["Query start locations", "Where each batch row's tokens start: a cumulative sum of num_scheduled_tokens in the sorted order. The whole max_num_reqs + 1 buffer is written: past the real rows it repeats T, non-decreasing as FlashAttention needs, so padded rows have empty queries."],
+  "v2:seq_lens": ["Sequence lengths", "prepare_pos_seq_lens: each row's length after this step, read from its slot: num_computed_tokens[idx_mapping[i]] + num_scheduled_tokens[i]. The count is the runner's own on the device (post_update advances it), not the scheduler's. The rest of the buffer is zeroed."],
+  "v2:positions": ["Token positions", "The same kernel: a token's position is its slot's num_computed_tokens plus its offset in the row. V2 builds positions on the device only."],
+  "v2:prefill_inputs": ["Prefill input ids from the slot", "prepare_prefill_inputs: a prefilling row copies its tokens from its slot's all_token_ids, which holds the prompt (and, for a resumed request, the outputs so far). Decode rows are left to the next stage."],
+  "v2:combine_sampled_and_draft_tokens": ["Decode input ids, logits indices", "A decode row's input is the token its slot sampled last step, kept on the device (last_sampled_tokens), so the CPU never waits for it. Each row's last token gives its logits: logits_indices = query_start_loc[1:] - 1."],
+  "v2:gather_block_tables": ["Gather the block table", "The attention kernel reads a block table in batch order, so every step copies each row's slot row of block_tables (its num_blocks entries) into input_block_tables through idx_mapping. Cells past a row's own blocks keep what an earlier step left there: stale, and never read (attention reads cdiv(seq_len, block_size) entries)."],
+  "v2:slot_mappings": ["Slot mapping", "Where each token's K and V are written: block_tables[idx_mapping[row], position // block_size] * block_size + position % block_size, read from the persistent per-slot table (not the gathered one). Past the real tokens the buffer is -1, so CUDA-graph padding writes nowhere."],
+  "v2:attn_metadata": ["Attention metadata", "The scalars attention is built with: the real request and token counts, the longest query, and max_seq_len from the CPU's upper bound (the scheduler's computed count plus the scheduled tokens), since the device's count is not read back."],
+});
+Object.assign(STAGES.zh, {
+  "v2:finish_and_add": ["释放与分配状态槽", "模型运行器 V2 把每个请求放在固定的状态槽里。已完成和被抢占的请求按请求 ID 排序后释放各自的状态槽。新请求取 free_indices.pop()，即编号最大的空闲状态槽，所以刚释放的状态槽最先被再次分出。恢复的请求作为新请求回来，带着提示和目前为止的输出，占用一个新的状态槽。运行中的请求保留原状态槽，只追加新块：没有任何移动，也没有压缩（condense）。"],
+  "v2:idx_mapping": ["批次排序，行映射到状态槽", "每一步都对被调度的请求排序：先是带草稿的请求，再是解码（一个 token），最后按分块长度升序排预填充；长度相同的保持调度器的顺序。解码和短分块排在前面，批次形状更规整（统一解码的批次可以重放 CUDA Graph）。idx_mapping[i] 是批次第 i 行的状态槽：内核对每个请求的读取都经过它。"],
+  "v2:cudagraph_dispatch": ["选择 CUDA Graph", "CudaGraphManager.dispatch 选择一个已捕获的图。统一解码批次的完整图重放固定数量的请求，所以请求数也要补齐（补齐的行：query 为空、seq_len 为 0、块表行为 0、槽位为 -1）；分段图只补齐 token。没有捕获大小时本步直接执行。"],
+  "v2:query_start_loc": ["查询起始位置", "每个批次行的 token 从哪里开始：按排序后的顺序对 num_scheduled_tokens 求前缀和。整个 max_num_reqs + 1 的缓冲区都被写入：真实行之后重复 T，保持 FlashAttention 要求的单调不减，补齐的行 query 为空。"],
+  "v2:seq_lens": ["序列长度", "prepare_pos_seq_lens：每行在本步之后的长度，从它的状态槽读取：num_computed_tokens[idx_mapping[i]] + num_scheduled_tokens[i]。这个计数是运行器自己在设备上的（由 post_update 推进），不是调度器的。缓冲区其余部分清零。"],
+  "v2:positions": ["token 位置", "同一个内核：token 的位置是其状态槽的 num_computed_tokens 加上它在本行内的偏移。V2 只在设备上生成 positions。"],
+  "v2:prefill_inputs": ["从状态槽取预填充输入", "prepare_prefill_inputs：处于预填充的行从其状态槽的 all_token_ids 复制 token，那里保存着提示（对恢复的请求，还有目前为止的输出）。解码行留给下一阶段。"],
+  "v2:combine_sampled_and_draft_tokens": ["解码输入与 logits 下标", "解码行的输入是其状态槽上一步采样出的 token，保存在设备上（last_sampled_tokens），CPU 无需等待它。每行最后一个 token 给出 logits：logits_indices = query_start_loc[1:] - 1。"],
+  "v2:gather_block_tables": ["收集块表", "注意力内核按批次顺序读取块表，所以每一步都通过 idx_mapping 把每行对应状态槽的 block_tables 行（其 num_blocks 个元素）复制到 input_block_tables。超出本行自身块的单元格保留之前某一步留下的值：已过期，但从不被读取（注意力只读 cdiv(seq_len, block_size) 个元素）。"],
+  "v2:slot_mappings": ["槽位映射", "每个 token 的 K/V 写到哪里：block_tables[idx_mapping[行], position // block_size] * block_size + position % block_size，读取的是持久的按状态槽的块表（不是收集后的那张）。真实 token 之后缓冲区为 -1，CUDA Graph 的补齐不会写入任何位置。"],
+  "v2:attn_metadata": ["注意力元数据", "构建注意力所需的标量：真实的请求数和 token 数、最长的 query，以及 max_seq_len。max_seq_len 取 CPU 上的上界（调度器的已计算数加上本步调度的 token 数），因为设备上的计数不会读回。"],
+});
+
+// The engine core's batch queue on the step bar (async scheduling); enginecore.js shows them.
+Object.assign(STRINGS.en, {
+  ec_consumed: "update_from_output ← step {k}",
+  ec_tip: "At the end of this step the engine core took step {k}'s sampled tokens out of its batch queue and handed them to the scheduler's update_from_output: with async scheduling each step is scheduled before the previous step's output arrives, so finishes and frees come a step after the token.",
+  ec_waits: "update_from_output waits",
+  ec_wait_tip: "The batch queue is not full: this step returns without calling update_from_output, so the next step is planned before this one's output reaches the scheduler.",
+  ec_queue: "batch queue", ec_drain: "nothing scheduled: drains the queue", ec_finished: "finished in this update",
+});
+Object.assign(STRINGS.zh, {
+  ec_consumed: "update_from_output ← 第 {k} 步",
+  ec_tip: "这一步结束时，引擎核心从批次队列中取出第 {k} 步的采样结果，交给调度器的 update_from_output：异步调度时每一步都在上一步的输出到达之前被调度，所以请求完成和块释放比 token 晚一步。",
+  ec_waits: "update_from_output 暂不执行",
+  ec_wait_tip: "批次队列未满：这一步不调用 update_from_output 就返回，所以下一步会在这一步的输出到达调度器之前被规划。",
+  ec_queue: "批次队列", ec_drain: "未调度：只排空队列", ec_finished: "本次 update 中完成",
 });

@@ -5,10 +5,9 @@
 // When a token is selected, the blocks its attention reads through block_table[req] are numbered
 // in logical order, up to its own position (the causal cut). As a heatmap or as a table.
 
-import { getJSON } from "./api.js";
 import { onCellClick, showView } from "./heatmaps.js";
 import { annotationsFor, shapesFor } from "./hover.js";
-import { $, A, L, S, bigBatch, blockSize, btName, reqColor, reqOfTokens, reqOrder, scenarioReqIds, state, tokenCount } from "./trace.js";
+import { $, L, S, bigBatch, reqColor, reqOrder, scenarioReqIds } from "./trace.js";
 import { GREY, clear, discreteScale, el, gridTable, heatmap, plotlyText } from "./views.js";
 
 const MAX_KV_BLOCKS = 256;
@@ -196,74 +195,4 @@ export function kvMetricSelect(onChange) {
   return el("label", { class: "small" }, [`${L("metric")} `, el("select", {
     id: "kv-metric", onchange: (e) => { S.kvMetric = e.target.value; onChange(); },
   }, ["owner", "ref_cnt", "written", "free"].map((m) => el("option", { value: m, selected: m === S.kvMetric, text: L(`m_${m}`) })))]);
-}
-
-// ------------------------------------------------------------------ a slot's writer and readers
-// A KV slot shows who wrote it and which of this step's queries read it; a block shows every
-// (row, logical index) of the block table that references it (several rows with prefix caching).
-
-// every (row, logical index) of this step's block table that holds block b; vLLM's null block 0
-// only pads the rows, so it is referenced by none
-export function blockRefs(b) {
-  if (!S.trace || S.trace.idle) return [];
-  const arr = S.trace.arrays[btName()];
-  if (!arr || (b === 0 && S.overview.flavor !== "nanovllm")) return [];
-  const out = [];
-  arr.data.forEach((row, r) => row.forEach((x, c) => { if (x === b) out.push({ row: r, logical: c, rid: String(S.trace.batch.req_ids[r]) }); }));
-  return out;
-}
-
-// the tokens of this step whose attention reads the slot: the tokens of every request whose
-// block-table row holds the slot's block, at a position at or past the slot's own (the causal cut)
-export function slotReaders(slot) {
-  if (!S.trace || S.trace.idle) return [];
-  const bs = blockSize(), o = slot % bs;
-  const refs = blockRefs(Math.floor(slot / bs));
-  const reqOf = reqOfTokens(), pos = A("positions") || [];
-  const out = [];
-  for (let i = 0; i < tokenCount(); i++) {
-    if (refs.some((ref) => reqOf[i] === ref.row && pos[i] >= ref.logical * bs + o)) out.push(i);
-  }
-  return out;
-}
-
-// the token of a step's trace that wrote the slot (its request and position), or null
-function writesIn(tr, slot) {
-  const sm = tr.arrays && tr.arrays.slot_mapping ? tr.arrays.slot_mapping.data : null;
-  const T = tr.scalars ? tr.scalars.total_num_scheduled_tokens || 0 : 0;
-  if (!sm) return null;
-  const i = sm.slice(0, T).lastIndexOf(slot);
-  if (i < 0) return null;
-  let r = tr.arrays.req_indices ? tr.arrays.req_indices.data[i] : -1;
-  const cu = tr.arrays.cu_seqlens_q || tr.arrays.query_start_loc;
-  if (r < 0 && cu) r = cu.data.findIndex((c, k) => k + 1 < cu.data.length && c <= i && i < cu.data[k + 1]);
-  const pos = tr.arrays.positions ? tr.arrays.positions.data[i] : null;
-  return { rid: r >= 0 ? String(tr.batch.req_ids[r]) : "?", pos, token: i };
-}
-
-const WRITER_LOOKBACK = 64;  // steps searched back for a slot's last write
-const writers = new Map();   // "run/step/slot" -> Promise of {rid, pos, step} | {before: step} | null
-
-// the last write of the slot up to this step: this step's slot_mapping first, then the earlier
-// steps' (fetched as needed, at most WRITER_LOOKBACK of them); {before: n} when not found so far back
-export function findWriter(slot) {
-  const run = S.created.run_id, now = state.step;
-  const key = `${run}/${now}/${slot}`;
-  if (!writers.has(key)) {
-    writers.set(key, (async () => {
-      for (let n = now; n >= 1 && n > now - WRITER_LOOKBACK; n--) {
-        let tr = S.steps.get(n);
-        if (!tr) {
-          const r = await getJSON(`/api/runs/${encodeURIComponent(run)}/steps/${n}`);
-          if (!r.ok) return null;
-          tr = r.data;
-          if (S.created && S.created.run_id === run) S.steps.set(n, tr);
-        }
-        const w = writesIn(tr, slot);
-        if (w) return { ...w, step: n };
-      }
-      return now > WRITER_LOOKBACK ? { before: now - WRITER_LOOKBACK + 1 } : null;
-    })());
-  }
-  return writers.get(key);
 }

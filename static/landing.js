@@ -21,7 +21,11 @@ const KNOWN = [
   ["enable_prefix_caching", "bool"], ["model", "bool"], ["device", ["auto", "cpu", "cuda", "npu"]],
 ];
 const TOP = new Set(["name", "flavor", "seed", "max_steps"]);
-let fields = [];  // {key, kind, top, prop}: what the form shows, in order
+let fields = [];  // {key, kind, top, prop, extra}: what the form shows, in order
+// A setting only the schema lists (extra) is sent only when the loaded scenario gives it or the
+// reader sets it: left alone, the server's default applies, which may depend on the flavour
+// (model_runner and async_scheduling: V2 and async on vllm, v1 and sync elsewhere).
+let given = new Set();
 const SCHEMA_URL = "/api/schema/scenario";
 let schema = null;  // the scenario's JSON Schema, or null where the server has none
 let extras = {};  // fields of a loaded scenario the form does not show (title, summary, model sizes, ...)
@@ -60,7 +64,7 @@ function buildFields() {
   });
   for (const [key, prop] of Object.entries(cfg)) {
     const kind = kindOf(prop);
-    if (kind && !fields.some((f) => f.key === key)) fields.push({ key, kind, top: false, prop: resolve(prop) });
+    if (kind && !fields.some((f) => f.key === key)) fields.push({ key, kind, top: false, prop: resolve(prop), extra: true });
   }
 }
 
@@ -90,15 +94,21 @@ function buildConfigFields() {
     const id = `f-${f.key}`;
     const help = helpOf(f.prop);
     let input;
-    if (Array.isArray(f.kind)) input = el("select", { id }, f.kind.map((v) => el("option", { value: v, text: v })));
+    if (Array.isArray(f.kind)) {
+      const opts = f.kind.map((v) => el("option", { value: v, text: v }));
+      // an extra setting left alone says so: the server picks its value
+      if (f.extra) opts.unshift(el("option", { value: "", text: `(${L("default")})` }));
+      input = el("select", { id }, opts);
+    }
     else if (f.kind === "bool") input = el("input", { id, type: "checkbox" });
     else {
       input = el("input", { id, type: "text", inputmode: f.kind === "int" ? "numeric" : f.kind === "number" ? "decimal" : "text", autocomplete: "off",
         placeholder: f.prop && f.prop.default !== undefined && f.prop.default !== null && typeof f.prop.default !== "object" ? String(f.prop.default) : null });
     }
     if (help) input.setAttribute("aria-describedby", `help-${f.key}`);
-    input.addEventListener("input", scheduleValidate);
-    input.addEventListener("change", scheduleValidate);
+    const touch = () => { input.dataset.touched = "1"; scheduleValidate(); };
+    input.addEventListener("input", touch);
+    input.addEventListener("change", touch);
     box.append(el("label", { for: id, class: `field field-${f.kind === "bool" ? "bool" : "text"}`, title: help || null, dataset: { field: f.key } },
       [el("code", { text: f.key }), input, help ? el("small", { id: `help-${f.key}`, class: "field-help", text: help }) : null]));
   }
@@ -132,9 +142,12 @@ function reqRow(req = {}) {
 function load(scenario) {
   const cfg = scenario.config || {};
   extras = { ...scenario };
+  given = new Set(Object.keys(cfg));
   for (const f of fields) {
     const input = $(`f-${f.key}`);
+    delete input.dataset.touched;
     const value = f.top ? scenario[f.key] : f.key === "model" ? cfg.model !== null : cfg[f.key];
+    if (f.extra && Array.isArray(f.kind) && value === undefined) { input.value = ""; continue; }
     const def = f.prop ? f.prop.default : undefined;
     if (f.kind === "bool") input.checked = value === undefined ? (typeof def === "boolean" ? def : f.key !== "enable_prefix_caching") : Boolean(value);
     else if (Array.isArray(f.kind)) input.value = value === undefined ? (f.kind.includes(def) ? def : f.kind[0]) : String(value);
@@ -150,7 +163,8 @@ function collect() {
   const config = { ...(extras.config || {}) };
   for (const f of fields) {
     const input = $(`f-${f.key}`);
-    const value = f.kind === "bool" ? input.checked : isNumeric(f.kind) ? num(input, f.kind) : input.value;
+    let value = f.kind === "bool" ? input.checked : isNumeric(f.kind) ? num(input, f.kind) : input.value;
+    if (f.extra && ((Array.isArray(f.kind) && value === "") || (!given.has(f.key) && !input.dataset.touched))) value = undefined;
     if (f.key === "model") { if (!value) config.model = null; else if (config.model === null) delete config.model; continue; }
     const into = f.top ? scenario : config;
     if (value === undefined) delete into[f.key]; else into[f.key] = value;

@@ -9,7 +9,7 @@ import { onView } from "./bus.js";
 import { select, setHover } from "./hover.js";
 import { stageText } from "./i18n.js";
 import { toSearch, writeState } from "./state.js";
-import { $, L, S, state } from "./trace.js";
+import { $, L, S, stageFlavor, state } from "./trace.js";
 import { clear, el } from "./views.js";
 
 const cache = new Map();  // "run_id/step" -> items
@@ -132,7 +132,7 @@ export async function renderNarration() {
 
 function renderStagePart(items) {
   const box = clear($("narr-stage"));
-  const [title] = stageText(state.lang, state.stage, S.overview.flavor);
+  const [title] = stageText(state.lang, state.stage, stageFlavor());
   box.append(el("h3", { text: `${L("this_stage")}: ${title}` }));
   const mine = items.filter((x) => x.stage === state.stage);
   if (!mine.length) box.append(el("p", { class: "muted", text: L("no_stage_narration") }));

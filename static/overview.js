@@ -39,7 +39,9 @@ export function requestBars() {
   const hits = cachedHits();
   const bars = [];
   const ids = tr.idle ? [] : tr.batch.req_ids.map(String);
-  const comp = A("num_computed_tokens_cpu"), sched = A("num_scheduled_tokens");
+  // V2 keeps the computed count per state slot: row r's is num_computed_tokens[idx_mapping[r]]
+  const bySlot = A("idx_mapping") && A("num_computed_tokens");
+  const comp = A("num_computed_tokens_cpu") || (bySlot ? A("idx_mapping").map((j) => bySlot[j]) : null), sched = A("num_scheduled_tokens");
   ids.forEach((rid, r) => {
     const done = comp ? comp[r] : 0, now = sched ? sched[r] : 0;
     const cached = Math.min(hits.get(rid) || 0, done);

@@ -4,7 +4,7 @@
 
 import { ctl, onView } from "./bus.js";
 import { stageText } from "./i18n.js";
-import { $, L, S, stageNames, state } from "./trace.js";
+import { $, L, S, stageFlavor, stageNames, state } from "./trace.js";
 import { clear, el, needsBuild, setText } from "./views.js";
 
 let dwellMs = 2400;  // how long a stage stays at ×1
@@ -24,7 +24,7 @@ function label() {
   btn.dataset.i18n = key;
   setText(btn, L(key));
   btn.setAttribute("aria-pressed", P.timer ? "true" : "false");
-  setText($("pb-status"), P.paused ? L("pb_paused_at").replace("{stage}", stageText(state.lang, state.stage, S.overview.flavor)[0]) : "");
+  setText($("pb-status"), P.paused ? L("pb_paused_at").replace("{stage}", stageText(state.lang, state.stage, stageFlavor())[0]) : "");
 }
 
 function schedule() {
@@ -90,7 +90,7 @@ function renderPausePoints() {
   }
   clear(box);
   stageNames().forEach((name, i) => {
-    const [title] = stageText(state.lang, name, S.overview.flavor);
+    const [title] = stageText(state.lang, name, stageFlavor());
     const on = P.pausePoints.has(name);
     box.append(el("button", {
       type: "button", class: "small pb-point", "aria-pressed": on ? "true" : "false", dataset: { stage: name },

@@ -15,6 +15,21 @@ const P = { cp: null, revealed: true, result: null };
 
 const CARD_OF = { token_ids_cpu: "card-token_ids_cpu", block_table: "card-block_table", block_tables: "card-block_table", attn_mask: "card-attn_mask" };
 
+// What else tells a checkpoint array's entries, hidden with it. Model Runner V2's idx_mapping (batch
+// row -> state slot) is told by every array indexed by slot (which slot holds which request's
+// state), by the slot panel (its arrows, holders, free list and per-slot state) and by any sentence
+// about slots. Any view can take part without a change here: an element marked
+// data-reveals="idx_mapping" (names separated by spaces) is hidden while that array is predicted.
+const SLOT_ARRAYS = ["block_tables", "all_token_ids", "num_computed_tokens", "prefill_len", "total_len", "num_blocks", "last_sampled_tokens"];
+const REVEALS = {
+  idx_mapping: { arrays: SLOT_ARRAYS, views: ["#slots"], words: /\bslots?\b|slot \d|槽位/i },
+};
+
+// the arrays whose views are hidden while `a` is predicted: itself and what tells it
+export function hiddenArrays(a) {
+  return [a, ...((REVEALS[a] && REVEALS[a].arrays) || [])];
+}
+
 export const predicting = () => Boolean(P.cp && !P.revealed);
 
 // the name of flat entry i of an array of this shape: a[7] or a[2][1]
@@ -28,19 +43,27 @@ function applyConceal() {
   document.querySelectorAll(".concealed").forEach((n) => n.classList.remove("concealed"));
   document.querySelectorAll(".concealed-card").forEach((n) => n.classList.remove("concealed-card"));
   if (!predicting() || state.step !== P.cp.step || !S.trace) return;
-  const a = P.cp.array;
   const hide = (n) => n && n.classList.add("concealed");
-  document.querySelectorAll(`#token-table tr[data-array="${CSS.escape(a)}"] td`).forEach(hide);
-  document.querySelectorAll(`#stage-values [data-array="${CSS.escape(a)}"]`).forEach(hide);
-  const heads = [...document.querySelectorAll("#request-table thead th")];
-  const col = heads.findIndex((th) => th.title === a);
-  if (col >= 0) document.querySelectorAll(`#request-table tbody td:nth-child(${col + 1})`).forEach(hide);
-  document.querySelectorAll("#req-table > p.value-line").forEach((p) => { const c = p.querySelector("code"); if (c && c.textContent === a) hide(p); });
-  const card = $(CARD_OF[a] || `card-${a}`);
-  if (card) card.classList.add("concealed-card");
+  const names = hiddenArrays(P.cp.array);
+  for (const a of names) {
+    document.querySelectorAll(`#token-table tr[data-array="${CSS.escape(a)}"] td`).forEach(hide);
+    document.querySelectorAll(`#stage-values [data-array="${CSS.escape(a)}"]`).forEach(hide);
+    const heads = [...document.querySelectorAll("#request-table thead th")];
+    const col = heads.findIndex((th) => th.title === a);
+    if (col >= 0) document.querySelectorAll(`#request-table tbody td:nth-child(${col + 1})`).forEach(hide);
+    document.querySelectorAll("#req-table > p.value-line").forEach((p) => { const c = p.querySelector("code"); if (c && c.textContent === a) hide(p); });
+    const card = $(CARD_OF[a] || `card-${a}`);
+    if (card) card.classList.add("concealed-card");
+  }
+  const more = REVEALS[P.cp.array] || {};
+  for (const sel of more.views || []) document.querySelectorAll(sel).forEach(hide);
+  document.querySelectorAll("[data-reveals]").forEach((n) => { if (n.dataset.reveals.split(/\s+/).includes(P.cp.array)) hide(n); });
   // the sentences and formulas that would say the answer
   for (const id of ["stage-sub", "selection"]) hide($(id));
-  document.querySelectorAll("#narration p, #narration li").forEach((n) => { if (n.textContent.includes(a)) hide(n); });
+  document.querySelectorAll("#narration p, #narration li").forEach((n) => {
+    const t = n.textContent;
+    if (names.some((a) => t.includes(a)) || (more.words && more.words.test(t))) hide(n);
+  });
 }
 
 function renderForm() {

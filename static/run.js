@@ -5,7 +5,7 @@
 // downloads, PNG, copied link) -- and reads the run from trace.js, which this file fills.
 
 import { errorLines, getJSON, postJSON, unpackLink, withProgress } from "./api.js";
-import { startRun, takeEarlyRun } from "./boot.js";
+import { stagesUrl, startRun, takeEarlyRun } from "./boot.js";
 import { copyLink } from "./export.js";
 import { renderFeatures, showNotes } from "./features.js";
 import { card, drawBlockTable, drawMask, drawTokenIds } from "./heatmaps.js";
@@ -15,7 +15,9 @@ import { drawKv, kvMetricSelect } from "./kvgrid.js";
 import { renderStageDetail, renderStages } from "./stages.js";
 import { writeState } from "./state.js";
 import { noteRowTops, renderRequestTable, renderTokenTable, slidePendingRows } from "./tables.js";
-import { $, L, S, bigBatch, btName, stageNames, state } from "./trace.js";
+import { $, L, S, bigBatch, btName, isV2, stageNames, state } from "./trace.js";
+import { renderSlots } from "./slots.js";
+import { drawAllTokenIds, drawInputBlockTables, drawSlotBlockTables } from "./v2tables.js";
 import { buildTimeline, renderBadges, renderChanges, renderQueue, renderTimelineActive } from "./timeline.js";
 import { clear, el, showUpstream } from "./views.js";
 import { deferDraws, whenIdle } from "./canvasmap.js";
@@ -23,6 +25,7 @@ import { ctl, emitView } from "./bus.js";
 import { initTeach } from "./teach.js";
 import { narrationOf } from "./narration.js";
 import { placeWindow, renderOverview } from "./overview.js";
+import { renderEngineCore } from "./enginecore.js";
 
 // ------------------------------------------------------------------ loading
 async function loadRun() {
@@ -45,7 +48,7 @@ async function loadRun() {
   const streaming = created.data.complete === false;
   const [ov, stages] = await Promise.all([
     streaming ? partialOverview(created.data) : getJSON(`/api/runs/${created.data.run_id}`),
-    started.stages || getJSON(`/api/stages?flavor=${created.data.flavor}`)]);
+    stagesOf(started, created.data)]);
   if (!ov.ok || !stages.ok) return showError(ov.ok ? stages.data : ov.data);
   S.overview = ov.data;
   S.stages = stages.data;
@@ -63,6 +66,15 @@ async function loadRun() {
   await showStep(state.step);
   emitView("run");
   if (streaming) followRun(created.data.run_id);
+}
+
+// the run's stage list: the one asked for at load when it was for this run's runner (V1's unless
+// the scenario named V2), else the runner's own
+async function stagesOf(started, created) {
+  const sc = created.flavor === "vllm" ? await unpackLink(created.link) : null;
+  const runner = sc && sc.config ? sc.config.model_runner || "" : started.runner || "";
+  if (started.stages && (started.runner || "v1") === (runner || "v1")) return started.stages;
+  return getJSON(stagesUrl(created.flavor, runner));
 }
 
 // The overview of a run still computing: its scenario as the server normalised it (the created
@@ -141,6 +153,7 @@ async function loadInPlace(src, at = {}) {
   if (at.stage) state.stage = at.stage;
   clear($("error")).hidden = true;
   await loadRun();
+  showUpstream(S.overview);  // another run may have another runner (a lesson's section, a what-if on model_runner)
 }
 
 // a preset's own title in Chinese, when the scenario is a preset's (same name and title)
@@ -270,9 +283,9 @@ function renderStep() {
   // a run's first step draws them last, once the views above them have given them their places
   const first = !S.sysKey;
   if (!first) timed("system", renderSystem);
-  timed("timeline", () => { renderTimelineActive(); renderBadges(); renderChanges(); renderQueue(pickRequest); });
+  timed("timeline", () => { renderTimelineActive(); renderBadges(); renderEngineCore(); renderChanges(); renderQueue(pickRequest); });
   timed("stages", () => { renderStages(setStage); renderStageDetail(); });
-  timed("requests", renderRequestTable);
+  timed("requests", () => { renderSlots(); renderRequestTable(); });
   timed("tokens", renderTokenTable);
   timed("overview", () => renderOverview(pickRequest));
   if (first) timed("system", renderSystem);
@@ -318,7 +331,9 @@ function renderSystem() {
   const bt = btName();
   const cards = [];
   if (tr.arrays.token_ids_cpu) cards.push(["token_ids_cpu", "token_ids_cpu"]);
-  if (tr.arrays[bt]) cards.push(["block_table", bt]);
+  if (tr.arrays[bt]) cards.push(["block_table", isV2() ? "v2_block_tables" : bt]);
+  if (tr.arrays.input_block_tables) cards.push(["input_block_tables", "v2_input_block_tables"]);
+  if (tr.arrays.all_token_ids) cards.push(["all_token_ids", "v2_all_token_ids"]);
   if (tr.kv_cache && tr.kv_cache.num_blocks) cards.push(["kv", "kv_cache"]);
   if (tr.arrays.attn_mask) cards.push(["attn_mask", "attn_mask"]);
   const key = JSON.stringify([cards, S.view, state.lang, S.kvMetric]);
@@ -328,7 +343,8 @@ function renderSystem() {
     for (const [id, titleKey] of cards) grid.append(card(id, titleKey, id === "kv" ? { extra: kvMetricSelect(redrawSystem), onToggle: redrawSystem } : { onToggle: redrawSystem }));
   }
   S.shapes = {};
-  const draw = { token_ids_cpu: drawTokenIds, block_table: drawBlockTable, kv: drawKv, attn_mask: drawMask };
+  const draw = { token_ids_cpu: drawTokenIds, block_table: isV2() ? drawSlotBlockTables : drawBlockTable, kv: drawKv, attn_mask: drawMask,
+    input_block_tables: drawInputBlockTables, all_token_ids: drawAllTokenIds };
   const parts = (window.pagedvizTiming.systemParts = {});
   try {
     deferDraws(sysAway);

@@ -5,7 +5,8 @@
 // the detail, each term in its array's colour and linked to that array in the other views.
 
 import { stageText } from "./i18n.js";
-import { $, A, L, S, blockSize, btName, reqOfTokens, stageIndex, stageNames, state, tokenCount } from "./trace.js";
+import { UPSTREAM_V2, substitutedV2 } from "./stages_v2.js";
+import { $, A, L, S, blockSize, btName, isV2, reqOfTokens, runnerOf, slotOfRow, stageFlavor, stageIndex, stageNames, state, tokenCount } from "./trace.js";
 import { clear, el, fmtList, needsBuild, setText } from "./views.js";
 
 // Where each stage lives upstream, at the version or commit the flavour mirrors (read from that
@@ -32,21 +33,25 @@ export const UPSTREAM = {
   "nanovllm:last_indices": [NANO, "ModelRunner.prepare_sample / prepare_prefill (nano-vllm bb823b3)"],
 };
 
+// (flavor "v2": Model Runner V2's stages, which never fall back to V1's)
 export function upstreamOf(name, flavor) {
+  if (flavor === "v2") return UPSTREAM_V2[name] || null;
   if (flavor === "nanovllm") return UPSTREAM[`nanovllm:${name}`] || null;
   return UPSTREAM[`${flavor}:${name}`] || UPSTREAM[name] || null;
 }
 
-// the link shown: a step change keeps it
+// the link shown, naming vLLM's runner where the flavour is vLLM's: a step change keeps it
 function renderUpstream(name) {
-  if (!needsBuild($("stage-upstream"), [name, S.overview.flavor, state.lang])) return;
+  if (!needsBuild($("stage-upstream"), [name, stageFlavor(), state.lang])) return;
   const box = clear($("stage-upstream"));
-  const up = upstreamOf(name, S.overview.flavor);
+  const up = upstreamOf(name, stageFlavor());
   if (!up) return;
   const [file, fn, line] = up;
   const href = line ? `${file}#L${line}` : file;
   const shortFile = file.replace(/^https:\/\/github\.com\/[^/]+\/[^/]+\/blob\/[^/]+\//, "");
-  box.append(`${L("mirrors_upstream")} `, el("a", { href, target: "_blank", rel: "noopener", text: `${shortFile} · ${fn}` }));
+  const runner = runnerOf();
+  box.append(`${L("mirrors_upstream")} `, el("a", { href, target: "_blank", rel: "noopener", text: `${shortFile} · ${fn}` }),
+    runner ? el("span", { class: "upstream-runner", text: ` · ${L(`runner_${runner}`)}` }) : null);
 }
 
 // The whole slot formula, its terms coloured like their arrays (positions, block_table, block_size,
@@ -58,14 +63,15 @@ export function renderSlotFormula() {
   clear(box);
   const bt = S.trace ? btName() : "block_table";
   const term = (array, text) => el("span", { class: `term t-${array}`, dataset: { array }, text });
-  box.append(term("slot_mapping", "slot"), " = ", term("block_table", `${bt}[`), term("req", "req"), ", ",
+  box.append(term("slot_mapping", "slot"), " = ", term("block_table", `${bt}[`), term("req", isV2() ? "idx_mapping[row]" : "req"), ", ",
     term("positions", "pos"), " // ", term("block_size", "block_size"), term("block_table", "]"), " * ",
     term("block_size", "block_size"), " + ", term("positions", "pos"), " % ", term("block_size", "block_size"));
   const sel = S.hover || S.sel;
   if (!sel || sel.kind !== "token" || !S.trace || S.trace.idle || !A("slot_mapping")) return;
   const i = sel.index, r = reqOfTokens()[i], pos = A("positions")[i], bs = blockSize(), slot = A("slot_mapping")[i];
   const blk = Math.floor(slot / bs);
-  box.append(el("br"), term("slot_mapping", `${slot}`), " = ", term("block_table", `${bt}[`), term("req", String(r)), ", ",
+  // V2: the row is the request's state slot, idx_mapping[batch row]
+  box.append(el("br"), term("slot_mapping", `${slot}`), " = ", term("block_table", `${bt}[`), term("req", String(slotOfRow(r))), ", ",
     term("positions", String(pos)), " // ", term("block_size", String(bs)), term("block_table", "]"), " * ",
     term("block_size", String(bs)), " + ", term("positions", String(pos)), " % ", term("block_size", String(bs)),
     " = ", term("block_table", String(blk)), ` * ${bs} + ${pos % bs}`);
@@ -76,10 +82,10 @@ export function renderSlotFormula() {
 export function renderStages(onPick) {
   const list = $("stage-list");
   const names = stageNames();
-  if (needsBuild(list, [names, state.lang, S.overview.flavor])) {
+  if (needsBuild(list, [names, state.lang, stageFlavor()])) {
     clear(list);
     names.forEach((name, i) => {
-      const [title] = stageText(state.lang, name, S.overview.flavor);
+      const [title] = stageText(state.lang, name, stageFlavor());
       list.append(el("li", {}, el("button", { class: "stage-btn", dataset: { stage: name }, onclick: () => onPick(name) },
         [el("span", { class: "stage-num", text: i + 1 }), el("span", { class: "stage-title", text: title }),
          el("code", { class: "stage-code", text: name })])));
@@ -98,7 +104,7 @@ export function renderStageDetail() {
   const name = state.stage;
   const info = S.trace.stages.find((s) => s.name === name) || { reads: [], writes: [], formula: "" };
   const src = S.stages.find((s) => s.name === name);
-  const [title, expl] = stageText(state.lang, name, S.overview.flavor);
+  const [title, expl] = stageText(state.lang, name, stageFlavor());
   setText($("stage-title"), `${stageIndex(name) + 1}. ${title}`);
   setText($("stage-expl"), expl || info.why || "");
   setText($("stage-formula"), info.formula);
@@ -127,6 +133,7 @@ function substituted() {
   const M = S.overview.scenario.config.max_model_len;
   const K = Math.ceil(M / bs);
   const name = state.stage;
+  if (isV2()) return substitutedV2(name, sel);
   if (sel.kind === "token") {
     const i = sel.index;
     const r = reqOfTokens()[i];

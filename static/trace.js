@@ -15,7 +15,7 @@ export const state = readState();
 export const S = {
   created: null, overview: null, steps: new Map(), stages: [], trace: null, prev: null,
   sel: null, hover: null, timer: null, speed: 1, kvMetric: "owner", shapes: {},
-  view: { token_ids_cpu: "heatmap", block_table: "table", kv: "heatmap", attn_mask: "heatmap" },
+  view: { token_ids_cpu: "heatmap", block_table: "table", kv: "heatmap", attn_mask: "heatmap", input_block_tables: "table", all_token_ids: "heatmap" },
 };
 
 export const $ = (id) => document.getElementById(id);
@@ -29,6 +29,34 @@ export const A = (name) => (S.trace && S.trace.arrays[name] ? S.trace.arrays[nam
 export const tokenCount = () => (S.trace ? (S.trace.scalars.total_num_scheduled_tokens || 0) : 0);
 export const blockSize = () => S.overview.scenario.config.block_size;
 export const btName = () => (S.trace.arrays.block_table ? "block_table" : "block_tables");
+
+// vLLM's model runner for the run on show ("v1" | "v2"; "" for the other flavours): Model Runner V2
+// keeps requests in state slots and re-sorts the batch every step, V1 keeps a persistent batch
+export function runnerOf() {
+  if (!S.overview || S.overview.flavor !== "vllm") return "";
+  const cfg = S.overview.scenario && S.overview.scenario.config;
+  return (cfg && cfg.model_runner) || "v1";
+}
+export const isV2 = () => runnerOf() === "v2";
+// the key a stage's texts and link are looked up under: "v2" for Model Runner V2, else the flavour
+export const stageFlavor = () => (isV2() ? "v2" : S.overview.flavor);
+// the block table the attention kernel reads, one row per batch row (V2: the per-step gather)
+export const kernelBtName = () => (S.trace.arrays.input_block_tables ? "input_block_tables" : btName());
+// a batch row's state slot (V2's idx_mapping), or the row itself where rows are the state (V1)
+export function slotOfRow(r) {
+  const m = A("idx_mapping");
+  return m && r < m.length ? m[r] : r;
+}
+
+// per batch row, the blocks its request holds: V1's block-table rows as they are; V2's state slot's
+// row of block_tables up to num_blocks (past them a reused slot keeps stale ids)
+export function rowBlocks() {
+  const arr = S.trace.arrays[btName()];
+  if (!arr) return [];
+  if (!isV2()) return arr.data;
+  const nb = A("num_blocks") || [];
+  return S.trace.batch.req_ids.map((_, r) => { const j = slotOfRow(r); return (arr.data[j] || []).slice(0, nb[j] || 0); });
+}
 
 // the batch row of each scheduled token
 export function reqOfTokens() {
@@ -78,6 +106,7 @@ export function reqTint(rid) {
 // Rows that changed hands since the previous step: every request in both batches whose row differs
 // (condense moves and re-admissions alike), as {req_id, from, to}; the trace's own moves first.
 export function rowMoves() {
+  if (isV2()) return [];  // Model Runner V2 sorts its batch afresh every step: nothing moves, slots stay
   const out = new Map();
   for (const m of S.trace.batch.moves || []) out.set(String(m.req_id), { req_id: String(m.req_id), from: m.from, to: m.to });
   if (S.prev) {

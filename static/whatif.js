@@ -1,5 +1,6 @@
 // What-if in place: sliders and toggles for the settings a student asks about -- block size, token
-// budget, pool size, max_num_reqs, chunked prefill, prefix caching -- rerun the same requests
+// budget, pool size, max_num_reqs, chunked prefill, prefix caching, and on the vllm flavour which
+// model runner (V1 or Model Runner V2) prepares the inputs -- rerun the same requests
 // and reload the page's run in place at the same step and stage. A Δ table compares the new run
 // with the baseline (the run the page had before the first what-if) from GET /api/runs/{id}/metrics:
 // blocks used and internal fragmentation (this step and at peak), preemptions and padded tokens.
@@ -14,7 +15,10 @@ const BLOCK_SIZES = [1, 2, 4, 8, 16, 32, 64, 128, 256];
 export const KNOBS = [
   ["block_size", "blocks"], ["max_num_batched_tokens", "range"], ["num_kv_blocks", "range"],
   ["max_num_reqs", "range"], ["enable_chunked_prefill", "bool"], ["enable_prefix_caching", "bool"],
+  ["model_runner", "choice"],
 ];
+// a choice's values: the vllm flavour has both of vLLM 0.33's runners, the others only their own
+const CHOICES = { model_runner: (flavor) => (flavor === "vllm" ? ["v1", "v2"] : ["v1"]) };
 const W = { baseline: null, ours: false, metrics: new Map(), built: "" };
 
 export const baseline = () => W.baseline;
@@ -42,6 +46,10 @@ function buildControls() {
     const id = `wi-${k}`;
     let input;
     if (kind === "bool") input = el("input", { id, type: "checkbox", checked: Boolean(cfg[k]) });
+    else if (kind === "choice") {
+      const opts = CHOICES[k](S.overview.scenario.flavor);
+      input = el("select", { id, disabled: opts.length < 2 }, opts.map((v) => el("option", { value: v, selected: v === cfg[k], text: v })));
+    }
     else if (kind === "blocks") {
       const sizes = [...new Set([...BLOCK_SIZES, cfg[k], base[k]])].sort((a, b) => a - b);
       input = el("select", { id }, sizes.map((v) => el("option", { value: v, selected: v === cfg[k], text: v })));
@@ -65,7 +73,7 @@ export function modifiedScenario() {
   for (const [k, kind] of KNOBS) {
     const input = $(`wi-${k}`);
     if (!input) continue;
-    const v = kind === "bool" ? input.checked : Number(input.value);
+    const v = kind === "bool" ? input.checked : kind === "choice" ? input.value : Number(input.value);
     sc.config[k] = v;
     if (v !== base[k]) changes.push(`${k} ${v}`);
   }

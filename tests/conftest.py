@@ -8,7 +8,11 @@ from pagedviz.core import Scenario, make_engine
 
 
 def make_scenario(requests: list[dict[str, Any]], flavor: str = "vllm", **config: Any) -> Scenario:
+    """A small scenario on the V1 runner with synchronous scheduling, the rules most tests pin (the
+    Model Runner V2 and async scheduling tests name their settings)."""
     base: dict[str, Any] = {
+        "model_runner": "v1",
+        "async_scheduling": False,
         "block_size": 2,
         "max_model_len": 8,
         "max_num_reqs": 4,

@@ -52,3 +52,30 @@ def test_demos_come_after_the_document_presets_and_name_no_document() -> None:
     assert all(not p["document"] for p in presets if p["id"].startswith("demo-"))
     zh = {p["id"]: p for p in list_presets("zh")}
     assert "前缀缓存" in zh["demo-prefix-cache"]["title"] and "抢占" in zh["demo-preemption"]["title"]
+
+
+def test_spec_decode_metadata_demo_replays_the_worked_example_in_vllms_docstring() -> None:
+    # GPUModelRunner._calc_spec_decode_metadata (vllm/v1/worker/gpu_model_runner.py, vLLM 0.33.0)
+    # works this example in its comments; the expected values below are copied from there.
+    steps = run("demo-spec-decode-metadata")
+    s2 = steps[1]
+    assert s2.batch["req_ids"] == ["a", "b", "c", "d", "e"]
+    assert s2.scheduler["scheduled_spec_decode_tokens"].keys() == {"a", "c", "e"}
+    a = s2.arrays
+    assert a["num_scheduled_tokens"].tolist() == [4, 100, 3, 100, 2]
+    # Inputs:
+    assert a["cu_num_tokens"].tolist() == [4, 104, 107, 207, 209]  # cu_num_scheduled_tokens
+    assert a["num_draft_tokens"].tolist() == [3, 0, 2, 0, 1]
+    # Outputs:
+    assert a["cu_num_draft_tokens"].tolist() == [3, 3, 5, 5, 6]
+    assert a["logits_indices"].tolist() == [0, 1, 2, 3, 103, 104, 105, 106, 206, 207, 208]
+    assert a["target_logits_indices"].tolist() == [0, 1, 2, 5, 6, 9]
+    assert a["bonus_logits_indices"].tolist() == [3, 4, 7, 8, 10]
+    # the intermediate comments: num_sampled_tokens [4, 1, 3, 1, 2], cu_num_sampled_tokens [4, 5, 8, 9, 11]
+    assert a["num_sampled_tokens"].tolist() == [4, 1, 3, 1, 2]
+    assert a["cu_num_sampled_tokens"].tolist() == [4, 5, 8, 9, 11]
+    # the drafts came from the n-gram drafter after step 1, and the forward stays correct
+    drafts = steps[0].forward["proposed_draft_token_ids"]
+    assert {r: len(d) for r, d in drafts.items()} == {"a": 3, "c": 2, "e": 1}
+    assert s2.scheduler["finished_req_ids"] == ["x", "y"] and s2.scheduler["new_req_ids"] == ["b", "d"]
+    assert all(t.forward["paged_vs_dense_max_abs_diff"] < 1e-4 for t in steps)

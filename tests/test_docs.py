@@ -82,3 +82,50 @@ def test_the_format_document_names_every_field_of_the_schema() -> None:
     for props in (schema["properties"], config, model, request):
         missing = [k for k in props if f"| `{k}` |" not in text]
         assert not missing, f"docs/scenario-format.md lacks a row for {missing}"
+
+
+# an array counts as documented in docs/arrays.md when a heading or a list item names it before its
+# dash: "### `a` — shape ..." or "- `a`, `b` — shape ..."
+DOCUMENTED_AT = re.compile(r"^(?:#{2,4} |- )([^—\n]*) —", re.MULTILINE)
+
+
+def documented_arrays() -> set[str]:
+    text = (ROOT / "docs" / "arrays.md").read_text(encoding="utf-8")
+    return {name for lead in DOCUMENTED_AT.findall(text) for name in re.findall(r"`(\w+)`", lead)}
+
+
+def traced_arrays() -> dict[str, str]:
+    """Every array name some step traces -> the first run that traced it: every preset, and a V2
+    run with CUDA graphs (FULL and PIECEWISE) and async scheduling. The runs go without the tiny
+    model, which decides sampled tokens but not which arrays a step records."""
+    from pagedviz.core import Scenario, make_engine
+    from pagedviz.core.presets import list_presets, preset_dict
+
+    runs = {p["id"]: preset_dict(p["id"]) for p in list_presets()}
+    v2 = preset_dict("demo-v2-slots")
+    v2["config"].update(model_runner="v2", async_scheduling=True, cudagraph_capture_sizes=[1, 2, 4, 8, 16])
+    runs["v2-cudagraphs"] = v2
+    seen: dict[str, str] = {}
+    for name, d in runs.items():
+        d["config"].update(model=None, device="cpu")
+        for t in make_engine(Scenario.from_dict(d)).run():
+            for array in t.arrays:
+                seen.setdefault(array, name)
+    return seen
+
+
+def test_every_traced_array_is_documented_in_arrays_md() -> None:
+    traced = traced_arrays()
+    # the runs cover both runners and every flavour's own arrays
+    assert {"token_indices", "idx_mapping", "input_block_tables", "last_indices", "attn_mask"} <= set(traced)
+    assert {"bonus_logits_indices", "prev_sampled_token_ids", "mrope_positions", "is_padding"} <= set(traced)
+    missing = {a: run for a, run in traced.items() if a not in documented_arrays()}
+    assert not missing, f"docs/arrays.md lacks a heading or list item for {missing} (traced by that run)"
+
+
+def test_the_documented_array_check_reads_headings_and_list_items_only() -> None:
+    names = documented_arrays()
+    assert {"token_ids_cpu", "idx_mapping", "num_accepted_tokens", "num_rejected_tokens"} <= names
+    assert {"cu_seqlens_q", "last_indices", "expanded_local_pos"} <= names
+    # named only in running text, a scalar's bullet or a heading's stage, never as an array's name
+    assert not {"num_reqs", "R", "update_states", "attn_state"} & names

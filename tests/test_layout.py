@@ -4,6 +4,7 @@ and the installed distribution claims only the `pagedviz` import name."""
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -66,3 +67,42 @@ def test_installed_package_claims_no_generic_top_level_names(tmp_path: Path) -> 
         [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True
     )
     assert out.stdout.split() == ["True", "None", "None"]
+
+
+_JS_IMPORT = re.compile(
+    r"""(?:^|;|\n)\s*(?:import|export)\b[^;]*?\bfrom\s*["']\./([\w.-]+\.js)["']"""  # import {x} from "./m.js"
+    r"""|\bimport\s*["']\./([\w.-]+\.js)["']"""  # import "./m.js"
+)
+
+
+def _js_imports() -> dict[str, set[str]]:
+    """Each page module's static imports of the other modules in static/."""
+    out: dict[str, set[str]] = {}
+    for path in sorted((ROOT / "static").glob("*.js")):
+        text = re.sub(r"//[^\n]*|/\*.*?\*/", "", path.read_text(encoding="utf-8"), flags=re.S)
+        out[path.name] = {a or b for a, b in _JS_IMPORT.findall(text)}
+    return out
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every import circle, each once, from its smallest module name."""
+    found: set[tuple[str, ...]] = set()
+
+    def walk(start: str, node: str, path: list[str]) -> None:
+        for nxt in sorted(graph.get(node, ())):
+            if nxt == start:
+                found.add(tuple(path))
+            elif nxt > start and nxt not in path:
+                walk(start, nxt, [*path, nxt])
+
+    for start in sorted(graph):
+        walk(start, start, [start])
+    return [list(c) for c in sorted(found)]
+
+
+def test_the_page_modules_import_each_other_in_no_circle() -> None:
+    graph = _js_imports()
+    assert graph["run.js"] and "trace.js" in graph["hover.js"]  # the parser sees the imports
+    assert _cycles({"a.js": {"b.js"}, "b.js": {"c.js"}, "c.js": {"a.js"}}) == [["a.js", "b.js", "c.js"]]
+    circles = [" -> ".join([*c, c[0]]) for c in _cycles(graph)]
+    assert circles == [], circles

@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import functools
 import json
+import re
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ from pagedviz.core import Scenario, make_engine
 from pagedviz.core.lesson import (
     LessonError,
     check_lesson_against_runs,
+    fill_lesson,
     list_lessons,
     load_lesson,
     scenario_of,
@@ -93,6 +95,8 @@ ANSWERS = {
     ("demo-preemption", 4, "num_computed_tokens_cpu"): [0],
     ("demo-prefix-cache", 3, "positions"): [36],
     ("seed-004", 2, "slot_mapping"): [11, 273],
+    # c, resumed as a new request, takes slot 3 (a's, freed this step), not its old slot 1
+    ("demo-v2-slots", 4, "idx_mapping"): [2, 3],
 }
 
 
@@ -185,7 +189,13 @@ def test_validate_route_checks_a_lecturers_file_and_gives_a_link(client: TestCli
 
 def test_inline_scenarios_are_held_to_the_servers_limits(client: TestClient) -> None:
     scenario = {
-        "config": {"block_size": 2, "max_model_len": 8, "num_kv_blocks": 8, "model": None},
+        "config": {
+            "block_size": 2,
+            "max_model_len": 8,
+            "num_kv_blocks": 8,
+            "model": None,
+            "model_runner": "v1",
+        },
         "requests": [{"id": "x", "prompt_len": 3, "max_tokens": 2}],
         "max_steps": 10_000_000,
     }
@@ -200,3 +210,146 @@ def test_inline_scenarios_are_held_to_the_servers_limits(client: TestClient) -> 
 def test_from_link_refuses_garbage(client: TestClient) -> None:
     r = client.get("/api/lessons/from-link", params={"l": "!!!"})
     assert r.status_code == 422 and r.json()["detail"][0]["field"] == "l"
+
+
+# ------------------------------------------------------------------ Model Runner V2 and placeholders
+V2 = "demo-v2-slots"
+
+
+def _v2_sections() -> list[dict[str, Any]]:
+    return [s for s in load_lesson(LESSON)["sections"] if s["scenario"] == V2]
+
+
+def test_the_v2_sections_say_what_their_run_does() -> None:
+    """What the V2 sections say in words, checked against the run (their numbers are placeholders)."""
+    secs = _v2_sections()
+    assert [s["step"] for s in secs] == [1, 4, 7] and "V2" in secs[0]["title"]["en"]
+    steps = _run(scenario_of(secs[0]))
+    t = {n: steps[n - 1] for n in range(1, len(steps) + 1)}
+    m = scenario_of(secs[0]).config.max_num_reqs
+    # step 1: slots from the top of the stack, in arrival order
+    assert [t[1].batch["slots"][r] for r in "abc"] == [m - 1, m - 2, m - 3]
+    # step 3 preempts c; a finishes in step 4 and c comes back as a new request, in a's slot
+    assert t[3].scheduler["preempted_req_ids"] == ["c"] and t[3].batch["slot_events"][0]["req_id"] == "c"
+    assert t[4].scheduler["finished_req_ids"] == ["a"] and "c" in t[4].scheduler["new_req_ids"]
+    assert t[4].batch["slots"]["c"] == t[1].batch["slots"]["a"] != t[1].batch["slots"]["c"]
+    assert t[4].batch["slots"]["b"] == t[1].batch["slots"]["b"]  # b keeps its slot
+    assert t[4].batch["req_ids"] == ["b", "c"]  # the decode row first, then c's prefill chunk
+    # step 7: b finished at the end of step 6; d (admitted late) and c (preempted twice) come in, d first
+    assert t[7].scheduler["finished_req_ids"] == ["b"] and t[7].scheduler["new_req_ids"] == ["d", "c"]
+    assert sum(n.scheduler["preempted_req_ids"].count("c") for n in steps) == 2
+    assert all("d" not in n.scheduler["num_scheduled_tokens"] for n in steps[:6])
+    assert scenario_of(secs[0]).requests[3].arrival_step < 7
+    assert t[7].batch["slots"]["d"] == t[7].batch["slot_events"][0]["slot"]  # b's freed slot, first out
+    # the scheduler lists c before d; the sort puts d's shorter chunk first
+    assert list(t[7].scheduler["num_scheduled_tokens"]) == ["c", "d"] and t[7].batch["req_ids"] == ["d", "c"]
+
+
+def test_the_v2_paragraphs_type_no_number_the_run_computes() -> None:
+    allowed = re.compile(r"0\.33|v1/|[Vv][12]\b|[Ss]tep \d+|第 \d+ 步|\{\{.*?\}\}")
+    for s in _v2_sections():
+        for lang in ("en", "zh"):
+            text = allowed.sub("", s["paragraph"][lang])
+            assert not re.search(r"\d", text), (s["step"], lang, re.findall(r".{0,20}\d.{0,20}", text))
+
+
+def test_the_served_lesson_fills_the_v2_numbers_from_the_run_and_keeps_the_answer_hidden(
+    client: TestClient,
+) -> None:
+    served = client.get(f"/api/lessons/{LESSON}").json()
+    filled = [s for s in served["sections"] if s["scenario"] == V2]
+    assert filled and all("{{" not in s["paragraph"][lang] for s in filled for lang in ("en", "zh"))
+    steps = _run(scenario_of(filled[0]))
+    slots = steps[0].batch["slots"]
+    assert f"take slots {slots['a']}, {slots['b']} and {slots['c']}" in filled[0]["paragraph"]["en"]
+    assert f"拿到槽位 {slots['a']}、{slots['b']}、{slots['c']}" in filled[0]["paragraph"]["zh"]
+    idx = steps[6].arrays["idx_mapping"].tolist()
+    assert f"idx_mapping [{', '.join(map(str, idx))}]" in filled[2]["paragraph"]["en"]
+    # the checkpoint section says the slots it asks about nowhere
+    cp = filled[1]["checkpoint"]
+    answer = steps[3].arrays[cp["array"]][cp["indices"]].tolist()
+    for lang in ("en", "zh"):
+        assert ", ".join(map(str, answer)) not in filled[1]["paragraph"][lang]
+    # the other sections are served as written
+    assert served["sections"][0] == load_lesson(LESSON)["sections"][0]
+
+
+def _v2_minimal(text: str, **section: Any) -> dict[str, Any]:
+    fields = {"scenario": V2, "step": 4, "stage": "idx_mapping", "selection": None, "paragraph": {"en": text}}
+    return _minimal(**{**fields, **section})
+
+
+def test_a_lecturers_placeholders_come_back_filled_in() -> None:
+    lesson = validate_lesson(
+        _v2_minimal(
+            "c has {{scheduler.num_scheduled_tokens.c}} tokens in slot "
+            "{{batch.slots.c}}; at step 3 [{{@3:arrays.idx_mapping}}]",
+            checkpoint=None,
+        )
+    )
+    check_lesson_against_runs(lesson, _run)
+    text = fill_lesson(lesson, _run)["sections"][0]["paragraph"]["en"]
+    steps = _run(scenario_of(lesson["sections"][0]))
+    c = steps[3].scheduler["num_scheduled_tokens"]["c"]
+    three = ", ".join(map(str, steps[2].arrays["idx_mapping"].tolist()))
+    assert text == f"c has {c} tokens in slot {steps[3].batch['slots']['c']}; at step 3 [{three}]"
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("{{nope.x}}", "is not a placeholder"),
+        ("{{batch}}", "names a whole part"),
+        ("{{batch.slots.a", "unclosed"),
+        ("{{@0:batch.slots.a}}", "numbered from 1"),
+    ],
+)
+def test_a_malformed_placeholder_is_refused_naming_its_paragraph(text: str, says: str) -> None:
+    with pytest.raises(LessonError) as e:
+        validate_lesson(_v2_minimal(text, checkpoint=None))
+    assert [f for f, _ in e.value.errors] == ["sections[0].paragraph.en"] and says in e.value.errors[0][1]
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("{{scheduler.num_scheduled_tokens.zz}}", "nothing at 'zz' at step 4"),
+        ("{{arrays.nope[0]}}", "no array 'nope'"),
+        ("{{@99:batch.req_ids}}", "the run has steps 1 to"),
+        ("{{@3:batch.slot_events}}", "a list of groups"),
+        ("{{arrays.idx_mapping}}", "gives away the checkpoint"),
+        ("{{batch.slots.c}}", "gives away the checkpoint"),
+    ],
+)
+def test_a_placeholder_the_run_cannot_fill_or_that_tells_the_answer_is_refused(text: str, says: str) -> None:
+    lesson = validate_lesson(_v2_minimal(text, checkpoint={"array": "idx_mapping", "indices": [1]}))
+    with pytest.raises(LessonError) as e:
+        check_lesson_against_runs(lesson, _run)
+    assert [f for f, _ in e.value.errors] == ["sections[0].paragraph.en"] and says in e.value.errors[0][1]
+    # the same value at another step tells nothing about this step's answer
+    other = validate_lesson(
+        _v2_minimal("{{@1:batch.slots.c}}", checkpoint={"array": "idx_mapping", "indices": [1]})
+    )
+    check_lesson_against_runs(other, _run)
+
+
+def test_the_validate_route_fills_placeholders_and_names_a_bad_one(client: TestClient) -> None:
+    r = client.post("/api/lessons/validate", json=_v2_minimal("slot {{batch.slots.c}}", checkpoint=None))
+    assert r.json()["valid"], r.text
+    filled = r.json()["lesson"]["sections"][0]["paragraph"]["en"]
+    assert re.fullmatch(r"slot \d+", filled)
+    back = client.get("/api/lessons/from-link", params={"l": r.json()["link"]}).json()
+    assert back["sections"][0]["paragraph"]["en"] == filled
+    r = client.post("/api/lessons/validate", json=_v2_minimal("slot {{batch.slots.zz}}", checkpoint=None))
+    assert not r.json()["valid"] and r.json()["detail"][0]["field"] == "sections[0].paragraph.en"
+
+
+def test_v2_stages_and_arrays_are_checked_for_a_v2_scenario() -> None:
+    validate_lesson(_v2_minimal("where?", checkpoint={"array": "idx_mapping", "indices": [0]}))
+    with pytest.raises(LessonError) as e:  # V1's stage and array are not V2's
+        validate_lesson(
+            _v2_minimal("where?", stage="update_states", checkpoint={"array": "req_indices", "indices": [0]})
+        )
+    assert {f for f, _ in e.value.errors} == {"sections[0].stage", "sections[0].checkpoint.array"}
+    with pytest.raises(LessonError):  # and the other way round
+        validate_lesson(_minimal(stage="idx_mapping"))

@@ -172,24 +172,28 @@ def test_every_config_field_is_declared_with_a_description(cls: Any) -> None:
 
 
 def test_a_field_added_in_one_line_is_validated_and_published() -> None:
-    from pagedviz.core.config import _property, _Validator, setting
+    from pydantic import ValidationError
+
+    from pagedviz.core.fields import setting
+    from pagedviz.core.models import model_of
+    from pagedviz.core.validate import scenario_error
 
     @dataclasses.dataclass(frozen=True)
     class Extra:
         watermark: float = setting(0.0, "a reserve of the pool", lo=0.0, hi=1.0)
         policy: str = setting("new", "which rule", choices=("old", "new"))
 
-    specs = fields_of(Extra)
-    v = _Validator(LIMITS)
-    assert v.fields({"watermark": 0.25, "policy": "old"}, specs, "config") == {
-        "watermark": 0.25,
-        "policy": "old",
-    }
-    assert v.errors == []
-    v.fields({"watermark": 2, "policy": "newest"}, specs, "config")
-    assert [loc for loc, _ in v.errors] == ["config.watermark", "config.policy"]
-    props = {s.name: _property(s, LIMITS, s.default) for s in specs}
-    assert props["watermark"] == {
+    model = model_of("Extra", fields_of(Extra), LIMITS, "two fields")
+    ok = model.model_validate({"watermark": 0.25, "policy": "old"})
+    assert (ok.watermark, ok.policy) == (0.25, "old")  # type: ignore[attr-defined]
+    with pytest.raises(ValidationError) as bad:
+        model.model_validate({"watermark": 2, "policy": "newest"})
+    assert scenario_error(bad.value).errors == [
+        ("watermark", "must be <= 1 (got 2)"),
+        ("policy", "must be one of old, new (got 'newest')"),
+    ]
+    props = model.model_json_schema()["properties"]
+    assert {k: props["watermark"][k] for k in ("type", "minimum", "maximum", "description", "default")} == {
         "type": "number",
         "minimum": 0.0,
         "maximum": 1.0,

@@ -172,3 +172,32 @@ def test_check_on_a_body_that_is_not_json_is_422(client: TestClient) -> None:
     rid = _run_id(client, _fast("seed-001"))
     r = client.post(f"/api/runs/{rid}/steps/1/check", content=b"{nope")
     assert r.status_code == 422 and r.json()["error"] == "invalid_json"
+
+
+def test_compare_model_runner_v2_with_v1_aligns_the_batches_by_request(client: TestClient) -> None:
+    v2 = _run_id(client, _fast("demo-v2-slots"))
+    v1 = _run_id(client, _fast("demo-v2-slots", model_runner="v1"))
+    c = client.get("/api/compare", params={"a": v2, "b": v1}).json()
+    steps = {s["step"]: s for s in c["steps"]}
+    runs = {rid: client.get(f"/api/runs/{rid}").json() for rid in (v2, v1)}
+    for n, s in steps.items():
+        # each side's arrays are its own: V2's slot state and idx_mapping, V1's rows and block_table
+        assert {"idx_mapping", "input_block_tables", "block_tables"} <= set(s["only_a"])
+        assert {"req_indices", "block_table", "token_ids_cpu"} <= set(s["only_b"])
+        batch = s["batch"]
+        order = [client.get(f"/api/runs/{rid}/steps/{n}").json()["batch"]["req_ids"] for rid in (v2, v1)]
+        assert batch["req_ids"] == order and batch["same_order"] == (order[0] == order[1])
+        # V2 places each request in a state slot (the trace's), V1 only in a row
+        slots = client.get(f"/api/runs/{v2}/steps/{n}").json()["batch"]["slots"]
+        assert {r: p["slot"] for r, p in batch["place"][0].items()} == {r: slots[r] for r in order[0]}
+        assert all(p["slot"] is None for p in batch["place"][1].values())
+        assert batch["has_slots"] == [True, False]
+        # the same scheduler and the same blocks: once aligned by request, every token goes to
+        # the same KV slot at the same position; what differs entry by entry is only the order
+        assert batch["per_request"]["slot_mapping"] == [] and batch["per_request"]["positions"] == []
+        if batch["same_order"]:
+            assert "slot_mapping" not in s["arrays"]
+    # V2 sorts decodes before a prefill chunk; V1 keeps the resumed request in the row it took
+    resumed = [n for n, s in steps.items() if not s["batch"]["same_order"]]
+    assert resumed and all("slot_mapping" in steps[n]["arrays"] for n in resumed)
+    assert runs[v2]["num_steps"] == runs[v1]["num_steps"] == len(steps)

@@ -33,6 +33,7 @@ from pagedviz.core.device import DeviceUnavailableError, pick_device_type
 from pagedviz.core.presets import list_presets, preset_dict
 from pagedviz.core.registry import engine_class
 from pagedviz.core.runners.stages import stage_source
+from pagedviz.core.runners.v2 import FINISH_STAGE, ModelRunnerV2
 from pagedviz.core.trace import StepTrace
 from pagedviz.core.upstream import describe
 
@@ -438,11 +439,19 @@ async def array(
 
 
 @router.get("/stages", response_model=list[StageSource], responses=ERRORS)
-def stages(flavor: str = Query("vllm", pattern="^(vllm|ascend|nanovllm)$")) -> list[dict[str, Any]]:
-    """Each stage of prepare_inputs in order, with its formula and the engine's own source."""
-    cls = engine_class(flavor).stages_from()
+def stages(
+    flavor: str = Query("vllm", pattern="^(vllm|ascend|nanovllm)$"),
+    runner: str | None = Query(None, pattern="^(v1|v2)$", description="vllm's model runner (default v1)"),
+) -> list[dict[str, Any]]:
+    """Each stage of prepare_inputs in order, with its formula and the engine's own source; with
+    runner=v2, Model Runner V2's (its first stage, finish_and_add, is its update_states)."""
+    if runner == "v2" and flavor != "vllm":
+        raise ApiError(422, "invalid_request", "runner", "v2 (Model Runner V2) is only for flavor vllm")
+    cls = ModelRunnerV2 if runner == "v2" else engine_class(flavor).stages_from()
     out = []
-    if hasattr(cls, "update_states"):
+    if cls is ModelRunnerV2:
+        out.append({**FINISH_STAGE.to_dict(), "source": stage_source(cls, "update_states")})
+    elif hasattr(cls, "update_states"):
         out.append(
             {
                 "name": "update_states",

@@ -21,11 +21,13 @@ from pagedviz.core.compare import compare_runs
 from pagedviz.core.lesson import (
     LessonError,
     check_lesson_against_runs,
+    fill_lesson,
     list_lessons,
     load_lesson,
     scenario_of,
     validate_lesson,
 )
+from pagedviz.core.lesson_text import has_placeholders
 from pagedviz.core.metrics import run_metrics
 from pagedviz.core.narrate import narrate
 from pagedviz.core.trace import StepTrace
@@ -204,18 +206,25 @@ async def _steps_of(request: Request, scenario: Scenario) -> list[StepTrace]:
     return run.steps
 
 
-async def _checked(request: Request, data: Any, lesson_id: str | None = None) -> dict[str, Any]:
-    """Validate a lesson, then run its scenarios (through the run store) to check its steps and
-    checkpoints against them. LessonError on any problem."""
-    lesson = validate_lesson(data, lesson_id, request.app.state.settings.limits)
+async def _runs_of(request: Request, sections: list[dict[str, Any]]) -> dict[str, list[StepTrace]]:
+    """The steps of each distinct scenario of `sections`, by run id (through the run store)."""
     runs: dict[str, list[StepTrace]] = {}
-    for s in lesson["sections"]:
+    for s in sections:
         sc = scenario_of(s)
         key = _store(request).remember(sc)
         if key not in runs:
             runs[key] = await _steps_of(request, sc)
+    return runs
+
+
+async def _checked(request: Request, data: Any, lesson_id: str | None = None) -> dict[str, Any]:
+    """Validate a lesson, then run its scenarios (through the run store) to check its steps,
+    checkpoints and placeholders against them. The lesson with its placeholders filled in;
+    LessonError on any problem."""
+    lesson = validate_lesson(data, lesson_id, request.app.state.settings.limits)
+    runs = await _runs_of(request, lesson["sections"])
     check_lesson_against_runs(lesson, lambda sc: runs[_store(request).remember(sc)])
-    return lesson
+    return fill_lesson(lesson, lambda sc: runs[_store(request).remember(sc)])
 
 
 @router.post("/lessons/validate", response_model=LessonCheck, responses=ERRORS, openapi_extra=LESSON_BODY)
@@ -255,11 +264,15 @@ async def from_link(
 
 
 @router.get("/lessons/{lesson_id}", response_model=dict[str, Any], responses=ERRORS)
-def lesson(lesson_id: str) -> dict[str, Any]:
-    """One shipped lesson: title and summary in both languages, and its sections."""
+async def lesson(request: Request, lesson_id: str) -> dict[str, Any]:
+    """One shipped lesson: title and summary in both languages, and its sections, their
+    paragraphs' placeholders filled in from the runs of their scenarios."""
     try:
-        return load_lesson(lesson_id)
+        data = load_lesson(lesson_id)
     except KeyError:
         ids = ", ".join(x["id"] for x in list_lessons())
         msg = f"unknown lesson {lesson_id[:80]!r} (lessons: {ids})"
         raise ApiError(404, "not_found", "lesson_id", msg) from None
+    # only the sections with placeholders are run here; the page runs the others as it opens them
+    runs = await _runs_of(request, [s for s in data["sections"] if has_placeholders(s["paragraph"])])
+    return fill_lesson(data, lambda sc: runs[_store(request).remember(sc)])

@@ -95,7 +95,8 @@ class ModelRunnerV2(StagedRunner):
             raise ValueError("Model Runner V2's M-RoPE state is not modelled: use model_runner v1")
         self.config = config
         self.device = device
-        self.block_size = config.block_size
+        self.block_size = bs = config.block_size
+        self.block_shift = bs.bit_length() - 1 if bs & (bs - 1) == 0 else None  # // and % as shift and mask
         self.max_model_len = config.max_model_len
         M = self.max_num_reqs = config.max_num_reqs
         K = self.max_num_blocks = config.max_num_blocks_per_req
@@ -126,6 +127,7 @@ class ModelRunnerV2(StagedRunner):
         self.slot_mapping_np = np.full(T_pad, PAD_SLOT_ID, dtype=np.int64)
         self.arange_np = np.arange(max(M, T_pad) + 1, dtype=np.int64)
         self.block_cols = np.arange(K, dtype=np.int32)
+        self.arange_i32 = np.arange(M + 1, dtype=np.int32)  # cu_num_logits without drafts (read-only)
         dev = device
         self.all_token_ids_dev = torch.zeros((M, config.max_model_len), dtype=torch.int32, device=dev)
         self.num_computed_dev = torch.zeros(M, dtype=torch.int64, device=dev)
@@ -252,19 +254,22 @@ class ModelRunnerV2(StagedRunner):
         n = v["scheduler_num_scheduled"]
         drafts = v["num_draft_tokens"]
         decode_query_len = 1 + self.config.num_speculative_tokens
-        # np.lexsort is stable and sorts by its last key first
-        order = np.lexsort((n, n != decode_query_len, drafts == 0))
+        # np.lexsort is stable and sorts by its last key first (the drafts key only when some have)
+        some_drafts = self.config.num_speculative_tokens and drafts.any()
+        keys = (n, n != decode_query_len, drafts == 0) if some_drafts else (n, n != decode_query_len)
+        order = np.lexsort(keys)
         ids = v["scheduled_req_ids"]
-        self.row_req_ids = [ids[i] for i in order]
+        self.row_req_ids = rows = [ids[i] for i in order.tolist()]
         v["num_scheduled_tokens"] = n[order]
-        v["idx_mapping"] = np.fromiter(
-            (self.req_id_to_index[r] for r in self.row_req_ids), dtype=np.int64, count=len(order)
+        v["idx_mapping"] = idx = np.fromiter(
+            map(self.req_id_to_index.__getitem__, rows), dtype=np.int64, count=len(rows)
         )
-        v["num_reqs"] = len(order)
-        T = int(n.sum())
-        v["T"] = T
-        idx = v["idx_mapping"]
-        v["is_prefilling"] = self.num_computed_tokens[idx] < self.prefill_len[idx]
+        v["num_reqs"] = len(rows)
+        v["T"] = int(np.add.reduce(n))
+        # the slots' state every later stage reads, gathered once (internal, not traced)
+        v["slot_num_computed"] = self.num_computed_tokens[idx]
+        v["slot_prefill_len"] = self.prefill_len[idx]
+        v["is_prefilling"] = v["slot_num_computed"] < v["slot_prefill_len"]
 
     @stage(
         "cudagraph_dispatch",
@@ -288,7 +293,12 @@ class ModelRunnerV2(StagedRunner):
         mode, R_pad, T_pad = "NONE", R, T
         n, idx = v["num_scheduled_tokens"], v["idx_mapping"]
         runs_as_decode = ~v["is_prefilling"] | ((n == 1) & (self.num_computed_tokens[idx] > 0))
-        uniform = R > 0 and R * (1 + self.config.num_speculative_tokens) == T and bool(runs_as_decode.all())
+        uniform = (
+            bool(sizes)
+            and R > 0
+            and R * (1 + self.config.num_speculative_tokens) == T
+            and bool(runs_as_decode.all())
+        )
         full = [s for s in sizes if R <= s <= self.max_num_reqs] if uniform else []
         if full:
             mode, R_pad, T_pad = "FULL", full[0], full[0]
@@ -314,7 +324,7 @@ class ModelRunnerV2(StagedRunner):
         R = v["num_reqs"]
         q = self.query_start_loc_np
         q[0] = 0
-        np.cumsum(v["num_scheduled_tokens"], out=q[1 : R + 1])
+        np.add.accumulate(v["num_scheduled_tokens"], out=q[1 : R + 1])  # np.cumsum, without its wrapper
         q[R + 1 :] = v["T"]
         v["query_start_loc"] = q[: R + 1]
         if R:
@@ -334,9 +344,7 @@ class ModelRunnerV2(StagedRunner):
     def _seq_lens(self) -> None:
         v = self.v
         R = v["num_reqs"]
-        np.add(
-            self.num_computed_tokens[v["idx_mapping"]], v["num_scheduled_tokens"], out=self.seq_lens_np[:R]
-        )
+        np.add(v["slot_num_computed"], v["num_scheduled_tokens"], out=self.seq_lens_np[:R])
         self.seq_lens_np[R:] = 0
         v["seq_lens"] = self.seq_lens_np[:R]
         if R:
@@ -355,12 +363,13 @@ class ModelRunnerV2(StagedRunner):
         v = self.v
         R, T = v["num_reqs"], v["T"]
         n = v["num_scheduled_tokens"]
-        rows = self.arange_np[:R].repeat(n)
-        starts = (v["cu_num_tokens"] - n).repeat(n)
-        base = self.num_computed_tokens[v["idx_mapping"]].astype(np.int64).repeat(n)
+        # each row's computed count less its start, once per token, plus the token's index
+        base = (v["slot_num_computed"].astype(np.int64) - (v["cu_num_tokens"] - n)).repeat(n)
         out = self.positions_np[:T]
-        np.add(base, self.arange_np[:T] - starts, out=out)
-        v["req_indices"] = rows  # the row of each token (internal: V2 has no such array)
+        np.add(base, self.arange_np[:T], out=out)
+        # the row and the slot of each token (internal: V2 has no such arrays)
+        v["req_indices"] = self.arange_np[:R].repeat(n)
+        v["token_slots"] = v["idx_mapping"].repeat(n)
         v["positions"] = out
 
     @stage(
@@ -377,10 +386,13 @@ class ModelRunnerV2(StagedRunner):
     def _prefill_inputs(self) -> None:
         v = self.v
         T = v["T"]
-        prefilling = v["is_prefilling"][v["req_indices"]]
-        slots = v["idx_mapping"][v["req_indices"]]
+        slots, pos = v["token_slots"], v["positions"]
         out = self.input_ids_np[:T]
-        out[prefilling] = self.all_token_ids[slots[prefilling], v["positions"][prefilling]]
+        if v["is_prefilling"].all():
+            np.take(self.all_token_ids.reshape(-1), slots * self.max_model_len + pos, out=out)
+        else:
+            prefilling = v["is_prefilling"].repeat(v["num_scheduled_tokens"])
+            out[prefilling] = self.all_token_ids[slots[prefilling], pos[prefilling]]
         v["input_ids"] = out
 
     @stage(
@@ -398,13 +410,15 @@ class ModelRunnerV2(StagedRunner):
         v = self.v
         R = v["num_reqs"]
         idx = v["idx_mapping"]
-        v["cu_num_logits"] = self.arange_np[: R + 1].astype(np.int32)
+        v["cu_num_logits"] = self.arange_i32[: R + 1]
         last = v["cu_num_tokens"] - 1
         v["logits_indices"] = last
-        decoding = v["seq_lens"] > self.prefill_len[idx]
-        v["input_ids"][last[decoding]] = self.last_sampled_tokens[idx[decoding]]
+        prefill_len = v["slot_prefill_len"]
+        decoding = v["seq_lens"] > prefill_len
+        if decoding.any():
+            v["input_ids"][last[decoding]] = self.last_sampled_tokens[idx[decoding]]
         # a partial prefill samples nothing (get_num_sampled_and_rejected)
-        v["discard_request_mask"] = v["seq_lens"] < self.prefill_len[idx]
+        v["discard_request_mask"] = v["seq_lens"] < prefill_len
 
     @stage(
         "gather_block_tables",
@@ -425,7 +439,7 @@ class ModelRunnerV2(StagedRunner):
         out = self.input_block_tables
         nb = self.num_blocks[idx]
         own = self.block_cols < nb[:, None]
-        out[:R] = np.where(own, self.block_tables[idx], out[:R])
+        np.copyto(out[:R], np.take(self.block_tables, idx, axis=0), where=own)
         rows = max(R_pad, self.dirty_rows)
         out[R:rows] = 0
         self.dirty_rows = R
@@ -441,15 +455,20 @@ class ModelRunnerV2(StagedRunner):
         "from the persistent per-slot table through idx_mapping (not from the gathered one). The last "
         "program pads the rest of the buffer with -1 from the real token count, so the padded tokens "
         "of a CUDA graph write nowhere.",
+        views="slot_mapping",
     )
     def _slot_mappings(self) -> None:
         v = self.v
         T, P = v["T"], v["num_tokens_after_padding"]
         bs = self.block_size
-        slots = v["idx_mapping"][v["req_indices"]]
+        slots = v["token_slots"]
         pos = v["positions"]
         out = self.slot_mapping_np
-        out[:T] = self.block_tables[slots, pos // bs].astype(np.int64) * bs + pos % bs
+        shift = self.block_shift
+        col, offset = (pos // bs, pos % bs) if shift is None else (pos >> shift, pos & (bs - 1))
+        blocks = np.take(self.block_tables.reshape(-1), slots * self.max_num_blocks + col)
+        np.multiply(blocks, bs, out=out[:T], dtype=np.int64)
+        out[:T] += offset
         out[T:] = PAD_SLOT_ID
         v["slot_mapping"] = out[:P]
         self.pad["slot_mapping"] = (T, None)

@@ -37,17 +37,19 @@ os.environ.setdefault("VLLM_CONFIGURE_LOGGING", "0")
 os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
 import torch  # noqa: E402
 import vllm_env  # noqa: E402,F401  (Triton for the V2 group, V1 pinned here: see its docstring)
+from engine_core_loop import EngineCoreLoop, LoopStep  # noqa: E402  (beside this file)
 from vllm.config import CacheConfig, DeviceConfig, SchedulerConfig, VllmConfig  # noqa: E402
 from vllm.sampling_params import SamplingParams  # noqa: E402
 from vllm.utils.hashing import sha256_cbor  # noqa: E402
 from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash  # noqa: E402
+from vllm.v1.core.sched.async_scheduler import AsyncScheduler  # noqa: E402
 from vllm.v1.core.sched.scheduler import Scheduler  # noqa: E402
 from vllm.v1.kv_cache_interface import (  # noqa: E402
     FullAttentionSpec,
     KVCacheConfig,
     KVCacheGroupSpec,
 )
-from vllm.v1.outputs import ModelRunnerOutput, SamplerOutput  # noqa: E402
+from vllm.v1.outputs import EMPTY_MODEL_RUNNER_OUTPUT, ModelRunnerOutput, SamplerOutput  # noqa: E402
 from vllm.v1.pool.late_interaction_runner import LateInteractionRunner  # noqa: E402
 from vllm.v1.request import Request  # noqa: E402
 from vllm.v1.structured_output import StructuredOutputManager  # noqa: E402
@@ -82,7 +84,8 @@ class _TinyModelConfig:
 
 
 def vllm_config(scenario: Scenario) -> VllmConfig:
-    """vLLM's own configs for the scenario; SchedulerConfig validates as vLLM does."""
+    """vLLM's own configs for the scenario; SchedulerConfig validates as vLLM does. With
+    `async_scheduling` the engine core builds an AsyncScheduler and a batch queue of 2."""
     cfg = scenario.config
     sched = SchedulerConfig(
         max_model_len=cfg.max_model_len,
@@ -93,7 +96,7 @@ def vllm_config(scenario: Scenario) -> VllmConfig:
         long_prefill_token_threshold=cfg.long_prefill_token_threshold,
         scheduler_reserve_full_isl=cfg.scheduler_reserve_full_isl,
         watermark=cfg.watermark,
-        async_scheduling=False,
+        async_scheduling=cfg.async_scheduling,
     )
     cache = CacheConfig(block_size=cfg.block_size, enable_prefix_caching=cfg.enable_prefix_caching)
     cache.num_gpu_blocks = cfg.num_kv_blocks
@@ -122,7 +125,8 @@ class VllmSide:
         cfg = scenario.config
         init_none_hash(sha256_cbor)
         self.block_hasher = get_request_block_hasher(cfg.block_size, sha256_cbor)
-        self.scheduler = Scheduler(
+        scheduler_cls = AsyncScheduler if cfg.async_scheduling else Scheduler
+        self.scheduler = scheduler_cls(
             vllm_config=self.config,
             kv_cache_config=kv_cache_config(scenario),
             structured_output_manager=StructuredOutputManager(self.config),
@@ -132,6 +136,7 @@ class VllmSide:
         for spec in scenario.requests:
             self.arrivals.setdefault(spec.arrival_step, []).append(spec)
         self.step_no = 0
+        self.loop: EngineCoreLoop | None = None
         self.runner = _Runner(self.config, scenario)
         # slot_mapping needs a GPU in 0.33 (a Triton kernel): read it off the block table instead
         self.runner.input_batch.block_table.compute_slot_mapping = lambda *a, **k: None  # type: ignore[method-assign]
@@ -152,6 +157,35 @@ class VllmSide:
         for spec in self.arrivals.pop(self.step_no, []):
             self.scheduler.add_request(self._request(spec))
         return self.scheduler.schedule()
+
+    def async_step(self, sampled: dict[str, int]) -> tuple[LoopStep, dict[str, Any]]:
+        """One `step_with_batch_queue` (engine_core_loop.py): the batch, if one is scheduled, runs
+        through the runner at once with `sampled` (pagedviz's tokens of the same step); its output
+        reaches `update_from_output` when the loop pops it. Returns what the loop did and, for a
+        scheduled batch, what `step` returns."""
+        self.step_no += 1
+        for spec in self.arrivals.pop(self.step_no, []):
+            self.scheduler.add_request(self._request(spec))
+        got: dict[str, Any] = {}
+
+        def execute(out: Any) -> ModelRunnerOutput:
+            got["arrays"] = self.runner.step(out)
+            got["free_block_queue"] = self.free_queue()
+            got["sampled"] = {}
+            if not out.total_num_scheduled_tokens:
+                return EMPTY_MODEL_RUNNER_OUTPUT
+            result = self.runner.sampled(out, sampled)
+            got["sampled"] = {r: t[0] for r, t in zip(result.req_ids, result.sampled_token_ids) if t}
+            return result
+
+        if self.loop is None:
+            self.loop = EngineCoreLoop(self.scheduler, execute)
+        self.loop.execute = execute
+        return self.loop.step(self.step_no), got
+
+    @property
+    def has_work(self) -> bool:
+        return bool(self.arrivals) or (self.loop is not None and self.loop.has_work())
 
     def free_queue(self) -> list[int]:
         q = self.scheduler.kv_cache_manager.block_pool.free_block_queue

@@ -21,7 +21,7 @@ GOLDEN = [
     "ascend-prefill-cache-hit",
 ]
 GOLDEN += ["demo-cudagraph-padding", "demo-max-model-len", "demo-ngram-spec-decode", "demo-async-scheduling"]
-GOLDEN += ["demo-mrope", "ascend-spec-decoding"]
+GOLDEN += ["demo-mrope", "ascend-spec-decoding", "demo-spec-decode-metadata"]
 
 
 def stable_trace(preset: str) -> list[dict]:

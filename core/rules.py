@@ -1,0 +1,331 @@
+"""The rules that relate a scenario's fields to each other, to the flavour and to the limits, checked
+once every field alone is valid (core/models.py), while the engine's dataclasses are built. Where
+vLLM refuses a configuration, the message is vLLM's own. Every broken rule is collected with its
+field path; `Rules.scenario` raises one ScenarioError with all of them."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import numpy as np
+
+from pagedviz.core.fields import fields_of
+from pagedviz.core.limits import Limits
+from pagedviz.core.scenario import (
+    PROMPT_FIELDS,
+    EngineConfig,
+    ModelConfig,
+    RequestSpec,
+    Scenario,
+    ScenarioError,
+    default_capture_sizes,
+)
+from pagedviz.core.text import NUM_SPECIAL_IDS, encode_text
+
+CONFIG_FIELDS = tuple(s.name for s in fields_of(EngineConfig))
+MODEL_FIELDS = tuple(s.name for s in fields_of(ModelConfig))
+
+
+def pool_too_small(max_model_len: int, block_size: int, num_kv_blocks: int) -> str | None:
+    """Why vLLM refuses a KV pool that cannot hold one max_model_len sequence, or None.
+
+    vLLM's KV-cache planning (`_check_enough_kv_cache_memory`, vllm/v1/core/kv_cache_planning.py)
+    needs `cdiv(max_model_len, block_size)` blocks' worth of memory for one request, planned against
+    the pool less the null block that BlockPool holds back; it raises with the estimated longest
+    model length the pool could serve. Here the memory is counted in blocks."""
+    need = math.ceil(max_model_len / block_size)
+    usable = num_kv_blocks - 1  # the null block
+    if need <= usable:
+        return None
+    estimate = usable * block_size  # the longest max_model_len whose blocks fit the usable ones
+    estimated = (
+        f"Based on the available blocks, the estimated maximum model length is {estimate}. "
+        if estimate
+        else ""
+    )
+    return (
+        f"To serve at least one request with the model's max seq len ({max_model_len}), {need} KV "
+        f"blocks are needed, which is more than the {usable} usable blocks of the pool "
+        f"(num_kv_blocks {num_kv_blocks} less the null block). {estimated}"
+        f"Increase num_kv_blocks to at least {need + 1} or decrease max_model_len."
+    )
+
+
+class Rules:
+    """Checks the cross-field rules of one validated scenario model and builds its Scenario."""
+
+    def __init__(self, limits: Limits) -> None:
+        self.limits = limits
+        self.errors: list[tuple[str, str]] = []
+        self.too_large = False
+        self.flavor = "vllm"
+        self.runner_given = False
+
+    def err(self, loc: str, msg: str, *, too_large: bool = False) -> None:
+        self.errors.append((loc, msg))
+        self.too_large = self.too_large or too_large
+
+    def scenario(self, m: Any) -> Scenario:
+        """The Scenario of a validated scenario model; raises ScenarioError if a rule is broken."""
+        self.flavor = m.flavor
+        cfg = self.config(m.config)
+        if self.flavor == "nanovllm" and cfg.block_size < 2:
+            self.err(
+                "config.block_size", "nanovllm needs block_size >= 2 (may_append tests len % block_size == 1)"
+            )
+        rng = np.random.default_rng(m.seed)
+        reqs: list[RequestSpec] = []
+        seen: set[str] = set()
+        for i, raw in enumerate(m.requests):
+            spec = self.request(raw, i, cfg, rng)
+            if spec is None:
+                continue
+            if spec.id in seen:
+                self.err(f"requests[{i}].id", f"duplicate id {spec.id!r:.70}")
+            seen.add(spec.id)
+            reqs.append(spec)
+        total = sum(len(r.prompt_token_ids) + r.max_tokens for r in reqs)
+        if total > self.limits.max_total_tokens:
+            self.err(
+                "requests",
+                f"{total} tokens in all; the limit is {self.limits.max_total_tokens}",
+                too_large=True,
+            )
+        if cfg.model_runner == "v2" and any(r.image is not None for r in reqs):
+            if self.runner_given:
+                self.err(
+                    "config.model_runner",
+                    'Model Runner V2 with M-RoPE (an image in a request) is not modelled yet: use "v1" '
+                    "(the default when a request has an image)",
+                )
+            cfg = dataclasses.replace(cfg, model_runner="v1")
+        if self.errors:
+            raise ScenarioError(self.errors, too_large=self.too_large)
+        return Scenario(
+            name=m.name,
+            flavor=m.flavor,
+            seed=m.seed,
+            config=cfg,
+            requests=tuple(reqs),
+            max_steps=m.max_steps,
+            title=m.title,
+            summary=m.summary,
+            document=m.document,
+            notes=m.notes or (),
+        )
+
+    def config(self, c: Any) -> EngineConfig:
+        lim, loc = self.limits, "config"
+        v = {k: getattr(c, k) for k in CONFIG_FIELDS if k not in ("model", "cudagraph_capture_sizes")}
+        given = c.model_fields_set
+        if v["max_num_reqs"] * v["max_model_len"] > lim.max_cells:
+            self.err(
+                loc,
+                f"token_ids_cpu would hold {v['max_num_reqs'] * v['max_model_len']} cells "
+                f"(max_num_reqs * max_model_len); the limit is {lim.max_cells}",
+                too_large=True,
+            )
+        sizes = c.cudagraph_capture_sizes
+        if sizes == "default":
+            sizes = default_capture_sizes(v["max_num_batched_tokens"])
+        self.runner_defaults(given, v)
+        spec, async_scheduling = v["num_speculative_tokens"], v["async_scheduling"]
+        if v["prompt_lookup_max"] < v["prompt_lookup_min"]:
+            self.err(
+                f"{loc}.prompt_lookup_max",
+                f"is below prompt_lookup_min ({v['prompt_lookup_min']}): give a range min <= max",
+            )
+        if spec and async_scheduling:
+            self.err(f"{loc}.async_scheduling", "is not modelled together with num_speculative_tokens > 0")
+        if spec and v["enable_prefix_caching"]:
+            self.err(f"{loc}.num_speculative_tokens", "is not modelled together with enable_prefix_caching")
+        if v["speculative_method"] == "mtp" and self.flavor != "ascend":
+            self.err(
+                f"{loc}.speculative_method",
+                "mtp is modelled for the ascend flavour only (it selects vllm-ascend's SpecDecoding state)",
+            )
+        if (spec or async_scheduling) and self.flavor == "nanovllm":
+            self.err(loc, "nanovllm has no speculative decoding or async scheduling")
+        model = self.model(c.model, v["vocab_size"] if "vocab_size" in given else None)
+        if model is not None:
+            v["vocab_size"] = model.vocab_size
+        self.vllm_rules(v)
+        if model is not None:
+            elems = 2 * v["num_kv_blocks"] * v["block_size"] * model.num_kv_heads * model.head_size
+            if elems > lim.max_kv_cache_elems:
+                self.err(
+                    loc,
+                    f"one layer's KV cache would hold {elems} elements; the limit is "
+                    f"{lim.max_kv_cache_elems} (lower num_kv_blocks or block_size)",
+                    too_large=True,
+                )
+        return EngineConfig(**v, cudagraph_capture_sizes=sizes, model=model)
+
+    def vllm_rules(self, v: dict[str, Any]) -> None:
+        """What vLLM refuses, with its reasons: SchedulerConfig.verify_max_model_len, and the
+        KV-cache planning's check that the pool holds one max_model_len sequence. nano-vllm has
+        neither (it only asserts that it has some blocks)."""
+        if self.flavor == "nanovllm":
+            return
+        loc = "config"
+        budget, max_model_len = v["max_num_batched_tokens"], v["max_model_len"]
+        if not v["enable_chunked_prefill"] and budget < max_model_len:
+            self.err(
+                f"{loc}.max_num_batched_tokens",
+                f"max_num_batched_tokens ({budget}) is smaller than max_model_len ({max_model_len}). "
+                "This effectively limits the maximum sequence length to max_num_batched_tokens and "
+                "makes vLLM reject longer sequences. Please increase max_num_batched_tokens or "
+                "decrease max_model_len.",
+            )
+        if budget < v["max_num_reqs"]:
+            self.err(
+                f"{loc}.max_num_batched_tokens",
+                f"max_num_batched_tokens ({budget}) must be greater than or equal to "
+                f"max_num_seqs (max_num_reqs, {v['max_num_reqs']}).",
+            )
+        if v["long_prefill_token_threshold"] > max_model_len:
+            self.err(
+                f"{loc}.long_prefill_token_threshold",
+                f"long_prefill_token_threshold ({v['long_prefill_token_threshold']}) cannot be greater "
+                f"than the max_model_len ({max_model_len}).",
+            )
+        if why := pool_too_small(max_model_len, v["block_size"], v["num_kv_blocks"]):
+            self.err(f"{loc}.num_kv_blocks", why)
+
+    def runner_defaults(self, given: set[str], v: dict[str, Any]) -> None:
+        """model_runner and async_scheduling as vLLM 0.33 picks them when the scenario leaves them
+        out: Model Runner V2 and async scheduling on the vllm flavour (async off with speculative
+        decoding, which pagedviz does not model together with it); v1 and sync elsewhere. A flavour
+        without a V2 refuses an explicit "v2"."""
+        vllm = self.flavor == "vllm"
+        self.runner_given = "model_runner" in given
+        if "model_runner" not in given:
+            v["model_runner"] = "v2" if vllm else "v1"
+        elif v["model_runner"] == "v2" and not vllm:
+            self.err(
+                "config.model_runner",
+                f'the {self.flavor} flavour has no Model Runner V2 (it mirrors a V1-style runner): use "v1"',
+            )
+        elif v["model_runner"] == "v2" and v["num_speculative_tokens"]:
+            self.err(
+                "config.model_runner",
+                'Model Runner V2 with speculative decoding is not modelled yet: use "v1" (the default '
+                "when num_speculative_tokens > 0)",
+            )
+        if "model_runner" not in given and v["num_speculative_tokens"]:
+            v["model_runner"] = "v1"
+        if "async_scheduling" not in given:
+            v["async_scheduling"] = vllm and not v["num_speculative_tokens"]
+
+    def model(self, m: Any, vocab_size: int | None) -> ModelConfig | None:
+        if m is None:
+            return None
+        loc = "config.model"
+        vals = {k: getattr(m, k) for k in MODEL_FIELDS}
+        if vocab_size is not None:
+            if "vocab_size" not in m.model_fields_set:
+                vals["vocab_size"] = vocab_size
+            elif m.vocab_size != vocab_size:
+                self.err(f"{loc}.vocab_size", f"differs from config.vocab_size ({vocab_size}); give one")
+        model = ModelConfig(**vals)
+        if model.num_heads % model.num_kv_heads:
+            self.err(f"{loc}.num_kv_heads", "must divide num_heads (grouped-query attention)")
+        if model.head_size % 2:
+            self.err(f"{loc}.head_size", "must be even (RoPE rotates pairs)")
+        if model.num_params() > self.limits.max_model_cells:
+            self.err(loc, f"model too large ({model.num_params()} parameters)", too_large=True)
+        return model
+
+    def bounded(self, loc: str, value: int, hi: int) -> int:
+        """A field bounded by the config (max_model_len): over it is refused, and clamped."""
+        if value > hi:
+            self.err(loc, f"must be <= {hi} (got {value})", too_large=True)
+            return hi
+        return value
+
+    def request(self, r: Any, i: int, cfg: EngineConfig, rng: np.random.Generator) -> RequestSpec | None:
+        loc = f"requests[{i}]"
+        rid = r.id if r.id is not None else str(i)
+        max_tokens = self.bounded(f"{loc}.max_tokens", r.max_tokens, cfg.max_model_len)
+        given = next(k for k in PROMPT_FIELDS if k in r.model_fields_set)
+        text: str | None = None
+        if given == "prompt_len":
+            n = self.bounded(f"{loc}.prompt_len", r.prompt_len, cfg.max_model_len)
+            # drawn above the special ids so the prompt is never padding
+            ids = rng.integers(NUM_SPECIAL_IDS, cfg.vocab_size, size=n).tolist()
+        elif given == "prompt":
+            text, longest = r.prompt, cfg.max_model_len * 4
+            if len(text) > longest:
+                self.err(f"{loc}.prompt", f"must be at most {longest} characters", too_large=True)
+                text = text[:longest]
+            ids = encode_text(text)
+            if not ids:
+                self.err(f"{loc}.prompt", "must not be empty")
+                return None
+            if cfg.vocab_size < 256 + NUM_SPECIAL_IDS:
+                self.err(
+                    f"{loc}.prompt",
+                    f"text prompts need vocab_size >= {256 + NUM_SPECIAL_IDS} (byte tokenizer)",
+                )
+        else:
+            ids = r.prompt_token_ids
+            if len(ids) > cfg.max_model_len:
+                self.err(
+                    f"{loc}.prompt_token_ids", f"has {len(ids)} tokens; max_model_len is {cfg.max_model_len}"
+                )
+                return None
+            vocab = cfg.vocab_size
+            bad = next((v for v in ids if type(v) is not int or not 0 <= v < vocab), _NONE)
+            if bad is not _NONE:
+                self.err(
+                    f"{loc}.prompt_token_ids",
+                    f"ids must be integers in [0, vocab_size={vocab}) (got {bad!r:.40})",
+                )
+                return None
+        if len(ids) + max_tokens > cfg.max_model_len:
+            self.err(
+                loc,
+                f"prompt length {len(ids)} + max_tokens {max_tokens} exceeds "
+                f"max_model_len {cfg.max_model_len}",
+            )
+        # nano-vllm has no switch: the first waiting sequence of a step always may take a chunk
+        chunked = cfg.enable_chunked_prefill or self.flavor == "nanovllm"
+        if not chunked and len(ids) + max_tokens > cfg.max_num_batched_tokens:
+            self.err(
+                loc,
+                f"without chunked prefill a request must fit the budget whole: prompt length "
+                f"{len(ids)} + max_tokens {max_tokens} exceeds max_num_batched_tokens "
+                f"{cfg.max_num_batched_tokens}",
+            )
+        need = math.ceil((len(ids) + max_tokens) / cfg.block_size)
+        usable = cfg.num_kv_blocks - (0 if self.flavor == "nanovllm" else 1)
+        if need > usable:
+            self.err(
+                loc,
+                f"needs {need} KV blocks but the pool has {usable} usable blocks "
+                f"(num_kv_blocks {cfg.num_kv_blocks})",
+            )
+        image = self.image(r.image, loc, len(ids))
+        return RequestSpec(rid, tuple(ids), max_tokens, r.arrival_step, text, given == "prompt_len", image)
+
+    def image(self, m: Any, loc: str, num_prompt_tokens: int) -> tuple[int, int, int, int] | None:
+        """An image's placeholder tokens: `t*h*w` prompt tokens from `offset` (M-RoPE, Qwen2-VL)."""
+        if m is None:
+            return None
+        loc = f"{loc}.image"
+        offset, t, h, w = m.offset, m.t, m.h, m.w
+        if offset + t * h * w > num_prompt_tokens:
+            self.err(
+                loc,
+                f"offset {offset} + t*h*w {t * h * w} placeholder tokens run past the prompt's "
+                f"{num_prompt_tokens} tokens",
+            )
+            return None
+        if self.flavor == "nanovllm":
+            self.err(loc, "nanovllm has no multimodal inputs")
+        return (offset, t, h, w)
+
+
+_NONE = object()  # no bad id found

@@ -1,0 +1,188 @@
+"""Validation of a scenario dict, in three passes that each report every problem with its field
+path: `precheck` (what must hold before prompts are drawn or encoded), the pydantic models (each
+field alone: type, bounds, choices, unknown fields; core/models.py), then the rules across fields
+(core/rules.py), which build the Scenario. The cost model (core/limits.py) checks the result."""
+
+from __future__ import annotations
+
+import difflib
+import re
+import unicodedata
+from dataclasses import asdict
+from typing import Any
+
+from pydantic import ValidationError
+
+from pagedviz.core.fields import fields_of
+from pagedviz.core.limits import Limits, cost_problems
+from pagedviz.core.models import IMAGE_KEYS, scenario_model
+from pagedviz.core.rules import Rules
+from pagedviz.core.scenario import (
+    REQUEST_FIELDS,
+    SCENARIO_FIELDS,
+    EngineConfig,
+    ModelConfig,
+    Scenario,
+    ScenarioError,
+)
+
+
+def parse_scenario(data: Any, limits: Limits | None = None) -> Scenario:
+    """`Scenario.from_dict`: precheck, the fields, the rules across them, then the cost model (a
+    ScenarioError marked too_large when a size is over a limit)."""
+    limits = limits or Limits.from_env()
+    data = precheck(data, limits)
+    if not isinstance(data, dict):
+        raise ScenarioError([("scenario", "must be a JSON object")])
+    try:
+        model = scenario_model(limits).model_validate(data)
+    except ValidationError as e:
+        raise scenario_error(e) from None
+    scenario = Rules(limits).scenario(model)
+    problems = cost_problems(scenario, limits)
+    if problems:
+        raise ScenarioError(problems, too_large=True)
+    return scenario
+
+
+# ----------------------------------------------------------------------------- pydantic's errors
+# fields of each object, for "did you mean" (the level is the path with list indices as "#")
+_ALLOWED = {
+    (): sorted(s.name for s in SCENARIO_FIELDS),
+    ("config",): sorted(s.name for s in fields_of(EngineConfig)),
+    ("config", "model"): sorted(s.name for s in fields_of(ModelConfig)),
+    ("requests", "#"): sorted(s.name for s in REQUEST_FIELDS),
+    ("requests", "#", "image"): sorted(IMAGE_KEYS),
+}
+# the top level's own scalars are named scenario.<field>
+_SCENARIO_SCALARS = {"name", "seed", "max_steps", "title", "summary", "document"}
+
+
+def where(loc: tuple[int | str, ...]) -> str:
+    """The field path of a pydantic location: config.block_size, requests[2].id, scenario.seed."""
+    if len(loc) == 1 and loc[0] in _SCENARIO_SCALARS:
+        return f"scenario.{loc[0]}"
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else f".{part}" if out else str(part)
+    return out
+
+
+def _number(bound: float) -> float:
+    """A bound as declared: pydantic keeps a float field's bounds as floats (0 becomes 0.0)."""
+    return int(bound) if isinstance(bound, float) and bound.is_integer() else bound
+
+
+def _message(e: Any) -> tuple[str, bool]:
+    """One pydantic error in the scenario format's words, and whether it is a size over a bound."""
+    kind, ctx, value = e["type"], e.get("ctx") or {}, e.get("input")
+    if kind == "pagedviz":
+        return ctx["message"], bool(ctx["too_large"])
+    if kind == "extra_forbidden":
+        level = tuple("#" if isinstance(p, int) else p for p in e["loc"][:-1])
+        close = difflib.get_close_matches(str(e["loc"][-1]), _ALLOWED.get(level, []), n=1)
+        return "unknown field" + (f"; did you mean {close[0]!r}?" if close else ""), False
+    if kind == "greater_than_equal":
+        return f"must be >= {_number(ctx['ge'])} (got {value})", False
+    if kind == "less_than_equal":
+        return f"must be <= {_number(ctx['le'])} (got {value})", True
+    if kind == "string_too_long":
+        return f"must be at most {ctx['max_length']} characters", True
+    if kind == "literal_error":
+        choices = re.findall(r"'([^']*)'", ctx.get("expected", ""))  # pydantic's "'a', 'b' or 'c'"
+        return f"must be one of {', '.join(choices)} (got {value!r:.40})", False
+    if kind == "bool_type":
+        return f"must be true or false (got {value!r:.40})", False
+    if kind == "string_type":
+        return f"must be a string (got {type(value).__name__})", False
+    if kind in ("float_type", "finite_number"):
+        return f"must be a number (got {type(value).__name__})", False
+    if kind == "missing":  # requests, or one of an image's integers
+        return (
+            ("must be a non-empty list", False)
+            if e["loc"] == ("requests",)
+            else ("must be an integer (got NoneType)", False)
+        )
+    if kind == "int_type":
+        return f"must be an integer (got {type(value).__name__})", False
+    return str(e["msg"]), False
+
+
+def scenario_error(error: ValidationError) -> ScenarioError:
+    """Every problem pydantic found, as one ScenarioError with our field paths and messages."""
+    problems, too_large = [], False
+    for e in error.errors(include_url=False):
+        msg, large = _message(e)
+        problems.append((where(e["loc"]), msg))
+        too_large = too_large or large
+    return ScenarioError(problems, too_large=too_large)
+
+
+# ----------------------------------------------------------------------------- before validation
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+_INT_DEFAULTS = {"seed", "max_steps"}
+_CONFIG_INTS = {k for k, v in asdict(EngineConfig()).items() if _is_int(v)}
+
+
+def _text_problem(text: str, newlines: bool) -> str | None:
+    """Why `text` cannot be an id or a name: a lone surrogate, or a control character."""
+    for ch in text:
+        if "\ud800" <= ch <= "\udfff":
+            return f"has a lone surrogate (U+{ord(ch):04X}): not valid Unicode text"
+        if unicodedata.category(ch) == "Cc" and not (newlines and ch in "\n\t"):
+            return f"has a control character (U+{ord(ch):04X})"
+    return None
+
+
+def precheck(data: Any, limits: Limits) -> Any:
+    """What must hold before the validator draws or encodes prompts: ids and names are printable
+    text, prompts valid Unicode, and the requests' token total within the limit (so a huge
+    `prompt_len` is refused before any id is drawn). Empty values of integer fields mean their
+    default (a form's blank field). Returns the data to validate; raises ScenarioError."""
+    if not isinstance(data, dict):
+        return data
+    data = {k: v for k, v in data.items() if not (k in _INT_DEFAULTS and _blank(v))}
+    if isinstance(data.get("config"), dict):
+        data["config"] = {k: v for k, v in data["config"].items() if not (k in _CONFIG_INTS and _blank(v))}
+    errors: list[tuple[str, str]] = []
+    for key in ("name", "title", "summary", "document"):
+        v = data.get(key)
+        if isinstance(v, str) and (why := _text_problem(v, newlines=key == "summary")):
+            errors.append((f"scenario.{key}", why))
+    reqs = data.get("requests")
+    if isinstance(reqs, list) and len(reqs) <= limits.max_requests:
+        total = 0
+        for i, r in enumerate(reqs):
+            if not isinstance(r, dict):
+                continue
+            if isinstance(r.get("id"), str) and (why := _text_problem(r["id"], newlines=False)):
+                errors.append((f"requests[{i}].id", why))
+            prompt = r.get("prompt")
+            if isinstance(prompt, str):
+                if any("\ud800" <= ch <= "\udfff" for ch in prompt):
+                    errors.append((f"requests[{i}].prompt", "has a lone surrogate: not valid Unicode text"))
+                total += len(prompt)
+            ids = r.get("prompt_token_ids")
+            total += len(ids) if isinstance(ids, list) else 0
+            for key, default in (("prompt_len", 0), ("max_tokens", 8)):
+                n = r.get(key, default)
+                total += max(0, int(n)) if _is_int(n) else 0
+        if total > limits.max_total_tokens:
+            errors.append(
+                (
+                    "requests",
+                    f"at least {total} tokens in all; the limit is {limits.max_total_tokens} "
+                    "(PAGEDVIZ_MAX_TOTAL_TOKENS raises it)",
+                )
+            )
+            raise ScenarioError(errors, too_large=True)
+    if errors:
+        raise ScenarioError(errors)
+    return data
+
+
+def _blank(v: Any) -> bool:
+    return isinstance(v, str) and not v.strip()
