@@ -223,10 +223,12 @@ def scenarios(draw: st.DrawFn, async_scheduling: bool = False) -> Scenario:
     chunked = draw(st.booleans())
     max_num_reqs = draw(st.integers(1, 4))
     shared = draw(st.lists(st.integers(3, 40), max_size=M // 2))
-    reqs, need = [], 1
+    reqs = []
     for i in range(draw(st.integers(1, 6))):
-        max_tokens = draw(st.integers(1, 5))
-        plen = draw(st.integers(1, M - max_tokens))
+        max_tokens = draw(st.integers(1, min(8, M - 1)))
+        # sequences of a third of max_model_len or more, growing by up to 8 tokens, in a pool of
+        # about one max_model_len sequence: preemption is common
+        plen = draw(st.integers(max(1, min(M // 3, M - max_tokens)), M - max_tokens))
         tail = draw(st.lists(st.integers(3, 40), min_size=plen, max_size=plen))
         ids = (shared + tail)[:plen] if prefix else tail
         reqs.append(
@@ -237,7 +239,6 @@ def scenarios(draw: st.DrawFn, async_scheduling: bool = False) -> Scenario:
                 "arrival_step": draw(st.integers(1, 4)),
             }
         )
-        need = max(need, -(-(plen + max_tokens) // bs))
     low = max_num_reqs if chunked else max(M, max_num_reqs)
     budget = draw(st.integers(low, low + 24))
     # CUDA-graph sizes within the budget (as vLLM caps them), or none (eager)
@@ -250,8 +251,8 @@ def scenarios(draw: st.DrawFn, async_scheduling: bool = False) -> Scenario:
         "max_num_reqs": max_num_reqs,
         "max_num_batched_tokens": budget,
         "cudagraph_capture_sizes": sizes,
-        # tight pools: just enough for the longest request, so preemption is common
-        "num_kv_blocks": need + 1 + draw(st.integers(0, 6)),
+        # tight pools: just enough for one max_model_len sequence (vLLM refuses less)
+        "num_kv_blocks": -(-M // bs) + 1 + draw(st.integers(0, 3)),
         "long_prefill_token_threshold": draw(st.sampled_from([0, 0, 2, 5])),
         "enable_chunked_prefill": chunked,
         "enable_prefix_caching": prefix,
@@ -353,7 +354,7 @@ def _worked_example(async_scheduling: bool = False) -> Scenario:
         "max_model_len": 64,
         "max_num_reqs": 8,
         "max_num_batched_tokens": 32,
-        "num_kv_blocks": 16,
+        "num_kv_blocks": 17,  # one max_model_len sequence (16 blocks) plus the null block
         "enable_prefix_caching": False,
         "model": None,
         "device": "cpu",
