@@ -11,7 +11,12 @@ resumed (always none under V2), preempted and finished ids, and new block ids; t
 (`req_id_to_index`), the free slots in hand-out order and the slot events; the batch order and
 `idx_mapping`; `num_scheduled_tokens`, `query_start_loc` (first R+1), `seq_lens` (R), `positions`,
 `input_ids`, `cu_num_logits`, `logits_indices`, `slot_mapping` (first T); the gathered block
-table's valid entries (row i: the first cdiv(seq_lens[i], block_size)); which requests sample.
+table's valid entries (row i: the first cdiv(seq_lens[i], block_size)); the per-slot state of
+occupied slots; the attention metadata's counts; vLLM's CUDA-graph dispatch (mode, padded sizes)
+and the padded buffers; which requests sample. With async scheduling vLLM's AsyncScheduler runs
+under the engine core's batch-queue glue (engine_core_loop.py) and each step also compares the
+loop's decisions. The interpreter is slow (about 50 ms a step): the hypothesis example counts keep
+the group to about two minutes of CPU.
 """
 
 from __future__ import annotations
