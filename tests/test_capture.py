@@ -11,7 +11,7 @@ import pytest
 
 from pagedviz.core import Scenario, load_preset, make_engine
 from pagedviz.core.presets import list_presets
-from pagedviz.core.runners import v1 as runner_module
+from pagedviz.core.runners import v1_stages as runner_module
 from pagedviz.core.trace import StepTrace
 
 PRESETS = [p["id"] for p in list_presets()]
@@ -23,6 +23,8 @@ def test_num_tokens_is_unchanged_between_prepare_inputs_and_record_batch(preset:
     runner = getattr(engine, "runner", None)
     if runner is None or not hasattr(runner, "record_batch"):
         pytest.skip("this flavour records its trace in its own engine")
+    if getattr(runner, "runner", "v1") == "v2":
+        pytest.skip("Model Runner V2 keeps no num_tokens per row (its slots hold total_len)")
     record_batch = runner.record_batch
     checked = []
 

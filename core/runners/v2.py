@@ -127,7 +127,7 @@ class ModelRunnerV2(StagedRunner):
         self.slot_mapping_np = np.full(T_pad, PAD_SLOT_ID, dtype=np.int64)
         self.arange_np = np.arange(max(M, T_pad) + 1, dtype=np.int64)
         self.block_cols = np.arange(K, dtype=np.int32)
-        self.arange_i32 = np.arange(M + 1, dtype=np.int32)  # cu_num_logits without drafts (read-only)
+        self.arange_i32 = np.arange(M + 1, dtype=np.int32)  # cu_num_logits without drafts
         dev = device
         self.all_token_ids_dev = torch.zeros((M, config.max_model_len), dtype=torch.int32, device=dev)
         self.num_computed_dev = torch.zeros(M, dtype=torch.int64, device=dev)
@@ -291,14 +291,11 @@ class ModelRunnerV2(StagedRunner):
         R, T = v["num_reqs"], v["T"]
         sizes = self.config.cudagraph_capture_sizes or ()
         mode, R_pad, T_pad = "NONE", R, T
-        n, idx = v["num_scheduled_tokens"], v["idx_mapping"]
-        runs_as_decode = ~v["is_prefilling"] | ((n == 1) & (self.num_computed_tokens[idx] > 0))
-        uniform = (
-            bool(sizes)
-            and R > 0
-            and R * (1 + self.config.num_speculative_tokens) == T
-            and bool(runs_as_decode.all())
-        )
+        uniform = bool(sizes) and R > 0 and R * (1 + self.config.num_speculative_tokens) == T
+        if uniform:  # the per-row test only when a decode graph could apply
+            n, computed = v["num_scheduled_tokens"], v["slot_num_computed"]
+            runs_as_decode = ~v["is_prefilling"] | ((n == 1) & (computed > 0))
+            uniform = bool(runs_as_decode.all())
         full = [s for s in sizes if R <= s <= self.max_num_reqs] if uniform else []
         if full:
             mode, R_pad, T_pad = "FULL", full[0], full[0]
@@ -405,12 +402,13 @@ class ModelRunnerV2(StagedRunner):
         "its slot sampled last step, kept on the device (last_sampled_tokens): the CPU never waits "
         "for it, which is what lets the scheduler run a step ahead. Each row's last token gives the "
         "logits (one per row without drafts).",
+        views="cu_num_logits",
     )
     def _combine_sampled(self) -> None:
         v = self.v
         R = v["num_reqs"]
         idx = v["idx_mapping"]
-        v["cu_num_logits"] = self.arange_i32[: R + 1]
+        v["cu_num_logits"] = self.arange_i32[: R + 1].copy()  # the trace owns what it records
         last = v["cu_num_tokens"] - 1
         v["logits_indices"] = last
         prefill_len = v["slot_prefill_len"]
