@@ -204,8 +204,8 @@ def scenarios(draw: st.DrawFn, async_scheduling: bool = False) -> Scenario:
         "max_model_len": M,
         "max_num_reqs": max_num_reqs,
         "max_num_batched_tokens": draw(st.integers(low, low + 24)),
-        # tight pools: just enough for the longest request, so preemption is common
-        # vLLM refuses a pool that cannot hold one max_model_len sequence
+        # tight pools: just enough for one max_model_len sequence (vLLM refuses less), so
+        # preemption is common
         "num_kv_blocks": max(need, -(-M // bs)) + 1 + draw(st.integers(0, 6)),
         "long_prefill_token_threshold": threshold if threshold <= M else 0,
         "enable_chunked_prefill": chunked,

@@ -178,12 +178,15 @@ def vllm_config(scenario: Scenario) -> VllmConfig:
         long_prefill_token_threshold=cfg.long_prefill_token_threshold,
         scheduler_reserve_full_isl=cfg.scheduler_reserve_full_isl,
         watermark=cfg.watermark,
-        async_scheduling=bool(getattr(cfg, "async_scheduling", False)),
+        async_scheduling=bool(cfg.async_scheduling),
     )
     cache = CacheConfig(block_size=cfg.block_size, enable_prefix_caching=cfg.enable_prefix_caching)
     cache.num_gpu_blocks = cfg.num_kv_blocks
     vc = VllmConfig(scheduler_config=sched, cache_config=cache, device_config=DeviceConfig(device="cpu"))
     object.__setattr__(vc, "model_config", _TinyModelConfig(cfg.max_model_len, cfg.vocab_size))
+    # vLLM's CPU platform turns async scheduling off (platforms/cpu.py, check_and_update_config:
+    # "not required on CPU"); the GPU engine pagedviz models keeps what the scenario asks for
+    vc.scheduler_config.async_scheduling = bool(cfg.async_scheduling)
     return vc
 
 
