@@ -34,15 +34,45 @@ def parse_scenario(data: Any, limits: Limits | None = None) -> Scenario:
     data = precheck(data, limits)
     if not isinstance(data, dict):
         raise ScenarioError([("scenario", "must be a JSON object")])
+    data, unreadable = _without_unreadable_keys(data)
     try:
         model = scenario_model(limits).model_validate(data)
     except ValidationError as e:
-        raise scenario_error(e) from None
+        error = scenario_error(e)
+        raise ScenarioError(unreadable + error.errors, too_large=error.too_large) from None
+    if unreadable:
+        raise ScenarioError(unreadable)
     scenario = Rules(limits).scenario(model)
     problems = cost_problems(scenario, limits)
     if problems:
         raise ScenarioError(problems, too_large=True)
     return scenario
+
+
+def _without_unreadable_keys(data: dict[str, Any]) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+    """`data` less the keys that are not valid Unicode text (a lone surrogate), which pydantic
+    cannot read as field names, and an unknown-field error for each: no field has such a name."""
+    errors: list[tuple[str, str]] = []
+
+    def clean(obj: Any, loc: str) -> Any:
+        if not isinstance(obj, dict):
+            return obj
+        bad = [k for k in obj if isinstance(k, str) and any("\ud800" <= ch <= "\udfff" for ch in k)]
+        errors.extend((f"{loc}.{k}" if loc else k, "unknown field") for k in bad)
+        return {k: v for k, v in obj.items() if k not in bad} if bad else obj
+
+    data = clean(data, "")
+    if isinstance(data.get("config"), dict):
+        data = {**data, "config": clean(data["config"], "config")}
+        if isinstance(data["config"].get("model"), dict):
+            data["config"] = {**data["config"], "model": clean(data["config"]["model"], "config.model")}
+    if isinstance(data.get("requests"), list):
+        reqs = [clean(r, f"requests[{i}]") for i, r in enumerate(data["requests"])]
+        for i, r in enumerate(reqs):
+            if isinstance(r, dict) and isinstance(r.get("image"), dict):
+                reqs[i] = {**r, "image": clean(r["image"], f"requests[{i}].image")}
+        data = {**data, "requests": reqs}
+    return data, errors
 
 
 # ----------------------------------------------------------------------------- pydantic's errors
