@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import difflib
 import re
-import unicodedata
 from dataclasses import asdict
 from typing import Any
 
@@ -57,7 +56,7 @@ def _without_unreadable_keys(data: dict[str, Any]) -> tuple[dict[str, Any], list
     def clean(obj: Any, loc: str) -> Any:
         if not isinstance(obj, dict):
             return obj
-        bad = [k for k in obj if isinstance(k, str) and any("\ud800" <= ch <= "\udfff" for ch in k)]
+        bad = [k for k in obj if isinstance(k, str) and not k.isascii() and _SURROGATE.search(k)]
         errors.extend((f"{loc}.{k}" if loc else k, "unknown field") for k in bad)
         return {k: v for k, v in obj.items() if k not in bad} if bad else obj
 
@@ -157,14 +156,22 @@ _INT_DEFAULTS = {"seed", "max_steps"}
 _CONFIG_INTS = {k for k, v in asdict(EngineConfig()).items() if _is_int(v)}
 
 
+# a lone surrogate, or a control character (Unicode category Cc: U+0000..U+001F, U+007F..U+009F)
+_ODD_CHAR = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+_ODD_CHAR_BUT_NEWLINES = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def _text_problem(text: str, newlines: bool) -> str | None:
-    """Why `text` cannot be an id or a name: a lone surrogate, or a control character."""
-    for ch in text:
-        if "\ud800" <= ch <= "\udfff":
-            return f"has a lone surrogate (U+{ord(ch):04X}): not valid Unicode text"
-        if unicodedata.category(ch) == "Cc" and not (newlines and ch in "\n\t"):
-            return f"has a control character (U+{ord(ch):04X})"
-    return None
+    """Why `text` cannot be an id or a name: a lone surrogate, or a control character (newlines
+    and tabs allowed where `newlines`)."""
+    found = (_ODD_CHAR_BUT_NEWLINES if newlines else _ODD_CHAR).search(text)
+    if found is None:
+        return None
+    ch = found.group()
+    if "\ud800" <= ch <= "\udfff":
+        return f"has a lone surrogate (U+{ord(ch):04X}): not valid Unicode text"
+    return f"has a control character (U+{ord(ch):04X})"
 
 
 def precheck(data: Any, limits: Limits) -> Any:
@@ -192,7 +199,7 @@ def precheck(data: Any, limits: Limits) -> Any:
                 errors.append((f"requests[{i}].id", why))
             prompt = r.get("prompt")
             if isinstance(prompt, str):
-                if any("\ud800" <= ch <= "\udfff" for ch in prompt):
+                if not prompt.isascii() and _SURROGATE.search(prompt):
                     errors.append((f"requests[{i}].prompt", "has a lone surrogate: not valid Unicode text"))
                 total += len(prompt)
             ids = r.get("prompt_token_ids")
