@@ -33,19 +33,30 @@ def parse_scenario(data: Any, limits: Limits | None = None) -> Scenario:
     data = precheck(data, limits)
     if not isinstance(data, dict):
         raise ScenarioError([("scenario", "must be a JSON object")])
-    data, unreadable = _without_unreadable_keys(data)
     try:
         model = scenario_model(limits).model_validate(data)
     except ValidationError as e:
-        error = scenario_error(e)
-        raise ScenarioError(unreadable + error.errors, too_large=error.too_large) from None
-    if unreadable:
-        raise ScenarioError(unreadable)
+        raise _field_errors(data, limits, e) from None
     scenario = Rules(limits).scenario(model)
     problems = cost_problems(scenario, limits)
     if problems:
         raise ScenarioError(problems, too_large=True)
     return scenario
+
+
+def _field_errors(data: dict[str, Any], limits: Limits, error: ValidationError) -> ScenarioError:
+    """The ScenarioError of pydantic's `error`. A field name that is not valid Unicode stops
+    pydantic with an error on no field: such names are taken out, each an unknown field, and the
+    rest is validated again."""
+    if not any(e["type"] == "string_unicode" for e in error.errors()):
+        return scenario_error(error)
+    data, unreadable = _without_unreadable_keys(data)
+    try:
+        scenario_model(limits).model_validate(data)
+    except ValidationError as e:
+        again = scenario_error(e)
+        return ScenarioError(unreadable + again.errors, too_large=again.too_large)
+    return ScenarioError(unreadable)
 
 
 def _without_unreadable_keys(data: dict[str, Any]) -> tuple[dict[str, Any], list[tuple[str, str]]]:
@@ -132,6 +143,8 @@ def _message(e: Any) -> tuple[str, bool]:
             if e["loc"] == ("requests",)
             else ("must be an integer (got NoneType)", False)
         )
+    if kind == "string_unicode":
+        return "has a lone surrogate: not valid Unicode text", False
     if kind == "int_type":
         return f"must be an integer (got {type(value).__name__})", False
     return str(e["msg"]), False
