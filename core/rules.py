@@ -277,7 +277,9 @@ class Rules:
                 )
                 return None
             vocab = cfg.vocab_size
-            bad = next((v for v in ids if type(v) is not int or not 0 <= v < vocab), _NONE)
+            # all ints within range, checked at C speed; the first bad id is looked for only then
+            fine = set(map(type, ids)) == {int} and min(ids) >= 0 and max(ids) < vocab
+            bad = _NONE if fine else next(v for v in ids if type(v) is not int or not 0 <= v < vocab)
             if bad is not _NONE:
                 self.err(
                     f"{loc}.prompt_token_ids",

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import difflib
 import re
-import unicodedata
 from dataclasses import asdict
 from typing import Any
 
@@ -37,12 +36,53 @@ def parse_scenario(data: Any, limits: Limits | None = None) -> Scenario:
     try:
         model = scenario_model(limits).model_validate(data)
     except ValidationError as e:
-        raise scenario_error(e) from None
+        raise _field_errors(data, limits, e) from None
     scenario = Rules(limits).scenario(model)
     problems = cost_problems(scenario, limits)
     if problems:
         raise ScenarioError(problems, too_large=True)
     return scenario
+
+
+def _field_errors(data: dict[str, Any], limits: Limits, error: ValidationError) -> ScenarioError:
+    """The ScenarioError of pydantic's `error`. A field name that is not valid Unicode stops
+    pydantic with an error on no field: such names are taken out, each an unknown field, and the
+    rest is validated again."""
+    if not any(e["type"] == "string_unicode" for e in error.errors()):
+        return scenario_error(error)
+    data, unreadable = _without_unreadable_keys(data)
+    try:
+        scenario_model(limits).model_validate(data)
+    except ValidationError as e:
+        again = scenario_error(e)
+        return ScenarioError(unreadable + again.errors, too_large=again.too_large)
+    return ScenarioError(unreadable)
+
+
+def _without_unreadable_keys(data: dict[str, Any]) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+    """`data` less the keys that are not valid Unicode text (a lone surrogate), which pydantic
+    cannot read as field names, and an unknown-field error for each: no field has such a name."""
+    errors: list[tuple[str, str]] = []
+
+    def clean(obj: Any, loc: str) -> Any:
+        if not isinstance(obj, dict):
+            return obj
+        bad = [k for k in obj if isinstance(k, str) and not k.isascii() and _SURROGATE.search(k)]
+        errors.extend((f"{loc}.{k}" if loc else k, "unknown field") for k in bad)
+        return {k: v for k, v in obj.items() if k not in bad} if bad else obj
+
+    data = clean(data, "")
+    if isinstance(data.get("config"), dict):
+        data = {**data, "config": clean(data["config"], "config")}
+        if isinstance(data["config"].get("model"), dict):
+            data["config"] = {**data["config"], "model": clean(data["config"]["model"], "config.model")}
+    if isinstance(data.get("requests"), list):
+        reqs = [clean(r, f"requests[{i}]") for i, r in enumerate(data["requests"])]
+        for i, r in enumerate(reqs):
+            if isinstance(r, dict) and isinstance(r.get("image"), dict):
+                reqs[i] = {**r, "image": clean(r["image"], f"requests[{i}].image")}
+        data = {**data, "requests": reqs}
+    return data, errors
 
 
 # ----------------------------------------------------------------------------- pydantic's errors
@@ -103,6 +143,8 @@ def _message(e: Any) -> tuple[str, bool]:
             if e["loc"] == ("requests",)
             else ("must be an integer (got NoneType)", False)
         )
+    if kind == "string_unicode":
+        return "has a lone surrogate: not valid Unicode text", False
     if kind == "int_type":
         return f"must be an integer (got {type(value).__name__})", False
     return str(e["msg"]), False
@@ -127,14 +169,22 @@ _INT_DEFAULTS = {"seed", "max_steps"}
 _CONFIG_INTS = {k for k, v in asdict(EngineConfig()).items() if _is_int(v)}
 
 
+# a lone surrogate, or a control character (Unicode category Cc: U+0000..U+001F, U+007F..U+009F)
+_ODD_CHAR = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+_ODD_CHAR_BUT_NEWLINES = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def _text_problem(text: str, newlines: bool) -> str | None:
-    """Why `text` cannot be an id or a name: a lone surrogate, or a control character."""
-    for ch in text:
-        if "\ud800" <= ch <= "\udfff":
-            return f"has a lone surrogate (U+{ord(ch):04X}): not valid Unicode text"
-        if unicodedata.category(ch) == "Cc" and not (newlines and ch in "\n\t"):
-            return f"has a control character (U+{ord(ch):04X})"
-    return None
+    """Why `text` cannot be an id or a name: a lone surrogate, or a control character (newlines
+    and tabs allowed where `newlines`)."""
+    found = (_ODD_CHAR_BUT_NEWLINES if newlines else _ODD_CHAR).search(text)
+    if found is None:
+        return None
+    ch = found.group()
+    if "\ud800" <= ch <= "\udfff":
+        return f"has a lone surrogate (U+{ord(ch):04X}): not valid Unicode text"
+    return f"has a control character (U+{ord(ch):04X})"
 
 
 def precheck(data: Any, limits: Limits) -> Any:
@@ -162,7 +212,7 @@ def precheck(data: Any, limits: Limits) -> Any:
                 errors.append((f"requests[{i}].id", why))
             prompt = r.get("prompt")
             if isinstance(prompt, str):
-                if any("\ud800" <= ch <= "\udfff" for ch in prompt):
+                if not prompt.isascii() and _SURROGATE.search(prompt):
                     errors.append((f"requests[{i}].prompt", "has a lone surrogate: not valid Unicode text"))
                 total += len(prompt)
             ids = r.get("prompt_token_ids")

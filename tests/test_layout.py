@@ -33,11 +33,12 @@ VALIDATION = {"core/models.py", "core/validate.py", "core/schema.py"}
 
 
 def test_core_imports_nothing_from_the_web_app() -> None:
+    # pydantic is a core dependency (it validates scenarios); the web stack is not
     offenders = {
         str(p.relative_to(ROOT)): sorted(
             n
             for n in _imports(p)
-            if n.startswith(("pagedviz.app", "app", "fastapi", "uvicorn"))
+            if n.startswith(("pagedviz.app", "app", "fastapi", "starlette", "uvicorn"))
             or (n.startswith("pydantic") and str(p.relative_to(ROOT)) not in VALIDATION)
         )
         for p in (ROOT / "core").rglob("*.py")
@@ -49,6 +50,20 @@ def test_the_engine_imports_without_pydantic() -> None:
     """A GPU machine with torch and numpy only can import the engine (validation needs pydantic)."""
     code = "import sys, pagedviz.core, pagedviz.core.engine; sys.exit('pydantic' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+
+
+def test_validating_a_scenario_loads_no_web_stack() -> None:
+    code = (
+        "import sys\n"
+        "from pagedviz.core import Scenario, load_preset\n"
+        "Scenario.from_dict(load_preset('seed-001').to_dict())\n"
+        "web = ('fastapi', 'starlette', 'uvicorn', 'pagedviz.app')\n"
+        "print(sorted(m for m in sys.modules if m.startswith(web)))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert out.stdout.strip() == "[]"
 
 
 def test_engine_modules_do_not_import_their_flavours() -> None:
