@@ -36,6 +36,9 @@ LONG_RUN: dict[str, Any] = {
     "name": "long",
     "max_steps": 240,
     "config": {
+        # pinned, so that its length in steps and seconds stays what the progress tests assume
+        "model_runner": "v1",
+        "async_scheduling": False,
         "block_size": 16,
         "max_model_len": 512,
         "max_num_reqs": 8,
