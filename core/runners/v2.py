@@ -24,6 +24,7 @@ import torch
 
 from pagedviz.core.config import EngineConfig
 from pagedviz.core.device import StageTimer
+from pagedviz.core.ngram_v2 import ngram_propose_v2
 from pagedviz.core.runners.stages import LEVELS, StagedRunner, stage
 from pagedviz.core.scheduler import SchedulerOutput
 from pagedviz.core.trace import PlanItem, Stage, StepTrace
@@ -36,6 +37,12 @@ V2_LEVELS: dict[str, str] = {
     **LEVELS,
     "idx_mapping": "request",
     "cu_num_logits": "request",
+    "expanded_idx_mapping": "logits",
+    "expanded_local_pos": "logits",
+    "draft_tokens": "system",
+    "draft_sampled": "logits",
+    "num_sampled": "request",
+    "num_rejected": "request",
     "input_block_tables": "system",
     "block_tables": "system",
     "all_token_ids": "system",
@@ -78,6 +85,7 @@ class ModelRunnerV2(StagedRunner):
     STAGES: tuple[str, ...] = (
         "_idx_mapping",
         "_cudagraph_dispatch",
+        "_num_logits",
         "_query_start_loc",
         "_seq_lens",
         "_positions",
@@ -114,6 +122,9 @@ class ModelRunnerV2(StagedRunner):
         self.num_computed_tokens = np.zeros(M, dtype=np.int32)
         self.num_computed_tokens_np = np.zeros(M, dtype=np.int32)
         self.last_sampled_tokens = np.zeros(M, dtype=np.int64)
+        # the drafts each slot's next step verifies (states.py draft_tokens), written by the speculator
+        self.num_spec = config.num_speculative_tokens
+        self.draft_tokens = np.zeros((M, self.num_spec), dtype=np.int64)
         # BlockTables (block_table.py): per slot, plus the per-step gathered copy
         self.block_tables = np.zeros((M, K), dtype=np.int32)
         self.num_blocks = np.zeros(M, dtype=np.int32)
@@ -132,6 +143,7 @@ class ModelRunnerV2(StagedRunner):
         self.all_token_ids_dev = torch.zeros((M, config.max_model_len), dtype=torch.int32, device=dev)
         self.num_computed_dev = torch.zeros(M, dtype=torch.int64, device=dev)
         self.last_sampled_dev = torch.zeros(M, dtype=torch.int64, device=dev)
+        self.draft_tokens_dev = torch.zeros((M, self.num_spec), dtype=torch.int64, device=dev)
         self.prefill_len_dev = torch.zeros(M, dtype=torch.int64, device=dev)
         self.block_tables_dev = torch.zeros((M, K), dtype=torch.int32, device=dev)
         self.input_ids = torch.zeros(T_pad, dtype=torch.int32, device=dev)
@@ -157,6 +169,10 @@ class ModelRunnerV2(StagedRunner):
             ("all_token_ids", "system", "finish_and_add", "cpu", None),
             ("block_tables", "system", "finish_and_add", "cpu", None),
         ]
+        if self.num_spec:
+            self.state_plan.append(
+                ("draft_tokens", "system", "combine_sampled_and_draft_tokens", "device", None)
+            )
 
     uses_mrope = False
     # what the forward reads: built on the device from the device's per-slot state
@@ -192,6 +208,7 @@ class ModelRunnerV2(StagedRunner):
             self.num_computed_tokens[slot] = self.num_computed_tokens_np[slot] = s.num_computed_tokens
             nb = len(s.block_ids)
             self.block_tables[slot, :nb] = s.block_ids  # overwrite=True: the tail stays stale
+            self.draft_tokens[slot] = 0
             self.num_blocks[slot] = nb
             added.append(slot)
             self.slot_events.append({"req_id": req_id, "slot": slot, "event": "added"})
@@ -211,7 +228,9 @@ class ModelRunnerV2(StagedRunner):
             "scheduler_num_scheduled": np.fromiter(
                 (s.num_scheduled for s in out.scheduled), dtype=np.int32, count=len(out.scheduled)
             ),
-            "num_draft_tokens": np.zeros(len(out.scheduled), dtype=np.int64),
+            "scheduler_num_draft": np.fromiter(
+                (len(s.spec_token_ids) for s in out.scheduled), dtype=np.int32, count=len(out.scheduled)
+            ),
             "scalars": {},
         }
         self.pad = {}
@@ -229,6 +248,7 @@ class ModelRunnerV2(StagedRunner):
             self.prefill_len_dev[dev_rows] = torch.from_numpy(self.prefill_len[added].astype(np.int64)).to(
                 self.device
             )
+            self.draft_tokens_dev[dev_rows] = 0
         if touched:
             rows_t = torch.as_tensor(touched, dtype=torch.int64).to(self.device)
             self.block_tables_dev[rows_t] = torch.from_numpy(self.block_tables[touched]).to(self.device)
@@ -252,7 +272,7 @@ class ModelRunnerV2(StagedRunner):
     def _idx_mapping(self) -> None:
         v = self.v
         n = v["scheduler_num_scheduled"]
-        drafts = v["num_draft_tokens"]
+        drafts = v["scheduler_num_draft"]
         decode_query_len = 1 + self.config.num_speculative_tokens
         # np.lexsort is stable and sorts by its last key first (the drafts key only when some have)
         some_drafts = self.config.num_speculative_tokens and drafts.any()
@@ -261,6 +281,7 @@ class ModelRunnerV2(StagedRunner):
         ids = v["scheduled_req_ids"]
         self.row_req_ids = rows = [ids[i] for i in order.tolist()]
         v["num_scheduled_tokens"] = n[order]
+        v["batch_num_draft"] = drafts[order]
         v["idx_mapping"] = idx = np.fromiter(
             map(self.req_id_to_index.__getitem__, rows), dtype=np.int64, count=len(rows)
         )
@@ -292,7 +313,8 @@ class ModelRunnerV2(StagedRunner):
         sizes = self.config.cudagraph_capture_sizes or ()
         mode, R_pad, T_pad = "NONE", R, T
         n, idx = v["num_scheduled_tokens"], v["idx_mapping"]
-        runs_as_decode = ~v["is_prefilling"] | ((n == 1) & (self.num_computed_tokens[idx] > 0))
+        new = n - v["batch_num_draft"]  # placeholder drafts may pad a one-token chunk
+        runs_as_decode = ~v["is_prefilling"] | ((new == 1) & (self.num_computed_tokens[idx] > 0))
         uniform = (
             bool(sizes)
             and R > 0
@@ -308,6 +330,36 @@ class ModelRunnerV2(StagedRunner):
                 mode, T_pad = "PIECEWISE", fits[0]
         v["num_reqs_padded"], v["num_tokens_after_padding"] = R_pad, T_pad
         v["scalars"].update(cudagraph_mode=mode, num_reqs_padded=R_pad, num_tokens_after_padding=T_pad)
+
+    @stage(
+        "num_logits",
+        "num_scheduled_tokens scheduled_spec_decode_tokens idx_mapping",
+        "num_draft_tokens cu_num_logits expanded_idx_mapping expanded_local_pos",
+        "num_logits = num_draft_tokens + 1; cu_num_logits = [0, cumsum(num_logits)]; "
+        "expanded_idx_mapping[cu_num_logits[i] + j] = idx_mapping[i], "
+        "expanded_local_pos[cu_num_logits[i] + j] = j for j < num_logits[i]",
+        "prepare_inputs (model_runner.py:1411-1481) and expand_idx_mapping (input_batch.py:721-759): "
+        "a row that verifies d drafts needs d + 1 logits (one per draft, plus the bonus token's), so "
+        "cu_num_logits counts them per row. The scheduler sends only how many drafts each request "
+        "gets (their values are -1 placeholders); the values stay on the worker. The sampler works "
+        "per logits row, so idx_mapping is expanded to one entry per logits row, with the row's "
+        "local position (0 = the last sampled token's row, then the drafts').",
+        when=lambda r: r.num_spec > 0,
+    )
+    def _num_logits(self) -> None:
+        v = self.v
+        R = v["num_reqs"]
+        d = v["batch_num_draft"]
+        num_logits = d + 1
+        cu = np.zeros(R + 1, dtype=np.int32)
+        np.add.accumulate(num_logits, out=cu[1:])
+        total = int(cu[R])
+        v["num_draft_tokens"] = d
+        v["cu_num_logits"] = cu
+        v["expanded_idx_mapping"] = np.repeat(v["idx_mapping"], num_logits)
+        v["expanded_local_pos"] = (np.arange(total, dtype=np.int32) - np.repeat(cu[:R], num_logits)).astype(
+            np.int32
+        )
 
     @stage(
         "query_start_loc",
@@ -397,26 +449,50 @@ class ModelRunnerV2(StagedRunner):
 
     @stage(
         "combine_sampled_and_draft_tokens",
-        "idx_mapping seq_lens prefill_len last_sampled_tokens query_start_loc",
+        "idx_mapping seq_lens prefill_len last_sampled_tokens draft_tokens query_start_loc cu_num_logits",
         "input_ids cu_num_logits logits_indices",
-        "cu_num_logits = arange(R + 1); logits_indices = qsl[1:R+1] - 1; for rows with "
-        "seq_lens[i] > prefill_len[j]: input_ids[qsl[i+1] - 1] = last_sampled_tokens[j]",
+        "num_logits[i] = cu_num_logits[i+1] - cu_num_logits[i] (1 without drafts); "
+        "logits_indices[cu_num_logits[i] + j] = qsl[i+1] - num_logits[i] + j; for rows with "
+        "seq_lens[i] > prefill_len[j]: input_ids[qsl[i+1] - num_logits[i]] = last_sampled_tokens[j] "
+        "(if that position is past the prompt) and input_ids[qsl[i+1] - d + k] = draft_tokens[j, k] "
+        "for the row's d = num_logits[i] - 1 drafts",
         "combine_sampled_and_draft_tokens (input_batch.py:414-513): a decode row's input is the token "
         "its slot sampled last step, kept on the device (last_sampled_tokens): the CPU never waits "
-        "for it, which is what lets the scheduler run a step ahead. Each row's last token gives the "
-        "logits (one per row without drafts).",
+        "for it, which is what lets the scheduler run a step ahead. A row that verifies drafts is "
+        "[last sampled, d1 .. dk]: the drafts come from the slot's draft_tokens, which the "
+        "speculator wrote on the worker after the last step. The last num_logits tokens of each row "
+        "give the logits: one per row without drafts, one per draft plus the bonus with them.",
     )
     def _combine_sampled(self) -> None:
         v = self.v
         R = v["num_reqs"]
         idx = v["idx_mapping"]
-        v["cu_num_logits"] = self.arange_i32[: R + 1]
-        last = v["cu_num_tokens"] - 1
-        v["logits_indices"] = last
+        qend = v["cu_num_tokens"]
         prefill_len = v["slot_prefill_len"]
         decoding = v["seq_lens"] > prefill_len
-        if decoding.any():
-            v["input_ids"][last[decoding]] = self.last_sampled_tokens[idx[decoding]]
+        if "num_draft_tokens" not in v:
+            v["cu_num_logits"] = self.arange_i32[: R + 1]
+            last = qend - 1
+            v["logits_indices"] = last
+            if decoding.any():
+                v["input_ids"][last[decoding]] = self.last_sampled_tokens[idx[decoding]]
+        else:
+            d = v["num_draft_tokens"].astype(np.int64)
+            num_logits = d + 1
+            start = qend - num_logits
+            v["logits_indices"] = np.repeat(start, num_logits) + v["expanded_local_pos"]
+            # the last sampled token goes in only where its position is past the prompt
+            write_last = decoding & (v["seq_lens"] - num_logits >= prefill_len)
+            v["input_ids"][start[write_last]] = self.last_sampled_tokens[idx[write_last]]
+            has = decoding & (d > 0)
+            nd = d[has]
+            k = np.arange(int(nd.sum())) - np.repeat(np.cumsum(nd) - nd, nd)
+            at = np.repeat(qend[has] - nd, nd) + k
+            src = np.repeat(idx[has], nd)
+            v["input_ids"][at] = self.draft_tokens[src, k]
+            # where the device writes (internal)
+            v["last_at"], v["last_src"] = start[write_last], idx[write_last]
+            v["draft_at"], v["draft_src"] = at, (src, k)
         # a partial prefill samples nothing (get_num_sampled_and_rejected)
         v["discard_request_mask"] = v["seq_lens"] < prefill_len
 
@@ -509,6 +585,8 @@ class ModelRunnerV2(StagedRunner):
             "all_token_ids": self.all_token_ids.copy(),
             "block_tables": self.block_tables.copy(),
         }
+        if self.num_spec:
+            values["draft_tokens"] = self.draft_tokens.copy()
         trace.record_all(self.state_plan, values, {})
 
     def append_sampled(self, sampled: dict[str, int]) -> None:
@@ -543,9 +621,19 @@ class ModelRunnerV2(StagedRunner):
             self.seq_lens[:R] = (self.num_computed_dev[idx] + n).to(torch.int32)
             self.seq_lens[R:] = 0
             ids = self.all_token_ids_dev[slot, pos.clamp(max=self.max_model_len - 1)]
-            decoding = self.seq_lens[:R].to(torch.int64) > self.prefill_len_dev[idx]
-            last = torch.cumsum(n, 0) - 1
-            ids[last[decoding]] = self.last_sampled_dev[idx[decoding]].to(torch.int32)
+            if "draft_at" in v:
+                # the indices come from cu_num_logits and query_start_loc; the values from the
+                # device's per-slot state, as the kernel reads them
+                last_at = torch.from_numpy(v["last_at"]).to(dev)
+                write_last = torch.from_numpy(v["last_src"]).to(dev)
+                ids[last_at] = self.last_sampled_dev[write_last].to(torch.int32)
+                at = torch.from_numpy(v["draft_at"]).to(dev)
+                src, k = (torch.from_numpy(a).to(dev) for a in v["draft_src"])
+                ids[at] = self.draft_tokens_dev[src, k].to(torch.int32)
+            else:
+                decoding = self.seq_lens[:R].to(torch.int64) > self.prefill_len_dev[idx]
+                last = torch.cumsum(n, 0) - 1
+                ids[last[decoding]] = self.last_sampled_dev[idx[decoding]].to(torch.int32)
             self.input_ids[:T] = ids
             bs = self.block_size
             blocks = self.block_tables_dev[slot, torch.div(pos, bs, rounding_mode="floor")].to(torch.int64)
@@ -591,9 +679,63 @@ class ModelRunnerV2(StagedRunner):
             )
 
     def dense_sequences(self, v: dict[str, Any]) -> list[tuple[np.ndarray, int]]:
-        """Each row's tokens up to its seq_len and its computed count, for the dense check."""
+        """Each row's tokens up to its seq_len (its slot's known tokens, then this step's input
+        ids, which hold the drafts) and its computed count, for the dense check."""
         out = []
+        q = v["query_start_loc"]
         for i in range(v["num_reqs"]):
             j = int(v["idx_mapping"][i])
-            out.append((self.all_token_ids[j, : v["seq_lens"][i]], int(self.num_computed_tokens[j])))
+            nc = int(self.num_computed_tokens[j])
+            row = np.concatenate([self.all_token_ids[j, :nc], v["input_ids"][q[i] : q[i + 1]]])
+            out.append((row, nc))
         return out
+
+    # ---------------------------------------------------------------- speculative decoding
+    def post_update_spec(self, target: np.ndarray, num_sampled: np.ndarray, num_rejected: np.ndarray) -> None:
+        """post_update with drafts (input_batch.py:565-686): row i's num_sampled[i] tokens (the
+        target's tokens at its first logits rows: the accepted drafts, then the correction or the
+        bonus) go after its slot's total_len, the last becomes last_sampled_tokens, and the slot's
+        num_computed_tokens advances by n[i] - num_rejected[i]. On the CPU mirror and the device."""
+        v = self.v
+        idx = v["idx_mapping"]
+        n = v["num_scheduled_tokens"].astype(np.int64)
+        self.num_computed_tokens[idx] += (n - num_rejected).astype(np.int32)
+        cu = v["cu_num_logits"].astype(np.int64)
+        num_logits = np.diff(cu)
+        keep = v["expanded_local_pos"] < np.repeat(num_sampled, num_logits)
+        slots = v["expanded_idx_mapping"][keep]
+        at = np.repeat(self.total_len[idx].astype(np.int64), num_logits)[keep] + v["expanded_local_pos"][keep]
+        tokens = target[keep].astype(np.int64)
+        room = at < self.max_model_len
+        self.all_token_ids[slots[room], at[room]] = tokens[room]
+        sampled = num_sampled > 0
+        self.last_sampled_tokens[idx[sampled]] = target[cu[:-1][sampled] + num_sampled[sampled] - 1]
+        self.total_len[idx] += num_sampled
+        dev = self.device
+        idx_dev = torch.from_numpy(idx).to(dev)
+        self.num_computed_dev[idx_dev] += torch.from_numpy(n - num_rejected).to(dev)
+        self.last_sampled_dev[idx_dev] = torch.from_numpy(self.last_sampled_tokens[idx]).to(dev)
+        rows = torch.from_numpy(slots[room]).to(dev)
+        self.all_token_ids_dev[rows, torch.from_numpy(at[room]).to(dev)] = torch.from_numpy(tokens[room]).to(
+            dev, torch.int32
+        )
+
+    def propose_drafts(self, num_sampled: np.ndarray) -> np.ndarray:
+        """NgramGPUSpeculator.propose after post_update (model_runner.py:2307-2326): drafts for
+        every batch row, scattered into the rows' slots of draft_tokens; returns them [R, K]."""
+        v = self.v
+        idx = v["idx_mapping"]
+        cfg = self.config
+        drafts = ngram_propose_v2(
+            self.all_token_ids[idx],
+            self.total_len[idx],
+            num_sampled,
+            self.last_sampled_tokens[idx],
+            cfg.prompt_lookup_min,
+            cfg.prompt_lookup_max,
+            self.num_spec,
+        )
+        self.draft_tokens[idx] = drafts
+        dev = self.device
+        self.draft_tokens_dev[torch.from_numpy(idx).to(dev)] = torch.from_numpy(drafts).to(dev)
+        return drafts
