@@ -137,13 +137,6 @@ class Rules:
                 f"{loc}.prompt_lookup_max",
                 f"is below prompt_lookup_min ({v['prompt_lookup_min']}): give a range min <= max",
             )
-        if spec and sizes and v["model_runner"] == "v2":
-            self.err(
-                f"{loc}.cudagraph_capture_sizes",
-                "Model Runner V2's CUDA-graph dispatch with speculative decoding (decode graphs of "
-                "num_speculative_tokens + 1 tokens a request) is not modelled yet: use null, or "
-                'model_runner "v1"',
-            )
         if spec and async_scheduling:
             self.err(f"{loc}.async_scheduling", "is not modelled together with num_speculative_tokens > 0")
         if spec and v["enable_prefix_caching"]:

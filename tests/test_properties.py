@@ -68,7 +68,6 @@ def scenarios(
             num_speculative_tokens=draw(st.integers(1, 4)),
             prompt_lookup_min=lo,
             prompt_lookup_max=draw(st.integers(lo, 4)),
-            cudagraph_capture_sizes=None,
         )
     return Scenario.from_dict(
         {

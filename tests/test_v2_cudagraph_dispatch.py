@@ -13,7 +13,7 @@ def _modes(**config: object) -> list[tuple[str, int, int]]:
         block_size=1,
         max_model_len=6,
         max_num_reqs=1,
-        num_kv_blocks=6,
+        num_kv_blocks=7,
         enable_chunked_prefill=True,
         **{"cudagraph_capture_sizes": [1], **config},
     )

@@ -16,7 +16,7 @@ def test_v2_gathers_a_block_table_wider_than_the_token_and_request_buffers() -> 
         max_model_len=6,
         max_num_reqs=1,
         max_num_batched_tokens=1,
-        num_kv_blocks=5,
+        num_kv_blocks=7,
         enable_chunked_prefill=True,
     )
     steps = run_all(scenario)

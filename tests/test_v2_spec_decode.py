@@ -7,10 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import pytest
 
 from pagedviz.core import Scenario, make_engine
-from pagedviz.core.config import ScenarioError
 from pagedviz.core.ngram_v2 import gather_draft_sampled, greedy_verify, ngram_propose_v2
 from pagedviz.core.sampler import synthetic_tokens
 
@@ -97,10 +95,19 @@ def test_ngram_on_v2_defaults_to_model_runner_v2_and_synchronous_scheduling() ->
     assert (cfg.model_runner, cfg.async_scheduling) == ("v2", False)
 
 
-def test_v2_with_drafts_and_cuda_graphs_is_refused_naming_the_field() -> None:
-    with pytest.raises(ScenarioError) as err:
-        scenario([{"id": "a", "prompt_len": 3, "max_tokens": 2}], cudagraph_capture_sizes=[8])
-    assert "config.cudagraph_capture_sizes" in str(err.value)
+def test_a_step_of_verify_rows_replays_a_decode_graph_sized_in_multiples_of_k_plus_one() -> None:
+    reqs = [{"id": r, "prompt_len": 5, "max_tokens": 6} for r in "abc"]
+    sc = scenario(reqs, cudagraph_capture_sizes=[1, 2, 4, 8, 16, 32])
+    t1, t2 = list(make_engine(sc).run())[:2]
+    # the prefills (15 tokens) are not uniform: the smallest capture size that fits
+    assert (t1.scalars["cudagraph_mode"], t1.scalars["num_tokens_after_padding"]) == ("PIECEWISE", 16)
+    # 3 rows of [last sampled, d1, d2, d3]: decode graphs hold 4, 8, 16 tokens (32 is past
+    # max_num_reqs * 4): the 16-token graph, 4 requests
+    assert t2.arrays["num_scheduled_tokens"].data.tolist() == [4, 4, 4]
+    s = t2.scalars
+    assert (s["cudagraph_mode"], s["num_tokens_after_padding"], s["num_reqs_padded"]) == ("FULL", 16, 4)
+    assert t2.arrays["slot_mapping"].data[12:].tolist() == [-1] * 4
+    assert t2.forward["slot_mapping_device_matches_cpu"] is True
 
 
 def outputs(sc: Scenario) -> dict[str, list[int]]:

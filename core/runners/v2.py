@@ -297,15 +297,19 @@ class ModelRunnerV2(StagedRunner):
         "num_scheduled_tokens cudagraph_capture_sizes",
         "num_reqs_padded num_tokens_after_padding cudagraph_mode",
         "uniform decode (every row 1 token, each a decode or a one-token prefill chunk over existing "
-        "context) and a capture size s in [num_reqs, max_num_reqs]: "
-        "FULL, num_reqs_padded = num_tokens_after_padding = s; else the smallest capture size >= T: "
-        "PIECEWISE, num_reqs_padded = num_reqs; else NONE (no padding)",
+        "context) of q = 1 + num_speculative_tokens tokens a row, and a decode graph of "
+        "round_up(s, q) tokens (s a capture size; at most max_num_reqs * q and the largest size) "
+        "with at least T: FULL, num_tokens_after_padding = the smallest such, num_reqs_padded = it / q; "
+        "else the smallest capture size >= T: PIECEWISE, num_reqs_padded = num_reqs; else NONE",
         "CudaGraphManager.dispatch (cudagraph_utils.py:523-553) picks a captured graph. A full decode "
         "graph replays a fixed number of requests, so the request count is padded: padded rows get "
         "empty queries, seq_len 0, a zero block-table row and slot -1. A piecewise graph pads only the "
         "tokens (attention runs outside it). With no capture sizes the step runs eagerly. A prefill "
         "chunk of one token after the first runs as a decode (gather_batch_req_state, "
-        "model_runner.py:1356-1368), so it does not keep the batch off the decode graph.",
+        "model_runner.py:1356-1368), so it does not keep the batch off the decode graph. With "
+        "speculative decoding the decode graphs replay q tokens a request (the last sampled token and "
+        "its drafts), so their sizes are rounded up to multiples of q (_init_candidates, "
+        "cudagraph_utils.py:256-393).",
     )
     def _cudagraph_dispatch(self) -> None:
         v = self.v
@@ -315,15 +319,14 @@ class ModelRunnerV2(StagedRunner):
         n, idx = v["num_scheduled_tokens"], v["idx_mapping"]
         new = n - v["batch_num_draft"]  # placeholder drafts may pad a one-token chunk
         runs_as_decode = ~v["is_prefilling"] | ((new == 1) & (self.num_computed_tokens[idx] > 0))
-        uniform = (
-            bool(sizes)
-            and R > 0
-            and R * (1 + self.config.num_speculative_tokens) == T
-            and bool(runs_as_decode.all())
-        )
-        full = [s for s in sizes if R <= s <= self.max_num_reqs] if uniform else []
+        q = 1 + self.num_spec  # decode_query_len
+        uniform = bool(sizes) and R > 0 and R * q == T and bool(runs_as_decode.all())
+        full: list[int] = []
+        if uniform:
+            top = min(self.max_num_reqs * q, max(sizes))
+            full = sorted({g for g in (-(-s // q) * q for s in sizes) if T <= g <= top})
         if full:
-            mode, R_pad, T_pad = "FULL", full[0], full[0]
+            mode, R_pad, T_pad = "FULL", full[0] // q, full[0]
         else:
             fits = [s for s in sizes if s >= T]
             if fits and T:
