@@ -32,7 +32,7 @@ from pagedviz.core.trace import Stage, StepTrace
 V2_REJECTION_STAGE = Stage(
     "rejection_sampler",
     ["logits_indices", "input_ids", "expanded_local_pos", "cu_num_logits"],
-    ["draft_sampled", "num_sampled", "num_rejected"],
+    ["target_token_ids", "draft_sampled", "num_sampled", "num_rejected"],
     "draft_sampled = input_ids[logits_indices] (-1 for a draft slot that starts in the prompt); "
     "row i accepts its draft at local position j + 1 while it equals argmax(logits) at local "
     "position j; num_sampled = accepted + 1; num_rejected = num_logits - num_sampled (both 0 for a "
@@ -341,6 +341,7 @@ class Engine:
         }
         if self.capture:
             trace.stages.append(V2_REJECTION_STAGE)
+            trace.record("target_token_ids", "logits", tokens.astype(np.int32), "rejection_sampler")
             trace.record("draft_sampled", "logits", draft_sampled, "rejection_sampler")
             trace.record("num_sampled", "request", num_sampled, "rejection_sampler")
             trace.record("num_rejected", "request", num_rejected, "rejection_sampler")
