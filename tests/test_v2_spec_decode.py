@@ -181,3 +181,26 @@ def test_verify_rows_lead_the_batch_and_the_logits_arrays_follow_cu_num_logits()
     assert a["num_sampled"].data.tolist()[1] == 0 and a["num_rejected"].data.tolist()[1] == 0
     assert "b" not in t.sampled_token_ids
     assert t.forward["slot_mapping_device_matches_cpu"] is True
+
+
+def test_a_one_token_prompt_joining_decodes_is_padded_with_placeholder_drafts_that_are_rejected() -> None:
+    reqs = [
+        {"id": "a", "prompt_len": 4, "max_tokens": 6},
+        {"id": "b", "prompt_token_ids": [9], "max_tokens": 3, "arrival_step": 2},
+    ]
+    traces = list(make_engine(scenario(reqs)).run())
+    t = traces[1]  # a verifies its drafts; b arrives with one token to compute
+    assert t.scheduler["num_scheduled_tokens"] == {"a": 4, "b": 4}
+    assert t.scheduler["scheduled_spec_decode_tokens"]["b"] == [-1, -1, -1]
+    a = t.arrays
+    row = t.batch["req_ids"].index("b")
+    q = a["query_start_loc"].data
+    # the prompt token, then the slot's draft_tokens (zeroed when b took the slot)
+    assert a["input_ids"].data[q[row] : q[row + 1]].tolist() == [9, 0, 0, 0]
+    cu = a["cu_num_logits"].data
+    assert a["draft_sampled"].data[cu[row] : cu[row + 1]].tolist() == [9, -1, -1, -1]
+    assert a["num_sampled"].data[row] == 1 and a["num_rejected"].data[row] == 3
+    # post_update keeps only the prompt token computed: b's next step starts at position 1
+    nxt = traces[2]
+    r2 = nxt.batch["req_ids"].index("b")
+    assert nxt.arrays["positions"].data[nxt.arrays["query_start_loc"].data[r2]] == 1

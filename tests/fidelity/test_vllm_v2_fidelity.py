@@ -278,6 +278,7 @@ def scenarios(draw: st.DrawFn, async_scheduling: bool = False, spec: bool = Fals
             }
         )
         need = max(need, -(-(plen + max_tokens) // bs))
+    need = max(need, -(-M // bs))  # the pool holds one max_model_len sequence (vLLM's check)
     low = max_num_reqs if chunked else max(M, max_num_reqs)
     budget = draw(st.integers(low, low + 24))
     # CUDA-graph sizes within the budget (as vLLM caps them), or none (eager)
@@ -354,6 +355,32 @@ def test_accepted_ngram_drafts_match_vllm_v2() -> None:
     assert run_both(scenario) > 0
     traces = list(make_engine(scenario).run())
     assert any(int(x) > 1 for t in traces if "num_sampled" in t.arrays for x in t.arrays["num_sampled"])
+
+
+def test_a_one_token_prompt_padded_with_placeholder_drafts_matches_vllm_v2() -> None:
+    """vLLM pads a waiting request with one token left to 1 + num_speculative_tokens while decodes
+    run (the waiting loop's pad_spec_decode); V2 rejects the placeholders."""
+    reqs = [
+        {"id": "a", "prompt_len": 4, "max_tokens": 6},
+        {"id": "b", "prompt_token_ids": [9], "max_tokens": 3, "arrival_step": 2},
+        {"id": "c", "prompt_token_ids": [5], "max_tokens": 2, "arrival_step": 1},
+    ]
+    cfg = {
+        "model_runner": "v2",
+        "async_scheduling": False,
+        "block_size": 2,
+        "max_model_len": 32,
+        "max_num_reqs": 4,
+        "max_num_batched_tokens": 16,
+        "num_kv_blocks": 40,
+        "num_speculative_tokens": 2,
+        "model": None,
+        "device": "cpu",
+    }
+    scenario = Scenario.from_dict({"config": cfg, "requests": reqs})
+    assert run_both(scenario) > 0
+    t2 = list(make_engine(scenario).run())[1]
+    assert t2.scheduler["scheduled_spec_decode_tokens"].get("b") == [-1, -1]
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
