@@ -10,6 +10,9 @@ decode's id from `last_sampled_tokens`, positions from the runner's own `num_com
 which `post_update` advances after each forward. The attention kernel reads a block table gathered
 per step through `idx_mapping`; `slot_mapping` reads the persistent per-slot table.
 
+Speculative decoding's stages and state updates (drafts kept per slot on the worker) are in
+core/runners/v2_spec.py, mixed in.
+
 pagedviz computes the kernels' semantics with vectorised numpy on the CPU (the trace), then builds
 the per-token inputs again on the device from the device's copy of the per-slot state, as the
 kernels do, and checks that both agree. No Triton is needed.
@@ -24,8 +27,8 @@ import torch
 
 from pagedviz.core.config import EngineConfig
 from pagedviz.core.device import StageTimer
-from pagedviz.core.ngram_v2 import ngram_propose_v2
 from pagedviz.core.runners.stages import LEVELS, StagedRunner, stage
+from pagedviz.core.runners.v2_spec import V2SpecDecode
 from pagedviz.core.scheduler import SchedulerOutput
 from pagedviz.core.trace import PlanItem, Stage, StepTrace
 
@@ -76,7 +79,7 @@ def _v2_stage_url(path: str) -> str:
     return V2_SOURCE + path
 
 
-class ModelRunnerV2(StagedRunner):
+class ModelRunnerV2(V2SpecDecode, StagedRunner):
     """Model Runner V2's state slots, block tables and prepare_inputs (model_runner.py:1388-1593)."""
 
     flavor = "vllm"
@@ -335,36 +338,6 @@ class ModelRunnerV2(StagedRunner):
         v["scalars"].update(cudagraph_mode=mode, num_reqs_padded=R_pad, num_tokens_after_padding=T_pad)
 
     @stage(
-        "num_logits",
-        "num_scheduled_tokens scheduled_spec_decode_tokens idx_mapping",
-        "num_draft_tokens cu_num_logits expanded_idx_mapping expanded_local_pos",
-        "num_logits = num_draft_tokens + 1; cu_num_logits = [0, cumsum(num_logits)]; "
-        "expanded_idx_mapping[cu_num_logits[i] + j] = idx_mapping[i], "
-        "expanded_local_pos[cu_num_logits[i] + j] = j for j < num_logits[i]",
-        "prepare_inputs (model_runner.py:1411-1481) and expand_idx_mapping (input_batch.py:721-759): "
-        "a row that verifies d drafts needs d + 1 logits (one per draft, plus the bonus token's), so "
-        "cu_num_logits counts them per row. The scheduler sends only how many drafts each request "
-        "gets (their values are -1 placeholders); the values stay on the worker. The sampler works "
-        "per logits row, so idx_mapping is expanded to one entry per logits row, with the row's "
-        "local position (0 = the last sampled token's row, then the drafts').",
-        when=lambda r: r.num_spec > 0,
-    )
-    def _num_logits(self) -> None:
-        v = self.v
-        R = v["num_reqs"]
-        d = v["batch_num_draft"]
-        num_logits = d + 1
-        cu = np.zeros(R + 1, dtype=np.int32)
-        np.add.accumulate(num_logits, out=cu[1:])
-        total = int(cu[R])
-        v["num_draft_tokens"] = d
-        v["cu_num_logits"] = cu
-        v["expanded_idx_mapping"] = np.repeat(v["idx_mapping"], num_logits)
-        v["expanded_local_pos"] = (np.arange(total, dtype=np.int32) - np.repeat(cu[:R], num_logits)).astype(
-            np.int32
-        )
-
-    @stage(
         "query_start_loc",
         "num_scheduled_tokens",
         "query_start_loc",
@@ -480,22 +453,7 @@ class ModelRunnerV2(StagedRunner):
             if decoding.any():
                 v["input_ids"][last[decoding]] = self.last_sampled_tokens[idx[decoding]]
         else:
-            d = v["num_draft_tokens"].astype(np.int64)
-            num_logits = d + 1
-            start = qend - num_logits
-            v["logits_indices"] = np.repeat(start, num_logits) + v["expanded_local_pos"]
-            # the last sampled token goes in only where its position is past the prompt
-            write_last = decoding & (v["seq_lens"] - num_logits >= prefill_len)
-            v["input_ids"][start[write_last]] = self.last_sampled_tokens[idx[write_last]]
-            has = decoding & (d > 0)
-            nd = d[has]
-            k = np.arange(int(nd.sum())) - np.repeat(np.cumsum(nd) - nd, nd)
-            at = np.repeat(qend[has] - nd, nd) + k
-            src = np.repeat(idx[has], nd)
-            v["input_ids"][at] = self.draft_tokens[src, k]
-            # where the device writes (internal)
-            v["last_at"], v["last_src"] = start[write_last], idx[write_last]
-            v["draft_at"], v["draft_src"] = at, (src, k)
+            self._combine_drafts(decoding)
         # a partial prefill samples nothing (get_num_sampled_and_rejected)
         v["discard_request_mask"] = v["seq_lens"] < prefill_len
 
@@ -692,53 +650,3 @@ class ModelRunnerV2(StagedRunner):
             row = np.concatenate([self.all_token_ids[j, :nc], v["input_ids"][q[i] : q[i + 1]]])
             out.append((row, nc))
         return out
-
-    # ---------------------------------------------------------------- speculative decoding
-    def post_update_spec(self, target: np.ndarray, num_sampled: np.ndarray, num_rejected: np.ndarray) -> None:
-        """post_update with drafts (input_batch.py:565-686): row i's num_sampled[i] tokens (the
-        target's tokens at its first logits rows: the accepted drafts, then the correction or the
-        bonus) go after its slot's total_len, the last becomes last_sampled_tokens, and the slot's
-        num_computed_tokens advances by n[i] - num_rejected[i]. On the CPU mirror and the device."""
-        v = self.v
-        idx = v["idx_mapping"]
-        n = v["num_scheduled_tokens"].astype(np.int64)
-        self.num_computed_tokens[idx] += (n - num_rejected).astype(np.int32)
-        cu = v["cu_num_logits"].astype(np.int64)
-        num_logits = np.diff(cu)
-        keep = v["expanded_local_pos"] < np.repeat(num_sampled, num_logits)
-        slots = v["expanded_idx_mapping"][keep]
-        at = np.repeat(self.total_len[idx].astype(np.int64), num_logits)[keep] + v["expanded_local_pos"][keep]
-        tokens = target[keep].astype(np.int64)
-        room = at < self.max_model_len
-        self.all_token_ids[slots[room], at[room]] = tokens[room]
-        sampled = num_sampled > 0
-        self.last_sampled_tokens[idx[sampled]] = target[cu[:-1][sampled] + num_sampled[sampled] - 1]
-        self.total_len[idx] += num_sampled
-        dev = self.device
-        idx_dev = torch.from_numpy(idx).to(dev)
-        self.num_computed_dev[idx_dev] += torch.from_numpy(n - num_rejected).to(dev)
-        self.last_sampled_dev[idx_dev] = torch.from_numpy(self.last_sampled_tokens[idx]).to(dev)
-        rows = torch.from_numpy(slots[room]).to(dev)
-        self.all_token_ids_dev[rows, torch.from_numpy(at[room]).to(dev)] = torch.from_numpy(tokens[room]).to(
-            dev, torch.int32
-        )
-
-    def propose_drafts(self, num_sampled: np.ndarray) -> np.ndarray:
-        """NgramGPUSpeculator.propose after post_update (model_runner.py:2307-2326): drafts for
-        every batch row, scattered into the rows' slots of draft_tokens; returns them [R, K]."""
-        v = self.v
-        idx = v["idx_mapping"]
-        cfg = self.config
-        drafts = ngram_propose_v2(
-            self.all_token_ids[idx],
-            self.total_len[idx],
-            num_sampled,
-            self.last_sampled_tokens[idx],
-            cfg.prompt_lookup_min,
-            cfg.prompt_lookup_max,
-            self.num_spec,
-        )
-        self.draft_tokens[idx] = drafts
-        dev = self.device
-        self.draft_tokens_dev[torch.from_numpy(idx).to(dev)] = torch.from_numpy(drafts).to(dev)
-        return drafts
