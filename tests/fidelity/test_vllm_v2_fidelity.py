@@ -462,7 +462,9 @@ def _worked_example(async_scheduling: bool = False) -> Scenario:
         "model_runner": "v2",
         "async_scheduling": async_scheduling,
         "block_size": 4,
-        "max_model_len": 64,
+        # 60, not the notes' 64: the pool of 16 blocks (15 usable) must hold one max_model_len
+        # sequence (vLLM's check); the blocks handed out are the same
+        "max_model_len": 60,
         "max_num_reqs": 8,
         "max_num_batched_tokens": 32,
         "num_kv_blocks": 16,
