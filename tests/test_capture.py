@@ -23,6 +23,8 @@ def test_num_tokens_is_unchanged_between_prepare_inputs_and_record_batch(preset:
     runner = getattr(engine, "runner", None)
     if runner is None or not hasattr(runner, "record_batch"):
         pytest.skip("this flavour records its trace in its own engine")
+    if getattr(runner, "runner", "v1") == "v2":
+        pytest.skip("Model Runner V2 has no persistent batch, so no num_tokens")
     record_batch = runner.record_batch
     checked = []
 

@@ -204,3 +204,17 @@ def test_a_one_token_prompt_joining_decodes_is_padded_with_placeholder_drafts_th
     nxt = traces[2]
     r2 = nxt.batch["req_ids"].index("b")
     assert nxt.arrays["positions"].data[nxt.arrays["query_start_loc"].data[r2]] == 1
+
+
+def test_the_v2_spec_decode_demo_verifies_drafts_first_and_accepts_some() -> None:
+    from pagedviz.core import load_preset
+
+    sc = load_preset("demo-v2-spec-decode")
+    assert (sc.config.model_runner, sc.config.num_speculative_tokens) == ("v2", 3)
+    accepted = 0
+    for t in make_engine(sc).run():
+        d = np.asarray(t.arrays["num_draft_tokens"].data)
+        assert (d[:-1] >= d[1:]).all()  # rows with drafts lead
+        accepted += int((np.asarray(t.arrays["num_sampled"].data) > 1).sum())
+        assert t.forward["paged_vs_dense_max_abs_diff"] < 1e-4
+    assert accepted > 0

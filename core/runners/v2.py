@@ -438,6 +438,7 @@ class ModelRunnerV2(V2SpecDecode, StagedRunner):
         "[last sampled, d1 .. dk]: the drafts come from the slot's draft_tokens, which the "
         "speculator wrote on the worker after the last step. The last num_logits tokens of each row "
         "give the logits: one per row without drafts, one per draft plus the bonus with them.",
+        views="cu_num_logits",  # without drafts, a view of a persistent arange
     )
     def _combine_sampled(self) -> None:
         v = self.v
