@@ -250,6 +250,8 @@ def test_every_v2_preset_matches_vllm_v2(preset: str) -> None:
 )
 def test_every_v2_preset_matches_vllm_v2_with_async_scheduling(preset: str) -> None:
     d = preset_dict(preset)
+    if d["config"].get("num_speculative_tokens"):
+        pytest.skip("pagedviz does not model async scheduling together with drafts")
     assert run_both_async(_as_compared({**d, "config": {**d["config"], "async_scheduling": True}})) > 0
 
 
