@@ -8,6 +8,9 @@ re-exports them so `pagedviz.core.config` keeps working for every caller.
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from pagedviz.core.fields import FieldSpec, fields_of, setting
 from pagedviz.core.limits import (
     DENSE_CHECK_MAX_TOKENS,
@@ -31,9 +34,26 @@ from pagedviz.core.scenario import (
     ScenarioError,
     default_capture_sizes,
 )
-from pagedviz.core.schema import scenario_schema
 from pagedviz.core.text import BOS_ID, EOS_ID, NUM_SPECIAL_IDS, PAD_ID, SPECIAL_NAMES, decode_ids, encode_text
-from pagedviz.core.validate import parse_scenario, precheck
+
+if TYPE_CHECKING:
+    from pagedviz.core.schema import scenario_schema
+    from pagedviz.core.validate import parse_scenario, precheck
+
+# validation and the schema need pydantic: imported when first asked for, so that the engine
+# (which only reads the dataclasses) imports without it
+_LAZY = {
+    "scenario_schema": "pagedviz.core.schema",
+    "parse_scenario": "pagedviz.core.validate",
+    "precheck": "pagedviz.core.validate",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "BOS_ID",

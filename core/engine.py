@@ -220,7 +220,8 @@ class Engine:
         n, T = v["num_reqs"], v["T"]
         if self.model is None:
             rows = v["logits_indices"]
-            row_req = [r.row_req_ids[i] for i in v["req_indices"][rows]]
+            ids = r.row_req_ids  # a property that builds the list: read it once, not once a row
+            row_req = [ids[i] for i in v["req_indices"][rows]]
             return synthetic_tokens(
                 self.scenario.seed, row_req, v["positions"][rows] + 1, self.scenario.config.vocab_size
             )

@@ -428,7 +428,8 @@ def narrate_v2(
     resumed = _resumed(f, s, prev)
     items = n1._finishes(f, prev)
     if t.idle:
-        return items + _slot_events(f, s, resumed) + n1._idle(f)
+        return items + _slot_events(f, s, resumed) + (n1._engine_core(f) or n1._idle(f))
+    items += n1._engine_core(f)
     items += n1._preemptions(f, prev)
     items += [it for it in n1._admissions(f) if it["key"].split(":", 1)[1] not in resumed]
     items += _resumptions(f, s, resumed)

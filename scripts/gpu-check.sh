@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # On a machine with a CUDA GPU: run the engine's tests there (the CUDA ones included: identical
-# traces on CPU and CUDA for every preset, pinned staging) and print benchmarks/device.py.
+# traces on CPU and CUDA for every preset, on both runners, pinned staging) and print
+# benchmarks/device.py. Scenarios are validated by pydantic: install it where torch is.
 # Uses the Python you point it at (PYTHON=..., default python3) with its own torch build, so a
 # CUDA torch is kept; the engine needs only torch, numpy, pytest and hypothesis. When the web
 # stack (fastapi, uvicorn, ...) is importable too, the whole suite runs.
@@ -29,6 +30,6 @@ else
     echo "(web stack not importable: running the engine's tests only)"
     "$PY" -m pytest -q -rs tests/test_documents.py tests/test_properties.py tests/test_device_model.py \
         tests/test_golden.py tests/test_scheduler_scenarios.py tests/test_input_batch.py \
-        tests/test_kv_cache.py tests/test_scenario.py
+        tests/test_kv_cache.py tests/test_scenario.py tests/test_v2_runner.py tests/test_async_scheduling.py
 fi
 "$PY" benchmarks/device.py "$@"

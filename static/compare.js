@@ -185,7 +185,7 @@ function batchPart(b) {
     ]));
   const lines = Object.entries(b.per_request).map(([name, reqs2]) => el("li", { dataset: { array: name }, class: reqs2.length ? "differs" : "" }, [
     el("code", { text: name }), ": ",
-    reqs2.length ? `${L("cmp_req_differ")} ${reqs2.join(", ")}` : `${L("cmp_req_same")}${b.same_order ? "" : ` ${L("cmp_only_order")}`}`]));
+    reqs2.length ? `${L("cmp_req_differ")} ${reqs2.join(", ")}` : `${L("cmp_req_same")}${b.same_order ? "" : L("cmp_only_order")}`]));
   if (lines.length) box.append(el("ul", { class: "cmp-per-req", id: "cmp-per-req" }, lines));
   return box;
 }

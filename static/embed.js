@@ -13,6 +13,8 @@ import { el } from "./views.js";
 export const EMBED_CARDS = {
   token_ids_cpu: "#card-token_ids_cpu", block_table: "#card-block_table", kv: "#card-kv", attn_mask: "#card-attn_mask",
   requests: ".req-panel", tokens: ".tok-panel", formula: "#slot-formula", queue: "#queue", narration: "#narration",
+  // Model Runner V2: the slot map, the gathered block table and each slot's tokens
+  slots: "#slots-panel", input_block_tables: "#card-input_block_tables", all_token_ids: "#card-all_token_ids",
 };
 const MENU_CARDS = [["#request-table caption details.export-menu > ul", "requests"], ["#token-table caption details.export-menu > ul", "tokens"]];
 

@@ -56,7 +56,7 @@ export const STRINGS = {
     cmp_runner: "V1 vs V2, same requests (vLLM's two model runners)", cmp_runner_word: "runner",
     cmp_batch: "Batch", cmp_same_order: "the same order", cmp_other_order: "another order", cmp_request: "request",
     cmp_order: "batch order (row 0 first)", cmp_row: "row", cmp_slot: "slot",
-    cmp_req_same: "the same for every request", cmp_req_differ: "differs for", cmp_only_order: "(the entries differ only in their order)",
+    cmp_req_same: "the same for every request", cmp_req_differ: "differs for", cmp_only_order: " (the entries differ only in their order)",
     stage: "Stage", pb_title: "Play this step stage by stage", pb_play: "▶ Play stages", pb_pause: "⏸ Pause",
     pb_continue: "▶ Continue", pb_stop: "■ Stop", pb_pause_at: "Pause at stage", pb_paused_at: "Paused at {stage}: read, then continue (p).",
     mark_allocated: "allocated", mark_reused: "reused from the prefix cache (ref +1)", mark_freed: "freed",

@@ -24,7 +24,8 @@ const TOP = new Set(["name", "flavor", "seed", "max_steps"]);
 let fields = [];  // {key, kind, top, prop, extra}: what the form shows, in order
 // A setting only the schema lists (extra) is sent only when the loaded scenario gives it or the
 // reader sets it: left alone, the server's default applies, which may depend on the flavour
-// (model_runner and async_scheduling: V2 and async on vllm, v1 and sync elsewhere).
+// (model_runner and async_scheduling: V2 and async on vllm, v1 and sync elsewhere); the form shows
+// such a choice as "(default)" and such a switch as neither on nor off.
 let given = new Set();
 const SCHEMA_URL = "/api/schema/scenario";
 let schema = null;  // the scenario's JSON Schema, or null where the server has none
@@ -148,6 +149,8 @@ function load(scenario) {
     delete input.dataset.touched;
     const value = f.top ? scenario[f.key] : f.key === "model" ? cfg.model !== null : cfg[f.key];
     if (f.extra && Array.isArray(f.kind) && value === undefined) { input.value = ""; continue; }
+    // an extra switch left out shows neither state (the server's default applies) until it is set
+    if (f.kind === "bool") input.indeterminate = Boolean(f.extra) && value === undefined;
     const def = f.prop ? f.prop.default : undefined;
     if (f.kind === "bool") input.checked = value === undefined ? (typeof def === "boolean" ? def : f.key !== "enable_prefix_caching") : Boolean(value);
     else if (Array.isArray(f.kind)) input.value = value === undefined ? (f.kind.includes(def) ? def : f.kind[0]) : String(value);

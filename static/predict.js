@@ -17,12 +17,12 @@ const CARD_OF = { token_ids_cpu: "card-token_ids_cpu", block_table: "card-block_
 
 // What else tells a checkpoint array's entries, hidden with it. Model Runner V2's idx_mapping (batch
 // row -> state slot) is told by every array indexed by slot (which slot holds which request's
-// state), by the slot panel (its arrows, holders, free list and per-slot state) and by any sentence
-// about slots. Any view can take part without a change here: an element marked
+// state), by the gathered block table (its rows are labelled with their slots), by the slot panel
+// (its arrows, holders, free list and per-slot state) and by any sentence about slots. Any view can take part without a change here: an element marked
 // data-reveals="idx_mapping" (names separated by spaces) is hidden while that array is predicted.
 const SLOT_ARRAYS = ["block_tables", "all_token_ids", "num_computed_tokens", "prefill_len", "total_len", "num_blocks", "last_sampled_tokens"];
 const REVEALS = {
-  idx_mapping: { arrays: SLOT_ARRAYS, views: ["#slots"], words: /\bslots?\b|slot \d|槽位/i },
+  idx_mapping: { arrays: [...SLOT_ARRAYS, "input_block_tables"], views: ["#slots"], words: /\bslots?\b|slot \d|槽位/i },
 };
 
 // the arrays whose views are hidden while `a` is predicted: itself and what tells it

@@ -46,6 +46,7 @@ export function renderSlots() {
   if (!panel) return;
   const on = Boolean(S.trace && isV2() && S.trace.batch && S.trace.batch.slots);
   panel.hidden = !on;
+  document.body.classList.toggle("runner-v2", on);  // presentation mode places the panel (style.css)
   const box = clear($("slots"));
   if (!on) return;
   const tr = S.trace;

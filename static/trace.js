@@ -59,13 +59,18 @@ export function rowBlocks() {
 }
 
 // the batch row of each scheduled token
+// (worked out once per trace where the trace has no req_indices)
+const tokenRows = new WeakMap();
 export function reqOfTokens() {
   const T = tokenCount();
   if (A("req_indices")) return A("req_indices");
-  const cu = A("cu_seqlens_q");
+  if (tokenRows.has(S.trace)) return tokenRows.get(S.trace);
+  // nano-vllm's cu_seqlens_q; Model Runner V2 traces no req_indices, only query_start_loc
+  const cu = A("cu_seqlens_q") || A("query_start_loc");
   const out = [];
-  if (cu) { for (let r = 0; r + 1 < cu.length; r++) for (let i = cu[r]; i < cu[r + 1]; i++) out.push(r); return out; }
-  for (let i = 0; i < T; i++) out.push(i);
+  if (cu) for (let r = 0; r + 1 < cu.length; r++) for (let i = cu[r]; i < cu[r + 1]; i++) out.push(r);
+  else for (let i = 0; i < T; i++) out.push(i);
+  if (S.trace) tokenRows.set(S.trace, out);
   return out;
 }
 

@@ -324,7 +324,12 @@ def test_workers_sharing_a_folder_recompute_each_others_runs(tmp_path) -> None:
 def test_health_and_run_overview_name_the_upstream_the_engine_mirrors(client: TestClient) -> None:
     health = client.get("/healthz").json()["upstream"]
     assert "vLLM 0.33.0" in health and "nano-vllm bb823b3" in health and "vllm-ascend 182b75e" in health
-    for preset, want in (("seed-001", "vLLM 0.33.0"), ("seed-004", "nano-vllm bb823b3")):
+    assert "Model Runner V2 (vllm/v1/worker/gpu/) by default" in health
+    for preset, want in (
+        ("seed-001", "vLLM 0.33.0 · V1 runner (gpu_model_runner.py)"),
+        ("demo-v2-slots", "vLLM 0.33.0 · Model Runner V2 (vllm/v1/worker/gpu/)"),
+        ("seed-004", "nano-vllm bb823b3"),
+    ):
         run_id = client.post("/api/runs", json={"preset": preset}).json()["run_id"]
         assert client.get(f"/api/runs/{run_id}").json()["upstream"] == want
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -168,28 +169,27 @@ def test_synchronous_runs_have_no_engine_core_entry() -> None:
 @st.composite
 def async_scenarios(draw: st.DrawFn) -> Scenario:
     bs = draw(st.integers(1, 4))
-    reqs, need = [], 1
+    reqs, longest = [], 1
     for i in range(draw(st.integers(1, 5))):
         max_tokens = draw(st.integers(1, 6))
         n = draw(st.integers(1, 12))
         reqs.append(req(f"r{i}", n, max_tokens, draw(st.integers(1, 4))))
-        need = max(need, -(-(n + max_tokens) // bs))
+        longest = max(longest, n + max_tokens)
+    M = draw(st.integers(longest, 24))
+    need = -(-M // bs)  # the pool must hold one request of max_model_len (vLLM's check)
     chunked = draw(st.booleans())
     runner = draw(st.sampled_from(["v1", "v2"]))
-    # V2's arange buffer is max(max_num_reqs, tokens) + 1 long: its block-table gather needs
-    # max_num_batched_tokens >= the blocks of a row (24 / block_size) (reported to the lead)
-    low = 4 if runner == "v1" else 24
     return scenario(
         reqs,
         model_runner=runner,
         block_size=bs,
-        max_model_len=24,
+        max_model_len=M,
         max_num_reqs=draw(st.integers(1, 4)),
-        max_num_batched_tokens=draw(st.integers(low, 30)) if chunked else draw(st.integers(24, 40)),
+        max_num_batched_tokens=draw(st.integers(4, 30)) if chunked else draw(st.integers(M, 40)),
         enable_chunked_prefill=chunked,
         enable_prefix_caching=draw(st.booleans()),
         # tight pools: preemption while a step is in flight
-        num_kv_blocks=need + 1 + draw(st.integers(0, 4)),
+        num_kv_blocks=max(need, -(-24 // bs)) + 1 + draw(st.integers(0, 4)),  # vLLM: one max_model_len fits
     )
 
 
@@ -218,8 +218,9 @@ def test_every_request_gets_exactly_max_tokens_outputs_and_the_queue_keeps_order
 
 
 # ------------------------------------------------------------------ narration
-def test_the_narration_names_the_step_whose_output_each_update_consumed() -> None:
-    s = scenario([req("a", 5, 2), req("b", 3, 4)])
+@pytest.mark.parametrize("runner", ["v1", "v2"])
+def test_the_narration_names_the_step_whose_output_each_update_consumed(runner: str) -> None:
+    s = scenario([req("a", 5, 2), req("b", 3, 4)], model_runner=runner)
     steps = run(s)
     for i, t in enumerate(steps):
         items = narrate(t, steps[i - 1] if i else None, s.config, last=i == len(steps) - 1)
@@ -233,8 +234,9 @@ def test_the_narration_names_the_step_whose_output_each_update_consumed() -> Non
         assert f"update_from_output ← 第 {k} 步" in ec[0]["text"]["zh"]
 
 
-def test_the_narration_says_a_finish_came_in_the_update_a_step_after_its_last_token() -> None:
-    s = scenario([req("a", 5, 2)])
+@pytest.mark.parametrize("runner", ["v1", "v2"])
+def test_the_narration_says_a_finish_came_in_the_update_a_step_after_its_last_token(runner: str) -> None:
+    s = scenario([req("a", 5, 2)], model_runner=runner)
     steps = run(s)
     told = [
         (t.step, it["text"]["en"])

@@ -20,7 +20,9 @@ def _sync_twin(preset: str) -> list:
 
 
 def test_async_decode_inputs_are_placeholders_on_the_cpu_and_right_on_the_device() -> None:
-    steps, sync = run("demo-async-scheduling"), _sync_twin("demo-async-scheduling")
+    # the steps that run a forward (the batch queue adds steps that schedule nothing or only drain)
+    steps = [t for t in run("demo-async-scheduling") if not t.idle]
+    sync = _sync_twin("demo-async-scheduling")
     assert len(steps) == len(sync)
     for t, s in zip(steps, sync):
         a = t.arrays

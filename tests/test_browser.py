@@ -521,6 +521,7 @@ def test_prefix_cache_hits_are_new_to_the_request_that_found_them_and_shown_as_s
             "max_num_batched_tokens": 64,
             "num_kv_blocks": 24,
             "enable_prefix_caching": True,
+            "model_runner": "v1",  # V1's block_table: a row per batch row
         },
         "requests": [
             {"id": "a", "prompt": "the same long prefix!", "max_tokens": 3},
@@ -560,6 +561,7 @@ def test_an_idle_step_still_draws_the_empty_tables_on_their_own_axes(page: objec
             "max_num_reqs": 4,
             "max_num_batched_tokens": 16,
             "num_kv_blocks": 12,
+            "model_runner": "v1",  # V1's token_ids_cpu and its batch rows
         },
         "requests": [{"id": "a", "prompt_len": 4, "max_tokens": 2, "arrival_step": 3}],
     }

@@ -31,6 +31,7 @@ def big_scenario() -> dict:
             "max_num_reqs": N,
             "max_num_batched_tokens": 2048,
             "model": None,
+            "model_runner": "v1",  # the page's V1 views (condense, slot_mapping's stage) at 128 requests
         },
         "requests": [{"id": f"r{i}", "prompt_len": 64 + (37 * i) % 200, "max_tokens": 8} for i in range(N)],
     }

@@ -73,7 +73,7 @@ def read_slot_panel(page: Any) -> dict[str, Any]:
         slots[j] = holder.inner_text().strip() if holder.count() else ""
         events[j] = [e.inner_text().strip() for e in row.locator(".sm-ev").all()]
     rows = []
-    for row in page.locator("#slotmap .sm-rows .sm-row").all():
+    for row in page.locator("#slotmap .sm-rows .sm-row[data-r]").all():
         rows.append(
             (row.locator(".sm-req").inner_text().strip(), row.locator(".sm-idx").inner_text().strip())
         )
@@ -141,9 +141,15 @@ def test_the_slot_panel_shows_a_resumed_request_taking_a_freed_slot(page: Any, l
 def test_hovering_a_token_lights_its_row_and_its_state_slot(page: Any) -> None:
     t, rid = resumed_step()
     step_to(page, t.step)
+    # every token column names (and is tinted as) its own request, read off query_start_loc
+    qsl = t.arrays["query_start_loc"]
+    for r, owner in enumerate(t.batch["req_ids"]):
+        for i in range(int(qsl[r]), int(qsl[r + 1])):
+            label = page.locator(f"#token-table th.tok-head[data-t='{i}']").get_attribute("aria-label")
+            assert label.endswith(f" {owner}"), (i, label)
     r = t.batch["req_ids"].index(rid)
     slot = t.batch["slots"][rid]
-    first = int(t.arrays["query_start_loc"][r])
+    first = int(t.arrays["query_start_loc"][r + 1]) - 1  # its last token
     page.hover(f"#token-table th.tok-head[data-t='{first}']")
     assert "hl" in page.locator(f"#slotmap .sm-rows .sm-row[data-r='{r}']").get_attribute("class").split()
     assert "hl" in page.locator(f"#slotmap .sm-slot[data-slot='{slot}']").get_attribute("class").split()
@@ -247,3 +253,58 @@ def test_the_v2_spec_card_shows_each_logits_rows_slot_draft_and_verdict(page: An
         n = ns[rows.index(slot_of[j])]
         accepted = 0 < local[j] < n
         assert ("ok" in (verdict.nth(k).get_attribute("class") or "")) == accepted, j
+
+
+def test_idle_v2_steps_show_every_slot_free_and_a_finished_requests_slot_goes_back_free(page: Any) -> None:
+    import httpx
+
+    scenario = {
+        "name": "late arrivals on V2",
+        "config": {
+            "block_size": 2,
+            "max_model_len": 16,
+            "max_num_reqs": 4,
+            "max_num_batched_tokens": 16,
+            "num_kv_blocks": 12,
+            "model_runner": "v2",
+            "async_scheduling": False,
+        },
+        "requests": [
+            {"id": "a", "prompt_len": 4, "max_tokens": 2, "arrival_step": 3},
+            {"id": "b", "prompt_len": 2, "max_tokens": 6, "arrival_step": 3},
+        ],
+    }
+    created = httpx.post(f"{page.base}/api/runs", json=scenario, timeout=60)
+    assert created.status_code == 201, created.text
+    run_id = created.json()["run_id"]
+    steps: list[dict[str, Any]] = []
+    while (
+        r := httpx.get(f"{page.base}/api/runs/{run_id}/steps/{len(steps) + 1}", timeout=30)
+    ).status_code == 200:
+        steps.append(r.json())
+    page.goto(page.base + created.json()["url"] + "&step=1")
+    page.wait_for_selector("body[data-ready='1']", timeout=30_000)
+    assert steps[0]["idle"]
+    assert "Idle step" in page.locator("#slots").inner_text()
+    assert read_slot_panel(page)["free"] == steps[0]["batch"]["free_slots"]
+    # the step where the finished request's slot goes back to the free list
+    n, t = next(
+        (k + 1, s)
+        for k, s in enumerate(steps)
+        if any(e["event"] == "freed" for e in s["batch"]["slot_events"])
+    )
+    page.click(f"#timeline [data-step='{n}']")
+    page.wait_for_selector(f"body[data-step='{n}']")
+    ev = next(e for e in t["batch"]["slot_events"] if e["event"] == "freed")
+    seen = read_slot_panel(page)
+    assert any(m.endswith(ev["req_id"]) for m in seen["events"][ev["slot"]])
+    assert seen["free"] == t["batch"]["free_slots"] and ev["slot"] == seen["free"][0]
+
+
+def test_the_slot_map_can_be_embedded_alone(page: Any) -> None:
+    t, _ = resumed_step()
+    page.goto(f"{page.base}/run?preset={PRESET}&step={t.step}&embed=slots")
+    page.wait_for_selector("body[data-ready='1']", timeout=60_000)
+    assert page.locator("#slots-panel").is_visible()
+    assert page.locator(".req-panel").is_hidden() and page.locator(".sys-panel").is_hidden()
+    assert read_slot_panel(page)["free"] == list(t.batch["free_slots"])

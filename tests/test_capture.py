@@ -11,7 +11,7 @@ import pytest
 
 from pagedviz.core import Scenario, load_preset, make_engine
 from pagedviz.core.presets import list_presets
-from pagedviz.core.runners import v1 as runner_module
+from pagedviz.core.runners import v1_stages as runner_module
 from pagedviz.core.trace import StepTrace
 
 PRESETS = [p["id"] for p in list_presets()]
@@ -24,7 +24,7 @@ def test_num_tokens_is_unchanged_between_prepare_inputs_and_record_batch(preset:
     if runner is None or not hasattr(runner, "record_batch"):
         pytest.skip("this flavour records its trace in its own engine")
     if getattr(runner, "runner", "v1") == "v2":
-        pytest.skip("Model Runner V2 has no persistent batch, so no num_tokens")
+        pytest.skip("Model Runner V2 keeps no num_tokens per row (its slots hold total_len)")
     record_batch = runner.record_batch
     checked = []
 
@@ -51,6 +51,8 @@ def scenario(requests: int, tokens: int) -> Scenario:
             "name": "gather",
             "seed": 3,
             "config": {
+                "model_runner": "v1",  # V1's token table and its numpy / torch gather
+                "async_scheduling": False,
                 "block_size": 4,
                 "max_model_len": per * 2,
                 "max_num_reqs": requests,

@@ -45,6 +45,8 @@ def test_asking_for_a_missing_device_is_a_clear_error(monkeypatch: pytest.Monkey
 @pytest.mark.parametrize("preset", [p["id"] for p in list_presets()])
 def test_paged_forward_agrees_with_dense_attention_on_every_preset(preset: str) -> None:
     for t in make_engine(load_preset(preset)).run():
+        if t.idle:  # no forward (async scheduling: a step that schedules nothing or only drains)
+            continue
         assert t.forward["paged_vs_dense_max_abs_diff"] < 1e-4
         assert "forward" in t.timing_us and t.timing_us["forward"] > 0
 

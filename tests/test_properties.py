@@ -41,8 +41,8 @@ def scenarios(
         )
         need = max(need, -(-(plen + max_tokens) // bs))
         longest = max(longest, plen + max_tokens)
-    if flavor != "nanovllm":
-        need = max(need, -(-M // bs))  # vLLM's pool must hold one max_model_len sequence
+    if flavor != "nanovllm":  # vLLM refuses a pool that cannot hold one max_model_len sequence
+        need = max(need, -(-M // bs))
     max_num_reqs = draw(st.integers(1, 5))
     # vLLM refuses a budget below max_num_reqs, and below max_model_len without chunked prefill
     min_budget = max(longest, M if flavor != "nanovllm" else 1) if not chunked else max_num_reqs

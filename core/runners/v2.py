@@ -141,7 +141,7 @@ class ModelRunnerV2(V2SpecDecode, StagedRunner):
         self.slot_mapping_np = np.full(T_pad, PAD_SLOT_ID, dtype=np.int64)
         self.arange_np = np.arange(max(M, T_pad) + 1, dtype=np.int64)
         self.block_cols = np.arange(K, dtype=np.int32)
-        self.arange_i32 = np.arange(M + 1, dtype=np.int32)  # cu_num_logits without drafts (read-only)
+        self.arange_i32 = np.arange(M + 1, dtype=np.int32)  # cu_num_logits without drafts
         dev = device
         self.all_token_ids_dev = torch.zeros((M, config.max_model_len), dtype=torch.int32, device=dev)
         self.num_computed_dev = torch.zeros(M, dtype=torch.int64, device=dev)
@@ -319,11 +319,13 @@ class ModelRunnerV2(V2SpecDecode, StagedRunner):
         R, T = v["num_reqs"], v["T"]
         sizes = self.config.cudagraph_capture_sizes or ()
         mode, R_pad, T_pad = "NONE", R, T
-        n, idx = v["num_scheduled_tokens"], v["idx_mapping"]
-        new = n - v["batch_num_draft"]  # placeholder drafts may pad a one-token chunk
-        runs_as_decode = ~v["is_prefilling"] | ((new == 1) & (self.num_computed_tokens[idx] > 0))
         q = 1 + self.num_spec  # decode_query_len
-        uniform = bool(sizes) and R > 0 and R * q == T and bool(runs_as_decode.all())
+        uniform = bool(sizes) and R > 0 and R * q == T
+        if uniform:  # the per-row test only when a decode graph could apply
+            n, computed = v["num_scheduled_tokens"], v["slot_num_computed"]
+            new = n - v["batch_num_draft"]  # placeholder drafts may pad a one-token chunk
+            runs_as_decode = ~v["is_prefilling"] | ((new == 1) & (computed > 0))
+            uniform = bool(runs_as_decode.all())
         full: list[int] = []
         if uniform:
             top = min(self.max_num_reqs * q, max(sizes))

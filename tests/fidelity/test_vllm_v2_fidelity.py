@@ -294,7 +294,8 @@ def scenarios(draw: st.DrawFn, async_scheduling: bool = False, spec: bool = Fals
         "max_num_batched_tokens": budget,
         "cudagraph_capture_sizes": sizes,
         # tight pools: just enough for the longest request, so preemption is common
-        "num_kv_blocks": need + 1 + draw(st.integers(0, 6)),
+        # vLLM refuses a pool that cannot hold one max_model_len sequence
+        "num_kv_blocks": max(need, -(-M // bs)) + 1 + draw(st.integers(0, 6)),
         "long_prefill_token_threshold": draw(st.sampled_from([0, 0, 2, 5])),
         "enable_chunked_prefill": chunked,
         "enable_prefix_caching": prefix,

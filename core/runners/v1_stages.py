@@ -1,0 +1,415 @@
+"""The stages of the V1 runner's `prepare_inputs` (gpu_model_runner.py `_prepare_inputs`), one
+method each: what it reads and writes, its formula and why (`@stage`), computed with vectorised
+numpy on views of the runner's persistent CPU buffers. `ModelRunner` (v1.py) holds the buffers and
+the persistent batch; this mixin only declares what it reads of them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from pagedviz.core.config import EngineConfig
+from pagedviz.core.input_batch import InputBatch
+from pagedviz.core.runners.mrope import MRope
+from pagedviz.core.runners.stages import stage
+from pagedviz.core.spec_decode import calc_spec_decode_metadata
+
+# below this many tokens input_ids is gathered with numpy's take (torch's index_select has a
+# larger fixed cost; it wins on big batches): benchmarks/prepare_inputs.py measures both sides
+SMALL_GATHER = 2048
+
+
+class V1Stages:
+    """The stage methods of V1's prepare_inputs; `ModelRunner` supplies the state below."""
+
+    config: EngineConfig
+    input_batch: InputBatch
+    v: dict[str, Any]
+    pad: dict[str, tuple[int, np.ndarray | None]]
+    mrope: dict[str, MRope]
+    block_size: int
+    block_shift: int | None
+    max_model_len: int
+    max_num_blocks_per_req: int
+    arange_np: np.ndarray
+    positions_np: np.ndarray
+    input_ids_np: np.ndarray
+    query_start_loc_np: np.ndarray
+    seq_lens_np: np.ndarray
+    slot_mapping_np: np.ndarray
+    token_ids_flat: torch.Tensor
+    token_ids_flat_np: np.ndarray
+    prev_req_id_to_index: dict[str, int]
+    prev_sampled_token_ids: torch.Tensor | None
+    pending_sampled: dict[str, int]
+
+    @property
+    def uses_mrope(self) -> bool:
+        return bool(self.mrope)
+
+    def _write_tokens(self, sampled: dict[str, int]) -> None:
+        ib = self.input_batch
+        sampled = {r: t for r, t in sampled.items() if r in ib.req_id_to_index}
+        if not sampled:
+            return
+        rows = np.array([ib.req_id_to_index[r] for r in sampled], dtype=np.int64)
+        ib.token_ids_cpu[rows, ib.num_tokens[rows]] = np.fromiter(sampled.values(), dtype=np.int32)
+        ib.num_tokens[rows] += 1
+
+    @stage(
+        "req_indices",
+        "num_scheduled_tokens",
+        "req_indices",
+        "req_indices = repeat(arange(num_reqs), num_scheduled_tokens)",
+        "Which batch row each scheduled token belongs to: row i repeated num_scheduled_tokens[i] "
+        "times (np.repeat in GPUModelRunner._prepare_inputs).",
+    )
+    def _req_indices(self) -> None:
+        v = self.v
+        v["req_indices"] = self.arange_np[: v["num_reqs"]].repeat(v["num_scheduled_tokens"])
+
+    @stage(
+        "cu_num_tokens",
+        "num_scheduled_tokens",
+        "cu_num_tokens arange",
+        "cu_num_tokens = cumsum(num_scheduled_tokens); "
+        "arange = arange(T) - repeat(cu_num_tokens - num_scheduled_tokens, num_scheduled_tokens)",
+        "_get_cumsum_and_arange: the running total of scheduled tokens and an arange that restarts "
+        "at 0 for every request (vLLM keeps it in query_pos), without a Python loop.",
+    )
+    def _cu_num_tokens(self) -> None:
+        v = self.v
+        n = v["num_scheduled_tokens"]
+        cu = np.add.accumulate(n, dtype=np.int64)  # = n.cumsum(dtype=np.int64), in half the time
+        v["T"] = int(cu[-1]) if len(cu) else 0
+        v["cu_num_tokens"] = cu
+        offsets = (cu - n).repeat(n)
+        v["arange"] = np.subtract(self.arange_np[: v["T"]], offsets, out=offsets)
+
+    @stage(
+        "positions",
+        "num_computed_tokens_cpu req_indices arange",
+        "positions",
+        "positions = num_computed_tokens_cpu[req_indices] + arange",
+        "Each token's position in its own sequence: what the request had computed before this step "
+        "plus its offset in this step. RoPE rotates by it. vLLM 0.33 computes the same sum on the "
+        "device from its device copy of num_computed_tokens.",
+        views="positions",
+    )
+    def _positions(self) -> None:
+        v = self.v
+        out = self.positions_np[: v["T"]]
+        np.add(self.input_batch.num_computed_tokens_cpu[v["req_indices"]], v["arange"], out=out)
+        v["positions"] = out
+
+    @stage(
+        "mrope_positions",
+        "positions num_computed_tokens_cpu num_scheduled_tokens",
+        "mrope_positions",
+        "prompt part: mrope_positions[:, j] = req.mrope_positions[:, num_computed + j] (from "
+        "get_mrope_input_positions); completion part: arange(num_computed + delta, ...) on all 3 rows",
+        "M-RoPE (Qwen2-VL): three position rows (t, h, w) per token. Text tokens count up equally on "
+        "all three; an image's t x h x w placeholder tokens take their grid coordinates from the "
+        "position the image starts at; the text after the image continues at max + 1, so the image "
+        "uses max(t, h, w) positions instead of t*h*w (mrope_position_delta = max + 1 - num_prompt "
+        "is negative). _calc_mrope_positions copies the prompt's precomputed columns and computes "
+        "the decoded tokens' columns as position + delta. The tiny model still rotates by the 1-D "
+        "positions.",
+        when=lambda r: r.uses_mrope,
+    )
+    def _mrope_positions(self) -> None:
+        v = self.v
+        ib = self.input_batch
+        out = np.empty((3, v["T"]), dtype=np.int64)
+        ptr = 0
+        for row, req_id in enumerate(ib.req_ids):  # one slice per request, as vLLM does
+            m = self.mrope[req_id]
+            computed = int(ib.num_computed_tokens_cpu[row])
+            n = int(v["num_scheduled_tokens"][row])
+            num_prompt = m.positions.shape[1]
+            prompt_part = max(0, min(n, num_prompt - computed))
+            out[:, ptr : ptr + prompt_part] = m.positions[:, computed : computed + prompt_part]
+            start = computed + prompt_part
+            out[:, ptr + prompt_part : ptr + n] = np.arange(start, computed + n) + m.delta
+            ptr += n
+        v["mrope_positions"] = out
+
+    @stage(
+        "token_indices",
+        "positions req_indices",
+        "token_indices",
+        "token_indices = positions + req_indices * M",
+        "Where each token sits in the flattened token table token_ids_cpu [max_num_reqs, M]: its row "
+        "times the row length M = max_model_len (token_ids_cpu.shape[1]) plus its position.",
+    )
+    def _token_indices(self) -> None:
+        v = self.v
+        token_indices = v["req_indices"] * self.max_model_len
+        token_indices += v["positions"]
+        v["token_indices"] = token_indices
+
+    @stage(
+        "input_ids",
+        "token_ids_cpu token_indices",
+        "input_ids",
+        "input_ids = token_ids_cpu.flatten()[token_indices]",
+        "The model's input ids, gathered from the token table with token_indices in one "
+        "torch.index_select (faster than np.take for large tables).",
+        views="input_ids",
+    )
+    def _input_ids(self) -> None:
+        v = self.v
+        T = v["T"]
+        out = self.input_ids_np[:T]  # a numpy slice wraps as a tensor faster than torch slices
+        if T < SMALL_GATHER:  # a small batch: numpy's take, whose fixed cost is a third of torch's
+            self.token_ids_flat_np.take(v["token_indices"], out=out)
+        else:
+            torch.index_select(
+                self.token_ids_flat, 0, torch.from_numpy(v["token_indices"]), out=torch.from_numpy(out)
+            )
+        v["input_ids"] = out
+
+    @stage(
+        "token_indices_whatif",
+        "positions req_indices token_ids_cpu token_indices",
+        "token_indices_whatif input_ids_whatif whatif_wrong",
+        "WHAT IF (wrong): token_indices_whatif = positions + req_indices * K * block_size, "
+        "K = ceil(M / block_size); whatif_wrong = token_indices_whatif != token_indices",
+        "Counterfactual, not what vLLM does: why token_indices multiplies by max_model_len. The "
+        "token table's rows are M = max_model_len long; block rows hold K = ceil(M / block_size) "
+        "blocks, i.e. K * block_size >= M slots. When M % block_size != 0 the two differ, so "
+        "striding by K * block_size lands every request past row 0 in the wrong cell (the next "
+        "row's tokens, or past the table: -1) and input_ids_whatif reads wrong ids.",
+        when=lambda r: r.max_model_len % r.block_size != 0,
+    )
+    def _token_indices_whatif(self) -> None:
+        v = self.v
+        table = self.input_batch.token_ids_cpu.ravel()
+        whatif = v["positions"] + v["req_indices"] * (self.max_num_blocks_per_req * self.block_size)
+        inside = whatif < table.size
+        v["token_indices_whatif"] = whatif
+        v["input_ids_whatif"] = np.where(inside, table[np.where(inside, whatif, 0)], -1).astype(np.int32)
+        v["whatif_wrong"] = whatif != v["token_indices"]
+
+    @stage(
+        "block_table_indices",
+        "req_indices positions",
+        "block_table_indices",
+        "block_table_indices = req_indices * K + positions // block_size",
+        "Which cell of the flattened block table [max_num_reqs, K] holds each token's block. This is "
+        "the CPU path of vLLM up to 0.10; vLLM 0.33 does this and the next two stages on the device "
+        "in one Triton kernel (BlockTable.compute_slot_mapping) from query_start_loc, positions and "
+        "the device block table. pagedviz does both and checks they agree.",
+    )
+    def _block_table_indices(self) -> None:
+        v = self.v
+        positions = v["positions"]
+        # a power-of-two block size divides by a shift (positions are never negative)
+        shift = self.block_shift
+        indices = positions // self.block_size if shift is None else positions >> shift
+        indices += v["req_indices"] * self.max_num_blocks_per_req
+        v["block_table_indices"] = indices
+
+    @stage(
+        "block_numbers",
+        "block_table block_table_indices",
+        "block_numbers",
+        "block_numbers = block_table.flatten()[block_table_indices]",
+        "Each token's physical KV block, read from its request's block-table row.",
+    )
+    def _block_numbers(self) -> None:
+        v = self.v
+        v["block_numbers"] = self.input_batch.block_table.block_table_np.ravel()[v["block_table_indices"]]
+
+    @stage(
+        "block_offsets",
+        "positions",
+        "block_offsets",
+        "block_offsets = positions % block_size",
+        "Each token's slot inside its block.",
+    )
+    def _block_offsets(self) -> None:
+        v = self.v
+        if self.block_shift is None:
+            v["block_offsets"] = v["positions"] % self.block_size
+        else:
+            v["block_offsets"] = v["positions"] & (self.block_size - 1)
+
+    @stage(
+        "slot_mapping",
+        "block_numbers block_offsets",
+        "slot_mapping",
+        "slot_mapping = block_numbers * block_size + block_offsets; "
+        "slot_mapping[T:num_input_tokens] = -1 (PAD_SLOT_ID)",
+        "The global KV-cache slot where each token's K and V are written. With CUDA graphs the "
+        "token count T is padded to the next capture size, num_input_tokens: the padded tokens run "
+        "through the graph's layers, but their slot is -1, which the cache-write kernel "
+        "(reshape_and_cache_flash) skips, so they write nothing. Attention reads the first T "
+        "entries only (`valid` in the trace).",
+        views="slot_mapping",
+    )
+    def _slot_mapping(self) -> None:
+        v = self.v
+        T = v["T"]
+        out = self.slot_mapping_np[:T]
+        np.multiply(v["block_numbers"], self.block_size, out=out, dtype=np.int64)
+        np.add(out, v["block_offsets"], out=out)
+        # with CUDA graphs the batch is padded to a capture size; padded slots are -1 (written nowhere)
+        P = v["num_input_tokens"] = self.config.pad_for_cudagraph(T) if T else 0
+        if P > T:
+            self.slot_mapping_np[T:P] = -1
+            self.pad["slot_mapping"] = (T, None)
+        v["slot_mapping"] = self.slot_mapping_np[:P]
+
+    @stage(
+        "query_start_loc",
+        "cu_num_tokens",
+        "query_start_loc",
+        "query_start_loc = [0, *cu_num_tokens]; query_start_loc[num_reqs + 1:] = cu_num_tokens[-1]",
+        "Where each request's tokens start in the flat batch, plus the end: num_reqs + 1 entries, "
+        "which FlashAttention's varlen kernel reads as cu_seqlens_q. The persistent buffer has "
+        "max_num_reqs + 1 entries; past num_reqs it repeats the last value so it stays "
+        "non-decreasing, as FlashAttention requires: a kernel launched over more (padded) requests "
+        "sees empty queries there (`buffer` in the trace).",
+        views="query_start_loc",
+    )
+    def _query_start_loc(self) -> None:
+        v = self.v
+        n = v["num_reqs"]
+        self.query_start_loc_np[0] = 0
+        self.query_start_loc_np[1 : n + 1] = v["cu_num_tokens"]
+        self.query_start_loc_np[n + 1 :] = v["T"]
+        v["query_start_loc"] = self.query_start_loc_np[: n + 1]
+        if n:
+            self.pad["query_start_loc"] = (n + 1, self.query_start_loc_np)
+
+    @stage(
+        "seq_lens",
+        "num_computed_tokens_cpu num_scheduled_tokens",
+        "seq_lens",
+        "seq_lens[:num_reqs] = num_computed_tokens_cpu + num_scheduled_tokens; seq_lens[num_reqs:] = 0",
+        "Each request's length after this step, computed + scheduled tokens: attention reads this "
+        "many keys through the request's block-table row (FlashAttention's seqused_k). Past "
+        "num_reqs the buffer is 0, so a padded request attends to nothing.",
+        views="seq_lens",
+    )
+    def _seq_lens(self) -> None:
+        v = self.v
+        n = v["num_reqs"]
+        np.add(
+            self.input_batch.num_computed_tokens_cpu[:n], v["num_scheduled_tokens"], out=self.seq_lens_np[:n]
+        )
+        self.seq_lens_np[n:] = 0
+        v["seq_lens"] = self.seq_lens_np[:n]
+        if n:
+            self.pad["seq_lens"] = (n, self.seq_lens_np)
+
+    @stage(
+        "prepare_input_ids",
+        "input_ids prev_sampled_token_ids prev_positions cu_num_tokens",
+        "prev_sampled_token_ids prev_positions sample_flattened_indices prev_common_req_indices "
+        "input_ids_device input_ids_copy",
+        "prev_positions[i] = prev_req_id_to_index.get(req_ids[i], -1); for rows with "
+        "prev_positions >= 0: sample_flattened_indices = cu_num_tokens - 1; one copy "
+        "input_ids[:n] = prev_sampled_token_ids[:n, 0] if sample_flattened_indices == prev_positions "
+        "== arange(n), else input_ids.scatter_(0, sample_flattened_indices, "
+        "prev_sampled_token_ids[prev_common_req_indices, 0])",
+        "Async scheduling: the scheduler planned this step before the last step's sampled tokens "
+        "reached the CPU, so a decode request's input token is only a placeholder in token_ids_cpu "
+        "(0 here) and in the CPU input_ids. _prepare_input_ids copies input_ids to the device, then "
+        "fills each such token on the device from prev_sampled_token_ids (last step's rows): when "
+        "the batch kept its order the requests are rows 0..n-1 in both steps and one slice copy "
+        "does it; otherwise a scatter by (sample_flattened_indices, prev_common_req_indices).",
+        when=lambda r: r.config.async_scheduling,
+        views="prev_sampled_token_ids",
+    )
+    def _prepare_input_ids(self) -> None:
+        v = self.v
+        ib = self.input_batch
+        prev = self.prev_req_id_to_index
+        prev_positions = np.array([prev.get(r, -1) for r in ib.req_ids], dtype=np.int64)
+        common = np.flatnonzero(prev_positions >= 0)
+        flat = v["cu_num_tokens"][common] - 1
+        prev_idx = prev_positions[common]
+        if not len(common):
+            mode = "cpu"  # nothing in common with the last step: the CPU ids are all real
+        elif (flat == prev_idx).all() and (len(flat) == 0 or flat.max() == len(common) - 1):
+            mode = "one_copy"
+        else:
+            mode = "scatter"
+        v["prev_positions"] = prev_positions
+        v["sample_flattened_indices"] = flat
+        v["prev_common_req_indices"] = prev_idx
+        v["scalars"]["input_ids_copy"] = mode
+        if self.prev_sampled_token_ids is not None:
+            v["prev_sampled_token_ids"] = self.prev_sampled_token_ids[:, 0].cpu().numpy()
+        # the CPU catches up with last step's tokens after the gather (vLLM: in _update_states)
+        self._write_tokens(self.pending_sampled)
+        self.pending_sampled = {}
+
+    @stage(
+        "logits_indices",
+        "seq_lens num_tokens query_start_loc",
+        "discard_request_mask logits_indices",
+        "discard_request_mask = seq_lens < num_tokens; logits_indices = query_start_loc[1:] - 1",
+        "The hidden state of each request's last scheduled token goes to the LM head. A request in "
+        "the middle of a chunked prefill (seq_lens < num_tokens) is sampled too, for simplicity, "
+        "and its token discarded (discard_request_mask).",
+        views="num_tokens",
+    )
+    def _logits_indices(self) -> None:
+        v = self.v
+        n = v["num_reqs"]
+        v["num_tokens"] = self.input_batch.num_tokens[:n]
+        v["discard_request_mask"] = v["seq_lens"] < v["num_tokens"]
+        v["logits_indices"] = np.subtract(v["query_start_loc"][1:], 1, dtype=np.int64)
+
+    @stage(
+        "spec_decode_metadata",
+        "num_draft_tokens cu_num_tokens input_ids",
+        "num_draft_tokens cu_num_draft_tokens num_sampled_tokens cu_num_sampled_tokens logits_indices "
+        "target_logits_indices bonus_logits_indices draft_token_ids",
+        "num_sampled_tokens = num_draft_tokens + 1; logits_indices = repeat(cu_num_tokens - "
+        "num_sampled_tokens, num_sampled_tokens) + arange; bonus_logits_indices = "
+        "cu_num_sampled_tokens - 1; target_logits_indices = repeat(cu_num_sampled_tokens - "
+        "num_sampled_tokens, num_draft_tokens) + arange; draft_token_ids = "
+        "input_ids[logits_indices][target_logits_indices + 1]",
+        "_calc_spec_decode_metadata: a request with k drafts scheduled k + 1 tokens (its last known "
+        "token, then the drafts) and needs the logits of all k + 1: the first k verify the drafts "
+        "(target_logits_indices, rows of the logits), the last gives the bonus token if every draft "
+        "is accepted (bonus_logits_indices). A request without drafts reads one row, as before.",
+        when=lambda r: r.config.num_speculative_tokens > 0,
+    )
+    def _spec_decode_metadata(self) -> None:
+        v = self.v
+        if not v["num_reqs"]:
+            return
+        meta = calc_spec_decode_metadata(v["num_draft_tokens"], v["cu_num_tokens"])
+        v.update(meta)
+        v["draft_token_ids"] = v["input_ids"][meta["logits_indices"]][meta["target_logits_indices"] + 1]
+
+    @stage(
+        "attn_metadata",
+        "num_scheduled_tokens seq_lens slot_mapping",
+        "num_reqs total_num_scheduled_tokens num_input_tokens max_query_len max_seq_len",
+        "num_input_tokens = pad_for_cudagraph(T); max_query_len = max(num_scheduled_tokens); "
+        "max_seq_len = max(seq_lens); num_reqs is not padded",
+        "Scalars the attention backend is built with: num_reqs, the real request count (with "
+        "piecewise CUDA graphs attention runs outside the graph, so request counts are not padded; "
+        "vLLM pads them only for FULL graphs of uniform decode batches, which pagedviz does not "
+        "model), total_num_scheduled_tokens (num_actual_tokens), num_input_tokens (the token count "
+        "padded to a capture size), the longest query and the longest sequence.",
+    )
+    def _attn_metadata(self) -> None:
+        v = self.v
+        n = v["num_reqs"]
+        scalars = v["scalars"]
+        scalars["num_reqs"] = n
+        scalars["total_num_scheduled_tokens"] = v["T"]
+        scalars["num_input_tokens"] = v["num_input_tokens"]
+        # a[a.argmax()] is a.max() without the ufunc reduction's fixed cost (a third of it)
+        q, s = v["num_scheduled_tokens"], v["seq_lens"]
+        scalars["max_query_len"] = int(q[q.argmax()]) if n else 0
+        scalars["max_seq_len"] = int(s[s.argmax()]) if n else 0
