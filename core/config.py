@@ -54,6 +54,7 @@ def __getattr__(name: str) -> Any:
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
+
 __all__ = [
     "BOS_ID",
     "DENSE_CHECK_MAX_TOKENS",

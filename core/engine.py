@@ -18,7 +18,9 @@ from pagedviz.core.config import DENSE_CHECK_MAX_TOKENS, Scenario
 from pagedviz.core.device import StageTimer, resolve_device
 from pagedviz.core.engine_core import BatchQueueLoop, QueuedBatch
 from pagedviz.core.model import ForwardInputs, TinyTransformer
+from pagedviz.core.ngram_v2 import gather_draft_sampled, greedy_verify
 from pagedviz.core.registry import register_flavor
+from pagedviz.core.request import Status
 from pagedviz.core.runners.mrope import MRope, mrope_prompt_positions
 from pagedviz.core.runners.v1 import ModelRunner
 from pagedviz.core.runners.v2 import ModelRunnerV2
@@ -26,6 +28,22 @@ from pagedviz.core.sampler import synthetic_tokens
 from pagedviz.core.scheduler import Scheduler, SchedulerOutput
 from pagedviz.core.spec_decode import greedy_accept, ngram_propose
 from pagedviz.core.trace import Stage, StepTrace
+
+V2_REJECTION_STAGE = Stage(
+    "rejection_sampler",
+    ["logits_indices", "input_ids", "expanded_local_pos", "cu_num_logits"],
+    ["target_token_ids", "draft_sampled", "num_sampled", "num_rejected"],
+    "draft_sampled = input_ids[logits_indices] (-1 for a draft slot that starts in the prompt); "
+    "row i accepts its draft at local position j + 1 while it equals argmax(logits) at local "
+    "position j; num_sampled = accepted + 1; num_rejected = num_logits - num_sampled (both 0 for a "
+    "partial prefill)",
+    "Model Runner V2's rejection sampler with greedy targets (spec_decode/rejection_sampler.py, "
+    "get_num_sampled_and_rejected in input_batch.py): the target model's own choice at each row "
+    "decides. Every row outputs its accepted drafts plus one token: the target's where the first "
+    "draft was wrong, or the bonus token when all were right. post_update then advances the slot's "
+    "num_computed_tokens by the row's tokens less the rejected ones, and the scheduler rolls its "
+    "own count back by as many; the rejected drafts' KV slots are overwritten by later tokens.",
+)
 
 
 class RunTooLongError(RuntimeError):
@@ -103,6 +121,10 @@ class Engine:
         return self.scenario.config.async_scheduling and getattr(self.runner, "runner", "v1") == "v1"
 
     @property
+    def v2(self) -> bool:
+        return getattr(self.runner, "runner", "v1") == "v2"
+
+    @property
     def done(self) -> bool:
         if self.engine_core is not None:
             return self.engine_core.done
@@ -151,7 +173,10 @@ class Engine:
                 ids = self.runner.input_ids[: v["T"]].cpu().numpy()
                 trace.record("input_ids_device", "token", ids, "prepare_input_ids", side="device")
             tokens = self._forward_and_sample(v, trace, timer)
-            if self.scenario.config.num_speculative_tokens:
+            if self.scenario.config.num_speculative_tokens and self.v2:
+                generated = self._verify_v2(v, tokens, trace)
+                sampled = {rid: toks[-1] for rid, toks in generated.items()}
+            elif self.scenario.config.num_speculative_tokens:
                 generated = self._accept_drafts(v, tokens, trace)
                 sampled = {rid: toks[-1] for rid, toks in generated.items()}
             else:
@@ -175,6 +200,9 @@ class Engine:
             trace.engine_core = core.end_step(
                 self.step_no, QueuedBatch(self.step_no, out, sampled) if scheduled else None
             )
+        elif self.scenario.config.num_speculative_tokens and self.v2:
+            if out.scheduled:
+                self._update_with_drafts_v2(out, generated, trace)
         elif self.scenario.config.num_speculative_tokens:
             self._update_with_drafts(out, generated, trace)
         else:
@@ -283,6 +311,71 @@ class Engine:
             )
             if req.spec_token_ids:
                 proposed[rid] = list(req.spec_token_ids)
+        trace.forward["generated_token_ids"] = {rid: list(map(int, t)) for rid, t in generated.items()}
+        trace.forward["num_rejected_tokens"] = rejected
+        trace.forward["proposed_draft_token_ids"] = proposed
+
+    def _verify_v2(self, v: dict[str, Any], tokens: np.ndarray, trace: StepTrace) -> dict[str, list[int]]:
+        """Model Runner V2's rejection sampler with greedy targets (spec_decode/rejection_sampler.py)
+        and get_num_sampled_and_rejected: per row, num_sampled = accepted drafts + 1 (0 for a
+        partial prefill), num_rejected = num_logits - num_sampled (0 for a partial prefill)."""
+        r = self.runner
+        cu = v["cu_num_logits"]
+        draft_sampled = gather_draft_sampled(
+            v["input_ids"],
+            v["positions"],
+            v["logits_indices"],
+            v["expanded_local_pos"],
+            r.prefill_len[v["expanded_idx_mapping"]],
+        )
+        num_sampled = greedy_verify(tokens, draft_sampled, cu)
+        discard = v["discard_request_mask"]
+        num_sampled[discard] = 0
+        num_rejected = (np.diff(cu) - num_sampled).astype(np.int32)
+        num_rejected[discard] = 0
+        self.v2_result = (tokens, num_sampled, num_rejected)
+        starts = cu[:-1].tolist()
+        generated = {
+            rid: tokens[s : s + ns].tolist()
+            for rid, s, ns in zip(r.row_req_ids, starts, num_sampled.tolist())
+            if ns
+        }
+        if self.capture:
+            trace.stages.append(V2_REJECTION_STAGE)
+            trace.record("target_token_ids", "logits", tokens.astype(np.int32), "rejection_sampler")
+            trace.record("draft_sampled", "logits", draft_sampled, "rejection_sampler")
+            trace.record("num_sampled", "request", num_sampled, "rejection_sampler")
+            trace.record("num_rejected", "request", num_rejected, "rejection_sampler")
+        return generated
+
+    def _update_with_drafts_v2(
+        self, out: SchedulerOutput, generated: dict[str, list[int]], trace: StepTrace
+    ) -> None:
+        """After V2's step: post_update on the worker, the n-gram speculator's drafts into the
+        slots, update_from_output (the scheduler rolls back the rejected drafts), then
+        update_draft_token_ids: each request of the batch that is still running and not a prefill
+        chunk carries num_speculative_tokens drafts of -1 (their values stay on the worker)."""
+        r = self.runner
+        tokens, num_sampled, num_rejected = self.v2_result
+        rejected = {
+            rid: int(k)
+            for rid, k, d in zip(r.row_req_ids, num_rejected.tolist(), r.v["num_draft_tokens"].tolist())
+            if d and rid in generated
+        }
+        self.scheduler.update_from_spec_output(out, generated, rejected)
+        r.post_update_spec(tokens, num_sampled, num_rejected)
+        drafts = r.propose_drafts(num_sampled)
+        k = self.scenario.config.num_speculative_tokens
+        proposed: dict[str, list[int]] = {}
+        for rid, row in zip(r.row_req_ids, drafts.tolist()):
+            req = self.scheduler.requests.get(rid)
+            if req is None or req.status is Status.FINISHED:
+                continue
+            if req.is_prefill_chunk:
+                req.spec_token_ids = []
+                continue
+            req.spec_token_ids = [-1] * k
+            proposed[rid] = row
         trace.forward["generated_token_ids"] = {rid: list(map(int, t)) for rid, t in generated.items()}
         trace.forward["num_rejected_tokens"] = rejected
         trace.forward["proposed_draft_token_ids"] = proposed

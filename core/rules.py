@@ -196,9 +196,11 @@ class Rules:
 
     def runner_defaults(self, given: set[str], v: dict[str, Any]) -> None:
         """model_runner and async_scheduling as vLLM 0.33 picks them when the scenario leaves them
-        out: Model Runner V2 and async scheduling on the vllm flavour (async off with speculative
-        decoding, which pagedviz does not model together with it); v1 and sync elsewhere. A flavour
-        without a V2 refuses an explicit "v2"."""
+        out: Model Runner V2 and async scheduling on the vllm flavour; v1 and sync elsewhere. With
+        n-gram speculative decoding vLLM 0.33 still runs V2 (`_get_v2_model_runner_unsupported_features`
+        refuses only suffix / custom_class methods) and turns async scheduling on as well; pagedviz
+        keeps V2 but turns async off there, as it does not model async scheduling with drafts. A
+        flavour without a V2 refuses an explicit "v2"."""
         vllm = self.flavor == "vllm"
         self.runner_given = "model_runner" in given
         if "model_runner" not in given:
@@ -208,14 +210,6 @@ class Rules:
                 "config.model_runner",
                 f'the {self.flavor} flavour has no Model Runner V2 (it mirrors a V1-style runner): use "v1"',
             )
-        elif v["model_runner"] == "v2" and v["num_speculative_tokens"]:
-            self.err(
-                "config.model_runner",
-                'Model Runner V2 with speculative decoding is not modelled yet: use "v1" (the default '
-                "when num_speculative_tokens > 0)",
-            )
-        if "model_runner" not in given and v["num_speculative_tokens"]:
-            v["model_runner"] = "v1"
         if "async_scheduling" not in given:
             v["async_scheduling"] = vllm and not v["num_speculative_tokens"]
 

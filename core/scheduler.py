@@ -184,6 +184,23 @@ class Scheduler:
             spec_token_ids=self._take_spec(req, computed, n),
         )
 
+    def _pads_spec_decode(self, n: int, computed: int, prefill_scheduled: bool, running: bool) -> bool:
+        """vLLM pads a waiting request with one token to compute to 1 + num_speculative_tokens
+        (placeholder drafts of -1) when no running request scheduled this step is mid-prefill and
+        some running request was scheduled or the request has computed tokens, so the step keeps
+        a uniform decode shape (scheduler.py, the waiting loop). Modelled for Model Runner V2,
+        whose worker reads the placeholders' values from the slot's (zeroed) draft_tokens and
+        rejects them; the V1 runner does not model it."""
+        K = self.config.num_speculative_tokens
+        return (
+            bool(K)
+            and self.config.model_runner == "v2"
+            and n == 1
+            and not prefill_scheduled
+            and (running or computed > 0)
+            and computed + 1 + K + 1 <= self.config.max_model_len
+        )
+
     def _skip_running(self, req: Request) -> bool:
         """vLLM's max_tokens guard (async scheduling): a request whose steps in flight already
         produce its last output token, even if all their drafts are rejected, is not scheduled
@@ -227,6 +244,9 @@ class Scheduler:
             budget -= n
             i += 1
 
+        # a running request scheduled this step that was mid-prefill (vLLM's prefill_scheduled)
+        prefill_scheduled = any(self.requests[s.req_id].is_prefill_chunk for s in out.scheduled)
+        scheduled_running = bool(out.scheduled)
         skipped: list[Request] = []
         while not out.preempted_req_ids and self.waiting and budget > 0:
             if len(self.running) >= self.config.max_num_reqs:
@@ -242,6 +262,12 @@ class Scheduler:
             computed = len(hits) * self.config.block_size
             req.num_computed_tokens = computed
             n = req.num_tokens - computed
+            if self._pads_spec_decode(n, computed, prefill_scheduled, scheduled_running):
+                if 1 + self.config.num_speculative_tokens > budget:
+                    req.num_computed_tokens = 0
+                    break  # vLLM prefers not scheduling it to scheduling it unpadded
+                n = 1 + self.config.num_speculative_tokens
+                req.spec_token_ids = [-1] * self.config.num_speculative_tokens
             if cap > 0:
                 n = min(n, cap)
             if n > budget and not self.config.enable_chunked_prefill:
@@ -264,6 +290,7 @@ class Scheduler:
             )
             if added is None:
                 req.num_computed_tokens = 0
+                req.spec_token_ids = []
                 break
             self.waiting.popleft()
             kind = "resumed" if req.status is Status.PREEMPTED else "new"

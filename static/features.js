@@ -144,6 +144,7 @@ function specCard() {
   const nDraft = A("num_draft_tokens");
   if (!nDraft) return null;
   const tr = S.trace;
+  if (tr.batch.slots) return specCardV2(nDraft);  // Model Runner V2: drafts on the worker
   const ids = tr.batch.req_ids;
   const cuDraft = A("cu_num_draft_tokens"), nSampled = A("num_sampled_tokens"), cuSampled = A("cu_num_sampled_tokens");
   const logits = A("logits_indices"), target = new Set(A("target_logits_indices")), bonus = new Set(A("bonus_logits_indices"));
@@ -184,6 +185,46 @@ function specCard() {
   const lines = ["target_logits_indices", "bonus_logits_indices"].map((n) => el("p", { class: "value-line", dataset: { array: n } }, [el("code", { text: n }), ` = [${A(n).join(", ")}]`]));
   return featCard("spec", "f_spec", [reqTable, ...lines, strip, el("p", { class: "muted", text: L("spec_legend") }),
     ...stageBlock("spec_decode_metadata"), ...stageBlock("rejection_sampler")]);
+}
+
+// Model Runner V2's drafts: per request the drafts it verifies and what verification kept; per
+// logits row its slot (expanded_idx_mapping), place (expanded_local_pos), draft and target
+function specCardV2(nDraft) {
+  const tr = S.trace;
+  const ids = tr.batch.req_ids;
+  const cu = A("cu_num_logits"), nSampled = A("num_sampled") || [], nRej = A("num_rejected") || [];
+  const logits = A("logits_indices"), slotOf = A("expanded_idx_mapping") || [], local = A("expanded_local_pos") || [];
+  const drafts = A("draft_sampled") || [], argmax = A("target_token_ids") || [];
+  const generated = (tr.forward || {}).generated_token_ids || {};
+  const scheduled = tr.scheduler.scheduled_spec_decode_tokens || {};
+  const reqRows = ids.map((rid, r) => el("tr", { dataset: { r } }, [el("td", { text: rid }),
+    ...[nDraft[r], `[${(scheduled[rid] || []).join(", ")}]`, `${cu[r]}..${cu[r + 1] - 1}`, nSampled[r] ?? "", nRej[r] ?? "",
+        generated[rid] ? `[${generated[rid].join(", ")}]` : ""].map((v) => el("td", { text: String(v) }))]));
+  const heads = ["num_draft_tokens", `${L("drafts")} (scheduler)`, "cu_num_logits", "num_sampled", "num_rejected", `${L("generated")} (forward)`];
+  const reqTable = table("spec-requests", [el("thead", {}, el("tr", {}, [el("th", { text: L("req") }), ...heads.map((h) => el("th", {}, el("code", { text: h })))])), el("tbody", {}, reqRows)], "feat-table req-table");
+  const reqOf = [], verdict = [];
+  ids.forEach((rid, r) => {
+    for (let j = cu[r]; j < cu[r + 1]; j++) {
+      const k = j - cu[r];  // logits row k verifies the draft at k + 1; the last row is the bonus
+      reqOf[j] = rid;
+      if (!nSampled.length || nSampled[r] === 0) verdict[j] = "";
+      else if (k === 0) verdict[j] = "";
+      else verdict[j] = k < nSampled[r] ? "accepted" : k === nSampled[r] ? "rejected" : "not_checked";
+    }
+  });
+  const vcls = { accepted: "ok", rejected: "bad", not_checked: "bad dim", "": "" };
+  const L_ = logits.length;
+  const cols = pickCols(L_, verdict.flatMap((v, j) => (v === "rejected" ? [j] : [])));
+  const strip = table("spec-strip", [el("thead", {}, indexRow(L_, L("logits_row"), cols)), el("tbody", {}, [
+    arrayRow("logits_indices", logits, { cols }),
+    arrayRow(L("req"), reqOf, { cols, code: false }),
+    arrayRow("expanded_idx_mapping", slotOf, { cols }),
+    arrayRow("expanded_local_pos", local, { cols }),
+    arrayRow("draft_sampled", drafts, { cols }),
+    arrayRow("target_token_ids", argmax, { cols }),
+    arrayRow(L("verdict"), verdict.map((v) => (v ? L(v) : "")), { cols, cls: (j) => vcls[verdict[j]], code: false }),
+  ])], "feat-table spec-strip");
+  return featCard("spec", "f_spec", [reqTable, strip, ...stageBlock("num_logits"), ...stageBlock("rejection_sampler")]);
 }
 
 // ------------------------------------------------------------------ 4. async scheduling

@@ -228,6 +228,33 @@ def test_a_v1_run_has_no_slot_panel_and_names_the_v1_runner(page: Any) -> None:
     assert "b: row 1 → 0" in page.locator("#changes").inner_text()
 
 
+def test_the_v2_spec_card_shows_each_logits_rows_slot_draft_and_verdict(page: Any, base_url: str) -> None:
+    """demo-v2-spec-decode: the speculative-decoding card reads V2's own arrays (no V1 ones):
+    expanded_idx_mapping / expanded_local_pos / draft_sampled per logits row, as traced."""
+    t = list(make_engine(load_preset("demo-v2-spec-decode")).run())[2]
+    page.goto(f"{base_url}/run?preset=demo-v2-spec-decode&step=3&stage=rejection_sampler")
+    page.wait_for_selector("body[data-ready='1']", timeout=30_000)
+    assert page.locator("#error").is_hidden()
+    strip = page.locator("#spec-strip")
+    local = [int(x) for x in t.arrays["expanded_local_pos"].data]
+    slot_of = [int(x) for x in t.arrays["expanded_idx_mapping"].data]
+    rows = t.arrays["idx_mapping"].data.tolist()
+    ns = [int(x) for x in t.arrays["num_sampled"].data]
+    for name in ("expanded_idx_mapping", "expanded_local_pos", "draft_sampled"):
+        cells = strip.locator(f"tr[data-array='{name}'] td[data-i]")
+        assert cells.count() > 0, name
+        for k in range(cells.count()):
+            c = cells.nth(k)
+            assert c.inner_text() == str(t.arrays[name].data[int(c.get_attribute("data-i"))]), name
+    # a draft is accepted while its place is below the row's num_sampled
+    verdict = strip.locator("tr:last-child td[data-i]")
+    for k in range(verdict.count()):
+        j = int(verdict.nth(k).get_attribute("data-i"))
+        n = ns[rows.index(slot_of[j])]
+        accepted = 0 < local[j] < n
+        assert ("ok" in (verdict.nth(k).get_attribute("class") or "")) == accepted, j
+
+
 def test_idle_v2_steps_show_every_slot_free_and_a_finished_requests_slot_goes_back_free(page: Any) -> None:
     import httpx
 

@@ -14,11 +14,12 @@ from pagedviz.core import Scenario, make_engine
 
 @st.composite
 def scenarios(
-    draw: st.DrawFn, flavor: str = "vllm", with_model: bool = False, runner: str = "v1"
+    draw: st.DrawFn, flavor: str = "vllm", with_model: bool = False, runner: str = "v1", spec: bool = False
 ) -> Scenario:
     bs = draw(st.integers(2 if flavor == "nanovllm" else 1, 4))
     M = draw(st.integers(6, 24))
-    prefix = draw(st.booleans()) if flavor == "vllm" else False
+    # speculative decoding is not modelled with prefix caching
+    prefix = draw(st.booleans()) if flavor == "vllm" and not spec else False
     chunked = draw(st.booleans()) if flavor != "nanovllm" else False
     n = draw(st.integers(1, 6))
     shared = draw(st.lists(st.integers(3, 20), min_size=0, max_size=M // 2))
@@ -61,6 +62,13 @@ def scenarios(
         "model_runner": runner,
         "async_scheduling": False,
     }
+    if spec:
+        lo = draw(st.integers(1, 3))
+        cfg.update(
+            num_speculative_tokens=draw(st.integers(1, 4)),
+            prompt_lookup_min=lo,
+            prompt_lookup_max=draw(st.integers(lo, 4)),
+        )
     return Scenario.from_dict(
         {
             "name": "prop",
@@ -165,13 +173,46 @@ def check_v2_step(scenario: Scenario, requests: dict[str, Any], t: Any) -> None:
         assert (a["input_block_tables"][i, :k] == a["block_tables"][slots_of[rid], :k]).all()
 
 
+def check_v2_spec_step(scenario: Scenario, requests: dict[str, Any], t: Any) -> None:
+    """V2 with drafts: verify rows first, then decodes, then chunks by length; each row's logits
+    are its last num_draft_tokens + 1 tokens; a known token's input id is the request's own, a
+    draft's is its slot's draft_tokens entry."""
+    cfg = scenario.config
+    a = t.arrays
+    T = t.scalars["total_num_scheduled_tokens"]
+    req_ids, slots_of = t.batch["req_ids"], t.batch["slots"]
+    n, d = a["num_scheduled_tokens"], a["num_draft_tokens"]
+    keys = list(zip((d == 0).tolist(), (n != 1 + cfg.num_speculative_tokens).tolist(), n.tolist()))
+    assert keys == sorted(keys)
+    assert d.tolist() == [len(t.scheduler["scheduled_spec_decode_tokens"].get(r, [])) for r in req_ids]
+    cu = a["cu_num_logits"]
+    assert (np.diff(cu) == d + 1).all()
+    qsl = a["query_start_loc"]
+    ends = np.repeat(qsl[1:], d + 1)
+    assert (a["logits_indices"] == ends - np.repeat(d + 1, d + 1) + a["expanded_local_pos"]).all()
+    assert (a["expanded_idx_mapping"] == np.repeat(a["idx_mapping"], d + 1)).all()
+    sm = a["slot_mapping"]
+    assert len(set(sm[:T].tolist())) == T and (a["positions"] < cfg.max_model_len).all()
+    drafts = np.asarray(a["draft_tokens"])
+    for i, rid in enumerate(req_ids):
+        row = a["input_ids"][qsl[i] : qsl[i + 1]]
+        pos = a["positions"][qsl[i] : qsl[i + 1]]
+        known = len(row) - int(d[i])
+        assert (row[:known] == requests[rid].token_ids[pos[:known]]).all()
+        assert (row[known:] == drafts[slots_of[rid], : int(d[i])]).all()
+        # a row's tokens never pass the request's max_tokens by more than its drafts
+        assert pos[-1] < cfg.max_model_len
+
+
 def run_checked(scenario: Scenario) -> None:
     engine = make_engine(scenario)
     prev: dict[str, int] = {}
     while not engine.done:
         t = engine.step()
         assert engine.step_no <= scenario.max_steps
-        if not t.idle and scenario.config.model_runner == "v2":
+        if not t.idle and scenario.config.model_runner == "v2" and scenario.config.num_speculative_tokens:
+            check_v2_spec_step(scenario, engine.scheduler.requests, t)
+        elif not t.idle and scenario.config.model_runner == "v2":
             check_v2_step(scenario, engine.scheduler.requests, t)
         elif not t.idle:
             check_vllm_step(scenario, engine.scheduler.requests, t, prev)
@@ -195,6 +236,32 @@ def test_vllm_invariants_hold_at_every_step(scenario: Scenario) -> None:
 @given(scenarios(runner="v2"))
 def test_v2_slots_sort_and_gather_hold_at_every_step(scenario: Scenario) -> None:
     run_checked(scenario)
+
+
+@SETTINGS
+@given(scenarios(runner="v2", spec=True))
+def test_v2_with_drafts_verify_rows_lead_and_read_their_slots_drafts(scenario: Scenario) -> None:
+    run_checked(scenario)
+
+
+def outputs(scenario: Scenario) -> dict[str, list[int]]:
+    """Each request's output tokens, in order (drafts accepted or not)."""
+    engine = make_engine(scenario)
+    for _ in engine.run():
+        pass
+    return {
+        rid: r.token_ids[r.num_prompt_tokens : r.num_tokens].tolist()
+        for rid, r in engine.scheduler.requests.items()
+    }
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios(runner="v2", spec=True))
+def test_greedy_drafts_on_v2_never_change_what_is_generated(scenario: Scenario) -> None:
+    plain = Scenario.from_dict(
+        {**scenario.to_dict(), "config": {**scenario.to_dict()["config"], "num_speculative_tokens": 0}}
+    )
+    assert outputs(scenario) == outputs(plain)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -254,7 +321,11 @@ def test_nanovllm_steps_never_mix_and_slots_stay_in_owned_blocks(scenario: Scena
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.sampled_from(["v1", "v2"]).flatmap(lambda r: scenarios(with_model=True, runner=r)))
+@given(
+    st.sampled_from([("v1", False), ("v2", False), ("v2", True)]).flatmap(
+        lambda r: scenarios(with_model=True, runner=r[0], spec=r[1])
+    )
+)
 def test_paged_attention_matches_dense_at_every_step(scenario: Scenario) -> None:
     for t in make_engine(scenario).run():
         if not t.idle:

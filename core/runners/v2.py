@@ -10,6 +10,9 @@ decode's id from `last_sampled_tokens`, positions from the runner's own `num_com
 which `post_update` advances after each forward. The attention kernel reads a block table gathered
 per step through `idx_mapping`; `slot_mapping` reads the persistent per-slot table.
 
+Speculative decoding's stages and state updates (drafts kept per slot on the worker) are in
+core/runners/v2_spec.py, mixed in.
+
 pagedviz computes the kernels' semantics with vectorised numpy on the CPU (the trace), then builds
 the per-token inputs again on the device from the device's copy of the per-slot state, as the
 kernels do, and checks that both agree. No Triton is needed.
@@ -25,6 +28,7 @@ import torch
 from pagedviz.core.config import EngineConfig
 from pagedviz.core.device import StageTimer
 from pagedviz.core.runners.stages import LEVELS, StagedRunner, stage
+from pagedviz.core.runners.v2_spec import V2SpecDecode
 from pagedviz.core.scheduler import SchedulerOutput
 from pagedviz.core.trace import PlanItem, Stage, StepTrace
 
@@ -36,6 +40,12 @@ V2_LEVELS: dict[str, str] = {
     **LEVELS,
     "idx_mapping": "request",
     "cu_num_logits": "request",
+    "expanded_idx_mapping": "logits",
+    "expanded_local_pos": "logits",
+    "draft_tokens": "system",
+    "draft_sampled": "logits",
+    "num_sampled": "request",
+    "num_rejected": "request",
     "input_block_tables": "system",
     "block_tables": "system",
     "all_token_ids": "system",
@@ -69,7 +79,7 @@ def _v2_stage_url(path: str) -> str:
     return V2_SOURCE + path
 
 
-class ModelRunnerV2(StagedRunner):
+class ModelRunnerV2(V2SpecDecode, StagedRunner):
     """Model Runner V2's state slots, block tables and prepare_inputs (model_runner.py:1388-1593)."""
 
     flavor = "vllm"
@@ -78,6 +88,7 @@ class ModelRunnerV2(StagedRunner):
     STAGES: tuple[str, ...] = (
         "_idx_mapping",
         "_cudagraph_dispatch",
+        "_num_logits",
         "_query_start_loc",
         "_seq_lens",
         "_positions",
@@ -114,6 +125,9 @@ class ModelRunnerV2(StagedRunner):
         self.num_computed_tokens = np.zeros(M, dtype=np.int32)
         self.num_computed_tokens_np = np.zeros(M, dtype=np.int32)
         self.last_sampled_tokens = np.zeros(M, dtype=np.int64)
+        # the drafts each slot's next step verifies (states.py draft_tokens), written by the speculator
+        self.num_spec = config.num_speculative_tokens
+        self.draft_tokens = np.zeros((M, self.num_spec), dtype=np.int64)
         # BlockTables (block_table.py): per slot, plus the per-step gathered copy
         self.block_tables = np.zeros((M, K), dtype=np.int32)
         self.num_blocks = np.zeros(M, dtype=np.int32)
@@ -132,6 +146,7 @@ class ModelRunnerV2(StagedRunner):
         self.all_token_ids_dev = torch.zeros((M, config.max_model_len), dtype=torch.int32, device=dev)
         self.num_computed_dev = torch.zeros(M, dtype=torch.int64, device=dev)
         self.last_sampled_dev = torch.zeros(M, dtype=torch.int64, device=dev)
+        self.draft_tokens_dev = torch.zeros((M, self.num_spec), dtype=torch.int64, device=dev)
         self.prefill_len_dev = torch.zeros(M, dtype=torch.int64, device=dev)
         self.block_tables_dev = torch.zeros((M, K), dtype=torch.int32, device=dev)
         self.input_ids = torch.zeros(T_pad, dtype=torch.int32, device=dev)
@@ -157,6 +172,10 @@ class ModelRunnerV2(StagedRunner):
             ("all_token_ids", "system", "finish_and_add", "cpu", None),
             ("block_tables", "system", "finish_and_add", "cpu", None),
         ]
+        if self.num_spec:
+            self.state_plan.append(
+                ("draft_tokens", "system", "combine_sampled_and_draft_tokens", "device", None)
+            )
 
     uses_mrope = False
     # what the forward reads: built on the device from the device's per-slot state
@@ -194,6 +213,7 @@ class ModelRunnerV2(StagedRunner):
             self.num_computed_tokens[slot] = self.num_computed_tokens_np[slot] = s.num_computed_tokens
             nb = len(s.block_ids)
             self.block_tables[slot, :nb] = s.block_ids  # overwrite=True: the tail stays stale
+            self.draft_tokens[slot] = 0
             self.num_blocks[slot] = nb
             added.append(slot)
             self.slot_events.append({"req_id": req_id, "slot": slot, "event": "added"})
@@ -213,7 +233,9 @@ class ModelRunnerV2(StagedRunner):
             "scheduler_num_scheduled": np.fromiter(
                 (s.num_scheduled for s in out.scheduled), dtype=np.int32, count=len(out.scheduled)
             ),
-            "num_draft_tokens": np.zeros(len(out.scheduled), dtype=np.int64),
+            "scheduler_num_draft": np.fromiter(
+                (len(s.spec_token_ids) for s in out.scheduled), dtype=np.int32, count=len(out.scheduled)
+            ),
             "scalars": {},
         }
         self.pad = {}
@@ -234,6 +256,7 @@ class ModelRunnerV2(StagedRunner):
             self.prefill_len_dev.index_copy_(
                 0, rows, torch.from_numpy(self.prefill_len[idx].astype(np.int64)).to(dev)
             )
+            self.draft_tokens_dev[dev_rows] = 0
         if touched:
             idx = np.asarray(touched, dtype=np.int64)
             w = int(self.num_blocks[idx].max())
@@ -259,7 +282,7 @@ class ModelRunnerV2(StagedRunner):
     def _idx_mapping(self) -> None:
         v = self.v
         n = v["scheduler_num_scheduled"]
-        drafts = v["num_draft_tokens"]
+        drafts = v["scheduler_num_draft"]
         decode_query_len = 1 + self.config.num_speculative_tokens
         # np.lexsort is stable and sorts by its last key first (the drafts key only when some have)
         some_drafts = self.config.num_speculative_tokens and drafts.any()
@@ -268,6 +291,7 @@ class ModelRunnerV2(StagedRunner):
         ids = v["scheduled_req_ids"]
         self.row_req_ids = rows = [ids[i] for i in order.tolist()]
         v["num_scheduled_tokens"] = n[order]
+        v["batch_num_draft"] = drafts[order]
         v["idx_mapping"] = idx = np.fromiter(
             map(self.req_id_to_index.__getitem__, rows), dtype=np.int64, count=len(rows)
         )
@@ -283,29 +307,38 @@ class ModelRunnerV2(StagedRunner):
         "num_scheduled_tokens cudagraph_capture_sizes",
         "num_reqs_padded num_tokens_after_padding cudagraph_mode",
         "uniform decode (every row 1 token, each a decode or a one-token prefill chunk over existing "
-        "context) and a capture size s in [num_reqs, max_num_reqs]: "
-        "FULL, num_reqs_padded = num_tokens_after_padding = s; else the smallest capture size >= T: "
-        "PIECEWISE, num_reqs_padded = num_reqs; else NONE (no padding)",
+        "context) of q = 1 + num_speculative_tokens tokens a row, and a decode graph of "
+        "round_up(s, q) tokens (s a capture size; at most max_num_reqs * q and the largest size) "
+        "with at least T: FULL, num_tokens_after_padding = the smallest such, num_reqs_padded = it / q; "
+        "else the smallest capture size >= T: PIECEWISE, num_reqs_padded = num_reqs; else NONE",
         "CudaGraphManager.dispatch (cudagraph_utils.py:523-553) picks a captured graph. A full decode "
         "graph replays a fixed number of requests, so the request count is padded: padded rows get "
         "empty queries, seq_len 0, a zero block-table row and slot -1. A piecewise graph pads only the "
         "tokens (attention runs outside it). With no capture sizes the step runs eagerly. A prefill "
         "chunk of one token after the first runs as a decode (gather_batch_req_state, "
-        "model_runner.py:1356-1368), so it does not keep the batch off the decode graph.",
+        "model_runner.py:1356-1368), so it does not keep the batch off the decode graph. With "
+        "speculative decoding the decode graphs replay q tokens a request (the last sampled token and "
+        "its drafts), so their sizes are rounded up to multiples of q (_init_candidates, "
+        "cudagraph_utils.py:256-393).",
     )
     def _cudagraph_dispatch(self) -> None:
         v = self.v
         R, T = v["num_reqs"], v["T"]
         sizes = self.config.cudagraph_capture_sizes or ()
         mode, R_pad, T_pad = "NONE", R, T
-        uniform = bool(sizes) and R > 0 and R * (1 + self.config.num_speculative_tokens) == T
+        q = 1 + self.num_spec  # decode_query_len
+        uniform = bool(sizes) and R > 0 and R * q == T
         if uniform:  # the per-row test only when a decode graph could apply
             n, computed = v["num_scheduled_tokens"], v["slot_num_computed"]
-            runs_as_decode = ~v["is_prefilling"] | ((n == 1) & (computed > 0))
+            new = n - v["batch_num_draft"]  # placeholder drafts may pad a one-token chunk
+            runs_as_decode = ~v["is_prefilling"] | ((new == 1) & (computed > 0))
             uniform = bool(runs_as_decode.all())
-        full = [s for s in sizes if R <= s <= self.max_num_reqs] if uniform else []
+        full: list[int] = []
+        if uniform:
+            top = min(self.max_num_reqs * q, max(sizes))
+            full = sorted({g for g in (-(-s // q) * q for s in sizes) if T <= g <= top})
         if full:
-            mode, R_pad, T_pad = "FULL", full[0], full[0]
+            mode, R_pad, T_pad = "FULL", full[0] // q, full[0]
         else:
             fits = [s for s in sizes if s >= T]
             if fits and T:
@@ -401,27 +434,36 @@ class ModelRunnerV2(StagedRunner):
 
     @stage(
         "combine_sampled_and_draft_tokens",
-        "idx_mapping seq_lens prefill_len last_sampled_tokens query_start_loc",
+        "idx_mapping seq_lens prefill_len last_sampled_tokens draft_tokens query_start_loc cu_num_logits",
         "input_ids cu_num_logits logits_indices",
-        "cu_num_logits = arange(R + 1); logits_indices = qsl[1:R+1] - 1; for rows with "
-        "seq_lens[i] > prefill_len[j]: input_ids[qsl[i+1] - 1] = last_sampled_tokens[j]",
+        "num_logits[i] = cu_num_logits[i+1] - cu_num_logits[i] (1 without drafts); "
+        "logits_indices[cu_num_logits[i] + j] = qsl[i+1] - num_logits[i] + j; for rows with "
+        "seq_lens[i] > prefill_len[j]: input_ids[qsl[i+1] - num_logits[i]] = last_sampled_tokens[j] "
+        "(if that position is past the prompt) and input_ids[qsl[i+1] - d + k] = draft_tokens[j, k] "
+        "for the row's d = num_logits[i] - 1 drafts",
         "combine_sampled_and_draft_tokens (input_batch.py:414-513): a decode row's input is the token "
         "its slot sampled last step, kept on the device (last_sampled_tokens): the CPU never waits "
-        "for it, which is what lets the scheduler run a step ahead. Each row's last token gives the "
-        "logits (one per row without drafts).",
-        views="cu_num_logits",
+        "for it, which is what lets the scheduler run a step ahead. A row that verifies drafts is "
+        "[last sampled, d1 .. dk]: the drafts come from the slot's draft_tokens, which the "
+        "speculator wrote on the worker after the last step. The last num_logits tokens of each row "
+        "give the logits: one per row without drafts, one per draft plus the bonus with them.",
+        views="cu_num_logits",  # without drafts, a view of a persistent arange
     )
     def _combine_sampled(self) -> None:
         v = self.v
         R = v["num_reqs"]
         idx = v["idx_mapping"]
-        v["cu_num_logits"] = self.arange_i32[: R + 1].copy()  # the trace owns what it records
-        last = v["cu_num_tokens"] - 1
-        v["logits_indices"] = last
+        qend = v["cu_num_tokens"]
         prefill_len = v["slot_prefill_len"]
         decoding = v["seq_lens"] > prefill_len
-        if decoding.any():
-            v["input_ids"][last[decoding]] = self.last_sampled_tokens[idx[decoding]]
+        if "num_draft_tokens" not in v:
+            v["cu_num_logits"] = self.arange_i32[: R + 1]
+            last = qend - 1
+            v["logits_indices"] = last
+            if decoding.any():
+                v["input_ids"][last[decoding]] = self.last_sampled_tokens[idx[decoding]]
+        else:
+            self._combine_drafts(decoding)
         # a partial prefill samples nothing (get_num_sampled_and_rejected)
         v["discard_request_mask"] = v["seq_lens"] < prefill_len
 
@@ -514,6 +556,8 @@ class ModelRunnerV2(StagedRunner):
             "all_token_ids": self.all_token_ids.copy(),
             "block_tables": self.block_tables.copy(),
         }
+        if self.num_spec:
+            values["draft_tokens"] = self.draft_tokens.copy()
         trace.record_all(self.state_plan, values, {})
 
     def append_sampled(self, sampled: dict[str, int]) -> None:
@@ -548,9 +592,19 @@ class ModelRunnerV2(StagedRunner):
             self.seq_lens[:R] = (self.num_computed_dev[idx] + n).to(torch.int32)
             self.seq_lens[R:] = 0
             ids = self.all_token_ids_dev[slot, pos.clamp(max=self.max_model_len - 1)]
-            decoding = self.seq_lens[:R].to(torch.int64) > self.prefill_len_dev[idx]
-            last = torch.cumsum(n, 0) - 1
-            ids[last[decoding]] = self.last_sampled_dev[idx[decoding]].to(torch.int32)
+            if "draft_at" in v:
+                # the indices come from cu_num_logits and query_start_loc; the values from the
+                # device's per-slot state, as the kernel reads them
+                last_at = torch.from_numpy(v["last_at"]).to(dev)
+                write_last = torch.from_numpy(v["last_src"]).to(dev)
+                ids[last_at] = self.last_sampled_dev[write_last].to(torch.int32)
+                at = torch.from_numpy(v["draft_at"]).to(dev)
+                src, k = (torch.from_numpy(a).to(dev) for a in v["draft_src"])
+                ids[at] = self.draft_tokens_dev[src, k].to(torch.int32)
+            else:
+                decoding = self.seq_lens[:R].to(torch.int64) > self.prefill_len_dev[idx]
+                last = torch.cumsum(n, 0) - 1
+                ids[last[decoding]] = self.last_sampled_dev[idx[decoding]].to(torch.int32)
             self.input_ids[:T] = ids
             bs = self.block_size
             blocks = self.block_tables_dev[slot, torch.div(pos, bs, rounding_mode="floor")].to(torch.int64)
@@ -596,9 +650,13 @@ class ModelRunnerV2(StagedRunner):
             )
 
     def dense_sequences(self, v: dict[str, Any]) -> list[tuple[np.ndarray, int]]:
-        """Each row's tokens up to its seq_len and its computed count, for the dense check."""
+        """Each row's tokens up to its seq_len (its slot's known tokens, then this step's input
+        ids, which hold the drafts) and its computed count, for the dense check."""
         out = []
+        q = v["query_start_loc"]
         for i in range(v["num_reqs"]):
             j = int(v["idx_mapping"][i])
-            out.append((self.all_token_ids[j, : v["seq_lens"][i]], int(self.num_computed_tokens[j])))
+            nc = int(self.num_computed_tokens[j])
+            row = np.concatenate([self.all_token_ids[j, :nc], v["input_ids"][q[i] : q[i + 1]]])
+            out.append((row, nc))
         return out

@@ -21,7 +21,7 @@ Everything that decides a number is vLLM's:
 What is stubbed, and why:
 - `GPUModelRunner.__init__` loads a model, sizes a KV cache on a GPU and builds samplers,
   speculators, CUDA-graph managers. `_RunnerStub` holds only the fields the methods above read:
-  the three state objects, `max_num_reqs`, `decode_query_len` (1: no speculative decoding),
+  the three state objects, `max_num_reqs`, `decode_query_len` (1 + num_speculative_tokens),
   `device`, `use_pp`/`is_last_pp_rank` (a single rank; `is_last_pp_rank=False` skips the
   sampler's and prompt-logprobs worker's bookkeeping, which needs a model), and `None` for every
   optional feature it checks (pooling, pipeline-parallel handler, encoder cache, prompt-logprobs
@@ -39,6 +39,11 @@ What is stubbed, and why:
   microbatching, and the graphs count as captured. `dispatch` then picks the descriptor
   `execute_model` would (eager, no padding, without sizes), and `prepare_inputs` /
   `prepare_attn` pad as vLLM does for it.
+- Speculative decoding (n-gram): V2's own `NgramGPUSpeculator` proposes after `post_update`
+  into `RequestState.draft_tokens`, as `sample_tokens` does; the scheduler gets what
+  `DraftTokenIds` carries without structured outputs (`-1` placeholders, `update_draft_token_ids`).
+  Verification is V2's `gather_draft_sampled` and `rejection_sample` (greedy: temperature 0) over
+  one-hot logits of pagedviz's target token at each logits row (`target_token_ids` in the trace).
 - The sampler: the sampled token of each row comes from pagedviz's trace, so both sides see the
   same sequences. `get_num_sampled_and_rejected` (vLLM's kernel) zeroes the rows of partial
   prefill chunks; the glue feeds the tokens to `post_update` and builds the `ModelRunnerOutput`
@@ -97,14 +102,53 @@ def _import_vllm_v2() -> None:
     with _env(TRITON_INTERPRET="1", CUDA_VISIBLE_DEVICES=""):
         import vllm.v1.worker.cpu.shm  # noqa: F401
         import vllm.v1.worker.gpu.model_runner  # noqa: F401
+        import vllm.v1.worker.gpu.spec_decode.ngram.speculator  # noqa: F401
+        import vllm.v1.worker.gpu.spec_decode.rejection_sampler  # noqa: F401
+        import vllm.v1.worker.gpu.spec_decode.rejection_sampler_utils  # noqa: F401
     for obj, name, value in saved:
         setattr(obj, name, value)
 
 
 _import_vllm_v2()
 
+
+def _bool_masks_for_the_interpreter() -> None:
+    """Triton's interpreter (3.9.0) refuses a load or store whose mask is an integer array: V2's
+    n-gram finalize kernel builds its gather mask as `(k < avail) & write_ok & in_range`, which
+    the interpreter types as int64 (a GPU treats any nonzero mask lane as on). Masks become bool
+    before the interpreter's load and store; nothing else changes."""
+    from triton.runtime import interpreter as ti
+
+    builder = ti.InterpreterBuilder
+    if getattr(builder, "_pagedviz_bool_masks", False):
+        return
+    load, store = builder.create_masked_load, builder.create_masked_store
+
+    def as_bool(mask: Any) -> Any:
+        if mask.data.dtype != np.bool_:
+            mask = ti.TensorHandle(mask.data.astype(np.bool_), ti.tl.int1)
+        return mask
+
+    def masked_load(self: Any, ptrs: Any, mask: Any, *args: Any) -> Any:
+        return load(self, ptrs, as_bool(mask), *args)
+
+    def masked_store(self: Any, ptrs: Any, value: Any, mask: Any, *args: Any) -> Any:
+        return store(self, ptrs, value, as_bool(mask), *args)
+
+    builder.create_masked_load, builder.create_masked_store = masked_load, masked_store
+    builder._pagedviz_bool_masks = True
+
+
+_bool_masks_for_the_interpreter()
+
 import torch  # noqa: E402
-from vllm.config import CacheConfig, DeviceConfig, SchedulerConfig, VllmConfig  # noqa: E402
+from vllm.config import (  # noqa: E402
+    CacheConfig,
+    DeviceConfig,
+    SchedulerConfig,
+    SpeculativeConfig,  # noqa: E402
+    VllmConfig,
+)
 from vllm.config.compilation import CUDAGraphMode  # noqa: E402
 from vllm.sampling_params import SamplingParams  # noqa: E402
 from vllm.triton_utils import HAS_TRITON  # noqa: E402
@@ -117,7 +161,7 @@ from vllm.v1.kv_cache_interface import (  # noqa: E402
     KVCacheConfig,
     KVCacheGroupSpec,
 )
-from vllm.v1.outputs import EMPTY_MODEL_RUNNER_OUTPUT, ModelRunnerOutput  # noqa: E402
+from vllm.v1.outputs import EMPTY_MODEL_RUNNER_OUTPUT, DraftTokenIds, ModelRunnerOutput  # noqa: E402
 from vllm.v1.request import Request  # noqa: E402
 from vllm.v1.structured_output import StructuredOutputManager  # noqa: E402
 from vllm.v1.worker.block_table import get_block_table_width  # noqa: E402
@@ -128,6 +172,9 @@ from vllm.v1.worker.gpu.input_batch import (  # noqa: E402
     get_num_sampled_and_rejected,
 )
 from vllm.v1.worker.gpu.model_runner import GPUModelRunner  # noqa: E402
+from vllm.v1.worker.gpu.spec_decode.ngram.speculator import NgramGPUSpeculator  # noqa: E402
+from vllm.v1.worker.gpu.spec_decode.rejection_sampler import gather_draft_sampled  # noqa: E402
+from vllm.v1.worker.gpu.spec_decode.rejection_sampler_utils import rejection_sample  # noqa: E402
 from vllm.v1.worker.gpu.states import RequestState  # noqa: E402
 
 from pagedviz.core.config import Scenario  # noqa: E402
@@ -187,6 +234,15 @@ def vllm_config(scenario: Scenario) -> VllmConfig:
     # vLLM's CPU platform turns async scheduling off (platforms/cpu.py, check_and_update_config:
     # "not required on CPU"); the GPU engine pagedviz models keeps what the scenario asks for
     vc.scheduler_config.async_scheduling = bool(cfg.async_scheduling)
+    if cfg.num_speculative_tokens:
+        # after the model config: SpeculativeConfig reads nothing of it for n-gram
+        spec = SpeculativeConfig(
+            method="ngram",
+            num_speculative_tokens=cfg.num_speculative_tokens,
+            prompt_lookup_min=cfg.prompt_lookup_min,
+            prompt_lookup_max=cfg.prompt_lookup_max,
+        )
+        object.__setattr__(vc, "speculative_config", spec)
     return vc
 
 
@@ -217,12 +273,13 @@ class _RunnerStub:
         self.max_num_reqs = cfg.max_num_reqs
         self.max_model_len = cfg.max_model_len
         self.max_num_tokens = cfg.max_num_batched_tokens
-        self.decode_query_len = 1  # no speculative steps + one sampled token per step
+        self.num_speculative_steps = K = cfg.num_speculative_tokens
+        self.decode_query_len = K + 1  # speculative steps + one sampled token per step
         self.req_states = RequestState(
             max_num_reqs=cfg.max_num_reqs,
             max_model_len=cfg.max_model_len,
             max_num_batched_tokens=cfg.max_num_batched_tokens,
-            num_speculative_steps=0,
+            num_speculative_steps=K,
             vocab_size=cfg.vocab_size,
             device=self.device,
         )
@@ -255,6 +312,7 @@ class _RunnerStub:
         self.kv_block_zeroer = None
         self.is_last_pp_rank = False
         self.use_pp = False
+        self.speculator = NgramGPUSpeculator(vc, self.device, self.req_states) if K else None
 
     def _remove_request(self, req_id: str) -> bool:
         return bool(GPUModelRunner._remove_request(self, req_id))  # type: ignore[arg-type]
@@ -269,7 +327,7 @@ class _LoraState:
     add_request = remove_request = staticmethod(_noop)
 
 
-def _graph_manager(vc: VllmConfig, sizes: Any) -> CudaGraphManager | None:
+def _graph_manager(vc: VllmConfig, sizes: Any, decode_query_len: int = 1) -> CudaGraphManager | None:
     """vLLM's CudaGraphManager for FULL_AND_PIECEWISE with `sizes`, graphs counted as captured
     (the fields CudaGraphManager.__init__ sets for one rank without LoRA or microbatches)."""
     if not sizes:
@@ -281,7 +339,7 @@ def _graph_manager(vc: VllmConfig, sizes: Any) -> CudaGraphManager | None:
         cudagraph_capture_sizes=sorted(sizes), max_cudagraph_capture_size=max(sizes)
     )
     m.cudagraph_mode = CUDAGraphMode.FULL_AND_PIECEWISE
-    m.decode_query_len = 1
+    m.decode_query_len = decode_query_len
     m.varlen_decode = False
     m.ubatch_runner = None
     m.lora_capture_cases = [0]
@@ -330,7 +388,7 @@ class VllmV2Side:
             )
         assert self.scheduler.use_v2_model_runner
         self.runner = _RunnerStub(self.config, scenario)
-        self.graphs = _graph_manager(self.config, cfg.cudagraph_capture_sizes)
+        self.graphs = _graph_manager(self.config, cfg.cudagraph_capture_sizes, self.runner.decode_query_len)
         self.arrivals: dict[int, list[Any]] = {}
         for spec in scenario.requests:
             self.arrivals.setdefault(spec.arrival_step, []).append(spec)
@@ -354,13 +412,20 @@ class VllmV2Side:
             self.scheduler.add_request(self._request(spec))
         return self.scheduler.schedule()
 
-    def step(self, sampled: dict[str, int]) -> V2Step:
+    def step(self, sampled: dict[str, int], targets: dict[str, list[int]] | None = None) -> V2Step:
         """One engine step: schedule, V2's state updates and input preparation, then the sampled
-        tokens (pagedviz's, by request id) through `post_update` into `update_from_output`."""
+        tokens (pagedviz's, by request id) through `post_update` into `update_from_output`. With
+        speculative decoding, `targets` holds pagedviz's target token at each logits row of each
+        request; after the update the scheduler takes the drafts' count (EngineCore.post_step)."""
         out = self.schedule()
-        step, result = self.execute(out, sampled)
+        step, result = self.execute(out, sampled, targets)
         if result is not None:  # a step without tokens has no forward; so does the glue (as V1's)
             self.scheduler.update_from_output(out, result)
+            K = self.runner.num_speculative_steps
+            if K:  # DraftTokensHandler.get_draft_tokens without structured outputs
+                self.scheduler.update_draft_token_ids(
+                    DraftTokenIds(step.req_ids, [[-1] * K for _ in step.req_ids])
+                )
         return step
 
     def async_step(self, sampled: dict[str, int]) -> tuple[Any, V2Step | None]:
@@ -390,7 +455,9 @@ class VllmV2Side:
     def has_work(self) -> bool:
         return bool(self.arrivals) or (self.loop is not None and self.loop.has_work())
 
-    def execute(self, out: Any, sampled: dict[str, int]) -> tuple[V2Step, ModelRunnerOutput | None]:
+    def execute(
+        self, out: Any, sampled: dict[str, int], targets: dict[str, list[int]] | None = None
+    ) -> tuple[V2Step, ModelRunnerOutput | None]:
         """The worker's part of a step (execute_model, then sample_tokens' postprocessing) for the
         scheduler output `out`, with `sampled` as the sampler's tokens; None for no forward."""
         r = self.runner
@@ -409,6 +476,7 @@ class VllmV2Side:
             "last_sampled_tokens": rs.last_sampled_tokens.view(-1).numpy().copy(),
             "num_blocks": bt.num_blocks.np[0].copy(),
             "block_tables": bt.block_tables[0].gpu.numpy().copy(),
+            "draft_tokens": rs.draft_tokens.numpy().copy(),
         }
         step = V2Step(
             out=out,
@@ -466,6 +534,9 @@ class VllmV2Side:
             "slot_mapping": slot_mappings[0][:T_pad].numpy().copy(),
             "padded_block_rows": block_tables[0][R:R_pad].numpy().copy(),
         }
+        if r.speculator is not None:
+            assert targets is not None, "speculative decoding needs the target tokens of each logits row"
+            return step, self._verify_and_propose(step, ib, targets)
         # sampling: pagedviz's token per row; vLLM's kernel says which rows keep one
         tokens = torch.tensor([[sampled.get(q, 0)] for q in ib.req_ids], dtype=torch.int64)
         num_sampled, num_rejected = get_num_sampled_and_rejected(
@@ -491,6 +562,77 @@ class VllmV2Side:
             sampled_token_ids=[tokens[i, : ns[i]].tolist() for i in range(R)],
         )
         return step, result
+
+    def _verify_and_propose(self, step: V2Step, ib: Any, targets: dict[str, list[int]]) -> ModelRunnerOutput:
+        """V2's greedy rejection sampling over one-hot logits of pagedviz's targets, post_update,
+        then the n-gram speculator into draft_tokens (sample_tokens, model_runner.py)."""
+        r, rs = self.runner, self.runner.req_states
+        R = ib.num_reqs
+        cu = ib.cu_num_logits[: R + 1].numpy()
+        num_logits = int(cu[-1])
+        logits = torch.full((num_logits, self.scenario.config.vocab_size), -1e4, dtype=torch.float32)
+        for i, q in enumerate(ib.req_ids):
+            row = targets.get(q, [])
+            for j in range(int(cu[i + 1] - cu[i])):
+                logits[cu[i] + j, row[j] if j < len(row) else 0] = 0.0
+        draft_sampled, pos = gather_draft_sampled(
+            ib.input_ids,
+            ib.positions,
+            ib.logits_indices,
+            ib.expanded_idx_mapping,
+            ib.expanded_local_pos,
+            rs.prefill_len.gpu,
+        )
+        M = self.scenario.config.max_num_reqs
+        sampled_t, num_sampled = rejection_sample(
+            logits,
+            None,
+            draft_sampled,
+            ib.cu_num_logits,
+            pos,
+            ib.idx_mapping,
+            ib.expanded_idx_mapping,
+            ib.expanded_local_pos,
+            torch.zeros(M, dtype=torch.float32),
+            torch.zeros(M, dtype=torch.int64),
+            r.num_speculative_steps,
+        )
+        num_sampled, num_rejected = get_num_sampled_and_rejected(
+            num_sampled, ib.seq_lens, ib.cu_num_logits, ib.idx_mapping, rs.prefill_len.gpu
+        )
+        GPUModelRunner.postprocess_sampled(  # type: ignore[arg-type]
+            r, ib.idx_mapping, sampled_t, num_sampled, num_rejected, ib.query_start_loc
+        )
+        drafts = r.speculator.propose(
+            ib,
+            None,
+            None,
+            None,
+            None,
+            num_sampled,
+            num_rejected,
+            rs.last_sampled_tokens,
+            rs.next_prefill_tokens,
+            None,
+            None,
+        )
+        rs.draft_tokens[ib.idx_mapping] = drafts
+        ns = num_sampled.tolist()
+        step.arrays.update(
+            expanded_idx_mapping=ib.expanded_idx_mapping.numpy().copy(),
+            expanded_local_pos=ib.expanded_local_pos.numpy().copy(),
+            draft_sampled=draft_sampled.numpy().copy(),
+            num_sampled=np.asarray(ns, dtype=np.int32),
+            num_rejected=num_rejected.numpy().astype(np.int32),
+            proposed=drafts.numpy().copy(),
+        )
+        rows = [sampled_t[i, : ns[i]].tolist() for i in range(R)]
+        step.sampled = {q: t[-1] for q, t in zip(ib.req_ids, rows) if t}
+        return ModelRunnerOutput(
+            req_ids=list(ib.req_ids),
+            req_id_to_index={q: i for i, q in enumerate(ib.req_ids)},
+            sampled_token_ids=rows,
+        )
 
     def state(self) -> dict[str, np.ndarray]:
         """The per-slot state after the last step's post_update ([M] each)."""
