@@ -256,7 +256,7 @@ class ModelRunnerV2(V2SpecDecode, StagedRunner):
             self.prefill_len_dev.index_copy_(
                 0, rows, torch.from_numpy(self.prefill_len[idx].astype(np.int64)).to(dev)
             )
-            self.draft_tokens_dev[dev_rows] = 0
+            self.draft_tokens_dev[rows] = 0
         if touched:
             idx = np.asarray(touched, dtype=np.int64)
             w = int(self.num_blocks[idx].max())
