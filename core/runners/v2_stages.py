@@ -1,0 +1,325 @@
+"""The stages of Model Runner V2's `prepare_inputs` (vllm/v1/worker/gpu/model_runner.py:1388-1593),
+one method each, with the semantics of its Triton kernels computed in vectorised numpy: the sort and
+`idx_mapping`, the CUDA-graph dispatch, `query_start_loc`, `seq_lens`, positions, the input ids from
+the per-slot state, `logits_indices`, the gathered block table and `slot_mapping`. `ModelRunnerV2`
+(v2.py) holds the state slots and buffers; this mixin only declares what it reads of them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from pagedviz.core.config import EngineConfig
+from pagedviz.core.runners.stages import stage
+
+PAD_SLOT_ID = -1
+
+
+class V2Stages:
+    """The stage methods of V2's prepare_inputs; `ModelRunnerV2` supplies the state below."""
+
+    config: EngineConfig
+    v: dict[str, Any]
+    pad: dict[str, tuple[int, np.ndarray | None]]
+    req_id_to_index: dict[str, int]
+    row_req_ids: list[str]
+    block_size: int
+    block_shift: int | None
+    max_model_len: int
+    max_num_reqs: int
+    max_num_blocks: int
+    num_spec: int
+    dirty_rows: int
+    all_token_ids: np.ndarray
+    prefill_len: np.ndarray
+    num_computed_tokens: np.ndarray
+    num_computed_tokens_np: np.ndarray
+    last_sampled_tokens: np.ndarray
+    block_tables: np.ndarray
+    num_blocks: np.ndarray
+    input_block_tables: np.ndarray
+    query_start_loc_np: np.ndarray
+    seq_lens_np: np.ndarray
+    input_ids_np: np.ndarray
+    positions_np: np.ndarray
+    slot_mapping_np: np.ndarray
+    arange_np: np.ndarray
+    arange_i32: np.ndarray
+    block_cols: np.ndarray
+    _combine_drafts: Callable[[np.ndarray], None]  # V2SpecDecode (v2_spec.py)
+
+    @stage(
+        "idx_mapping",
+        "num_scheduled_tokens scheduled_spec_decode_tokens",
+        "idx_mapping num_scheduled_tokens",
+        "req_ids = sorted(num_scheduled_tokens, key=(no drafts, n != decode_query_len, n)); "
+        "idx_mapping = [req_id_to_index[r] for r in req_ids]",
+        "gather_batch_req_state / sort_batch_req_ids (model_runner.py:1306-1386, 2507-2519): every "
+        "step the batch is re-sorted, requests with drafts first, then decodes (one token), then "
+        "prefill chunks by ascending length; ties keep the scheduler's order. idx_mapping links each "
+        "batch row to the request's state slot; every per-request read of the kernels goes through it.",
+    )
+    def _idx_mapping(self) -> None:
+        v = self.v
+        n = v["scheduler_num_scheduled"]
+        drafts = v["scheduler_num_draft"]
+        decode_query_len = 1 + self.config.num_speculative_tokens
+        # np.lexsort is stable and sorts by its last key first (the drafts key only when some have)
+        some_drafts = self.config.num_speculative_tokens and drafts.any()
+        keys = (n, n != decode_query_len, drafts == 0) if some_drafts else (n, n != decode_query_len)
+        order = np.lexsort(keys)
+        ids = v["scheduled_req_ids"]
+        self.row_req_ids = rows = [ids[i] for i in order.tolist()]
+        v["num_scheduled_tokens"] = n[order]
+        v["batch_num_draft"] = drafts[order]
+        v["idx_mapping"] = idx = np.fromiter(
+            map(self.req_id_to_index.__getitem__, rows), dtype=np.int64, count=len(rows)
+        )
+        v["num_reqs"] = len(rows)
+        v["T"] = int(np.add.reduce(n))
+        # the slots' state every later stage reads, gathered once (internal, not traced)
+        v["slot_num_computed"] = self.num_computed_tokens[idx]
+        v["slot_prefill_len"] = self.prefill_len[idx]
+        v["is_prefilling"] = v["slot_num_computed"] < v["slot_prefill_len"]
+
+    @stage(
+        "cudagraph_dispatch",
+        "num_scheduled_tokens cudagraph_capture_sizes",
+        "num_reqs_padded num_tokens_after_padding cudagraph_mode",
+        "uniform decode (every row 1 token, each a decode or a one-token prefill chunk over existing "
+        "context) of q = 1 + num_speculative_tokens tokens a row, and a decode graph of "
+        "round_up(s, q) tokens (s a capture size; at most max_num_reqs * q and the largest size) "
+        "with at least T: FULL, num_tokens_after_padding = the smallest such, num_reqs_padded = it / q; "
+        "else the smallest capture size >= T: PIECEWISE, num_reqs_padded = num_reqs; else NONE",
+        "CudaGraphManager.dispatch (cudagraph_utils.py:523-553) picks a captured graph. A full decode "
+        "graph replays a fixed number of requests, so the request count is padded: padded rows get "
+        "empty queries, seq_len 0, a zero block-table row and slot -1. A piecewise graph pads only the "
+        "tokens (attention runs outside it). With no capture sizes the step runs eagerly. A prefill "
+        "chunk of one token after the first runs as a decode (gather_batch_req_state, "
+        "model_runner.py:1356-1368), so it does not keep the batch off the decode graph. With "
+        "speculative decoding the decode graphs replay q tokens a request (the last sampled token and "
+        "its drafts), so their sizes are rounded up to multiples of q (_init_candidates, "
+        "cudagraph_utils.py:256-393).",
+    )
+    def _cudagraph_dispatch(self) -> None:
+        v = self.v
+        R, T = v["num_reqs"], v["T"]
+        sizes = self.config.cudagraph_capture_sizes or ()
+        mode, R_pad, T_pad = "NONE", R, T
+        q = 1 + self.num_spec  # decode_query_len
+        uniform = bool(sizes) and R > 0 and R * q == T
+        if uniform:  # the per-row test only when a decode graph could apply
+            n, computed = v["num_scheduled_tokens"], v["slot_num_computed"]
+            new = n - v["batch_num_draft"]  # placeholder drafts may pad a one-token chunk
+            runs_as_decode = ~v["is_prefilling"] | ((new == 1) & (computed > 0))
+            uniform = bool(runs_as_decode.all())
+        full: list[int] = []
+        if uniform:
+            top = min(self.max_num_reqs * q, max(sizes))
+            full = sorted({g for g in (-(-s // q) * q for s in sizes) if T <= g <= top})
+        if full:
+            mode, R_pad, T_pad = "FULL", full[0] // q, full[0]
+        else:
+            fits = [s for s in sizes if s >= T]
+            if fits and T:
+                mode, T_pad = "PIECEWISE", fits[0]
+        v["num_reqs_padded"], v["num_tokens_after_padding"] = R_pad, T_pad
+        v["scalars"].update(cudagraph_mode=mode, num_reqs_padded=R_pad, num_tokens_after_padding=T_pad)
+
+    @stage(
+        "query_start_loc",
+        "num_scheduled_tokens",
+        "query_start_loc",
+        "query_start_loc[0] = 0; query_start_loc[1:R+1] = cumsum(n); query_start_loc[R+1:] = T",
+        "Where each batch row's tokens start (model_runner.py:1463-1470). The whole max_num_reqs + 1 "
+        "buffer is written: past the real rows it repeats T, non-decreasing as FlashAttention needs, "
+        "so padded rows have empty queries.",
+        views="query_start_loc",
+    )
+    def _query_start_loc(self) -> None:
+        v = self.v
+        R = v["num_reqs"]
+        q = self.query_start_loc_np
+        q[0] = 0
+        np.add.accumulate(v["num_scheduled_tokens"], out=q[1 : R + 1])  # np.cumsum, without its wrapper
+        q[R + 1 :] = v["T"]
+        v["query_start_loc"] = q[: R + 1]
+        if R:
+            self.pad["query_start_loc"] = (R + 1, q)
+        v["cu_num_tokens"] = q[1 : R + 1].astype(np.int64)
+
+    @stage(
+        "seq_lens",
+        "idx_mapping num_computed_tokens query_start_loc",
+        "seq_lens",
+        "seq_lens[i] = num_computed_tokens[idx_mapping[i]] + n[i]; seq_lens[R:] = 0",
+        "prepare_pos_seq_lens (input_batch.py:356-411): each row's length after this step, from the "
+        "runner's own num_computed_tokens of its slot (the device's, not the scheduler's). An extra "
+        "program of the kernel zeroes the rest of the buffer, so padded rows attend to nothing.",
+        views="seq_lens",
+    )
+    def _seq_lens(self) -> None:
+        v = self.v
+        R = v["num_reqs"]
+        np.add(v["slot_num_computed"], v["num_scheduled_tokens"], out=self.seq_lens_np[:R])
+        self.seq_lens_np[R:] = 0
+        v["seq_lens"] = self.seq_lens_np[:R]
+        if R:
+            self.pad["seq_lens"] = (R, self.seq_lens_np)
+
+    @stage(
+        "positions",
+        "idx_mapping num_computed_tokens query_start_loc",
+        "positions",
+        "positions[qsl[i] : qsl[i+1]] = num_computed_tokens[idx_mapping[i]] + arange(n[i])",
+        "prepare_pos_seq_lens again: a token's position is its slot's computed count plus its offset "
+        "in the row. V2 builds positions only on the device; the CPU never holds them.",
+        views="positions",
+    )
+    def _positions(self) -> None:
+        v = self.v
+        R, T = v["num_reqs"], v["T"]
+        n = v["num_scheduled_tokens"]
+        # each row's computed count less its start, once per token, plus the token's index
+        base = (v["slot_num_computed"].astype(np.int64) - (v["cu_num_tokens"] - n)).repeat(n)
+        out = self.positions_np[:T]
+        np.add(base, self.arange_np[:T], out=out)
+        # the row and the slot of each token (internal: V2 has no such arrays)
+        v["req_indices"] = self.arange_np[:R].repeat(n)
+        v["token_slots"] = v["idx_mapping"].repeat(n)
+        v["positions"] = out
+
+    @stage(
+        "prefill_inputs",
+        "idx_mapping all_token_ids num_computed_tokens prefill_len query_start_loc",
+        "input_ids",
+        "for rows with num_computed_tokens[j] < prefill_len[j] (j = idx_mapping[i]): "
+        "input_ids[qsl[i] : qsl[i+1]] = all_token_ids[j, nc : nc + n[i]]",
+        "prepare_prefill_inputs (input_batch.py:279-353): a prefilling row reads its tokens from its "
+        "slot's all_token_ids, which holds the prompt (and, for a resumed request, the outputs so "
+        "far). Decode rows are left for the next stage.",
+        views="input_ids",
+    )
+    def _prefill_inputs(self) -> None:
+        v = self.v
+        T = v["T"]
+        slots, pos = v["token_slots"], v["positions"]
+        out = self.input_ids_np[:T]
+        if v["is_prefilling"].all():
+            np.take(self.all_token_ids.reshape(-1), slots * self.max_model_len + pos, out=out)
+        else:
+            prefilling = v["is_prefilling"].repeat(v["num_scheduled_tokens"])
+            out[prefilling] = self.all_token_ids[slots[prefilling], pos[prefilling]]
+        v["input_ids"] = out
+
+    @stage(
+        "combine_sampled_and_draft_tokens",
+        "idx_mapping seq_lens prefill_len last_sampled_tokens draft_tokens query_start_loc cu_num_logits",
+        "input_ids cu_num_logits logits_indices",
+        "num_logits[i] = cu_num_logits[i+1] - cu_num_logits[i] (1 without drafts); "
+        "logits_indices[cu_num_logits[i] + j] = qsl[i+1] - num_logits[i] + j; for rows with "
+        "seq_lens[i] > prefill_len[j]: input_ids[qsl[i+1] - num_logits[i]] = last_sampled_tokens[j] "
+        "(if that position is past the prompt) and input_ids[qsl[i+1] - d + k] = draft_tokens[j, k] "
+        "for the row's d = num_logits[i] - 1 drafts",
+        "combine_sampled_and_draft_tokens (input_batch.py:414-513): a decode row's input is the token "
+        "its slot sampled last step, kept on the device (last_sampled_tokens): the CPU never waits "
+        "for it, which is what lets the scheduler run a step ahead. A row that verifies drafts is "
+        "[last sampled, d1 .. dk]: the drafts come from the slot's draft_tokens, which the "
+        "speculator wrote on the worker after the last step. The last num_logits tokens of each row "
+        "give the logits: one per row without drafts, one per draft plus the bonus with them.",
+        views="cu_num_logits",  # without drafts, a view of a persistent arange
+    )
+    def _combine_sampled(self) -> None:
+        v = self.v
+        R = v["num_reqs"]
+        idx = v["idx_mapping"]
+        qend = v["cu_num_tokens"]
+        prefill_len = v["slot_prefill_len"]
+        decoding = v["seq_lens"] > prefill_len
+        if "num_draft_tokens" not in v:
+            v["cu_num_logits"] = self.arange_i32[: R + 1]
+            last = qend - 1
+            v["logits_indices"] = last
+            if decoding.any():
+                v["input_ids"][last[decoding]] = self.last_sampled_tokens[idx[decoding]]
+        else:
+            self._combine_drafts(decoding)
+        # a partial prefill samples nothing (get_num_sampled_and_rejected)
+        v["discard_request_mask"] = v["seq_lens"] < prefill_len
+
+    @stage(
+        "gather_block_tables",
+        "idx_mapping block_tables num_blocks",
+        "input_block_tables",
+        "for b < R: input_block_tables[b, :num_blocks[j]] = block_tables[j, :num_blocks[j]] "
+        "(j = idx_mapping[b]); rows R..max(R_pad, rows used last step) zeroed",
+        "BlockTables.gather_block_tables (block_table.py:160-211): the attention kernel reads a "
+        "block table in batch order, so each step copies the batch's slot rows into a persistent "
+        "input buffer. Only a row's own blocks are copied: cells past them keep what an earlier step "
+        "left there (stale, never read: attention reads cdiv(seq_len, block_size) entries).",
+        views="input_block_tables",
+    )
+    def _gather_block_tables(self) -> None:
+        v = self.v
+        R, R_pad = v["num_reqs"], v["num_reqs_padded"]
+        idx = v["idx_mapping"]
+        out = self.input_block_tables
+        nb = self.num_blocks[idx]
+        own = self.block_cols < nb[:, None]
+        np.copyto(out[:R], np.take(self.block_tables, idx, axis=0), where=own)
+        rows = max(R_pad, self.dirty_rows)
+        out[R:rows] = 0
+        self.dirty_rows = R
+        v["input_block_tables"] = out[:R_pad]
+
+    @stage(
+        "slot_mappings",
+        "idx_mapping block_tables positions query_start_loc",
+        "slot_mapping is_padding",
+        "slot_mapping[t] = block_tables[idx_mapping[i], positions[t] // block_size] * block_size + "
+        "positions[t] % block_size; slot_mapping[T:] = -1",
+        "compute_slot_mappings (block_table.py:232-263): where each token's K and V are written, read "
+        "from the persistent per-slot table through idx_mapping (not from the gathered one). The last "
+        "program pads the rest of the buffer with -1 from the real token count, so the padded tokens "
+        "of a CUDA graph write nowhere.",
+        views="slot_mapping",
+    )
+    def _slot_mappings(self) -> None:
+        v = self.v
+        T, P = v["T"], v["num_tokens_after_padding"]
+        bs = self.block_size
+        slots = v["token_slots"]
+        pos = v["positions"]
+        out = self.slot_mapping_np
+        shift = self.block_shift
+        col, offset = (pos // bs, pos % bs) if shift is None else (pos >> shift, pos & (bs - 1))
+        blocks = np.take(self.block_tables.reshape(-1), slots * self.max_num_blocks + col)
+        np.multiply(blocks, bs, out=out[:T], dtype=np.int64)
+        out[:T] += offset
+        out[T:] = PAD_SLOT_ID
+        v["slot_mapping"] = out[:P]
+        self.pad["slot_mapping"] = (T, None)
+        v["is_padding"] = self.arange_np[:P] >= T
+
+    @stage(
+        "attn_metadata",
+        "num_scheduled_tokens seq_lens",
+        "num_reqs total_num_scheduled_tokens max_query_len max_seq_len",
+        "max_query_len = max(n); max_seq_len = max(num_computed_tokens_np[idx_mapping] + n)",
+        "The scalars the attention metadata is built with. max_seq_len comes from the CPU's upper "
+        "bound (the scheduler's num_computed_tokens plus the scheduled tokens), since the device's "
+        "count is not read back (model_runner.py:1535-1542).",
+    )
+    def _attn_metadata(self) -> None:
+        v = self.v
+        R = v["num_reqs"]
+        s = v["scalars"]
+        s["num_reqs"] = R
+        s["total_num_scheduled_tokens"] = v["T"]
+        n = v["num_scheduled_tokens"]
+        upper = self.num_computed_tokens_np[v["idx_mapping"]] + n
+        s["max_query_len"] = int(n.max()) if R else 0
+        s["max_seq_len"] = int(upper.max()) if R else 0
+        s["num_input_tokens"] = v["num_tokens_after_padding"]
