@@ -22,6 +22,8 @@ scheduler paths; the V2 glue sets it to 1 only while it builds its own config an
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass, field
+from typing import Any
 
 # the V1 glue's settings (vllm_side.py), needed before vLLM resolves its platform below
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
@@ -46,3 +48,30 @@ def _triton_for_vllm() -> None:
 
 
 _triton_for_vllm()
+
+
+@dataclass
+class TinyModelConfig:
+    """The attributes of vLLM's ModelConfig that the scheduler and both runners' methods read (V1's
+    `_update_states` / `_prepare_inputs`, V2's state and input methods): a text-only decoder, no
+    M-RoPE, no tokenizer (prompts are token ids). Building a real ModelConfig needs Hugging Face
+    files; both glues use this one."""
+
+    max_model_len: int
+    vocab_size: int
+    uses_mrope: bool = False
+    runner_type: str = "generate"
+    is_diffusion: bool = False
+    is_encoder_decoder: bool = False
+    supports_multimodal_inputs: bool = False
+    is_multimodal_model: bool = False
+    return_sampling_mask: bool = False
+    enable_prompt_embeds: bool = False
+    skip_tokenizer_init: bool = True  # no tokenizer: prompts are token ids
+    multimodal_config: Any = None
+    hf_config: Any = None
+    rswa_window: Any = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def get_vocab_size(self) -> int:
+        return self.vocab_size

@@ -9,7 +9,7 @@ hands the sampled tokens (taken from pagedviz, so both sides see the same sequen
 
 What is stubbed, and why:
 - `ModelConfig`: building one needs a Hugging Face config and tokenizer (files or a download).
-  The scheduler and the runner read a dozen plain attributes of it; `_TinyModelConfig` holds them
+  The scheduler and the runner read a dozen plain attributes of it; `vllm_env.TinyModelConfig` holds them
   (a text-only decoder, no M-RoPE, `max_model_len`, the vocabulary size). No weights anywhere.
 - The KV cache spec: one full-attention group (`FullAttentionSpec`, 1 KV head of size 8, float32),
   the smallest configuration that gives one block table with the scenario's block size.
@@ -26,7 +26,6 @@ What is stubbed, and why:
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -36,7 +35,7 @@ os.environ.setdefault("VLLM_CONFIGURE_LOGGING", "0")
 # vLLM's CPU platform: no pinned memory, no CUDA streams
 os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
 import torch  # noqa: E402
-import vllm_env  # noqa: E402,F401  (Triton for the V2 group, V1 pinned here: see its docstring)
+import vllm_env  # noqa: E402  (Triton for the V2 group, V1 pinned here: see its docstring)
 from engine_core_loop import EngineCoreLoop, LoopStep  # noqa: E402  (beside this file)
 from vllm.config import CacheConfig, DeviceConfig, SchedulerConfig, VllmConfig  # noqa: E402
 from vllm.sampling_params import SamplingParams  # noqa: E402
@@ -60,29 +59,6 @@ from vllm.v1.worker.gpu_model_runner import GPUModelRunner  # noqa: E402
 from pagedviz.core.config import Scenario  # noqa: E402
 
 
-@dataclass
-class _TinyModelConfig:
-    """The attributes of vLLM's ModelConfig that the scheduler and runner read (see docstring)."""
-
-    max_model_len: int
-    vocab_size: int
-    uses_mrope: bool = False
-    runner_type: str = "generate"
-    is_diffusion: bool = False
-    is_encoder_decoder: bool = False
-    supports_multimodal_inputs: bool = False
-    is_multimodal_model: bool = False
-    return_sampling_mask: bool = False
-    enable_prompt_embeds: bool = False
-    skip_tokenizer_init: bool = True  # no tokenizer: prompts are token ids
-    multimodal_config: Any = None
-    hf_config: Any = None
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def get_vocab_size(self) -> int:
-        return self.vocab_size
-
-
 def vllm_config(scenario: Scenario) -> VllmConfig:
     """vLLM's own configs for the scenario; SchedulerConfig validates as vLLM does. With
     `async_scheduling` the engine core builds an AsyncScheduler and a batch queue of 2."""
@@ -101,7 +77,7 @@ def vllm_config(scenario: Scenario) -> VllmConfig:
     cache = CacheConfig(block_size=cfg.block_size, enable_prefix_caching=cfg.enable_prefix_caching)
     cache.num_gpu_blocks = cfg.num_kv_blocks
     vc = VllmConfig(scheduler_config=sched, cache_config=cache, device_config=DeviceConfig(device="cpu"))
-    object.__setattr__(vc, "model_config", _TinyModelConfig(cfg.max_model_len, cfg.vocab_size))
+    object.__setattr__(vc, "model_config", vllm_env.TinyModelConfig(cfg.max_model_len, cfg.vocab_size))
     return vc
 
 

@@ -29,8 +29,9 @@ What is stubbed, and why:
 - `model_state` and `lora_state`: no-ops. The default model state only keeps M-RoPE positions
   and prompt embeddings (neither is modelled); LoRA is off. `num_new_sampled_tokens_per_step`
   is 1, the default model state's value.
-- `ModelConfig`: the V1 glue's `_TinyModelConfig` (building a real one needs Hugging Face files),
-  plus `rswa_window = None` (no R-SWA), the one field `prepare_inputs` adds.
+- `ModelConfig`: `vllm_env.TinyModelConfig`, shared with the V1 glue (building a real one needs
+  Hugging Face files); its `rswa_window = None` (no R-SWA) is the one field V2's `prepare_inputs`
+  adds to what V1 reads.
 - CUDA graphs: nothing is captured. With `cudagraph_capture_sizes` set, vLLM's own
   `CudaGraphManager` (gpu/cudagraph_utils.py) is built without its `__init__` (which asks for a
   device graph pool and the pipeline-parallel group): the fields `_init_candidates` and
@@ -66,7 +67,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
-import vllm_env  # noqa: F401  (before vLLM: Triton usable, V1 pinned by default; see its docstring)
+import vllm_env  # (before vLLM: Triton usable, V1 pinned by default; see its docstring)
 
 
 @contextmanager
@@ -190,29 +191,6 @@ if not HAS_TRITON:
     raise ImportError("vLLM was imported before vllm_env.py made Triton usable (CUDA_VISIBLE_DEVICES='')")
 
 
-@dataclass
-class _TinyModelConfig:
-    """The attributes of vLLM's ModelConfig that the scheduler and V2's methods read."""
-
-    max_model_len: int
-    vocab_size: int
-    uses_mrope: bool = False
-    runner_type: str = "generate"
-    is_diffusion: bool = False
-    is_encoder_decoder: bool = False
-    supports_multimodal_inputs: bool = False
-    is_multimodal_model: bool = False
-    return_sampling_mask: bool = False
-    enable_prompt_embeds: bool = False
-    skip_tokenizer_init: bool = True
-    multimodal_config: Any = None
-    hf_config: Any = None
-    rswa_window: Any = None
-
-    def get_vocab_size(self) -> int:
-        return self.vocab_size
-
-
 def vllm_config(scenario: Scenario) -> VllmConfig:
     """vLLM's configs for the scenario, with Model Runner V2 chosen (read while building)."""
     cfg = scenario.config
@@ -230,7 +208,7 @@ def vllm_config(scenario: Scenario) -> VllmConfig:
     cache = CacheConfig(block_size=cfg.block_size, enable_prefix_caching=cfg.enable_prefix_caching)
     cache.num_gpu_blocks = cfg.num_kv_blocks
     vc = VllmConfig(scheduler_config=sched, cache_config=cache, device_config=DeviceConfig(device="cpu"))
-    object.__setattr__(vc, "model_config", _TinyModelConfig(cfg.max_model_len, cfg.vocab_size))
+    object.__setattr__(vc, "model_config", vllm_env.TinyModelConfig(cfg.max_model_len, cfg.vocab_size))
     # vLLM's CPU platform turns async scheduling off (platforms/cpu.py, check_and_update_config:
     # "not required on CPU"); the GPU engine pagedviz models keeps what the scenario asks for
     vc.scheduler_config.async_scheduling = bool(cfg.async_scheduling)
