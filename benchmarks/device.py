@@ -23,27 +23,25 @@ from pagedviz.core import make_engine
 # the device block table; Model Runner V2 builds positions, input_ids and slot_mapping there from
 # the per-slot state
 DEVICE_STAGE = {"v1": "device_slot_mapping", "v2": "device_inputs"}
-RUNNER = "v1"
 
-
-def one_step(requests: int, tokens: int, device: str) -> dict[str, float]:
-    engine = make_engine(bench_scenario(requests, tokens, device, runner=RUNNER))
+def one_step(requests: int, tokens: int, device: str, runner: str) -> dict[str, float]:
+    engine = make_engine(bench_scenario(requests, tokens, device, runner=runner))
     t = engine.step()
     timing = t.timing_us
     return {
         "prepare_us": timing["prepare_inputs"],
         "update_states_us": timing["update_states"],
         "copy_us": timing["copy_to_device"],
-        "device_slot_mapping_us": timing[DEVICE_STAGE[RUNNER]],
+        "device_slot_mapping_us": timing[DEVICE_STAGE[runner]],
         "forward_us": timing["forward"],
         "diff": t.forward["paged_vs_dense_max_abs_diff"],
         "agree": t.forward["slot_mapping_device_matches_cpu"],
     }
 
 
-def median_step(requests: int, tokens: int, device: str, repeat: int) -> dict[str, float]:
+def median_step(requests: int, tokens: int, device: str, runner: str, repeat: int) -> dict[str, float]:
     """Each figure's median over `repeat` fresh engines; the worst paged-vs-dense difference."""
-    runs = [one_step(requests, tokens, device) for _ in range(repeat)]
+    runs = [one_step(requests, tokens, device, runner) for _ in range(repeat)]
     out = {k: statistics.median(r[k] for r in runs) for k in runs[0] if k not in ("diff", "agree")}
     out["diff"] = max(r["diff"] for r in runs)
     out["agree"] = all(r["agree"] for r in runs)
@@ -56,21 +54,19 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3, help="fresh engines per size and device (medians)")
     ap.add_argument("--runner", choices=("v1", "v2"), default="v1", help="the vllm flavour's model runner")
     args = ap.parse_args()
-    global RUNNER
-    RUNNER = args.runner
-    print(f"runner {RUNNER}: the device column is {DEVICE_STAGE[RUNNER]}")
+    print(f"runner {args.runner}: the device column is {DEVICE_STAGE[args.runner]}")
     sizes = [tuple(int(x) for x in s.split("x")) for s in args.sizes.split(",")]
     devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
     if len(devices) == 1:
         print("no GPU: torch sees no CUDA device here, so CPU figures only")
     for dev in devices:
-        one_step(8, 256, dev)  # warm up lazy initialisation
+        one_step(8, 256, dev, args.runner)  # warm up lazy initialisation
     print(
         f"{'device':>6} {'reqs':>5} {'tokens':>6} | {'prepare us':>10} {'update us':>9} {'H2D copy us':>11} "
         f"{'prep+H2D us':>11} {'dev slots us':>12} {'forward us':>11} | {'paged-dense':>11} agree"
     )
     for R, T in sizes:
-        rows = {dev: median_step(R, T, dev, max(1, args.repeat)) for dev in devices}
+        rows = {dev: median_step(R, T, dev, args.runner, max(1, args.repeat)) for dev in devices}
         for dev, r in rows.items():
             print(
                 f"{dev:>6} {R:>5} {T:>6} | {r['prepare_us']:>10.1f} {r['update_states_us']:>9.1f} "
