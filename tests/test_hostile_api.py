@@ -29,6 +29,7 @@ from pagedviz.core.config import SettingError
 from pagedviz.core.engine import RunTooLongError
 
 from conftest import LONG_RUN
+from hostile_cases import assert_refusal_names_its_governor, worst_scenarios
 
 CLIENT = TestClient(create_app(Settings(max_runs=4)), raise_server_exceptions=False)
 
@@ -175,6 +176,84 @@ def test_every_limit_is_a_setting_and_raising_it_lets_the_scenario_through() -> 
     assert Scenario.from_dict(d, Limits(max_tokens_per_step=20000)).config.cudagraph_capture_sizes == (20000,)
 
 
+# issue 32: every 413 names the exact field, the limit, and what raises it (or that nothing does)
+def tiny_scenario(**config: Any) -> dict[str, Any]:
+    return {
+        "name": "s",
+        "config": {"block_size": 2, "max_model_len": 16, "num_kv_blocks": 16, "model": None, **config},
+        "requests": [{"id": "a", "prompt_len": 8, "max_tokens": 4}],
+    }
+
+
+def with_request(**fields: Any) -> dict[str, Any]:
+    return tiny_scenario() | {"requests": [{"id": "a", "prompt_len": 8, "max_tokens": 4, **fields}]}
+
+
+@pytest.mark.parametrize(
+    ("scenario", "field", "limit", "governor"),
+    [
+        (
+            with_request(max_tokens=18446744073709551625),
+            "requests[0].max_tokens",
+            "200000",
+            "MAX_TOTAL_TOKENS",
+        ),
+        (with_request(prompt_len=2**40), "requests[0].prompt_len", "200000", "MAX_TOTAL_TOKENS"),
+        (tiny_scenario(block_size=5000), "config.block_size", "<= 4096", "MAX_BLOCK_SIZE"),
+        (tiny_scenario() | {"max_steps": 5000}, "scenario.max_steps", "<= 4096", "MAX_STEPS"),
+        (with_request(arrival_step=5000), "requests[0].arrival_step", "<= 4096", "MAX_STEPS"),
+        (tiny_scenario(num_kv_blocks=2_000_000), "config.num_kv_blocks", "<= 1000000", "MAX_NUM_KV_BLOCKS"),
+        (tiny_scenario(max_model_len=2**21), "config.max_model_len", "<= 1048576", None),
+        (tiny_scenario() | {"seed": 2**33}, "scenario.seed", "<= 4294967295", None),
+        (tiny_scenario() | {"name": "x" * 300}, "scenario.name", "at most 200", None),
+        (
+            tiny_scenario(cudagraph_capture_sizes=list(range(1, 1100))),
+            "config.cudagraph_capture_sizes",
+            "1024",
+            None,
+        ),
+        (tiny_scenario() | {"notes": ["x" * 500]}, "notes", "400", None),
+        (
+            tiny_scenario()
+            | {"requests": [{"id": str(i), "prompt_len": 2, "max_tokens": 1} for i in range(257)]},
+            "requests",
+            "at most 256",
+            "MAX_REQUESTS",
+        ),
+        (tiny_scenario(max_num_reqs=4096, max_model_len=2000), "config", "4000000", "MAX_CELLS"),
+        (with_request(prompt_len=20), "requests[0].prompt_len", "<= 16", "MAX_CELLS"),
+        (
+            tiny_scenario(model={"num_layers": 8, "num_heads": 64, "num_kv_heads": 64, "head_size": 256}),
+            "config.model",
+            "16777216",
+            "MAX_MODEL_CELLS",
+        ),
+    ],
+)
+def test_every_413_names_its_exact_field_its_limit_and_what_raises_it(
+    scenario: dict[str, Any], field: str, limit: str, governor: str | None
+) -> None:
+    r = CLIENT.post("/api/runs", json=scenario)
+    assert_refusal_names_its_governor(r)
+    message = fields(r)[field]
+    assert limit in message
+    assert (f"PAGEDVIZ_{governor} raises it" if governor else "a fixed bound of the engine") in message
+
+
+def test_the_hostile_suites_worst_scenarios_one_size_past_their_limits_are_governed_413s() -> None:
+    """Each of the hostile suite's costliest allowed scenarios, made larger: refused before any
+    work, and if refused for a size, every bound it states names its setting."""
+    for name, d in worst_scenarios().items():
+        bigger = json.loads(json.dumps(d))
+        bigger["config"]["max_model_len"] *= 4
+        bigger["config"]["num_kv_blocks"] *= 4
+        for r in bigger["requests"]:
+            r["prompt_len"] *= 4
+        posted = CLIENT.post("/api/runs", json=bigger)
+        assert posted.status_code == 413, (name, posted.text)
+        assert_refusal_names_its_governor(posted)
+
+
 # 4: a link is checked before its prompts are drawn
 def test_a_link_with_huge_prompts_is_refused_before_drawing_them() -> None:
     huge = {
@@ -185,7 +264,8 @@ def test_a_link_with_huge_prompts_is_refused_before_drawing_them() -> None:
     r = CLIENT.get("/api/runs/from-link", params={"s": pack(huge)})
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    assert r.status_code == 413 and "PAGEDVIZ_MAX_TOTAL_TOKENS" in fields(r)["requests"]
+    # the first field that alone passes the limit is named
+    assert r.status_code == 413 and "PAGEDVIZ_MAX_TOTAL_TOKENS" in fields(r)["requests[0].prompt_len"]
     assert peak < 16 << 20  # drawing the prompts would take 2 GB
 
 
@@ -409,4 +489,6 @@ def test_hostile_text_and_sizes_never_get_a_5xx(top: dict[str, Any], rid: str, s
     body = json.dumps(d).encode()  # lone surrogates go as \\udXXX escapes, as a browser may send them
     r = CLIENT.post("/api/runs", content=body)
     assert r.status_code in (201, 413, 422), r.text
+    if r.status_code == 413:
+        assert_refusal_names_its_governor(r)
     assert CLIENT.post("/api/scenarios/validate", content=body).status_code == 200

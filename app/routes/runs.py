@@ -98,7 +98,8 @@ async def read_json(request: Request) -> Any:
     async for chunk in request.stream():
         size += len(chunk)
         if size > limit:
-            raise ApiError(413, "body_too_large", "body", f"the body is over {limit} bytes")
+            msg = f"the body is over the limit of {limit} bytes (PAGEDVIZ_MAX_BODY_KB raises it)"
+            raise ApiError(413, "body_too_large", "body", msg)
         chunks.append(chunk)
     try:
         return json.loads(b"".join(chunks))
@@ -246,7 +247,11 @@ async def from_link(request: Request, s: str = Query(..., description="scenario 
     settings = _settings(request)
     if len(s) > settings.max_link_chars:
         raise ApiError(
-            413, "link_too_large", "s", f"the packed scenario is over {settings.max_link_chars} chars"
+            413,
+            "link_too_large",
+            "s",
+            f"the packed scenario is over the limit of {settings.max_link_chars} chars"
+            " (PAGEDVIZ_MAX_LINK_CHARS raises it)",
         )
     try:
         data = unpack(s, settings.max_body_bytes)
