@@ -85,6 +85,7 @@ def _worker_main(conn: Connection, threads: int) -> None:
 
     # the processes share the cores: more threads than that would spin against each other
     torch.set_num_threads(threads)
+    _warm_up()
 
     runs: dict[int, _Computing] = {}
     paused: set[int] = set()
@@ -140,6 +141,29 @@ def _worker_main(conn: Connection, threads: int) -> None:
             conn.send(reply)
     except (EOFError, OSError):
         return  # the server went away
+
+
+WARM_UP = {  # two small steps (a prefill, then decodes beside a prefill) through the model
+    "name": "warm-up",
+    "config": {"block_size": 4, "max_model_len": 32, "num_kv_blocks": 32, "max_num_reqs": 4},
+    "requests": [
+        {"id": "0", "prompt_len": 9, "max_tokens": 3},
+        {"id": "1", "prompt_len": 5, "max_tokens": 2, "arrival_step": 2},
+    ],
+    "max_steps": 3,
+}
+
+
+def _warm_up() -> None:
+    """Compute a tiny run before saying ready: the engine's lazy imports and numpy's and torch's
+    first calls are then paid at start, not by the first run a reader waits for (about 50 ms of
+    its first step on a fresh server)."""
+    from pagedviz.app.store import measured_steps
+    from pagedviz.core import Scenario, make_engine
+
+    with contextlib.suppress(Exception):  # a warm-up that fails costs only the time it saves
+        for _ in measured_steps(make_engine(Scenario.from_dict(WARM_UP))):
+            pass
 
 
 # --- in the server --------------------------------------------------------------------------
