@@ -152,7 +152,8 @@ def main() -> None:
     print(
         f"{'reqs':>5} | {'POST (202) s':>12} {'step 1 s':>8} {'total s':>8} {'steps':>5} | "
         f"{'RSS before MB':>13} {'peak MB':>8} {'peak/step KB':>12} | {'compute processes +MB':>21} | "
-        f"{'arrays MB':>9} {'held MB':>7} {'held / arrays':>13} {'measured / arrays':>17} | {'step 1 / run':>12}"
+        f"{'arrays MB':>9} {'held MB':>7} {'held / arrays':>13} {'measured / arrays':>17} | "
+        f"{'step 1 / run':>12}"
     )
     for size in (int(s) for s in args.sizes.split(",")):
         arrays, measured = local_sizes(size, args.max_tokens, args.model)
@@ -164,12 +165,14 @@ def main() -> None:
             print(
                 f"{size:>5} | {m['created']:>12.2f} {m['first']:>8.2f} {m['total']:>8.2f} {m['steps']:>5} | "
                 f"{m['before']:>13.0f} {m['peak']:>8.0f} {m['per_step_kb']:>12.1f} | {m['compute']:>21.0f} | "
-                f"{arrays / (1 << 20):>9.1f} {m['held']:>7.1f} {helds[-1]:>12.2f}x {measured / arrays:>16.2f}x | "
+                f"{arrays / (1 << 20):>9.1f} {m['held']:>7.1f} {helds[-1]:>12.2f}x "
+                f"{measured / arrays:>16.2f}x | "
                 f"{firsts[-1]:>12.3f}"
             )
         if args.repeat > 1:
             print(
-                f"{size:>5} | worst of {args.repeat}: held / arrays {max(helds):.2f}x, step 1 / run {max(firsts):.3f}"
+                f"{size:>5} | worst of {args.repeat}: held / arrays {max(helds):.2f}x,"
+                f" step 1 / run {max(firsts):.3f}"
             )
 
 
