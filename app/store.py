@@ -157,7 +157,8 @@ class EncodedStep:
 def encode_step(t: StepTrace) -> EncodedStep:
     """The step in the trace contract as compact JSON bytes, gzipped too when over 1 KB."""
     body = json.dumps(t.to_dict(), separators=(",", ":")).encode()
-    gzipped = gzip.compress(body, compresslevel=6, mtime=0) if len(body) >= 1024 else None
+    # level 1: a 262 KB step of a 1024-request run in 1.4 ms (64 KB) against 23 ms at level 6 (62 KB)
+    gzipped = gzip.compress(body, compresslevel=1, mtime=0) if len(body) >= 1024 else None
     etag = f'W/"{hashlib.blake2b(body, digest_size=12).hexdigest()}"'
     return EncodedStep(weakref.ref(t), body, gzipped, etag)
 
