@@ -109,7 +109,6 @@ class StagedRunner:
     LEVELS: dict[str, str] = LEVELS
     v: dict[str, Any]
     pad: dict[str, tuple[int, np.ndarray | None]]
-    recorded_num_tokens: np.ndarray | None
     stage_records: list[Stage]
     record_plan: list[PlanItem]
 
@@ -165,7 +164,7 @@ class StagedRunner:
         writes an array again, e.g. spec decode's logits_indices, is the one recorded). Views of
         persistent buffers are copied once: a padded array whose whole buffer is recorded too is
         handed over as that buffer's copy (the trace takes its first `valid` entries as the
-        array); num_tokens' copy is kept for record_batch, which records it again."""
+        array). The runner's own state joins the same record (capture_state)."""
         trace.stages.extend(self.stage_records)
         values = self.v.copy()
         padding: dict[str, tuple[int, np.ndarray | None]] = {}
@@ -177,7 +176,6 @@ class StagedRunner:
             data = values.get(name)
             if data is not None and data.base is not None:
                 values[name] = data.copy()
-        self.recorded_num_tokens = values.get("num_tokens")
         self.capture_state(values)
         trace.record_all(self.record_plan, values, padding)
 

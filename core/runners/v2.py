@@ -157,7 +157,6 @@ class ModelRunnerV2(V2Stages, V2SpecDecode, StagedRunner):
         self.block_table = torch.zeros((M, K), dtype=torch.int32, device=dev)
         self.v: dict[str, Any] = {}
         self.pad: dict[str, tuple[int, np.ndarray | None]] = {}
-        self.recorded_num_tokens = None
         self.slot_events: list[dict[str, object]] = []
         self.added_rows: list[int] = []
         self.row_req_ids: list[str] = []
