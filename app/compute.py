@@ -207,7 +207,6 @@ class Worker:
         self.outbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self.heard = time.monotonic()  # when it last said something (or was given work while idle)
         self.ready = False  # it has imported the engine and said so
-        self.warmed = False  # started by ComputePool.warm, as the server starts
         self.ended = False
         self._on_end = on_end
         self._on_change = on_change or (lambda: None)  # a run's bytes in flight changed
@@ -431,7 +430,7 @@ class ComputePool:
             if memory_budget is not None:
                 self.memory_budget = max(self.memory_budget or 0, memory_budget)
             while len(self.workers) < n:
-                self._spawn().warmed = True
+                self._spawn()
 
     def jobs(self) -> list[Job]:
         """The runs in flight, oldest first."""
@@ -518,15 +517,19 @@ class ComputePool:
         return self.submit(*args, **kwargs).future.result()
 
     def starting(self) -> bool:
-        """Whether the pool cannot compute at full speed yet: a worker that `warm` started is
-        still starting (importing the engine takes a second or two, and its import would take a
-        core from the first runs), or no worker is ready and one is starting. A pool with no
-        worker at all is not starting: the next run starts one."""
+        """Whether the pool cannot compute at once yet: no worker is ready and one is starting
+        (importing the engine takes a second or two). A pool with no worker at all is not
+        starting: the next run starts one."""
         with self._lock:
             live = [w for w in self.workers if not w.ended]
-        if any(w.warmed and not w.ready for w in live):
-            return True
         return bool(live) and not any(w.ready for w in live)
+
+    def readiness(self) -> tuple[int, int]:
+        """(workers ready, workers alive): /healthz says it, so that a benchmark can wait for
+        every worker (one still importing the engine takes a core from the first runs)."""
+        with self._lock:
+            live = [w for w in self.workers if not w.ended]
+        return sum(w.ready for w in live), len(live)
 
     def wait_ready(self, timeout: float = START_TIMEOUT_S) -> bool:
         """Wait until the pool is not starting (see `starting`); whether it got there in time."""

@@ -24,6 +24,12 @@ class Health(BaseModel):
     upstream: str = Field(
         description="the upstream code the engine mirrors", examples=["vLLM 0.33.0 · nano-vllm bb823b3"]
     )
+    compute: str = Field(
+        "",
+        description="compute processes ready of those started (a server that has just started"
+        " answers ok once one is ready)",
+        examples=["2 of 2 ready"],
+    )
 
 
 class PresetSummary(BaseModel):

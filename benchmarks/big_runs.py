@@ -107,10 +107,25 @@ def local_sizes(requests: int, max_tokens: int, model: bool) -> tuple[int, int]:
     return array_bytes(steps), sum(measured_bytes(t) for t in steps)
 
 
+def wait_for_every_compute_process(url: str, seconds: float = 120) -> None:
+    """A server answers once one compute process is ready; the figures are those of a server
+    whose compute processes have all started (one still importing the engine would take a core
+    from the run measured)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        said = httpx.get(f"{url}/healthz").json().get("compute", "")
+        ready, _, alive = said.partition(" ready")[0].partition(" of ")
+        if ready and ready == alive:
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"the compute processes did not all start within {seconds} s")
+
+
 def measure(requests: int, max_tokens: int, model: bool) -> dict[str, float]:
     limits = ["--max-requests", "4096", "--max-run-seconds", "600", "--max-run-mb", "4096"]
     with running_server(*limits, "--max-store-mb", "8192") as server:
         base = server.url
+        wait_for_every_compute_process(base)
         before = memory_mb(server.pid, "VmRSS")
         tree_before = tree_rss_mb(server.pid)
         with httpx.Client(base_url=base, timeout=600) as c:

@@ -62,6 +62,19 @@ def test_every_run_id_answers_the_same_after_hundreds_of_later_runs_however_smal
             assert snapshot(client.get, rid) == before[rid]
 
 
+def test_an_evicted_runs_steps_are_served_from_the_database_without_recomputing() -> None:
+    with TestClient(create_app(Settings(max_runs=1))) as client:
+        rid = client.post("/api/runs", json=preset_dict("seed-001")).json()["run_id"]
+        first = client.get(f"/api/runs/{rid}/steps/2")
+        client.post("/api/runs", json=preset_dict("seed-000"))  # evicts seed-001's run
+        store = client.app.state.store
+        computed = store.computations
+        again = client.get(f"/api/runs/{rid}/steps/2", headers={"Accept-Encoding": "gzip"})
+        assert store.computations == computed and rid not in store.runs
+        assert again.content == first.content and again.headers["etag"] == first.headers["etag"]
+        assert again.headers["cache-control"] == first.headers["cache-control"]  # a complete run's
+
+
 def test_the_database_drops_steps_before_scenarios_and_a_scenario_only_past_the_total_cap(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -100,7 +100,8 @@ def test_readers_asking_for_a_step_at_once_share_one_encoding(monkeypatch: Any) 
 
 
 def test_a_recomputed_run_is_encoded_afresh() -> None:
-    with TestClient(create_app(Settings(max_runs=1))) as client:
+    # the database keeps no step (each is over its cap), so an evicted run is recomputed
+    with TestClient(create_app(Settings(max_runs=1, max_db_bytes=1))) as client:
         run_id, _ = created(client, "seed-001")
         first = client.get(f"/api/runs/{run_id}/steps/1")
         created(client, "seed-000")  # evicts seed-001's run (max_runs=1)

@@ -32,8 +32,13 @@ def healthz(request: Request) -> JSONResponse:
             status_code=503,
             headers={"Retry-After": "1"},
         )
+    ready, alive = store.pool.readiness() if store.pool is not None else (0, 0)
     return JSONResponse(
         Health(
-            status="ok", version=__version__, device=str(resolve_device("auto")), upstream=describe()
+            status="ok",
+            version=__version__,
+            device=str(resolve_device("auto")),
+            upstream=describe(),
+            compute=f"{ready} of {alive} ready" if store.pool is not None else "in threads of this process",
         ).model_dump()
     )
