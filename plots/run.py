@@ -85,9 +85,10 @@ def run_metrics(
         vertical_spacing=0.05,
         row_heights=[0.3, 0.3, 0.25, 0.15],
         subplot_titles=(
-            label("tokens", lang),
-            label("blocks", lang),
-            label("requests", lang),
+            f"{label('tokens', lang)} · - - {label('budget', lang)}",
+            f"{label('blocks', lang)} · - - {label('pool', lang)}",
+            f"{label('requests', lang)}: {label('waiting', lang)}, {label('running', lang)}, "
+            f"{label('preempted', lang)}",
             label("hits", lang),
         ),
     )
@@ -137,7 +138,9 @@ def run_metrics(
     fig.update_xaxes(
         dtick=1 if len(x) <= 40 else None, range=[min(x, default=1) - 0.5, max(x, default=1) + 0.5]
     )
-    fig.update_layout(hovermode="x unified", bargap=0.15, barmode="overlay")
+    fig.update_yaxes(rangemode="tozero")
+    # the rows' titles name every series; a legend of eight entries would be as tall as the figure
+    fig.update_layout(hovermode="x unified", bargap=0.15, barmode="overlay", showlegend=False)
     for ann in fig.layout.annotations:  # the subplot titles: the page's text colour, left
         ann.update(x=0, xanchor="left", font={"size": 12, "color": v["muted"]})
     return apply_theme(fig, theme, label("run_metrics", lang), height=height)
@@ -258,11 +261,30 @@ def timeline(
                     "opacity": 0.65 if st == "decode" else 1.0,
                 },
                 name=label(st, lang),
+                legendgroup=st,
+                showlegend=False,
                 hovertemplate=(
                     f"{label('request', lang)} %{{y}} · {label(st, lang)}<br>"
                     f"{label('step', lang)} %{{customdata[0]}}–%{{customdata[1]}} · "
                     f"{label('tokens', lang)} %{{customdata[2]}}<extra></extra>"
                 ),
+            )
+        )
+        # the legend's key for the state: the bar's shape in a neutral colour (bars are per request)
+        fig.add_trace(
+            go.Scatter(
+                x=[None],
+                y=[None],
+                mode="markers",
+                name=label(st, lang),
+                legendgroup=st,
+                hoverinfo="skip",
+                marker={
+                    "symbol": "square-open" if st == "waiting" else "square",
+                    "size": 12 if widths[st] > 0.3 else 6,
+                    "color": v["muted"],
+                    "opacity": 0.65 if st == "decode" else 1.0,
+                },
             )
         )
     for key, marks, symbol, colour in (

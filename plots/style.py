@@ -138,8 +138,16 @@ def apply_theme(fig: go.Figure, theme: str, title: str, height: int | None = Non
             "size": 12,
         },
         title={"text": title, "x": 0.01, "xanchor": "left", "font": {"size": 14}},
-        margin={"l": 60, "r": 20, "t": 40, "b": 40},
-        legend={"orientation": "h", "y": -0.12, "x": 0, "bgcolor": "rgba(0,0,0,0)"},
+        margin={"l": 60, "r": 20, "t": 40, "b": 80},
+        # the legend at the figure's foot, under the x axis's title
+        legend={
+            "orientation": "h",
+            "yref": "container",
+            "y": 0,
+            "yanchor": "bottom",
+            "x": 0,
+            "bgcolor": "rgba(0,0,0,0)",
+        },
         hoverlabel={"namelength": -1},
     )
     fig.update_xaxes(gridcolor=v["line"], zerolinecolor=v["line"], linecolor=v["line"])

@@ -38,7 +38,9 @@ def test_dark_theme_takes_the_dark_css_colours():
         plots.run_metrics("seed-000", theme="blue")
 
 
-@pytest.mark.parametrize("name", ["slot_mapping", "positions", "block_table", "seq_lens", "discard_request_mask"])
+@pytest.mark.parametrize(
+    "name", ["slot_mapping", "positions", "block_table", "seq_lens", "discard_request_mask"]
+)
 def test_array_heatmap_holds_the_traced_array(seed000, name):
     _, run = seed000
     t = run[2]
