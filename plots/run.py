@@ -176,7 +176,13 @@ def lives(src: Source) -> tuple[list[Segment], dict[str, list[int]], dict[str, l
     not-scheduled runs merged; each prefill chunk its own segment), with the steps it was
     preempted and finished at."""
     prompt_len = {r.id: len(r.prompt_token_ids) for r in src.scenario.requests} if src.scenario else {}
-    arrival = {r.id: int(r.arrival_step) for r in src.scenario.requests} if src.scenario else {}
+    # requests by arrival step, latest first (popped as their step comes)
+    arrivals = (
+        sorted(((int(r.arrival_step), r.id) for r in src.scenario.requests), reverse=True)
+        if src.scenario
+        else []
+    )
+    unseen: set[str] = set()  # arrived, and in no queue yet
     segs: list[Segment] = []
     open_: dict[str, list[Any]] = {}  # rid -> [state, start, end, tokens]
     preempted: dict[str, list[int]] = {}
@@ -204,9 +210,11 @@ def lives(src: Source) -> tuple[list[Segment], dict[str, list[int]], dict[str, l
         for rid in holders:
             if rid not in done:
                 state.setdefault(rid, "unscheduled")
-        for rid, a in arrival.items():  # arrived and not yet seen in a queue: waiting
-            if a <= t.step and rid not in seen and rid not in state:
-                state[rid] = "waiting"
+        while arrivals and arrivals[-1][0] <= t.step:
+            unseen.add(arrivals.pop()[1])
+        unseen -= seen
+        for rid in unseen:  # arrived and not yet seen in a queue: waiting
+            state.setdefault(rid, "waiting")
         seen.update(state)
         for rid in list(open_):
             if rid not in state:

@@ -5,6 +5,8 @@ work offline; nothing comes from a CDN)."""
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -32,7 +34,28 @@ def plotly_js() -> Path:
     return path
 
 
+# figures made lately, by (run id, steps, name, theme, lang): a reload or a second reader does not
+# make them again (a 1024-request run's timeline takes seconds)
+_made: OrderedDict[tuple[str, int, str, str, str], bytes] = OrderedDict()
+_made_lock = threading.Lock()
+MAX_MADE = 32
+
+
 def figure_json(run: Run, name: str, theme: str, lang: str) -> bytes:
+    key = (run.run_id, len(run.steps), name, theme, lang)
+    with _made_lock:
+        if key in _made:
+            _made.move_to_end(key)
+            return _made[key]
+    body = make_figure(run, name, theme, lang)
+    with _made_lock:
+        _made[key] = body
+        while len(_made) > MAX_MADE:
+            _made.popitem(last=False)
+    return body
+
+
+def make_figure(run: Run, name: str, theme: str, lang: str) -> bytes:
     from pagedviz import plots
 
     make: Any = plots.run_metrics if name == "run_metrics" else plots.timeline
