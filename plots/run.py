@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from pagedviz.core import StepTrace
-from pagedviz.core.narrate import Facts
+from pagedviz.core.narrate_facts import Facts
 from pagedviz.plots.source import Source, resolve
 from pagedviz.plots.style import Identity, apply_theme, label, theme_vars
 
