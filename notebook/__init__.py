@@ -41,7 +41,8 @@ def _source_query(src: Any, scenario: Any) -> dict[str, str]:
 
 
 class View:
-    """The view shown in a notebook cell: `.step(n)` moves it, `.url` is its address."""
+    """The view shown in a notebook cell: `.step(n)` moves it, `.url` is its address, `.display()`
+    shows it again in another cell (show() displays it once, itself)."""
 
     def __init__(self, query: dict[str, str], step: int, width: int | str, height: int) -> None:
         self.query = query

@@ -93,6 +93,8 @@ async function draw() {
       fig.firstChild.addEventListener("click", (e) => pick(fig.firstChild, e));
     }
     const gd = fig.firstChild;
+    fig.setAttribute("role", "group");
+    fig.setAttribute("aria-label", figs[i].layout.title ? figs[i].layout.title.text : name);
     await Plotly.react(gd, figs[i].data, figs[i].layout, { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["select2d", "lasso2d"] });
     if (!gd.dataset.wired) { gd.on("plotly_afterplot", () => moveMarker(fig)); gd.dataset.wired = "1"; }
     moveMarker(fig);
