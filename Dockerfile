@@ -8,6 +8,8 @@ COPY core core
 COPY app app
 COPY templates templates
 COPY static static
+COPY plots plots
+COPY notebook notebook
 COPY scripts/docker-install.sh scripts/docker-install.sh
 RUN TORCH_INDEX_URL="$TORCH_INDEX_URL" bash scripts/docker-install.sh python /src \
     && useradd --create-home --uid 10001 pagedviz

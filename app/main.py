@@ -15,7 +15,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from pagedviz.app import errors
 from pagedviz.app.compute import compute_pool
 from pagedviz.app.errors import ApiError
-from pagedviz.app.routes import health, pages, presets, runs, schema, teach
+from pagedviz.app.routes import figures, health, pages, presets, runs, schema, teach
 from pagedviz.app.settings import Settings
 from pagedviz.app.store import RunStore
 from pagedviz.core import __version__
@@ -70,10 +70,13 @@ class SecurityHeaders:
     (PAGEDVIZ_EMBED_ANCESTORS) and has no X-Frame-Options; every other response keeps
     frame-ancestors 'none' and DENY."""
 
-    def __init__(self, app: ASGIApp, embed_ancestors: str = "*") -> None:
+    def __init__(self, app: ASGIApp, embed_ancestors: str = "*", page_ancestors: str = "'none'") -> None:
         self.app = app
         self.embed_csp = CSP.replace("frame-ancestors 'none'", f"frame-ancestors {embed_ancestors}").encode()
         self.embed_headers = [h for h in HEADERS if h[0] != b"x-frame-options"]
+        # every page framable by `page_ancestors` (pagedviz.notebook's loopback server only)
+        self.csp = CSP.replace("frame-ancestors 'none'", f"frame-ancestors {page_ancestors}").encode()
+        self.headers = HEADERS if page_ancestors == "'none'" else self.embed_headers
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -81,8 +84,8 @@ class SecurityHeaders:
             return
         docs = scope["path"].startswith(("/docs", "/redoc"))
         embed = not docs and is_embed(scope.get("query_string", b""))
-        csp = self.embed_csp if embed else (DOCS_CSP if docs else CSP).encode()
-        headers = self.embed_headers if embed else HEADERS
+        csp = self.embed_csp if embed else DOCS_CSP.encode() if docs else self.csp
+        headers = self.embed_headers if embed else self.headers
 
         async def with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
@@ -126,9 +129,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         pool=pool,
     )
     app.add_middleware(GZipMiddleware, minimum_size=1024)
-    app.add_middleware(SecurityHeaders, embed_ancestors=settings.embed_ancestors)
+    app.add_middleware(
+        SecurityHeaders, embed_ancestors=settings.embed_ancestors, page_ancestors=settings.page_ancestors
+    )
     errors.install(app)
-    for r in (health.router, presets.router, runs.router, schema.router, teach.router):
+    for r in (health.router, presets.router, runs.router, schema.router, teach.router, figures.router):
         app.include_router(r)
     app.add_api_route("/docs-md/{name}", docs_md, methods=["GET"], include_in_schema=False)
     pages.mount(app)

@@ -16,14 +16,14 @@ from pagedviz.core.config import Limits, SettingError, env_int
 _SOURCE = re.compile(r"^[A-Za-z0-9*'.:/_\-+%]+$")
 
 
-def embed_ancestors(raw: str) -> str:
+def embed_ancestors(raw: str, var: str = "PAGEDVIZ_EMBED_ANCESTORS") -> str:
     """PAGEDVIZ_EMBED_ANCESTORS as a frame-ancestors source list ("*", "'self'", "https://slides.example");
     anything that could end the directive (";", ",", quotes out of place, control characters) stops the
     server at start, naming the variable."""
     parts = raw.split()
     if not parts or any(not _SOURCE.match(p) for p in parts):
         raise SettingError(
-            "PAGEDVIZ_EMBED_ANCESTORS must be CSP frame-ancestors sources separated by spaces"
+            f"{var} must be CSP frame-ancestors sources separated by spaces"
             f" (got {raw!r:.60})"
         )
     return " ".join(parts)
@@ -63,6 +63,9 @@ class Settings:
     compute_in: str = "process"
     # who may frame an embedded figure (/run?...&embed=<card>): a CSP frame-ancestors source list
     embed_ancestors: str = "*"
+    # who may frame every page (the whole run view): nobody by default; pagedviz.notebook's
+    # in-process server, on the loopback address only, lets the notebook's page frame it
+    page_ancestors: str = "'none'"
     limits: Limits = field(default_factory=Limits)
 
     @classmethod
@@ -85,5 +88,8 @@ class Settings:
             max_db_total_bytes=env_int("PAGEDVIZ_STORE_MAX_MB", d.max_db_total_bytes >> 20) << 20,
             compute_in=compute_in(os.environ.get("PAGEDVIZ_COMPUTE_IN", d.compute_in)),
             embed_ancestors=embed_ancestors(os.environ.get("PAGEDVIZ_EMBED_ANCESTORS", d.embed_ancestors)),
+            page_ancestors=embed_ancestors(
+                os.environ.get("PAGEDVIZ_PAGE_ANCESTORS", d.page_ancestors), "PAGEDVIZ_PAGE_ANCESTORS"
+            ),
             limits=Limits.from_env(),
         )

@@ -18,10 +18,13 @@ the server has not computed and times step 1 painted while the later steps compu
 (issue 17): first paint with heatmaps under 1 s for every preset and under 1.5 s for 128
 requests; a step change under 50 ms median (the issue measured it as the script's time, back to
 back, the "(js)" column); step 1 of a new 1024-request run on the page in under 1 s.
+The run-level charts under the page (static/runcharts.js, plotly.js loaded once the first step
+is painted and the page idle) are on by default; --run-charts both measures each run a second
+time with that module answered empty (the page as it was before them), side by side in one run.
 Run:
 
     .venv/bin/python benchmarks/ui_timing.py [--preset seed-000 | --preset all | --requests 128]
-        [--stream 1024] [--repeat 3]
+        [--stream 1024] [--repeat 3] [--run-charts on|off|both]
 """
 
 from __future__ import annotations
@@ -166,6 +169,12 @@ def main() -> None:
     )
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--chromium", default="/usr/bin/chromium")
+    ap.add_argument(
+        "--run-charts",
+        choices=("on", "off", "both"),
+        default="on",
+        help="the run-level plotly charts: loaded (on), left out (off) or both, side by side",
+    )
     args = ap.parse_args()
     # a stream of N > 256 requests needs the server's limits raised, as big_runs.py does
     limits = ["--max-requests", "4096", "--max-run-seconds", "600", "--max-run-mb", "4096"]
@@ -191,11 +200,20 @@ def main() -> None:
             browser = p.chromium.launch(executable_path=args.chromium, args=CHROMIUM_ARGS)
             # one browser context per run, as one person's browser
             rows = []
+            charts = {"on": [True], "off": [False], "both": [True, False]}[args.run_charts]
             for label, url in targets:
-                context = browser.new_context(viewport={"width": 1400, "height": 1000})
-                context.add_init_script(EVENT_TIMING)
-                rows.append((label, measure(context, url, args.repeat)))
-                context.close()
+                for with_charts in charts:
+                    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+                    context.add_init_script(EVENT_TIMING)
+                    if not with_charts:  # the page without its run-level charts: their module empty
+                        context.route(
+                            "**/static/runcharts.js*",
+                            lambda route: route.fulfill(body="", content_type="text/javascript"),
+                        )
+                    rows.append(
+                        (label + ("" if with_charts else " (no charts)"), measure(context, url, args.repeat))
+                    )
+                    context.close()
             streamed = []
             for seed in range(max(1, args.repeat) if args.stream else 0):  # a new run each time
                 context = browser.new_context(viewport={"width": 1400, "height": 1000})

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Create .venv with torch and pagedviz installed. Installs only what is missing: torch once, the
 # package again only when pyproject.toml changed (a stamp in .venv holds its hash), so a second
-# start costs well under a second. With --test, also the test tools and Debian's chromium for the
+# start costs well under a second. With --test, also the test tools, the notebook extra (the example
+# notebooks run in the tests) and Debian's chromium for the
 # browser tests (installed with apt when running as root).
 #
 # Torch: the CPU build when there is no NVIDIA GPU (nvidia-smi absent or failing), PyPI's default
@@ -90,7 +91,7 @@ HASH=$("$PY" -c "import hashlib, sys; print(hashlib.sha256(open(sys.argv[1], 'rb
 read -r OLD_HASH OLD_MODE 2>/dev/null <"$STAMP" || true
 if [ "${OLD_HASH:-}" != "$HASH" ] || { [ "$MODE" = test ] && [ "${OLD_MODE:-}" != test ]; }; then
   if [ "$MODE" = test ]; then
-    "${PIP[@]}" install -q -e ".[test]"
+    "${PIP[@]}" install -q -e ".[test,notebook]"
   else
     "${PIP[@]}" install -q -e .
   fi

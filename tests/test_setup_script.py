@@ -167,7 +167,7 @@ def test_test_mode_adds_the_test_tools_once(fake_repo: Path) -> None:
     assert pip_calls(fake_repo)[-1] == "install -q -e ."
     # chromium's check may print a note where it is missing; the pip calls are what count here
     setup("--test", cwd=fake_repo, **env)
-    assert pip_calls(fake_repo) == ["install -q -e .[test]"]
+    assert pip_calls(fake_repo) == ["install -q -e .[test,notebook]"]
     setup("--test", cwd=fake_repo, **env)
     setup(cwd=fake_repo, **env)
     assert pip_calls(fake_repo) == []

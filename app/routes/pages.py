@@ -1,5 +1,6 @@
 """The HTML pages (Jinja2, autoescaped) and the static files. The pages draw their heatmaps on
-canvases (static/canvasmap.js), so no plotting library is served."""
+canvases (static/canvasmap.js); only the run-level charts under the page load plotly.js, lazily
+(static/runcharts.js, app/routes/figures.py)."""
 
 from __future__ import annotations
 
@@ -51,7 +52,7 @@ def landing(request: Request) -> HTMLResponse:
 
 @router.get("/run", response_class=HTMLResponse)
 def run_page(request: Request) -> HTMLResponse:
-    modules = module_graph("run.js", "embed.js")
+    modules = module_graph("run.js", "embed.js", "runcharts.js")
     return templates.TemplateResponse(
         request, "run.html", {"version": __version__, "page": "run", "modules": modules}
     )

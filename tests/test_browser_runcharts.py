@@ -1,0 +1,109 @@
+"""The run-level charts under the run page (static/runcharts.js), read as a person sees them at
+1280×720: both plotly figures painted (plotly.js from the app itself, under the page's CSP), in
+the page's colours, light and dark, English and Chinese; the step marker follows the step; a click
+on a figure opens the step under it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import test_browser as tb
+
+pytestmark = tb.pytestmark
+
+base_url = tb.base_url
+browser = tb.browser
+
+DRAWN = "body[data-first-paint='1'] #run-charts[data-drawn='2']"
+# per figure: how many bars / points plotly painted, the marker's step and its centre on screen,
+# and where on screen a step's centre is (from the figure's own x axis)
+READ = """() => [...document.querySelectorAll('#run-charts .rc-figure')].map((f) => {
+  const gd = f.firstChild, m = f.lastChild, fl = gd._fullLayout, box = gd.getBoundingClientRect();
+  const mb = m.getBoundingClientRect();
+  return {
+    name: f.dataset.figure,
+    painted: gd.querySelectorAll('.point, .trace.scatter path.js-line').length,
+    bg: fl.paper_bgcolor,
+    title: fl.title.text,
+    marker: Number(m.dataset.step),
+    markerX: mb.left + mb.width / 2,
+    x: [1, 2, 3, 4, 5, 6, 7, 8].map((n) => box.left + fl._size.l + fl.xaxis.l2p(n)),
+    top: box.top + fl._size.t + fl._size.h / 2,
+  };
+})"""
+
+
+@pytest.fixture()
+def small(browser: Any, base_url: str) -> Iterator[Any]:
+    yield from tb.watched_page(browser, base_url, 1280, 720)
+
+
+def charts(page: Any) -> list[dict[str, Any]]:
+    page.wait_for_selector(DRAWN, state="attached", timeout=60_000)
+    page.locator("#run-charts").scroll_into_view_if_needed()
+    return page.evaluate(READ)
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_both_run_charts_are_painted_in_theme_and_language(small: Any, scheme: str, lang: str) -> None:
+    small.emulate_media(color_scheme=scheme)
+    tb.open_run(small, f"preset=seed-000&step=3&lang={lang}")
+    got = charts(small)
+    assert [g["name"] for g in got] == ["run_metrics", "timeline"]
+    for g in got:
+        assert g["painted"] > 8, g  # the bars and points are on the page, not just the axes
+        assert g["bg"] == ("#121212" if scheme == "dark" else "#fff")
+        assert g["marker"] == 3
+    titles = [g["title"] for g in got]
+    en = ["How the run evolves", "Each request's life"]
+    want = ["运行的变化", "每个请求的生命周期"] if lang == "zh" else en
+    assert titles == want
+    # the timeline's bars carry the requests' colours, as the page's tables do
+    colours = small.evaluate(
+        "import('/static/trace.js').then(m => m.S.overview.scenario.requests.map(r => m.reqColor(r.id)))"
+    )
+    fills = small.evaluate(
+        "[...document.querySelectorAll('[data-figure=timeline] .trace.bars .point path')]"
+        ".map(p => getComputedStyle(p).fill)"
+    )
+    rgb = {f"rgb({int(c[1:3], 16)}, {int(c[3:5], 16)}, {int(c[5:7], 16)})" for c in colours}
+    assert rgb <= set(fills)
+    tb.shot(small, f"runcharts-{scheme}-{lang}.png")
+
+
+def test_the_marker_follows_the_step_and_a_click_opens_a_step(small: Any) -> None:
+    tb.open_run(small, "preset=seed-000&step=2")
+    got = charts(small)
+    for g in got:
+        assert abs(g["markerX"] - g["x"][1]) < 2, g  # over step 2
+    small.keyboard.press("ArrowRight")
+    small.wait_for_selector("body[data-painted='3']", state="attached")
+    moved = small.evaluate(READ)
+    for after in moved:
+        assert after["marker"] == 3
+        assert abs(after["markerX"] - after["x"][2]) < 2
+    # the figures were not drawn again: plotly's own nodes are the same ones
+    small.locator("#run-charts").scroll_into_view_if_needed()
+    g = small.evaluate(READ)[0]
+    small.mouse.click(g["x"][5], g["top"])
+    small.wait_for_selector("body[data-painted='6']", state="attached")
+    assert small.evaluate("new URLSearchParams(location.search).get('step')") == "6"
+    assert [m["marker"] for m in small.evaluate(READ)] == [6, 6]
+    tb.shot(small, "runcharts-step6.png")
+
+
+def test_plotly_loads_from_the_app_under_the_strict_csp(browser: Any, base_url: str) -> None:
+    context = browser.new_context(viewport={"width": 1280, "height": 720})
+    page = context.new_page()
+    violations: list[str] = []
+    page.on("console", lambda m: violations.append(m.text) if "Content Security Policy" in m.text else None)
+    hosts: set[str] = set()
+    page.on("request", lambda r: hosts.add(r.url.split("/")[2]))
+    page.goto(f"{base_url}/run?preset=seed-000")
+    page.wait_for_selector(DRAWN, state="attached", timeout=60_000)
+    assert violations == []
+    assert hosts == {base_url.split("/")[2]}  # nothing from a CDN
+    context.close()
