@@ -406,3 +406,38 @@ Object.assign(STRINGS.zh, {
   ec_wait_tip: "批次队列未满：这一步不调用 update_from_output 就返回，所以下一步会在这一步的输出到达调度器之前被规划。",
   ec_queue: "批次队列", ec_drain: "未调度：只排空队列", ec_finished: "本次 update 中完成",
 });
+
+// The lecturer's views (issue 29): the compare view's panes and its line (comparepanes.js,
+// comparewhy.js), present mode and stage playback
+Object.assign(STRINGS.en, {
+  cmp_view_title: "A vs B", cmp_sep: "; ", cmp_block_table: "Block table", cmp_blocks: "blocks", cmp_token_row: "Token row",
+  cmp_no_tokens: "no tokens this step", cmp_first: "Step {n} is the first step where the runs differ.",
+  cmp_at: "Step {n}:", cmp_no_diff: "No difference at step {n}.", cmp_go_first: "Go to the first difference (step {n})",
+  cmp_w_sched: "A schedules {a} tokens, B {b}", cmp_w_reqs: "A batches {a}, B {b}", cmp_w_order: "batch order A {a}, B {b}",
+  cmp_w_arrays: "arrays that differ:", cmp_w_kv: "KV blocks held otherwise: {blocks}", cmp_w_only: "only {side} has",
+  cmp_b_ended: "Run B has ended.", cmp_why: "Why:", cmp_legend: "Outlined: differs from the other run at this step.",
+  cmp_details: "Compare in detail",
+  cmp_why_enable_prefix_caching: "With prefix caching off, a prompt that starts like an earlier one computes that prefix again, into blocks of its own, instead of sharing the cached blocks.",
+  cmp_why_enable_chunked_prefill: "Without chunked prefill, a prompt that does not fit in what is left of the token budget waits for a later step instead of being split into chunks.",
+  cmp_why_block_size: "A bigger block holds more tokens: each request needs fewer blocks and the block table is narrower, but each request's last block is mostly empty (internal fragmentation).",
+  cmp_why_flavor: "Another engine prepares the same requests with its own scheduler and its own arrays: which requests run, in which order, and where their tokens go can differ.",
+  cmp_why_model_runner: "V1 keeps each request in a persistent batch row; Model Runner V2 keeps it in a state slot and sorts the batch every step (decodes first), so the batch order and the token row's order can differ while each request's own slots stay the same.",
+  cmp_m_steps: "steps", cmp_m_preemptions: "preemptions", cmp_m_peak_blocks_used: "peak blocks used",
+  cmp_m_peak_internal_fragmentation: "peak internal fragmentation", cmp_m_padded_tokens: "padded tokens",
+});
+Object.assign(STRINGS.zh, {
+  cmp_view_title: "A 与 B", cmp_sep: "；", cmp_block_table: "块表", cmp_blocks: "块", cmp_token_row: "token 行",
+  cmp_no_tokens: "本步没有 token", cmp_first: "第 {n} 步是两个运行第一次出现不同的一步。",
+  cmp_at: "第 {n} 步：", cmp_no_diff: "第 {n} 步没有不同。", cmp_go_first: "转到第一个不同（第 {n} 步）",
+  cmp_w_sched: "A 调度 {a} 个 token，B 调度 {b} 个", cmp_w_reqs: "A 的批次 {a}，B 的批次 {b}", cmp_w_order: "批次顺序 A {a}，B {b}",
+  cmp_w_arrays: "不同的数组：", cmp_w_kv: "归属不同的 KV 块：{blocks}", cmp_w_only: "只有 {side} 有",
+  cmp_b_ended: "运行 B 已结束。", cmp_why: "原因：", cmp_legend: "加框：本步与另一个运行不同。",
+  cmp_details: "详细对比",
+  cmp_why_enable_prefix_caching: "关闭前缀缓存后，开头与之前某个提示相同的提示会把这段前缀重新计算一遍，写入自己的块，而不是共享已缓存的块。",
+  cmp_why_enable_chunked_prefill: "不开分块预填充时，放不进剩余 token 预算的提示要等到后面的步，而不是被切成几块。",
+  cmp_why_block_size: "块越大，每块容纳的 token 越多：每个请求需要的块更少，块表更窄，但每个请求的最后一块大部分是空的（内部碎片）。",
+  cmp_why_flavor: "另一个引擎用自己的调度器和自己的数组处理相同的请求：哪些请求运行、按什么顺序、token 写到哪里都可能不同。",
+  cmp_why_model_runner: "V1 把每个请求放在持久化批次的固定行里；模型运行器 V2 把它放在状态槽里，并且每一步都对批次重新排序（先解码），所以批次顺序和 token 行的顺序可能不同，而每个请求自己的槽位不变。",
+  cmp_m_steps: "步数", cmp_m_preemptions: "抢占次数", cmp_m_peak_blocks_used: "峰值已用块数",
+  cmp_m_peak_internal_fragmentation: "峰值内部碎片", cmp_m_padded_tokens: "补齐的 token 数",
+});
