@@ -362,15 +362,23 @@ function redrawSystem() {
 // ------------------------------------------------------------------ controls
 function stopPlay() {
   if (S.timer) { clearInterval(S.timer); S.timer = null; }
-  $("btn-play").textContent = "▶";
-  $("btn-play").dataset.i18nAria = "play";
-  $("btn-play").setAttribute("aria-label", L("play"));
+  playGlyph(false);
+}
+
+// the play button's symbol: ▶, or a pause sign drawn by CSS (two bars), which no font can lack
+function playGlyph(playing) {
+  const b = $("btn-play");
+  b.dataset.playing = playing ? "1" : "";
+  b.dataset.i18nAria = playing ? "pause" : "play";
+  b.setAttribute("aria-label", L(playing ? "pause" : "play"));
+  b.title = L(playing ? "pause" : "play");
+  if (playing) b.replaceChildren(el("span", { class: "glyph-pause", "aria-hidden": "true" }));
+  else b.textContent = "▶";
 }
 
 function togglePlay() {
   if (S.timer) return stopPlay();
-  $("btn-play").textContent = "⏸";
-  $("btn-play").setAttribute("aria-label", L("pause"));
+  playGlyph(true);
   S.timer = setInterval(() => {
     if (state.step >= S.overview.num_steps) return stopPlay();
     showStep(state.step + 1);
@@ -398,6 +406,9 @@ function setPresent(on) {
   document.body.classList.toggle("present", on);
   $("btn-present").textContent = L(on ? "leave_present" : "present");
   $("btn-present").dataset.i18n = on ? "leave_present" : "present";
+  // Space is the play key in presentation: the button just pressed must not keep the focus (Space
+  // would press it again and leave)
+  if (document.activeElement === $("btn-present")) $("btn-present").blur();
   writeState(state);
   if (S.trace) { renderStep(); applySelection(); }
 }

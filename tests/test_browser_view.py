@@ -172,7 +172,8 @@ def test_space_presses_the_focused_button_and_plays_only_from_the_page(page: obj
     assert page.locator("#btn-play").inner_text() == "▶"
     page.evaluate("document.activeElement.blur()")
     page.keyboard.press(" ")
-    assert page.locator("#btn-play").inner_text() == "⏸"
+    assert page.locator("#btn-play").get_attribute("data-playing") == "1"
+    assert page.locator("#btn-play").get_attribute("aria-label") == "Pause"
     page.keyboard.press(" ")
     assert page.locator("#btn-play").inner_text() == "▶"
 
