@@ -14,7 +14,7 @@ import { t } from "./i18n.js";
 import { writeState } from "./state.js";
 import { $, L, S, state } from "./trace.js";
 import { clear, el } from "./views.js";
-import { modifiedScenario } from "./whatif.js";
+import { backToBaseline, modifiedScenario } from "./whatif.js";
 
 const C = { a: null, b: null, spec: "", pairs: [], cmp: null, first: 1, steps: new Map(), going: 0 };
 // whether the page's own link named a step (read before the page rewrites its address)
@@ -311,9 +311,12 @@ function build() {
       el("select", { id: "cmp-flavor", "aria-label": "flavor" }, FLAVORS.map((f) => el("option", { value: f, text: f }))),
       el("button", { type: "button", id: "cmp-go-flavor", dataset: { i18n: "cmp_flavor" }, text: L("cmp_flavor"),
         onclick: () => compareWith(`flavor:${$("cmp-flavor").value}`) }),
-      el("button", { type: "button", id: "cmp-go-settings", dataset: { i18n: "cmp_settings" }, text: L("cmp_settings"), onclick: () => {
+      el("button", { type: "button", id: "cmp-go-settings", dataset: { i18n: "cmp_settings" }, text: L("cmp_settings"), onclick: async () => {
         const { changes } = modifiedScenario();
         if (!changes.length) { $("cmp-msg").textContent = L("cmp_no_change"); return; }
+        // the what-if applies its settings in place: the page goes back to the baseline (A), and
+        // the settings are run B
+        await backToBaseline();
         compareWith(changes.map((c) => c.replace(" ", ":")).join(","));
       } }),
     ]),

@@ -424,6 +424,7 @@ Object.assign(STRINGS.en, {
   cmp_why_model_runner: "V1 keeps each request in a persistent batch row; Model Runner V2 keeps it in a state slot and sorts the batch every step (decodes first), so the batch order and the token row's order can differ while each request's own slots stay the same.",
   cmp_m_steps: "steps", cmp_m_preemptions: "preemptions", cmp_m_peak_blocks_used: "peak blocks used",
   cmp_m_peak_internal_fragmentation: "peak internal fragmentation", cmp_m_padded_tokens: "padded tokens",
+  wi_note_baseline: "the baseline's, before the what-if: it may not hold for these settings",
 });
 Object.assign(STRINGS.zh, {
   cmp_view_title: "A 与 B", cmp_sep: "；", cmp_block_table: "块表", cmp_blocks: "块", cmp_token_row: "token 行",
@@ -440,4 +441,5 @@ Object.assign(STRINGS.zh, {
   cmp_why_model_runner: "V1 把每个请求放在持久化批次的固定行里；模型运行器 V2 把它放在状态槽里，并且每一步都对批次重新排序（先解码），所以批次顺序和 token 行的顺序可能不同，而每个请求自己的槽位不变。",
   cmp_m_steps: "步数", cmp_m_preemptions: "抢占次数", cmp_m_peak_blocks_used: "峰值已用块数",
   cmp_m_peak_internal_fragmentation: "峰值内部碎片", cmp_m_padded_tokens: "补齐的 token 数",
+  wi_note_baseline: "属于基线（what-if 之前）：在这些设置下可能不再成立",
 });

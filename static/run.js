@@ -54,7 +54,7 @@ async function loadRun() {
   S.stages = stages.data;
   document.body.dataset.complete = streaming ? "0" : "1";
   const sc = ov.data.scenario;
-  $("run-title").textContent = sc.title || sc.name;
+  $("run-title").textContent = $("run-title").title = sc.title || sc.name;
   if (state.lang === "zh") localTitle(sc);
   showNotes(sc);
   $("flavor-badge").textContent = sc.flavor;
@@ -161,7 +161,7 @@ async function localTitle(sc) {
   const [en, zh] = await Promise.all([getJSON("/api/presets"), getJSON("/api/presets?lang=zh")]);
   if (!en.ok || !zh.ok) return;
   const i = en.data.findIndex((p) => p.id === sc.name && p.title === sc.title);
-  if (i >= 0) $("run-title").textContent = zh.data[i].title;
+  if (i >= 0) $("run-title").textContent = $("run-title").title = zh.data[i].title;
 }
 
 // a step's trace, fetched once (a fetch under way is shared, not repeated)
@@ -391,7 +391,7 @@ function setLang(lang) {
   document.querySelectorAll("[data-lang]").forEach((b) => b.setAttribute("aria-pressed", b.dataset.lang === lang ? "true" : "false"));
   if (S.overview) {
     const sc = S.overview.scenario;
-    $("run-title").textContent = sc.title || sc.name;
+    $("run-title").textContent = $("run-title").title = sc.title || sc.name;
     if (lang === "zh") localTitle(sc);
     showNotes(sc);
     drawTimeline();

@@ -66,10 +66,10 @@ export function renderSlotFormula() {
   box.append(term("slot_mapping", "slot"), " = ", term("block_table", `${bt}[`), term("req", isV2() ? "idx_mapping[row]" : "req"), ", ",
     term("positions", "pos"), " // ", term("block_size", "block_size"), term("block_table", "]"), " * ",
     term("block_size", "block_size"), " + ", term("positions", "pos"), " % ", term("block_size", "block_size"));
-  // with nothing selected, the step's last token is the example (not in a lesson, whose checkpoints
-  // choose what the page may show)
+  // with nothing selected, the normal view takes the step's last token as its example (not in a
+  // lesson, whose checkpoints choose what the page may show; presentation keeps its one screen)
   const T = S.trace ? tokenCount() : 0;
-  const example = !document.body.classList.contains("with-lesson") && T > 0 ? { kind: "token", index: T - 1 } : null;
+  const example = !state.present && !document.body.classList.contains("with-lesson") && T > 0 ? { kind: "token", index: T - 1 } : null;
   const sel = S.hover || S.sel || example;
   if (!sel || sel.kind !== "token" || !S.trace || S.trace.idle || !A("slot_mapping")) return;
   const i = sel.index, r = reqOfTokens()[i], pos = A("positions")[i], bs = blockSize(), slot = A("slot_mapping")[i];
