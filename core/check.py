@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from pagedviz.core.narrate import explain
+from pagedviz.core.narrate_explain import explain
 from pagedviz.core.trace import StepTrace
 
 MAX_ENTRIES = 4096
