@@ -367,7 +367,8 @@ export async function showNotes(sc) {
   // are marked as the baseline's
   const base = baseline();
   const rerun = Boolean(base && base.scenario.name === sc.name && JSON.stringify(base.scenario.config) !== JSON.stringify(sc.config));
-  const label = rerun ? `${L("note")} (${L("wi_note_baseline")}): ` : `${L("note")}: `;
-  clear(box).append(...notes.map((n) => el("li", { title: n, class: rerun ? "note-baseline" : "" }, [el("strong", { text: label }), n])));
+  const label = rerun ? `${L("note")} (${L("baseline")}): ` : `${L("note")}: `;
+  clear(box).append(...notes.map((n) => el("li", { title: rerun ? `${L("wi_note_baseline")}. ${n}` : n, class: rerun ? "note-baseline" : "" },
+    [el("strong", { text: label }), n])));
   box.hidden = !notes.length;
 }

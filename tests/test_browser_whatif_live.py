@@ -35,7 +35,11 @@ def test_a_choice_applies_at_once_and_the_notes_turn_into_the_baselines(page: An
     assert page.locator("body").get_attribute("data-step") == "2"
     notes = page.locator("#preset-notes li")
     assert notes.count() >= 1 and page.locator("#preset-notes li.note-baseline").count() == notes.count()
-    assert "baseline" in notes.first.inner_text()
+    assert "(baseline)" in notes.first.inner_text()
+    assert "may not hold" in (notes.first.get_attribute("title") or "")
+    # the buttons of the title line keep their own line height (none wraps)
+    for sel in ("[data-lang='zh']", "#btn-copy", "#btn-present"):
+        assert page.locator(sel).bounding_box()["height"] < 40, sel
     # the knob keeps its value and says the baseline's
     assert page.locator("#wi-block_size").input_value() == "4"
     assert "(baseline 2)" in page.locator(".wi-knob[data-key='block_size']").inner_text()
