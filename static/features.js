@@ -11,7 +11,7 @@ import { getJSON } from "./api.js";
 import { stageText } from "./i18n.js";
 import { $, A, L, S, reqOfTokens, stageFlavor, state, tokenCount } from "./trace.js";
 import { clear, el, heatmap } from "./views.js";
-import { baseline } from "./whatif.js";
+import { isRerun } from "./whatif.js";
 
 const fill = (key, vars) => Object.entries(vars).reduce((s, [k, v]) => s.replace(`{${k}}`, v), L(key));
 
@@ -365,8 +365,7 @@ export async function showNotes(sc) {
   }
   // a what-if rerun carries its baseline's notes, which its changed settings may make false: they
   // are marked as the baseline's
-  const base = baseline();
-  const rerun = Boolean(base && base.scenario.name === sc.name && JSON.stringify(base.scenario.config) !== JSON.stringify(sc.config));
+  const rerun = isRerun(sc);
   const label = rerun ? `${L("note")} (${L("baseline")}): ` : `${L("note")}: `;
   clear(box).append(...notes.map((n) => el("li", { title: rerun ? `${L("wi_note_baseline")}. ${n}` : n, class: rerun ? "note-baseline" : "" },
     [el("strong", { text: label }), n])));

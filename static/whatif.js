@@ -25,6 +25,13 @@ const DEBOUNCE_MS = 450;
 
 export const baseline = () => W.baseline;
 
+// whether `sc` is a what-if rerun of the baseline: its requests with some knob set otherwise
+export function isRerun(sc) {
+  const base = W.baseline ? W.baseline.scenario : null;
+  if (!base || base.name !== sc.name || !sc.config) return false;
+  return KNOBS.some(([k]) => (base.config[k] ?? null) !== (sc.config[k] ?? null));
+}
+
 async function metricsOf(runId) {
   if (!W.metrics.has(runId)) W.metrics.set(runId, getJSON(`/api/runs/${encodeURIComponent(runId)}/metrics`).then((r) => (r.ok ? r.data : null)));
   return W.metrics.get(runId);
@@ -146,6 +153,9 @@ export async function backToBaseline() {
 async function reset() {
   if (!W.baseline) return;
   clearTimeout(W.timer);
+  W.timer = null;
+  // a rerun still loading would land after the baseline and hide it: the baseline loads after it
+  while (W.busy) await new Promise((resolve) => setTimeout(resolve, 50));
   W.built = "";  // the controls go back to the baseline's values
   W.ours = true;
   try { await ctl.load({ link: W.baseline.link }, { step: state.step, stage: state.stage }); } finally { W.ours = false; }
