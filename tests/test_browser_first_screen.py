@@ -42,7 +42,8 @@ def test_the_documents_presets_show_block_table_kv_pool_token_row_and_formula_on
     page: Any, preset: str
 ) -> None:
     open_run(page, f"preset={preset}")
-    steps = int(page.evaluate("document.querySelectorAll('#timeline .tl-step').length"))
+    page.wait_for_selector("body[data-complete='1']", state="attached")  # every step is in the timeline
+    steps = int(page.evaluate("document.querySelectorAll('#timeline .tl-step:not(.tl-pending)').length"))
     for n in range(1, steps + 1):
         if n > 1:
             page.keyboard.press("ArrowRight")
