@@ -6,15 +6,19 @@
 // arrays, its KV strips and its narration, and A's differing entries in the token table above.
 
 import { errorLines, getJSON, postJSON } from "./api.js";
-import { onView } from "./bus.js";
+import { ctl, onView } from "./bus.js";
+import { renderPanes } from "./comparepanes.js";
+import { firstDiffStep, stepDiffers, whatDiffers, whyDiffers } from "./comparewhy.js";
 import { narrationOf, sentence } from "./narration.js";
 import { t } from "./i18n.js";
 import { writeState } from "./state.js";
 import { $, L, S, state } from "./trace.js";
 import { clear, el } from "./views.js";
-import { modifiedScenario } from "./whatif.js";
+import { backToBaseline, modifiedScenario } from "./whatif.js";
 
-const C = { a: null, b: null, spec: "", cmp: null, steps: new Map(), going: 0 };
+const C = { a: null, b: null, spec: "", pairs: [], cmp: null, first: 1, steps: new Map(), going: 0 };
+// whether the page's own link named a step (read before the page rewrites its address)
+const NAMED_STEP = new URLSearchParams(window.location.search).has("step");
 const FLAVORS = ["vllm", "ascend", "nanovllm"];
 const BOOL = new Set(["enable_chunked_prefill", "enable_prefix_caching", "async_scheduling"]);
 // settings whose values are words, kept as written (the server names a wrong one)
@@ -91,7 +95,9 @@ export async function compareWith(spec) {
   C.a = { run_id: S.created.run_id, scenario: base };
   C.b = { run_id: made.data.run_id, scenario: sc, flavor: sc.flavor };
   C.cmp = cmp.data;
+  C.first = firstDiffStep(cmp.data);
   C.spec = spec;
+  C.pairs = pairs;
   state.vs = spec;
   writeState(state);
   await render();
@@ -104,6 +110,8 @@ export function stopCompare() {
   writeState(state);
   const panel = $("compare");
   if (panel) panel.hidden = true;
+  if ($("cmp-view")) $("cmp-view").hidden = true;
+  document.body.classList.remove("comparing");
   markMain(null);
   document.body.dataset.compare = "";
 }
@@ -190,6 +198,34 @@ function batchPart(b) {
   return box;
 }
 
+// what each side runs with, for the settings B changes: "A · enable_prefix_caching true"
+function sideLabel(x) {
+  const sc = x.scenario;
+  return C.pairs.map(([k]) => (k === "flavor" ? runnerOf(sc) : k === "model_runner" ? `${L("cmp_runner_word")} ${sc.config[k] || "v2"}` : `${k} ${sc.config[k]}`)).join(" · ");
+}
+
+// the first screen's view: the line that says what differs and why, and the two panes
+function renderView(entry, ta, tb, na, nb) {
+  const view = $("cmp-view");
+  view.hidden = false;
+  document.body.classList.add("comparing");
+  const n = entry.step;
+  $("cmpv-title").textContent = `${L("cmp_view_title")} · ${L("step")} ${n}`;
+  const line = clear($("cmp-line"));
+  const differs = stepDiffers(entry);
+  const lead = n === C.first ? L("cmp_first") : differs ? L("cmp_at") : L("cmp_no_diff");
+  line.append(el("strong", { text: lead.replace("{n}", n) }), " ");
+  if (differs || n === C.first) line.append(el("span", { class: "cmp-what", text: whatDiffers(entry).join(L("cmp_sep")) }));
+  if (n !== C.first) {
+    line.append(" ", el("button", { type: "button", class: "small", id: "cmp-go-first", text: L("cmp_go_first").replace("{n}", C.first),
+      onclick: () => { ctl.stopPlay(); ctl.showStep(C.first); } }));
+  }
+  const why = whyDiffers(entry, na, nb, C.pairs);
+  const whyBox = clear($("cmp-why"));
+  if (why.length && (differs || n === C.first)) whyBox.append(el("strong", { text: L("cmp_why") }), " ", why.join(" "));
+  renderPanes($("cmp-panes"), { label: sideLabel(C.a), trace: ta, flavor: C.a.scenario.flavor }, { label: sideLabel(C.b), trace: tb, flavor: C.b.scenario.flavor });
+}
+
 async function render() {
   if (!C.cmp || !S.created) return;
   const n = state.step;
@@ -207,9 +243,11 @@ async function render() {
   $("cmp-heads").append(el("span", { class: "cmp-a", text: sideName(C.a, "A") }), el("span", { class: "cmp-b", text: sideName(C.b, "B") }));
   const tot = C.cmp.totals_delta;
   $("cmp-totals").textContent = `${L("cmp_totals")}: ${["steps", "preemptions", "peak_blocks_used", "peak_internal_fragmentation", "padded_tokens"]
-    .map((k) => `${k} ${tot[k] > 0 ? "+" : ""}${tot[k]}`).join(" · ")}`;
+    .map((k) => `${L(`cmp_m_${k}`)} ${tot[k] > 0 ? "+" : ""}${tot[k]}`).join(" · ")}`;
+  renderView(entry, ta, tb, na, nb);
   const body = clear($("cmp-body"));
   if (!entry.in_b || !tb) {
+    $("cmp-view").hidden = true;
     body.append(el("p", { class: "warn", text: L("cmp_no_step").replace("{n}", n).replace("{m}", C.cmp.num_steps[1]) }));
     markMain(null);
     return;
@@ -256,6 +294,16 @@ function build() {
     el("div", { id: "cmp-body" }),
   ]);
   $("main").after(panel);
+  const view = el("section", { id: "cmp-view", class: "cmp-view", "aria-labelledby": "cmpv-title", hidden: true }, [
+    el("header", { class: "cmp-header" }, [el("h2", { id: "cmpv-title" }),
+      el("span", { class: "cmp-legend muted", dataset: { i18n: "cmp_legend" }, text: L("cmp_legend") }),
+      el("a", { href: "#compare", class: "small", dataset: { i18n: "cmp_details" }, text: L("cmp_details") }),
+      el("button", { type: "button", class: "small", dataset: { i18n: "cmp_close" }, text: L("cmp_close"), onclick: stopCompare })]),
+    el("p", { id: "cmp-line", class: "cmp-line", "aria-live": "polite" }),
+    el("p", { id: "cmp-why", class: "cmp-why" }),
+    el("div", { id: "cmp-panes", class: "cmp-panes" }),
+  ]);
+  $("stepbar").after(view);
   // the chooser sits with the what-if controls: another flavour, or the settings as they are set
   const chooser = el("div", { class: "cmp-chooser" }, [
     el("h3", { dataset: { i18n: "cmp_with" }, text: L("cmp_with") }),
@@ -263,9 +311,12 @@ function build() {
       el("select", { id: "cmp-flavor", "aria-label": "flavor" }, FLAVORS.map((f) => el("option", { value: f, text: f }))),
       el("button", { type: "button", id: "cmp-go-flavor", dataset: { i18n: "cmp_flavor" }, text: L("cmp_flavor"),
         onclick: () => compareWith(`flavor:${$("cmp-flavor").value}`) }),
-      el("button", { type: "button", id: "cmp-go-settings", dataset: { i18n: "cmp_settings" }, text: L("cmp_settings"), onclick: () => {
+      el("button", { type: "button", id: "cmp-go-settings", dataset: { i18n: "cmp_settings" }, text: L("cmp_settings"), onclick: async () => {
         const { changes } = modifiedScenario();
         if (!changes.length) { $("cmp-msg").textContent = L("cmp_no_change"); return; }
+        // the what-if applies its settings in place: the page goes back to the baseline (A), and
+        // the settings are run B
+        await backToBaseline();
         compareWith(changes.map((c) => c.replace(" ", ":")).join(","));
       } }),
     ]),
@@ -279,7 +330,12 @@ export function initCompare() {
   let first = true;
   onView((what) => {
     if (what === "run") {
-      if (first && state.vs) { first = false; compareWith(state.vs); return; }
+      if (first && state.vs) {
+        first = false;
+        // a compare link opens on the first step where the runs differ, unless it names a step
+        compareWith(state.vs).then(() => { if (!NAMED_STEP && C.cmp && C.first !== state.step) ctl.showStep(C.first); });
+        return;
+      }
       first = false;
       if (C.cmp && S.created.run_id !== C.a.run_id) stopCompare();  // another run: the comparison no longer holds
       const cur = S.overview.flavor || S.overview.scenario.flavor;

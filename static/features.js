@@ -11,6 +11,7 @@ import { getJSON } from "./api.js";
 import { stageText } from "./i18n.js";
 import { $, A, L, S, reqOfTokens, stageFlavor, state, tokenCount } from "./trace.js";
 import { clear, el, heatmap } from "./views.js";
+import { isRerun } from "./whatif.js";
 
 const fill = (key, vars) => Object.entries(vars).reduce((s, [k, v]) => s.replace(`{${k}}`, v), L(key));
 
@@ -362,6 +363,11 @@ export async function showNotes(sc) {
     const i = en.ok && zh.ok ? en.data.findIndex((p) => p.id === sc.name && JSON.stringify(p.notes) === JSON.stringify(notes)) : -1;
     if (i >= 0 && zh.data[i].notes && zh.data[i].notes.length) notes = zh.data[i].notes;
   }
-  clear(box).append(...notes.map((n) => el("li", { title: n }, [el("strong", { text: `${L("note")}: ` }), n])));
+  // a what-if rerun carries its baseline's notes, which its changed settings may make false: they
+  // are marked as the baseline's
+  const rerun = isRerun(sc);
+  const label = rerun ? `${L("note")} (${L("baseline")}): ` : `${L("note")}: `;
+  clear(box).append(...notes.map((n) => el("li", { title: rerun ? `${L("wi_note_baseline")}. ${n}` : n, class: rerun ? "note-baseline" : "" },
+    [el("strong", { text: label }), n])));
   box.hidden = !notes.length;
 }

@@ -1,14 +1,18 @@
 // Stage-by-stage playback: one step played through its stages in order, each stage held long
-// enough to read its narration (narration.js follows the stage), at ×0.25 to ×1, stopping at the
-// pause points the reader marks. Keyboard: the buttons, or "p" to play / pause / continue.
+// enough to read its narration (narration.js follows the stage), at the step bar's one speed
+// (×1: DWELL_MS a stage), stopping at the pause points the reader marks. What a stage writes is
+// made visible from the back of a room: its rows flash in the warning colour and slide in, and
+// stay outlined while the stage is on show. Keyboard: the buttons, or "p" to play / pause /
+// continue.
 
 import { ctl, onView } from "./bus.js";
 import { stageText } from "./i18n.js";
 import { $, L, S, stageFlavor, stageNames, state } from "./trace.js";
 import { clear, el, needsBuild, setText } from "./views.js";
 
-let dwellMs = 2400;  // how long a stage stays at ×1
-const P = { timer: null, speed: 0.5, paused: false, pausePoints: new Set(), step: null, ours: false };
+const DWELL_MS = 1500;
+let dwellMs = DWELL_MS;  // how long a stage stays at ×1 (the step bar's speed)
+const P = { timer: null, paused: false, pausePoints: new Set(), step: null, ours: false };
 
 // tests shorten the hold; the page itself never calls this
 export function setDwell(ms) { dwellMs = ms; }
@@ -22,14 +26,23 @@ function label() {
   const btn = $("pb-play");
   const key = P.timer ? "pb_pause" : P.paused ? "pb_continue" : "pb_play";
   btn.dataset.i18n = key;
-  setText(btn, L(key));
+  // the pause sign is drawn by CSS (two bars): a font without ⏸ shows an empty box
+  if (key === "pb_pause") {
+    if (!btn.querySelector(".glyph-pause") || btn.textContent !== ` ${L(key)}`) btn.replaceChildren(el("span", { class: "glyph-pause", "aria-hidden": "true" }), ` ${L(key)}`);
+  } else setText(btn, L(key));
   btn.setAttribute("aria-pressed", P.timer ? "true" : "false");
   setText($("pb-status"), P.paused ? L("pb_paused_at").replace("{stage}", stageText(state.lang, state.stage, stageFlavor())[0]) : "");
 }
 
 function schedule() {
   clearTimeout(P.timer);
-  P.timer = setTimeout(tick, dwellMs / P.speed);
+  P.timer = setTimeout(tick, dwellMs / (S.speed || 1));
+}
+
+// what the stage just shown writes: its token rows and its values, marked as new (the mark's
+// animation runs once, on the rows the stage's render just built)
+function markNew() {
+  for (const node of document.querySelectorAll("#token-table tr.current, #stage-values, .stage-btn.active")) node.classList.add("pb-new");
 }
 
 function tick() {
@@ -40,6 +53,7 @@ function tick() {
   P.ours = true;
   ctl.setStage(next);
   P.ours = false;
+  markNew();
   if (i + 2 >= names.length) { stop(); return; }
   if (P.pausePoints.has(next)) { P.timer = null; P.paused = true; label(); return; }
   schedule();
@@ -110,15 +124,11 @@ export function setPausePoints(names) {
 }
 
 function build() {
-  const speeds = [0.25, 0.5, 0.75, 1];
   const section = el("section", { id: "playback", class: "playback", "aria-labelledby": "pb-h" }, [
     el("h2", { id: "pb-h", dataset: { i18n: "pb_title" }, text: L("pb_title") }),
     el("div", { class: "controls" }, [
       el("button", { type: "button", id: "pb-play", class: "primary", "aria-keyshortcuts": "p", onclick: toggle }),
       el("button", { type: "button", id: "pb-stop", dataset: { i18n: "pb_stop" }, text: L("pb_stop"), onclick: stop }),
-      el("label", {}, [el("span", { dataset: { i18n: "speed" }, text: L("speed") }), " ",
-        el("select", { id: "pb-speed", onchange: (e) => { P.speed = Number(e.target.value); if (P.timer) schedule(); } },
-          speeds.map((v) => el("option", { value: v, selected: v === P.speed, text: `×${v}` })))]),
       el("span", { id: "pb-pos", class: "muted" }),
     ]),
     el("p", { id: "pb-status", class: "pb-status", role: "status" }),
@@ -130,6 +140,8 @@ function build() {
 
 export function initPlayback() {
   build();
+  // the step bar's speed is the stages' speed too: a change applies to the stage on show
+  $("speed").addEventListener("change", () => { if (P.timer) schedule(); });
   onView((what) => {
     if ((what === "step" || what === "run") && state.step !== P.step) stop();
     if (what === "stage" && !P.ours && P.paused) { P.paused = false; }

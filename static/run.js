@@ -54,7 +54,7 @@ async function loadRun() {
   S.stages = stages.data;
   document.body.dataset.complete = streaming ? "0" : "1";
   const sc = ov.data.scenario;
-  $("run-title").textContent = sc.title || sc.name;
+  $("run-title").textContent = $("run-title").title = sc.title || sc.name;
   if (state.lang === "zh") localTitle(sc);
   showNotes(sc);
   $("flavor-badge").textContent = sc.flavor;
@@ -161,7 +161,7 @@ async function localTitle(sc) {
   const [en, zh] = await Promise.all([getJSON("/api/presets"), getJSON("/api/presets?lang=zh")]);
   if (!en.ok || !zh.ok) return;
   const i = en.data.findIndex((p) => p.id === sc.name && p.title === sc.title);
-  if (i >= 0) $("run-title").textContent = zh.data[i].title;
+  if (i >= 0) $("run-title").textContent = $("run-title").title = zh.data[i].title;
 }
 
 // a step's trace, fetched once (a fetch under way is shared, not repeated)
@@ -362,15 +362,23 @@ function redrawSystem() {
 // ------------------------------------------------------------------ controls
 function stopPlay() {
   if (S.timer) { clearInterval(S.timer); S.timer = null; }
-  $("btn-play").textContent = "▶";
-  $("btn-play").dataset.i18nAria = "play";
-  $("btn-play").setAttribute("aria-label", L("play"));
+  playGlyph(false);
+}
+
+// the play button's symbol: ▶, or a pause sign drawn by CSS (two bars), which no font can lack
+function playGlyph(playing) {
+  const b = $("btn-play");
+  b.dataset.playing = playing ? "1" : "";
+  b.dataset.i18nAria = playing ? "pause" : "play";
+  b.setAttribute("aria-label", L(playing ? "pause" : "play"));
+  b.title = L(playing ? "pause" : "play");
+  if (playing) b.replaceChildren(el("span", { class: "glyph-pause", "aria-hidden": "true" }));
+  else b.textContent = "▶";
 }
 
 function togglePlay() {
   if (S.timer) return stopPlay();
-  $("btn-play").textContent = "⏸";
-  $("btn-play").setAttribute("aria-label", L("pause"));
+  playGlyph(true);
   S.timer = setInterval(() => {
     if (state.step >= S.overview.num_steps) return stopPlay();
     showStep(state.step + 1);
@@ -383,7 +391,7 @@ function setLang(lang) {
   document.querySelectorAll("[data-lang]").forEach((b) => b.setAttribute("aria-pressed", b.dataset.lang === lang ? "true" : "false"));
   if (S.overview) {
     const sc = S.overview.scenario;
-    $("run-title").textContent = sc.title || sc.name;
+    $("run-title").textContent = $("run-title").title = sc.title || sc.name;
     if (lang === "zh") localTitle(sc);
     showNotes(sc);
     drawTimeline();
@@ -398,6 +406,9 @@ function setPresent(on) {
   document.body.classList.toggle("present", on);
   $("btn-present").textContent = L(on ? "leave_present" : "present");
   $("btn-present").dataset.i18n = on ? "leave_present" : "present";
+  // Space is the play key in presentation: the button just pressed must not keep the focus (Space
+  // would press it again and leave)
+  if (document.activeElement === $("btn-present")) $("btn-present").blur();
   writeState(state);
   if (S.trace) { renderStep(); applySelection(); }
 }

@@ -66,9 +66,14 @@ export function renderSlotFormula() {
   box.append(term("slot_mapping", "slot"), " = ", term("block_table", `${bt}[`), term("req", isV2() ? "idx_mapping[row]" : "req"), ", ",
     term("positions", "pos"), " // ", term("block_size", "block_size"), term("block_table", "]"), " * ",
     term("block_size", "block_size"), " + ", term("positions", "pos"), " % ", term("block_size", "block_size"));
-  const sel = S.hover || S.sel;
+  // with nothing selected, the normal view takes the step's last token as its example (not in a
+  // lesson, whose checkpoints choose what the page may show; presentation keeps its one screen)
+  const T = S.trace ? tokenCount() : 0;
+  const example = !state.present && !document.body.classList.contains("with-lesson") && T > 0 ? { kind: "token", index: T - 1 } : null;
+  const sel = S.hover || S.sel || example;
   if (!sel || sel.kind !== "token" || !S.trace || S.trace.idle || !A("slot_mapping")) return;
   const i = sel.index, r = reqOfTokens()[i], pos = A("positions")[i], bs = blockSize(), slot = A("slot_mapping")[i];
+  if (sel === example) box.append(el("br"), el("span", { class: "muted formula-example", text: `${L("token")} ${i} (${L("req")} ${S.trace.batch.req_ids[r]}):` }));
   const blk = Math.floor(slot / bs);
   // V2: the row is the request's state slot, idx_mapping[batch row]
   box.append(el("br"), term("slot_mapping", `${slot}`), " = ", term("block_table", `${bt}[`), term("req", String(slotOfRow(r))), ", ",

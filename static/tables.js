@@ -223,13 +223,27 @@ export function focusRow() {
   return S.trace.batch.req_ids.map(String).indexOf(state.req);
 }
 
+// a cell drawn again into the one on the page: its class, text, colour and labels (a cell with
+// children, or of another kind, is replaced)
+function patchCell(a, b) {
+  if (a.tagName !== b.tagName || a.childElementCount || b.childElementCount) { a.replaceWith(b); return; }
+  if (a.className !== b.className) a.className = b.className;
+  if (a.textContent !== b.textContent) a.textContent = b.textContent;
+  if (a.style.cssText !== b.style.cssText) a.style.cssText = b.style.cssText;
+  for (const name of ["title", "aria-label", "data-t", "data-gap", "tabindex", "scope"]) {
+    const v = b.getAttribute(name);
+    if (v === null) { if (a.hasAttribute(name)) a.removeAttribute(name); } else if (a.getAttribute(name) !== v) a.setAttribute(name, v);
+  }
+}
+
 export function renderTokenTable() {
-  const box = clear($("tok-table"));
+  const box = $("tok-table");
+  const old = box.querySelector("#token-table");
   lateJobs.delete(box);
   if ($("tok-tools")) clear($("tok-tools"));
   const tr = S.trace;
   const T = tokenCount();
-  if (!T) { box.append(el("p", { class: "muted", text: L("idle_step") })); return; }
+  if (!T) { clear(box).append(el("p", { class: "muted", text: L("idle_step") })); return; }
   const reqOf = reqOfTokens();
   const pos = tr.arrays.positions ? tr.arrays.positions.data : Array.from({ length: T }, (_, i) => i);
   const bs = S.overview ? blockSize() : 16;
@@ -245,7 +259,7 @@ export function renderTokenTable() {
   }
   const only = S.focusOnly ? focusRow() : -1;
   if (S.focusOnly && state.req && only < 0) {
-    box.append(el("p", { class: "muted", text: `${state.req}: ${L("not_in_batch")}` }));
+    clear(box).append(el("p", { class: "muted", text: `${state.req}: ${L("not_in_batch")}` }));
     return;
   }
   const all = Boolean(S.expandTokens);
@@ -271,8 +285,11 @@ export function renderTokenTable() {
 
   const bound = (i) => i > 0 && pos[i] % bs === 0 ? " blk-bound" : "";
   const gapTitle = (c) => `${L("compressed_tokens").replace("{n}", c.n)}` + (c.bounds.length ? ` · ${L("block_starts")}: ${c.bounds.join(", ")}` : "");
-  const table = el("table", { class: `tok-table${compressed ? " rle" : ""}`, id: "token-table", "aria-label": L("token_level") });
-  table.append(el("caption", {}, exportMenu(names)));
+  // a big batch's step with the same columns and rows as the table on the page (a decode step after
+  // another) is drawn into that table, cell by cell: no table is torn down and built again
+  const sig = JSON.stringify([names, cols.map((c) => (c.gap ? `${c.pad ? "p" : "g"}${c.gap[0]}-${c.gap[1]}` : `${c.pad ? "p" : ""}${c.t}`)),
+    state.lang, state.present, cut, state.array, compressed]);
+
   const headCell = (c) => {
     if (c.gap && c.pad) return el("th", { scope: "col", class: "pad tok-gap", title: L("compressed_tokens").replace("{n}", c.n), text: `… ${c.n} …` });
     if (c.gap) {
@@ -306,15 +323,47 @@ export function renderTokenTable() {
   // page is idle (at once where the reader has scrolled the table sideways)
   const first = shown(box, "width", 30, EAGER_COLS);
   const eager = cols.length > first && !scrolled(box, "scrollLeft") ? first : cols.length;
+  const rowClass = (n) => {
+    const cls = curInfo.writes.includes(n) ? "current" : curInfo.reads.includes(n) ? "reads" : order(n) > cur ? "future" : "";
+    return `${cls}${state.array === n ? " array-hl" : ""}`;
+  };
+  // the columns the box shows are redrawn before the frame, the others (and any still to come) once
+  // the page is idle, as a new table's would be
+  function redrawInPlace(table) {
+    const headRow = table.tHead.rows[0];
+    const bodyRows = [...table.tBodies[0].rows];
+    const have = headRow.cells.length - 1;  // the columns drawn so far (the later ones may still be to come)
+    const patch = (from, to) => {
+      for (let k = from; k < to; k++) patchCell(headRow.cells[k + 1], headCell(cols[k]));
+      names.forEach((n, j) => {
+        const row = bodyRows[j], data = tr.arrays[n].data;
+        for (let k = from; k < to; k++) patchCell(row.cells[k + 1], bodyCell(cols[k], data));
+      });
+    };
+    names.forEach((n, j) => { const cls = rowClass(n); if (bodyRows[j].className !== cls) bodyRows[j].className = cls; });
+    const now = Math.min(have, eager);
+    patch(0, now);
+    if (now < cols.length) {
+      addLater(box, table, () => {
+        patch(now, have);
+        const rest = cols.slice(have);
+        headRow.append(...rest.map(headCell));
+        names.forEach((n, j) => bodyRows[j].append(...rest.map((c) => bodyCell(c, tr.arrays[n].data))));
+      });
+    } else table.dataset.whole = "1";
+  }
+  if (bigBatch() && old && old.dataset.sig === sig) { redrawInPlace(old); return; }
+  clear(box);
+  const table = el("table", { class: `tok-table${compressed ? " rle" : ""}`, id: "token-table", "aria-label": L("token_level") });
+  table.dataset.sig = sig;
+  table.append(el("caption", {}, exportMenu(names)));
   const head = el("tr", {}, [el("th", { scope: "col", text: L("token") }), ...cols.slice(0, eager).map(headCell)]);
   table.append(el("thead", {}, head));
   const body = el("tbody");
   const rows = [];
   for (const n of names) {
     const data = tr.arrays[n].data;
-    const idx = order(n);
-    const cls = curInfo.writes.includes(n) ? "current" : curInfo.reads.includes(n) ? "reads" : idx > cur ? "future" : "";
-    const row = el("tr", { class: `${cls}${state.array === n ? " array-hl" : ""}`, dataset: { array: n } }, [el("th", { scope: "row" }, [el("code", { text: n })])]);
+    const row = el("tr", { class: rowClass(n), dataset: { array: n } }, [el("th", { scope: "row" }, [el("code", { text: n })])]);
     for (let k = 0; k < eager; k++) row.append(bodyCell(cols[k], data));
     body.append(row);
     rows.push([row, data]);

@@ -89,7 +89,9 @@ export function plotlyText(s) {
 // the height that follows the row count.
 function presentHeight() {
   const cls = document.body.classList;
-  return cls.contains("present") ? (cls.contains("big-batch") ? 150 : 190) : 420;
+  if (cls.contains("present")) return cls.contains("big-batch") ? 150 : 190;
+  // the normal view's first screen holds the block table and the KV pool side by side (style.css)
+  return !cls.contains("big-batch") && window.innerWidth >= 1101 ? 170 : 420;
 }
 
 export function heatmap(div, z, { title, colorscale = "Blues", reversescale = false, zmin, zmax, text, customdata, texttemplate, hover, xTitle, yTitle, shapes = [], annotations = [], showscale = true, colorbar = {}, yTickvals, yTicktext, height }) {

@@ -1,7 +1,8 @@
 // What-if in place: sliders and toggles for the settings a student asks about -- block size, token
 // budget, pool size, max_num_reqs, chunked prefill, prefix caching, and on the vllm flavour which
-// model runner (V1 or Model Runner V2) prepares the inputs -- rerun the same requests
-// and reload the page's run in place at the same step and stage. A Δ table compares the new run
+// model runner (V1 or Model Runner V2) prepares the inputs -- rerun the same requests as soon as a
+// setting is changed (a slider once it rests for DEBOUNCE_MS; a change made while a rerun loads
+// is run after it) and reload the page's run in place at the same step and stage. A Δ table compares the new run
 // with the baseline (the run the page had before the first what-if) from GET /api/runs/{id}/metrics:
 // blocks used and internal fragmentation (this step and at peak), preemptions and padded tokens.
 
@@ -19,9 +20,17 @@ export const KNOBS = [
 ];
 // a choice's values: the vllm flavour has both of vLLM 0.33's runners, the others only their own
 const CHOICES = { model_runner: (flavor) => (flavor === "vllm" ? ["v1", "v2"] : ["v1"]) };
-const W = { baseline: null, ours: false, metrics: new Map(), built: "" };
+const W = { baseline: null, ours: false, metrics: new Map(), built: "", timer: null, busy: false, again: false };
+const DEBOUNCE_MS = 450;
 
 export const baseline = () => W.baseline;
+
+// whether `sc` is a what-if rerun of the baseline: its requests with some knob set otherwise
+export function isRerun(sc) {
+  const base = W.baseline ? W.baseline.scenario : null;
+  if (!base || base.name !== sc.name || !sc.config) return false;
+  return KNOBS.some(([k]) => (base.config[k] ?? null) !== (sc.config[k] ?? null));
+}
 
 async function metricsOf(runId) {
   if (!W.metrics.has(runId)) W.metrics.set(runId, getJSON(`/api/runs/${encodeURIComponent(runId)}/metrics`).then((r) => (r.ok ? r.data : null)));
@@ -38,8 +47,8 @@ function bounds(key, base) {
 function buildControls() {
   const cfg = S.overview.scenario.config;
   const base = W.baseline.scenario.config;
-  const key = JSON.stringify([W.baseline.run_id, S.created.run_id, state.lang]);
-  if (key === W.built) return;
+  const key = JSON.stringify([W.baseline.run_id, state.lang]);
+  if (key === W.built) { markChanged(); return; }
   W.built = key;
   const box = clear($("whatif-knobs"));
   for (const [k, kind] of KNOBS) {
@@ -59,10 +68,32 @@ function buildControls() {
     }
     const out = kind === "range" ? el("output", { for: id, id: `${id}-out`, text: cfg[k] }) : null;
     if (out) input.addEventListener("input", () => { out.textContent = input.value; });
+    // a change applies by itself: a slider's once it rests, a toggle's or a choice's at once
+    input.addEventListener(kind === "range" ? "input" : "change", () => soon(kind === "range" ? DEBOUNCE_MS : 0));
     const changed = cfg[k] !== base[k];
     box.append(el("label", { class: `wi-knob${changed ? " changed" : ""}`, for: id, dataset: { key: k } },
-      [el("code", { text: k }), input, out, changed ? el("span", { class: "muted", text: `(${L("baseline")} ${base[k]})` }) : null]));
+      [el("code", { text: k }), input, out, changed ? el("span", { class: "muted wi-base", text: `(${L("baseline")} ${base[k]})` }) : null]));
   }
+}
+
+// each knob's mark: changed from the baseline (and the baseline's value), as the run on show has it
+function markChanged() {
+  const base = W.baseline.scenario.config;
+  const cfg = S.overview.scenario.config;
+  for (const label of $("whatif-knobs").querySelectorAll(".wi-knob")) {
+    const k = label.dataset.key;
+    const changed = cfg[k] !== base[k];
+    label.classList.toggle("changed", changed);
+    let note = label.querySelector(".wi-base");
+    if (changed && !note) { note = el("span", { class: "muted wi-base" }); label.append(note); }
+    if (note) note.textContent = changed ? `(${L("baseline")} ${base[k]})` : "";
+  }
+}
+
+// a rerun after `ms`; one at a time, the last change winning
+function soon(ms) {
+  clearTimeout(W.timer);
+  W.timer = setTimeout(() => { W.timer = null; if (W.busy) W.again = true; else rerun(); }, ms);
 }
 
 // the scenario with the controls' settings: the same requests, the settings changed
@@ -94,17 +125,38 @@ export async function runScenario(sc, msg) {
 
 async function rerun() {
   const { scenario, changes } = modifiedScenario();
+  W.busy = true;
   $("whatif-run").disabled = true;
-  const made = await runScenario(scenario, $("whatif-msg"));
-  $("whatif-run").disabled = false;
-  if (!made) return;
-  W.ours = true;
-  try { await ctl.load({ link: made.link }, { step: state.step, stage: state.stage }); } finally { W.ours = false; }
-  $("whatif-status").textContent = changes.length ? L("wi_shown").replace("{changes}", changes.join(", ")) : L("wi_back");
+  try {
+    const made = await runScenario(scenario, $("whatif-msg"));
+    if (!made) return;
+    if (made.run_id === S.created.run_id) return;  // the run on show already
+    W.ours = true;
+    try { await ctl.load({ link: made.link }, { step: state.step, stage: state.stage }); } finally { W.ours = false; }
+    $("whatif-status").textContent = changes.length ? L("wi_shown").replace("{changes}", changes.join(", ")) : L("wi_back");
+  } finally {
+    W.busy = false;
+    $("whatif-run").disabled = false;
+    if (W.again) { W.again = false; rerun(); }
+  }
+}
+
+// the baseline on show again, once any rerun under way has ended (compare.js compares the baseline
+// with the settings chosen here)
+export async function backToBaseline() {
+  clearTimeout(W.timer);
+  W.timer = null;
+  while (W.busy) await new Promise((resolve) => setTimeout(resolve, 50));
+  if (W.baseline && S.created && S.created.run_id !== W.baseline.run_id) await reset();
 }
 
 async function reset() {
   if (!W.baseline) return;
+  clearTimeout(W.timer);
+  W.timer = null;
+  // a rerun still loading would land after the baseline and hide it: the baseline loads after it
+  while (W.busy) await new Promise((resolve) => setTimeout(resolve, 50));
+  W.built = "";  // the controls go back to the baseline's values
   W.ours = true;
   try { await ctl.load({ link: W.baseline.link }, { step: state.step, stage: state.stage }); } finally { W.ours = false; }
   $("whatif-status").textContent = L("wi_back");
@@ -157,7 +209,7 @@ function build() {
     el("h2", { id: "whatif-h", dataset: { i18n: "wi_title" }, text: L("wi_title") }),
     el("div", { id: "whatif-knobs", class: "wi-knobs" }),
     el("div", { class: "controls" }, [
-      el("button", { type: "button", id: "whatif-run", class: "primary", dataset: { i18n: "wi_run" }, text: L("wi_run"), onclick: rerun }),
+      el("button", { type: "button", id: "whatif-run", class: "primary", dataset: { i18n: "wi_run" }, text: L("wi_run"), onclick: () => soon(0) }),
       el("button", { type: "button", id: "whatif-reset", dataset: { i18n: "wi_reset" }, text: L("wi_reset"), onclick: reset }),
     ]),
     el("div", { id: "whatif-msg", class: "error-text", role: "alert" }),
@@ -180,7 +232,7 @@ export function initWhatIf() {
     if ((what === "run" && !W.ours) || what === "lang") setText($("whatif-status"), "");
     if (!W.baseline) return;
     if (what === "run") clear($("whatif-msg"));  // a new run answers the last problem
-    if (what === "run" || what === "lang") { W.built = ""; buildControls(); }
+    if (what === "run" || what === "lang") buildControls();
     if (what !== "stage") renderDelta();
   });
 }

@@ -289,6 +289,7 @@ def test_a_heatmap_put_off_is_drawn_after_the_frame_or_when_it_is_read(page: Any
 
 
 def test_a_step_change_draws_the_kv_heatmap_below_the_view_for_that_step(page: Any) -> None:
+    page.set_viewport_size({"width": 1400, "height": 420})  # a short window: the KV card starts below it
     open_run(page, "preset=seed-001&step=1")
     page.evaluate("window.scrollTo(0, 0)")
     assert page.evaluate("document.querySelector('.sys-panel').getBoundingClientRect().top > innerHeight")

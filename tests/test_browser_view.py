@@ -172,7 +172,8 @@ def test_space_presses_the_focused_button_and_plays_only_from_the_page(page: obj
     assert page.locator("#btn-play").inner_text() == "▶"
     page.evaluate("document.activeElement.blur()")
     page.keyboard.press(" ")
-    assert page.locator("#btn-play").inner_text() == "⏸"
+    assert page.locator("#btn-play").get_attribute("data-playing") == "1"
+    assert page.locator("#btn-play").get_attribute("aria-label") == "Pause"
     page.keyboard.press(" ")
     assert page.locator("#btn-play").inner_text() == "▶"
 
@@ -190,8 +191,8 @@ def test_a_step_change_keeps_the_reader_where_they_are_and_the_timeline_shows_th
     page.wait_for_selector("body[data-complete='1']", state="attached")
     strip = page.locator("#timeline")
     assert strip.evaluate("s => s.scrollWidth > s.clientWidth + 100")  # the strip scrolls
-    # the reader is down at the system level (the KV cache) and steps on with the keyboard
-    page.locator("#card-kv").scroll_into_view_if_needed()
+    # the reader is down at the request table (below the KV cache) and steps on with the keyboard
+    page.locator(".req-panel").evaluate("p => p.scrollIntoView({ block: 'start' })")
     y = page.evaluate("window.scrollY")
     assert y > 300
     for n in range(2, 41):

@@ -1,0 +1,67 @@
+// What a comparison is about, in one line: the first step where the two runs differ (GET
+// /api/compare's steps, read here), and at the step on show, what differs (the tokens scheduled,
+// the requests batched, the arrays, the KV blocks' owners) and why (the sentences of the step's
+// narration that only one run says, and what the setting B changes does). Every number comes from
+// the runs; the settings' explanations name none.
+
+import { L, state } from "./trace.js";
+
+// arrays named first when they differ (the ones the compare view shows), the rest after
+const SHOWN = ["slot_mapping", "block_table", "input_block_tables", "block_tables", "positions", "seq_lens", "query_start_loc"];
+
+// whether a step's entry shows a difference a reader can see in the panes or the arrays
+export function stepDiffers(e) {
+  if (!e || !e.in_a || !e.in_b) return Boolean(e);
+  const arrays = Object.values(e.arrays || {}).some((d) => d.status === "shape" || d.num_diff > 0);
+  const kv = e.kv_cache && (e.kv_cache.owners.length || e.kv_cache.ref_cnt.length);
+  const batch = e.batch && (!e.batch.same_order || !e.batch.same_requests);
+  return Boolean(arrays || kv || batch);
+}
+
+// the first step whose entry differs; else the first step where only one run has some array
+// (another flavour's own arrays), else step 1
+export function firstDiffStep(cmp) {
+  const steps = cmp.steps || [];
+  const hit = steps.find(stepDiffers);
+  if (hit) return hit.step;
+  const own = steps.find((e) => (e.only_a || []).length || (e.only_b || []).length);
+  return own ? own.step : 1;
+}
+
+const fmt = (key, vals) => Object.entries(vals).reduce((s, [k, v]) => s.replaceAll(`{${k}}`, String(v)), L(key));
+const list = (xs, max = 8) => (xs.length > max ? `${xs.slice(0, max).join(", ")}, …` : xs.join(", "));
+
+// the facts of one step: [text], each short
+export function whatDiffers(e) {
+  if (!e.in_b) return [L("cmp_b_ended")];
+  const out = [];
+  const sched = (e.scalars || {}).total_num_scheduled_tokens;
+  if (sched && sched[0] !== null && sched[1] !== null) out.push(fmt("cmp_w_sched", { a: sched[0], b: sched[1] }));
+  const b = e.batch;
+  if (b && !b.same_requests) out.push(fmt("cmp_w_reqs", { a: `[${b.req_ids[0].join(", ")}]`, b: `[${b.req_ids[1].join(", ")}]` }));
+  else if (b && !b.same_order) out.push(fmt("cmp_w_order", { a: `[${b.req_ids[0].join(", ")}]`, b: `[${b.req_ids[1].join(", ")}]` }));
+  const differ = Object.entries(e.arrays || {}).filter(([, d]) => d.status === "shape" || d.num_diff > 0).map(([n]) => n);
+  const named = [...SHOWN.filter((n) => differ.includes(n)), ...differ.filter((n) => !SHOWN.includes(n))];
+  if (named.length) out.push(`${L("cmp_w_arrays")} ${list(named, 4)}${named.length > 4 ? ` (+${named.length - 4})` : ""}`);
+  const kv = e.kv_cache ? e.kv_cache.owners : [];
+  if (kv.length) out.push(fmt("cmp_w_kv", { blocks: list(kv) }));
+  if (!named.length && ((e.only_a || []).length || (e.only_b || []).length)) {
+    const side = (xs, tag) => (xs.length ? `${fmt("cmp_w_only", { side: tag })} ${list(xs, 4)}` : "");
+    out.push(...[side(e.only_a || [], "A"), side(e.only_b || [], "B")].filter(Boolean));
+  }
+  return out;
+}
+
+// the why: the step's sentences only one side says (its own words, from the trace), then what the
+// setting B changes does
+export function whyDiffers(e, na, nb, pairs) {
+  const nd = e.narration || { only_a: [], only_b: [] };
+  const own = (items, keys, tag) => items.filter((it) => !it.stage && keys.includes(it.key)).slice(0, 1)
+    .map((it) => `${tag}: ${it.text[state.lang] || it.text.en}`);
+  const out = [...own(na, nd.only_a, "A"), ...own(nb, nd.only_b, "B")];
+  for (const [k] of pairs || []) {
+    const text = L(`cmp_why_${k}`);
+    if (text && text !== `cmp_why_${k}`) out.push(text);
+  }
+  return out;
+}
