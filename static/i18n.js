@@ -406,3 +406,26 @@ Object.assign(STRINGS.zh, {
   ec_wait_tip: "批次队列未满：这一步不调用 update_from_output 就返回，所以下一步会在这一步的输出到达调度器之前被规划。",
   ec_queue: "批次队列", ec_drain: "未调度：只排空队列", ec_finished: "本次 update 中完成",
 });
+
+// the lesson as a student uses it (lesson.js, predict.js): where the section looks, the way back,
+// the hint before the answer, the wrap-up
+Object.assign(STRINGS.en, {
+  lesson_where: "On show", lesson_away: "This section is about step {n} · stage {s}; the page now shows step {m}.",
+  lesson_back: "Back to the section's view", lesson_finish: "Finish ✓", lesson_end_h: "Lesson complete",
+  lesson_end_text: "You went through {n} sections. Checkpoints right at the first try: {right} of {total}.",
+  lesson_end_again: "Start again", lesson_end_home: "All lessons and presets", lesson_show: "Show it in the views",
+  predict_hint_h: "Not yet: {n} of {total} right. A hint, then try again:", predict_try: "✗ try again",
+  predict_cause: "Why", predict_shown: "The answer, shown:",
+  kv_per_layer: "per layer (K and V)", kv_one_tensor: "(one tensor, all layers)",
+  ref_row: "row {r} (request {rid}) as logical block {c}",
+});
+Object.assign(STRINGS.zh, {
+  lesson_where: "当前显示", lesson_away: "本节讲的是第 {n} 步 · 阶段 {s}；页面现在显示第 {m} 步。",
+  lesson_back: "回到本节的视图", lesson_finish: "完成 ✓", lesson_end_h: "课程完成",
+  lesson_end_text: "你学完了 {n} 个小节。第一次就答对的检查点：{right} / {total}。",
+  lesson_end_again: "从头再来", lesson_end_home: "全部课程与预设", lesson_show: "在视图中显示",
+  predict_hint_h: "还不对：答对 {n} / {total}。先看提示，再试一次：", predict_try: "✗ 再试一次",
+  predict_cause: "原因", predict_shown: "答案：",
+  kv_per_layer: "每层一个（K 和 V）", kv_one_tensor: "（一个张量，包含所有层）",
+  ref_row: "第 {r} 行（请求 {rid}）的第 {c} 个逻辑块", ref_by: "引用它的：",
+});
