@@ -429,3 +429,18 @@ Object.assign(STRINGS.zh, {
   kv_per_layer: "每层一个（K 和 V）", kv_one_tensor: "（一个张量，包含所有层）",
   ref_row: "第 {r} 行（请求 {rid}）的第 {c} 个逻辑块", ref_by: "引用它的：",
 });
+
+// The prose inside the engine's formulas (the code around it stays as it is), in 中文.
+const FORMULA_WORDS = {
+  zh: [
+    ["remove finished/unscheduled rows; add new rows into the lowest hole; condense", "移除已完成或本步未调度的行；新行放入最低的空洞；压缩（condense）"],
+    ["(prefill: the slots of positions num_cached_tokens.. ; decode: ", "（预填充：位置 num_cached_tokens.. 的槽位；解码："],
+    ["prefill: only if ", "预填充时仅当 "],
+    [" (a prefix-cache hit), else None", "（前缀缓存命中）才传入，否则为 None"],
+  ],
+};
+export function formulaText(lang, formula) {
+  let out = formula || "";
+  for (const [en, local] of FORMULA_WORDS[lang] || []) out = out.split(en).join(local);
+  return out;
+}

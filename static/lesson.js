@@ -343,6 +343,8 @@ export function initLesson() {
   document.body.classList.add("with-lesson");
   runReady = new Promise((resolve) => onView((what) => { if (what === "run") resolve(); }));
   onView((what) => { if (what === "lang") renderLesson(); else renderWhere(); });
+  // the run's title is written (and, in 中文, translated) after the run loads: the line follows it
+  new MutationObserver(() => renderWhere()).observe($("run-title"), { childList: true, characterData: true, subtree: true });
   // a checkpoint's first check counts for the wrap-up
   document.addEventListener("pagedviz:checked", (e) => {
     if (e.detail.source === "lesson" && !LS.firstTry.has(state.sec)) LS.firstTry.set(state.sec, Boolean(e.detail.all_correct));

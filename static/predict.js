@@ -136,7 +136,7 @@ function renderForm() {
   if (res && P.shown) {
     out.append(el("p", { class: "shown", text: L("predict_shown") }));
     out.append(el("ul", { class: "predict-why" }, res.entries.map((x) => el("li", { dataset: { index: x.index } }, [
-      el("code", { text: entryName(cp.array, shape, x.index) }), ` = ${x.expected}: `, say(x.explanation)]))));
+      say(x.explanation) || `${entryName(cp.array, shape, x.index)} = ${x.expected}`]))));
   } else if (res && final) {
     out.append(el("p", { class: res.all_correct ? "ok" : "bad", text: L("predict_score").replace("{n}", res.num_correct).replace("{total}", res.total) }));
     const wrong = res.entries.filter((x) => !x.correct);

@@ -261,7 +261,7 @@ def test_stepping_away_is_said_with_the_way_back(page: Any) -> None:
     page.click("#lesson-back")
     page.wait_for_selector(f"body[data-step='{s['step']}']")
     page.wait_for_selector("#lesson-away", state="hidden")
-    assert page.locator(".stage-btn.active").get_attribute("data-stage") == s["stage"]
+    page.wait_for_selector(f".stage-btn.active[data-stage='{s['stage']}']")
 
 
 # ------------------------------------------------------------------ 4. feedback
@@ -308,3 +308,30 @@ def test_a_wrong_answer_gets_a_hint_then_the_cause_and_just_show_me_shows_the_an
     shown = page.locator("#predict-result").inner_text()
     assert ("free queue" in shown) if lang == "en" else ("空闲队列" in shown)
     shot(page, f"lesson-shown-{lang}.png")
+
+
+# ------------------------------------------------------------------ 7. 中文
+def test_the_language_choice_is_remembered_by_links_that_do_not_carry_it(page: Any) -> None:
+    page.goto(f"{page.base}/?lang=zh")
+    page.wait_for_selector("body[data-ready='1']", timeout=30_000)
+    # a link with no lang (the brand link, a link pasted by hand) opens in 中文
+    open_run(page, "preset=seed-001")
+    assert page.evaluate("document.documentElement.lang") == "zh-CN"
+    page.wait_for_function("/[\\u4e00-\\u9fff]/.test(document.getElementById('narr-h').textContent)")
+    # chosen again on a page: English from then on
+    page.click("[data-lang='en']")
+    open_section(page, LESSONS[0], 1, "en")
+    assert page.evaluate("document.documentElement.lang") == "en"
+    assert not HAN.search(page.locator("#lesson-pos").inner_text())
+    # a link that says its language wins
+    open_section(page, LESSONS[0], 1, "zh")
+    assert HAN.search(page.locator("#lesson-pos").inner_text())
+
+
+def test_the_lesson_in_chinese_shows_no_english_sentence_in_its_panel_or_its_formulas(page: Any) -> None:
+    k = next(i for i, s in enumerate(load_lesson(LESSONS[0])["sections"]) if s["stage"] == "update_states")
+    open_section(page, LESSONS[0], k, "zh")
+    english = re.compile(r"\b[a-z]{3,} [a-z]{3,} [a-z]{3,}\b")
+    for sel in ("#lesson", "#stage-formula", "#stage-expl", "#narration"):
+        text = re.sub(r"\b\w*_\w*\b|\bstep\b", "", page.locator(sel).inner_text())
+        assert not english.search(text), (sel, english.findall(text))
