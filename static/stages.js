@@ -51,7 +51,7 @@ function renderUpstream(name) {
   const shortFile = file.replace(/^https:\/\/github\.com\/[^/]+\/[^/]+\/blob\/[^/]+\//, "");
   const runner = runnerOf();
   box.append(`${L("mirrors_upstream")} `, el("a", { href, target: "_blank", rel: "noopener", text: `${shortFile} · ${fn}` }),
-    runner ? el("span", { class: "upstream-runner", text: ` · ${L(`runner_${runner}`)}` }) : null);
+    ...(runner ? [el("span", { class: "upstream-runner", text: ` · ${L(`runner_${runner}`)}` })] : []));  // append(null) would write "null"
 }
 
 // The whole slot formula, its terms coloured like their arrays (positions, block_table, block_size,
