@@ -206,7 +206,9 @@ def test_the_v2_lesson_asks_for_idx_mapping_and_the_page_tells_it_only_after_che
     seen = visible(page)
     assert all(f"→ {v}" in seen for v in answer)
     # by batch row (the section's request, in focus, is drawn first)
-    by_row = [page.locator(f"#request-table tbody tr[data-r='{i}'] td:nth-child({col})").inner_text() for i in rows]
+    by_row = [
+        page.locator(f"#request-table tbody tr[data-r='{i}'] td:nth-child({col})").inner_text() for i in rows
+    ]
     assert by_row == [str(v) for v in answer]
     assert "concealed" not in classes(page, "#slots")
     page.locator("#slots").scroll_into_view_if_needed()
