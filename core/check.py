@@ -4,7 +4,7 @@ Each entry comes back right or wrong; a wrong one carries the expected value, a 
 at the rule without the value (for a page that lets the student try again before it reveals),
 and its explanation: the cause told from the trace where there is one (core/check_why.py: the
 free queue's order, a preemption), else the array's formula with this entry's numbers
-(core/narrate.explain). `values=None` asks to be shown the answers ("Just show me"): every entry
+(core/narrate_explain.py). `values=None` asks to be shown the answers ("Just show me"): every entry
 comes back with its value and explanation. Input errors name their field (CheckError), as
 scenario errors do.
 """

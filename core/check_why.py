@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from pagedviz.core.narrate import Text, _text, explain
+from pagedviz.core.narrate_explain import explain
+from pagedviz.core.narrate_facts import Text, _text
 from pagedviz.core.trace import StepTrace
 
 
@@ -98,7 +99,7 @@ def hint(t: StepTrace, array: str, i: int) -> Text:
 
 def cause(t: StepTrace, array: str, i: int) -> Text | None:
     """Why entry i has its value, told from the trace, with the value; None where the trace has no
-    more to say than the formula (core/narrate.explain)."""
+    more to say than the formula (core/narrate_explain.py)."""
     a = t.arrays
     if array == "block_table" and a["block_table"].ndim == 2:
         r, c = divmod(i, _shape_cols(t, array))

@@ -196,10 +196,12 @@ class Engine:
         if core is not None:
             # the runner (the device) sees its sampled tokens in order; the scheduler when the
             # batch leaves the queue
-            self.runner.append_sampled(sampled)
-            trace.engine_core = core.end_step(
-                self.step_no, QueuedBatch(self.step_no, out, sampled) if scheduled else None
-            )
+            batch = QueuedBatch(self.step_no, out, sampled) if scheduled else None
+            if self.scenario.config.num_speculative_tokens and self.v2 and out.scheduled:
+                batch = self._worker_drafts_v2(out, generated, trace)
+            else:
+                self.runner.append_sampled(sampled)
+            trace.engine_core = core.end_step(self.step_no, batch)
         elif self.scenario.config.num_speculative_tokens and self.v2:
             if out.scheduled:
                 self._update_with_drafts_v2(out, generated, trace)
@@ -221,7 +223,13 @@ class Engine:
         if self.model is None:
             rows = v["logits_indices"]
             ids = r.row_req_ids  # a property that builds the list: read it once, not once a row
-            row_req = [ids[i] for i in v["req_indices"][rows]]
+            req_indices = v.get("req_indices")  # V1's; V2 has none: the row whose tokens hold each
+            row_of = (
+                req_indices[rows]
+                if req_indices is not None
+                else np.searchsorted(v["query_start_loc"][1:], rows, side="right")
+            )
+            row_req = [ids[i] for i in row_of]
             return synthetic_tokens(
                 self.scenario.seed, row_req, v["positions"][rows] + 1, self.scenario.config.vocab_size
             )
@@ -379,6 +387,30 @@ class Engine:
         trace.forward["generated_token_ids"] = {rid: list(map(int, t)) for rid, t in generated.items()}
         trace.forward["num_rejected_tokens"] = rejected
         trace.forward["proposed_draft_token_ids"] = proposed
+
+    def _worker_drafts_v2(
+        self, out: SchedulerOutput, generated: dict[str, list[int]], trace: StepTrace
+    ) -> QueuedBatch:
+        """V2's step with drafts under async scheduling, on the worker: post_update with the
+        rejections and the n-gram speculator's drafts into the slots, at once (the device runs
+        its batches in order). The scheduler learns the tokens and rolls back the rejected drafts
+        only when the batch leaves the queue, and is never told the drafts: AsyncScheduler gave
+        every request that is not a prefill chunk placeholders of -1 when it scheduled it
+        (EngineCore.post_step skips update_draft_token_ids under async scheduling)."""
+        r = self.runner
+        tokens, num_sampled, num_rejected = self.v2_result
+        rejected = {
+            rid: int(k)
+            for rid, k, d in zip(r.row_req_ids, num_rejected.tolist(), r.v["num_draft_tokens"].tolist())
+            if d and rid in generated
+        }
+        r.post_update_spec(tokens, num_sampled, num_rejected)
+        drafts = r.propose_drafts(num_sampled)
+        trace.forward["generated_token_ids"] = {rid: list(map(int, t)) for rid, t in generated.items()}
+        trace.forward["num_rejected_tokens"] = rejected
+        trace.forward["proposed_draft_token_ids"] = dict(zip(r.row_req_ids, drafts.tolist()))
+        sampled = {rid: toks[-1] for rid, toks in generated.items()}
+        return QueuedBatch(self.step_no, out, sampled, generated, rejected)
 
     def _dense_diff(self, hidden: torch.Tensor, v: dict[str, Any]) -> float:
         assert self.model is not None

@@ -43,6 +43,9 @@ class QueuedBatch:
     step: int
     out: SchedulerOutput
     sampled: dict[str, int] = field(default_factory=dict)
+    # with speculative decoding: each request's tokens (accepted drafts + one) and rejected drafts
+    generated: dict[str, list[int]] | None = None
+    rejected: dict[str, int] = field(default_factory=dict)
 
 
 class BatchQueueLoop:
@@ -74,7 +77,12 @@ class BatchQueueLoop:
             early = not self.queue
         if not early:
             consumed = self.queue.pop()
-            finished = self.scheduler.update_from_output(consumed.out, consumed.sampled)
+            if consumed.generated is not None:
+                finished = self.scheduler.update_from_spec_output(
+                    consumed.out, consumed.generated, consumed.rejected
+                )
+            else:
+                finished = self.scheduler.update_from_output(consumed.out, consumed.sampled)
         return {
             "scheduled": batch is not None,
             "consumed_step": consumed.step if consumed is not None else None,

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from pagedviz.core.narrate import Facts
+from pagedviz.core.narrate_facts import Facts
 from pagedviz.core.trace import StepTrace
 
 STEP_FIELDS = (

@@ -8,7 +8,8 @@ one in a fresh slot, how the batch was sorted and where each row's state lives (
 The stage sentences work this step's numbers through V2's formulas: the slot a row reads, the
 gathered block table, the slot mapping read through `idx_mapping`. Every number comes from the trace
 (the V2 trace contract, docs/arrays.md); the V1 step sentences that hold for both runners (chunks,
-budget, waiting, padding, sampling, the pool) are narrate.py's own.
+budget, waiting, padding, sampling, the pool) are V1's (narrate_sched.py, narrate_batch.py); the
+entry explanations are in narrate_v2_explain.py.
 """
 
 from __future__ import annotations
@@ -17,34 +18,34 @@ from typing import Any
 
 import numpy as np
 
-from pagedviz.core import narrate as n1
 from pagedviz.core.config import EngineConfig
-from pagedviz.core.narrate import Facts, Item, Text, _blocks, _item, _join_en, _join_zh, _text, _tok
+from pagedviz.core.narrate_batch import _idle, _last, _padding, _pool, _sampling
+from pagedviz.core.narrate_explain import _ex_logits_indices, _tok
+from pagedviz.core.narrate_facts import (
+    Facts,
+    Item,
+    SlotFacts,
+    _blocks,
+    _item,
+    _join_en,
+    _join_zh,
+    _plural,
+    _text,
+)
+from pagedviz.core.narrate_sched import (
+    _admissions,
+    _budget,
+    _chunks,
+    _engine_core,
+    _finishes,
+    _growth,
+    _preemptions,
+    _waiting,
+)
+from pagedviz.core.narrate_stages import _example_token, _token_refs
+from pagedviz.core.narrate_stages import _stage_sentence as v1_stage_sentence
+from pagedviz.core.narrate_v2_explain import V2_EXPLAIN, _ex_idx_mapping, _ex_input_ids
 from pagedviz.core.trace import StepTrace
-
-
-class SlotFacts:
-    """What a V2 step says about its state slots: the slot of each batch row, the slots after the
-    step's frees and adds, the free list (next handed out first) and the events in order."""
-
-    def __init__(self, f: Facts) -> None:
-        b = f.t.batch
-        self.slots: dict[str, int] = {str(k): int(v) for k, v in b.get("slots", {}).items()}
-        self.free: list[int] = [int(j) for j in b.get("free_slots", [])]
-        self.events: list[dict[str, Any]] = list(b.get("slot_events", []))
-        idx = f.a.get("idx_mapping")
-        self.idx: list[int] = [int(j) for j in idx] if idx is not None else [self.slots[r] for r in f.rows]
-
-    def slot_of_row(self, r: int) -> int:
-        return self.idx[r]
-
-    def row_blocks(self, f: Facts, r: int) -> list[int]:
-        """Row r's own blocks: its slot's row of block_tables up to num_blocks."""
-        bt, nb = f.a.get("block_tables"), f.a.get("num_blocks")
-        if bt is None or nb is None:
-            return []
-        j = self.idx[r]
-        return [int(x) for x in bt[j, : int(nb[j])]]
 
 
 def _resumed(f: Facts, s: SlotFacts, prev: StepTrace | None) -> list[str]:
@@ -163,100 +164,6 @@ def _sort(f: Facts, s: SlotFacts, config: EngineConfig | None) -> list[Item]:
     return [_item("sort", _text(en + ".", zh + "。"), refs)]
 
 
-# ------------------------------------------------------------------ entries, V2's formulas
-def _ex_positions(f: Facts, i: int, arr: np.ndarray) -> Text:
-    r, rid, p = _tok(f, i)
-    s = SlotFacts(f)
-    j = s.slot_of_row(r)
-    off = i - int(f.qsl[r])
-    c = p - off
-    t = (
-        f"positions[{i}] = num_computed_tokens[idx_mapping[{r}]] + {off} = num_computed_tokens[{j}] + {off} "
-        f"= {c} + {off} = {p}"
-    )
-    return _text(t + f" (request {rid}, state slot {j})", t + f"（请求 {rid}，状态槽 {j}）")
-
-
-def _ex_seq_lens(f: Facts, i: int, arr: np.ndarray) -> Text:
-    j = SlotFacts(f).slot_of_row(i)
-    c, n = int(f.computed[i]), int(f.qsl[i + 1] - f.qsl[i])
-    t = (
-        f"seq_lens[{i}] = num_computed_tokens[idx_mapping[{i}]] + num_scheduled_tokens[{i}] = "
-        f"num_computed_tokens[{j}] + {n} = {c} + {n} = {int(arr[i])}"
-    )
-    return _text(t + " (tokens attended to)", t + "（注意力要看的 token 数）")
-
-
-def _ex_query_start_loc(f: Facts, i: int, arr: np.ndarray) -> Text:
-    if i == 0:
-        return _text(
-            "query_start_loc[0] = 0: row 0 starts at token 0",
-            "query_start_loc[0] = 0：第 0 行从第 0 个 token 开始",
-        )
-    if i > len(f.rows):
-        t = f"query_start_loc[{i}] = T = {int(arr[i])}"
-        return _text(
-            t + ": past the real rows (padding), an empty query", t + "：超出真实行（补齐），query 为空"
-        )
-    n = int(arr[i] - arr[i - 1])
-    t = (
-        f"query_start_loc[{i}] = query_start_loc[{i - 1}] + num_scheduled_tokens[{i - 1}] = "
-        f"{int(arr[i - 1])} + {n} = {int(arr[i])}"
-    )
-    return _text(t + " (in the sorted order)", t + "（按排序后的顺序）")
-
-
-def _ex_input_ids(f: Facts, i: int, arr: np.ndarray) -> Text:
-    r, rid, p = _tok(f, i)
-    j = SlotFacts(f).slot_of_row(r)
-    prefill = f.a.get("prefill_len")
-    if prefill is not None and p >= int(prefill[j]):
-        t = f"input_ids[{i}] = last_sampled_tokens[idx_mapping[{r}]] = last_sampled_tokens[{j}]"
-        t += f" = {int(arr[i])}"
-        return _text(
-            t + f" (request {rid} decodes: the token its slot sampled last step, kept on the device)",
-            t + f"（请求 {rid} 在解码：其状态槽上一步采样出的 token，保存在设备上）",
-        )
-    t = f"input_ids[{i}] = all_token_ids[idx_mapping[{r}], {p}] = all_token_ids[{j}, {p}] = {int(arr[i])}"
-    return _text(t + f" (request {rid}'s token at position {p})", t + f"（请求 {rid} 位置 {p} 的 token）")
-
-
-def _ex_slot_mapping(f: Facts, i: int, arr: np.ndarray) -> Text:
-    pad = n1._padded(f, "slot_mapping", i)
-    if pad is not None:
-        return pad
-    r, rid, p = _tok(f, i)
-    j = SlotFacts(f).slot_of_row(r)
-    q, o = p // f.bs, p % f.bs
-    b = (int(arr[i]) - o) // f.bs
-    t = (
-        f"slot_mapping[{i}] = block_tables[idx_mapping[{r}], {p} // {f.bs}] * {f.bs} + {p} % {f.bs} = "
-        f"block_tables[{j}, {q}] * {f.bs} + {o} = block {b} * {f.bs} + {o} = {int(arr[i])}"
-    )
-    return _text(
-        t + f": request {rid}'s position {p} is written to slot {o} of physical block {b}",
-        t + f"：请求 {rid} 位置 {p} 的 KV 写入物理块 {b} 的第 {o} 个槽位",
-    )
-
-
-def _ex_idx_mapping(f: Facts, i: int, arr: np.ndarray) -> Text:
-    rid = f.rows[i] if i < len(f.rows) else "?"
-    t = f"idx_mapping[{i}] = req_id_to_index[{rid}] = {int(arr[i])}"
-    return _text(
-        t + f": batch row {i} reads state slot {int(arr[i])}", t + f"：批次第 {i} 行读取状态槽 {int(arr[i])}"
-    )
-
-
-V2_EXPLAIN = {
-    "positions": _ex_positions,
-    "seq_lens": _ex_seq_lens,
-    "query_start_loc": _ex_query_start_loc,
-    "input_ids": _ex_input_ids,
-    "slot_mapping": _ex_slot_mapping,
-    "idx_mapping": _ex_idx_mapping,
-}
-
-
 # ------------------------------------------------------------------ stage sentences
 def _stage_finish_and_add(f: Facts, s: SlotFacts) -> Item:
     freed = [f"{e['req_id']} → {e['slot']}" for e in s.events if e["event"] == "freed"]
@@ -334,7 +241,7 @@ def _stage_combine(f: Facts, s: SlotFacts) -> Item | None:
     li = f.a.get("logits_indices")
     if li is None or not f.rows:
         return None
-    text = n1._ex_logits_indices(f, len(f.rows) - 1, li)
+    text = _ex_logits_indices(f, len(f.rows) - 1, li)
     return _item(
         "stage:combine_sampled_and_draft_tokens",
         _text(text["en"] + ".", text["zh"] + "。"),
@@ -390,11 +297,9 @@ def _stage_token(f: Facts, name: str, array: str) -> Item | None:
     arr = f.a.get(array)
     if arr is None or arr.size == 0:
         return None
-    i = n1._example_token(f)
+    i = _example_token(f)
     text = V2_EXPLAIN[array](f, i, arr)
-    return _item(
-        f"stage:{name}", _text(text["en"] + ".", text["zh"] + "。"), n1._token_refs(f, i, array), name
-    )
+    return _item(f"stage:{name}", _text(text["en"] + ".", text["zh"] + "。"), _token_refs(f, i, array), name)
 
 
 def _stage_sentence(f: Facts, s: SlotFacts, name: str, writes: list[str]) -> Item | None:
@@ -414,7 +319,42 @@ def _stage_sentence(f: Facts, s: SlotFacts, name: str, writes: list[str]) -> Ite
         return _stage_token(f, name, "positions")
     if name == "slot_mappings":
         return _stage_token(f, name, "slot_mapping")
-    return n1._stage_sentence(f, name, writes)
+    return v1_stage_sentence(f, name, writes)
+
+
+def _rejections(f: Facts) -> list[Item]:
+    """Rejected drafts (speculative decoding): post_update rolls the slot back on the worker at
+    once; the scheduler rolls back its own count when update_from_output takes this step's output,
+    which under async scheduling is a later step."""
+    rejected = {str(r): int(k) for r, k in (f.t.forward.get("num_rejected_tokens") or {}).items() if k}
+    if not rejected:
+        return []
+    ec = f.t.engine_core
+    later = ec is not None and ec.get("consumed_step") != f.t.step
+    items = []
+    for rid, k in rejected.items():
+        en = (
+            f"Request {rid}: {_plural(k, 'draft')} rejected. post_update advances its slot's "
+            f"num_computed_tokens by the scheduled tokens less {k} on the worker now"
+        )
+        zh = (
+            f"请求 {rid}：{k} 个草稿被拒绝。post_update 现在就在 worker 上把它槽位的 "
+            f"num_computed_tokens 增加调度的 token 数减去 {k}"
+        )
+        if later:
+            en += (
+                "; the scheduler, which already planned the next step with placeholders, rolls back "
+                "its own num_computed_tokens when update_from_output takes this step's output, a step late"
+            )
+            zh += (
+                "；调度器已经用占位符排好了下一步，要等 update_from_output 取到这一步的输出时"
+                "（晚一步）才回退它自己的 num_computed_tokens"
+            )
+        else:
+            en += "; the scheduler rolls back its own count in this step's update_from_output"
+            zh += "；调度器在这一步的 update_from_output 中回退自己的计数"
+        items.append(_item(f"rejected:{rid}", _text(en + ".", zh + "。"), [("request", rid)]))
+    return items
 
 
 # ------------------------------------------------------------------ entry point
@@ -426,24 +366,25 @@ def narrate_v2(
     t = f.t
     s = SlotFacts(f)
     resumed = _resumed(f, s, prev)
-    items = n1._finishes(f, prev)
+    items = _finishes(f, prev)
     if t.idle:
-        return items + _slot_events(f, s, resumed) + (n1._engine_core(f) or n1._idle(f))
-    items += n1._engine_core(f)
-    items += n1._preemptions(f, prev)
-    items += [it for it in n1._admissions(f) if it["key"].split(":", 1)[1] not in resumed]
+        return items + _slot_events(f, s, resumed) + (_engine_core(f) or _idle(f))
+    items += _engine_core(f)
+    items += _preemptions(f, prev)
+    items += [it for it in _admissions(f) if it["key"].split(":", 1)[1] not in resumed]
     items += _resumptions(f, s, resumed)
     items += _slot_events(f, s, resumed)
     items += _sort(f, s, config)
-    items += n1._chunks(f, config)
-    items += n1._growth(f)
-    items += n1._budget(f, config)
-    items += n1._waiting(f, config)
-    items += n1._padding(f)
-    items += n1._sampling(f)
+    items += _chunks(f, config)
+    items += _growth(f)
+    items += _budget(f, config)
+    items += _waiting(f, config)
+    items += _padding(f)
+    items += _rejections(f)
+    items += _sampling(f)
     if last:
-        items += n1._last(f)
-    items += n1._pool(f)
+        items += _last(f)
+    items += _pool(f)
     writes = {st.name: st.writes for st in t.stages}
     for st in t.stages:
         item = _stage_sentence(f, s, st.name, writes.get(st.name, []))

@@ -137,8 +137,16 @@ class Rules:
                 f"{loc}.prompt_lookup_max",
                 f"is below prompt_lookup_min ({v['prompt_lookup_min']}): give a range min <= max",
             )
-        if spec and async_scheduling:
-            self.err(f"{loc}.async_scheduling", "is not modelled together with num_speculative_tokens > 0")
+        if spec and async_scheduling and v["model_runner"] == "v1":
+            # VllmConfig refuses it outright when asked for (vllm/config/vllm.py:1651-1680): the V1
+            # runner's async path needs a GPU drafter (eagle, ngram_gpu, ...), and pagedviz's n-gram
+            # proposer is the CPU one
+            self.err(
+                f"{loc}.async_scheduling",
+                f"Async scheduling is not supported by the V1 model runner with "
+                f"{v['speculative_method']}-based speculative decoding (as vLLM 0.33 refuses it): "
+                'use "model_runner": "v2" or async_scheduling false',
+            )
         if spec and v["enable_prefix_caching"]:
             self.err(f"{loc}.num_speculative_tokens", "is not modelled together with enable_prefix_caching")
         if v["speculative_method"] == "mtp" and self.flavor != "ascend":
@@ -198,9 +206,10 @@ class Rules:
         """model_runner and async_scheduling as vLLM 0.33 picks them when the scenario leaves them
         out: Model Runner V2 and async scheduling on the vllm flavour; v1 and sync elsewhere. With
         n-gram speculative decoding vLLM 0.33 still runs V2 (`_get_v2_model_runner_unsupported_features`
-        refuses only suffix / custom_class methods) and turns async scheduling on as well; pagedviz
-        keeps V2 but turns async off there, as it does not model async scheduling with drafts. A
-        flavour without a V2 refuses an explicit "v2"."""
+        refuses only suffix / custom_class methods) and turns async scheduling on as well; on the V1
+        runner it turns async off, since V1's async path has no CPU n-gram drafter
+        (`v1_async_sched_incompat`, vllm/config/vllm.py:1651-1717). A flavour without a V2 refuses
+        an explicit "v2"."""
         vllm = self.flavor == "vllm"
         self.runner_given = "model_runner" in given
         if "model_runner" not in given:
@@ -211,7 +220,7 @@ class Rules:
                 f'the {self.flavor} flavour has no Model Runner V2 (it mirrors a V1-style runner): use "v1"',
             )
         if "async_scheduling" not in given:
-            v["async_scheduling"] = vllm and not v["num_speculative_tokens"]
+            v["async_scheduling"] = vllm and (v["model_runner"] == "v2" or not v["num_speculative_tokens"])
 
     def model(self, m: Any, vocab_size: int | None) -> ModelConfig | None:
         if m is None:

@@ -125,8 +125,8 @@ class EngineConfig:
     async_scheduling: bool = setting(
         True,
         "schedule step n+1 before step n's output reaches the scheduler (AsyncScheduler and the engine "
-        "core's batch queue; vLLM 0.33's default on the vllm flavour, which pagedviz turns off with "
-        "speculative decoding, as it does not model the two together); "
+        "core's batch queue; vLLM 0.33's default on the vllm flavour, off by default with speculative "
+        "decoding on the V1 runner, which vLLM 0.33 refuses to combine with the n-gram drafter); "
         "ascend and nanovllm run synchronously",
     )
     # Policies that changed across vLLM versions (defaults: vLLM 0.33.0, core/upstream.py)

@@ -5,10 +5,12 @@ idx_mapping, the gathered block table; every number read from the engine's own t
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 import numpy as np
+import pytest
 
-from pagedviz.core import load_preset, make_engine
+from pagedviz.core import Scenario, load_preset, make_engine
 from pagedviz.core.narrate import explain, narrate
 from pagedviz.core.trace import StepTrace
 
@@ -156,3 +158,37 @@ def test_a_v2_runs_traces_keep_their_own_slot_mapping_after_later_steps() -> Non
         pos = t.arrays["positions"]
         want = t.arrays["block_tables"][slots, pos // bs] * bs + pos % bs
         assert t.arrays["slot_mapping"][:T].tolist() == want.tolist(), t.step
+
+
+def _spec_v2(async_scheduling: bool) -> list[Any]:
+    reqs = [
+        {"id": "a", "prompt_token_ids": [5, 6, 7, 5, 6, 7, 5, 6], "max_tokens": 9},
+        {"id": "b", "prompt_len": 20, "max_tokens": 5},
+    ]
+    cfg = {
+        "num_speculative_tokens": 3,
+        "prompt_lookup_min": 1,
+        "prompt_lookup_max": 3,
+        "block_size": 4,
+        "max_model_len": 64,
+        "max_num_reqs": 4,
+        "max_num_batched_tokens": 32,
+        "num_kv_blocks": 80,
+        "model": None,
+        "async_scheduling": async_scheduling,
+    }
+    return list(make_engine(Scenario.from_dict({"flavor": "vllm", "config": cfg, "requests": reqs})).run())
+
+
+@pytest.mark.parametrize("async_scheduling", [False, True])
+def test_rejected_drafts_are_narrated_with_when_the_scheduler_rolls_back(async_scheduling: bool) -> None:
+    traces = _spec_v2(async_scheduling)
+    steps = [(t, prev) for prev, t in zip([None, *traces], traces) if t.forward.get("num_rejected_tokens")]
+    assert steps, "no step rejected a draft"
+    t, prev = steps[0]
+    items = [it for it in narrate(t, prev) if it["key"].startswith("rejected:")]
+    rid, k = next((r, k) for r, k in t.forward["num_rejected_tokens"].items() if k)
+    item = next(it for it in items if it["key"] == f"rejected:{rid}")
+    assert f"{k} draft" in item["text"]["en"] and f"减去 {k}" in item["text"]["zh"]
+    late = "a step late" in item["text"]["en"]
+    assert late == async_scheduling

@@ -186,9 +186,9 @@ def test_vllm_defaults_to_v2_and_async_and_other_flavours_to_v1_and_sync() -> No
     for flavor in ("ascend", "nanovllm"):
         cfg = Scenario.from_dict({**base, "flavor": flavor}).config
         assert (cfg.model_runner, cfg.async_scheduling) == ("v1", False)
-    # n-gram drafts run on V2 in vLLM 0.33; pagedviz models them without async scheduling
+    # n-gram drafts run on V2 in vLLM 0.33, with async scheduling on
     spec = Scenario.from_dict({**base, "config": {"num_speculative_tokens": 2}}).config
-    assert (spec.model_runner, spec.async_scheduling) == ("v2", False)
+    assert (spec.model_runner, spec.async_scheduling) == ("v2", True)
 
 
 @pytest.mark.parametrize(

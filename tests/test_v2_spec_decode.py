@@ -28,6 +28,7 @@ def scenario(requests: list[dict[str, Any]], **config: Any) -> Scenario:
         "num_kv_blocks": 80,
         "vocab_size": VOCAB,
         "model": None,
+        "async_scheduling": False,  # the synchronous steps; async has tests of its own below
     }
     return Scenario.from_dict(
         {"flavor": "vllm", "seed": SEED, "config": {**base, **config}, "requests": requests}
@@ -90,9 +91,51 @@ def test_a_draft_slot_that_starts_inside_the_prompt_is_a_placeholder_and_rejecte
     assert greedy_verify(np.array([-1, -1, 9]), drafts, np.array([0, 3])).tolist() == [1]
 
 
-def test_ngram_on_v2_defaults_to_model_runner_v2_and_synchronous_scheduling() -> None:
-    cfg = scenario([{"id": "a", "prompt_len": 3, "max_tokens": 2}]).config
-    assert (cfg.model_runner, cfg.async_scheduling) == ("v2", False)
+def defaults(**config: Any) -> Scenario:
+    """A scenario with drafts that leaves model_runner and async_scheduling to the defaults."""
+    cfg = {"num_speculative_tokens": 2, "model": None, **config}
+    return Scenario.from_dict({"flavor": "vllm", "config": cfg, "requests": [{"id": "a", "prompt_len": 3}]})
+
+
+def test_ngram_defaults_to_model_runner_v2_with_async_scheduling_as_vllm_0_33() -> None:
+    cfg = defaults().config
+    assert (cfg.model_runner, cfg.async_scheduling) == ("v2", True)
+
+
+def test_ngram_on_the_v1_runner_defaults_to_synchronous_and_refuses_async_with_vllms_reason() -> None:
+    assert defaults(model_runner="v1").config.async_scheduling is False
+    try:
+        defaults(model_runner="v1", async_scheduling=True)
+    except ValueError as e:
+        msg = str(e)
+    else:
+        raise AssertionError("V1 + n-gram + async scheduling was accepted")
+    assert "config.async_scheduling" in msg
+    assert "not supported by the V1 model runner with ngram-based speculative decoding" in msg
+
+
+def test_async_drafts_on_v2_output_what_synchronous_drafts_output() -> None:
+    sync = outputs(scenario(REQS))
+    asynchronous = outputs(scenario(REQS, async_scheduling=True))
+    assert {r: t[: len(sync[r])] for r, t in asynchronous.items()} == sync
+
+
+def test_async_drafts_are_placeholders_and_rejections_roll_back_when_the_output_arrives() -> None:
+    """Under async scheduling the scheduler plans step 2 before step 1's output: a's verify row
+    carries placeholder drafts, and the rejections of step n reach the scheduler at step n + 1
+    (consumed_step), where they roll back num_computed_tokens and the placeholders."""
+    traces = list(make_engine(scenario(REQS, async_scheduling=True)).run())
+    t2 = traces[1]
+    assert t2.scheduler["scheduled_spec_decode_tokens"].get("a") == [-1, -1, -1]
+    assert t2.engine_core["consumed_step"] == 1
+    rejected = [(t.step, t.forward.get("num_rejected_tokens")) for t in traces]
+    some = [(s, r) for s, r in rejected if r]
+    assert some, "no step rejected a draft"
+    step, _ = some[0]
+    later = traces[step]  # the step after: its update_from_output consumed that step
+    assert later.engine_core["consumed_step"] == step
+    # the device's slot state already counts only the accepted tokens at the next step
+    assert later.forward["slot_mapping_device_matches_cpu"] is True
 
 
 def test_a_step_of_verify_rows_replays_a_decode_graph_sized_in_multiples_of_k_plus_one() -> None:

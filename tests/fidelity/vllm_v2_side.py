@@ -406,12 +406,18 @@ class VllmV2Side:
                 )
         return step
 
-    def async_step(self, sampled: dict[str, int]) -> tuple[Any, V2Step | None]:
+    def async_step(
+        self, sampled: dict[str, int], targets: dict[str, list[int]] | None = None
+    ) -> tuple[Any, V2Step | None]:
         """One `step_with_batch_queue` (engine_core_loop.py, the engine core's batch queue of 2
         under async scheduling): a batch, if one is scheduled, runs through V2's methods at once
         with `sampled` (pagedviz's tokens of the same step): the worker runs its batches in order,
         each post_update before the next batch's inputs. Its output reaches `update_from_output`
-        when the loop pops it. Returns what the loop did and the scheduled batch's V2Step."""
+        when the loop pops it. With speculative decoding `targets` are pagedviz's target tokens of
+        the same step; the scheduler is never told the drafts (EngineCore.post_step skips
+        update_draft_token_ids under async scheduling: its own placeholders of -1 stand in, and
+        the worker keeps the real drafts in its slots). Returns what the loop did and the
+        scheduled batch's V2Step."""
         if EngineCoreLoop is None:
             raise RuntimeError("engine_core_loop.py (the engine core's batch-queue glue) is missing")
         self.step_no += 1
@@ -420,7 +426,7 @@ class VllmV2Side:
         got: list[V2Step] = []
 
         def execute(out: Any) -> Any:
-            step, result = self.execute(out, sampled)
+            step, result = self.execute(out, sampled, targets)
             got.append(step)
             return EMPTY_MODEL_RUNNER_OUTPUT if result is None else result
 
