@@ -117,12 +117,19 @@ function clearView() {
   lightArray(null);
 }
 
+// where an array shows in the middle column: its token-table row, its request-table column, its
+// line under the request table, its card; else wherever it is labelled
+function arrayNode(a, card) {
+  const e = CSS.escape(a), q = (sel) => document.querySelector(sel);
+  return q(`#token-table tr[data-array="${e}"]`) || q(`#request-table th[title="${e}"]`) || q(`#req-table [data-array="${e}"]`)
+    || card || q(`.panels [data-array="${e}"]:not(.term)`) || q(`[data-array="${e}"]:not(.term)`);
+}
+
 // the view a section talks about: its checkpoint's array, else its selection, else its stage's array
 function targetOf(sec) {
   const q = (sel) => document.querySelector(sel);
   const card = (a) => $(a === "block_table" || a === "block_tables" ? "card-block_table" : `card-${a}`);
-  const arrayView = (a) => q(`#token-table tr[data-array="${CSS.escape(a)}"]`) || q(`#request-table th[title="${CSS.escape(a)}"]`)
-    || card(a) || q(`[data-array="${CSS.escape(a)}"]:not(.term)`);
+  const arrayView = (a) => arrayNode(a, card(a));
   if (sec.checkpoint) { const n = arrayView(sec.checkpoint.array); if (n) return n; }
   const s = sec.selection;
   if (s && s.kind === "block") return $("card-block_table") || $("card-kv");
@@ -244,8 +251,7 @@ function linkedText(text) {
 // an array named in the text: lit in every view and scrolled to
 function showArray(name) {
   lightArray(name);
-  const n = document.querySelector(`#token-table tr[data-array="${CSS.escape(name)}"]`) || document.querySelector(`#request-table th[title="${CSS.escape(name)}"]`)
-    || $(name === "block_table" || name === "block_tables" ? "card-block_table" : `card-${name}`) || document.querySelector(`[data-array="${CSS.escape(name)}"]:not(.term)`);
+  const n = arrayNode(name, $(name === "block_table" || name === "block_tables" ? "card-block_table" : `card-${name}`));
   if (n) n.scrollIntoView({ block: "center", inline: "nearest", behavior: "smooth" });
 }
 

@@ -280,6 +280,12 @@ export function initPredict() {
   buildChooser();
   document.addEventListener("pagedviz:narrated", applyConceal);
   document.addEventListener("pagedviz:late-cells", applyConceal);
+  // entering or leaving presentation redraws the step's views (run.js's setPresent): hidden again
+  let present = document.body.classList.contains("present");
+  new MutationObserver(() => {
+    const now = document.body.classList.contains("present");
+    if (now !== present) { present = now; if (predicting()) applyConceal(); }
+  }).observe(document.body, { attributes: true, attributeFilter: ["class"] });
   onView((what) => {
     renderChooser();
     if (P.cp && P.cp.source === "own" && (what === "run" || (what === "step" && state.step !== P.cp.step))) openCheckpoint(null);

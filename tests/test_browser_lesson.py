@@ -102,7 +102,9 @@ def tells(array: str, indices: list[int], values: list[int], shape: tuple[int, .
     out = []
     if len(values) > 1:
         for sep in (", ", "、", " "):
-            out.append(re.escape(sep.join(map(str, values))))
+            # the whole list, not a run inside a longer list of other things (freed blocks 1, 2, 3, …)
+            s = re.escape(sep)
+            out.append(rf"(?<!\d{s})(?<![\d.]){re.escape(sep.join(map(str, values)))}(?![\d.])(?!{s}\d)")
         # a run 0, 1, 2, … is every table's index header: a row of cells is then told by its formula
         if values != list(range(values[0], values[0] + len(values))):
             out.append(re.escape(" ¦ ".join(map(str, values))) + r"(?! ?\d)")
@@ -149,6 +151,19 @@ def test_no_view_tells_a_checkpoints_answer_before_check(page: Any, lesson: str,
     assert page.locator("#lesson .concealed, #main .concealed").count() == 0
 
 
+def test_presentation_keeps_the_checkpoints_answer_hidden(page: Any) -> None:
+    lesson, k = next((lid, i) for lid, i in _checkpoints() if answer(lid, i)[0] == "slot_mapping")
+    array, indices, values, shape = answer(lesson, k)
+    open_section(page, lesson, k, "en")
+    page.click("#btn-present")
+    page.wait_for_selector("body.present")
+    page.wait_for_timeout(400)
+    seen = visible(page)
+    assert [p.pattern for p in tells(array, indices, values, shape) if p.search(seen)] == []
+    assert page.evaluate(LABELLED, array) == []
+    assert page.locator("#predict-form").count() == 1
+
+
 # ------------------------------------------------------------------ 3, 5. each section sets its whole view
 WHERE = """() => {
   const q = new URLSearchParams(location.search);
@@ -171,6 +186,20 @@ WHERE = """() => {
     where: document.getElementById('lesson-where').textContent,
     away: !document.getElementById('lesson-away').hidden,
   };
+}"""
+
+
+# the view of the asked array (its token-table row, its request-table column, its card) is on screen
+ASKED_IN_VIEW = """(a) => {
+  const e = CSS.escape(a);
+  const bt = a === 'block_table' || a === 'block_tables';
+  const card = document.getElementById(bt ? 'card-block_table' : `card-${a}`);
+  const n = document.querySelector(`#token-table tr[data-array="${e}"]`)
+    || document.querySelector(`#request-table th[title="${e}"]`)
+    || document.querySelector(`#req-table [data-array="${e}"]`) || card;
+  if (!n) return false;
+  const r = n.getBoundingClientRect();
+  return r.bottom > 0 && r.top < innerHeight;
 }"""
 
 
@@ -218,6 +247,9 @@ def _check_view(page: Any, lesson: str, k: int, came_from: int) -> None:
     # the lesson panel from its top, and the step and run on show said in it
     assert got["lessonTop"] >= 0 and got["whereShown"] and not got["away"], ctx
     assert f" {s['step']} / " in got["where"], ctx
+    # the page brought what the section asks about into sight: its checkpoint's array
+    if s["checkpoint"]:
+        assert page.evaluate(ASKED_IN_VIEW, s["checkpoint"]["array"]), ctx
 
 
 @pytest.mark.parametrize("lesson", LESSONS)
