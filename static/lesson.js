@@ -147,8 +147,17 @@ function bringIntoView(sec) {
   else window.scrollTo(0, 0);
 }
 
-// open section k: its run (in place), step, stage and selection, then its checkpoint
-export async function goSection(k) {
+// open section k: its run (in place), step, stage and selection, then its checkpoint. One section
+// opens at a time (a run loading in place must finish before another starts); a section asked for
+// while another opens waits, and only the last one asked for is opened.
+let opening = Promise.resolve();
+export function goSection(k) {
+  LS.want = k;
+  opening = opening.then(() => (LS.want === k ? openSection(k) : undefined)).catch((err) => console.error(err));
+  return opening;
+}
+
+async function openSection(k) {
   const L_ = LS.lesson;
   if (!L_) return;
   k = Math.max(0, Math.min(L_.sections.length - 1, k));
