@@ -17,9 +17,9 @@ import { writeState } from "./state.js";
 import { $, L, S, stageFlavor, state } from "./trace.js";
 import { clear, el } from "./views.js";
 
-// lesson, the run ids of its scenarios, the section being opened (a newer one wins), the run the
+// lesson, the run ids of its scenarios, the section asked for last and the one on show, the run the
 // section opened, whether the wrap-up shows, each checkpoint's verdict at its first check
-const LS = { lesson: null, runIds: new Map(), going: 0, runId: null, ending: false, firstTry: new Map() };
+const LS = { lesson: null, runIds: new Map(), want: -1, opened: null, runId: null, ending: false, firstTry: new Map() };
 let runReady = null;
 
 export const lessonNow = () => LS.lesson;
@@ -152,24 +152,31 @@ function bringIntoView(sec) {
 // while another opens waits, and only the last one asked for is opened.
 let opening = Promise.resolve();
 export function goSection(k) {
+  const L_ = LS.lesson;
+  if (!L_) return opening;
+  k = Math.max(0, Math.min(L_.sections.length - 1, k));
+  // the panel and its buttons count from the section asked for at once, even while another opens
   LS.want = k;
-  opening = opening.then(() => (LS.want === k ? openSection(k) : undefined)).catch((err) => console.error(err));
+  state.sec = k;
+  LS.ending = false;
+  document.body.dataset.lessonReady = "0";
+  renderLesson();
+  opening = opening.then(() => (LS.want === k && LS.opened !== k ? openSection(k) : finishIfShown(k)))
+    .catch((err) => console.error(err));
   return opening;
 }
 
+// a section asked for again while it was opening: it is on show, ready
+function finishIfShown(k) {
+  if (LS.want === k && LS.opened === k) document.body.dataset.lessonReady = "1";
+}
+
 async function openSection(k) {
-  const L_ = LS.lesson;
-  if (!L_) return;
-  k = Math.max(0, Math.min(L_.sections.length - 1, k));
-  const mine = ++LS.going;
-  const sec = L_.sections[k];
-  document.body.dataset.lessonReady = "0";
-  LS.ending = false;
-  state.sec = k;
+  const sec = LS.lesson.sections[k];
+  LS.opened = null;
   clearView();
-  renderLesson();
   const rid = await runIdOf(sec.scenario);
-  if (mine !== LS.going) return;
+  if (LS.want !== k) return;
   if (!S.created || rid !== S.created.run_id) {
     if (typeof sec.scenario === "string") await ctl.load({ preset: sec.scenario }, { step: sec.step, stage: sec.stage });
     else {
@@ -178,17 +185,17 @@ async function openSection(k) {
       await ctl.load({ link: r.data.link }, { step: sec.step, stage: sec.stage });
     }
   } else if (state.step !== sec.step) await ctl.showStep(sec.step);
-  if (mine !== LS.going || !S.trace) return;
+  if (LS.want !== k || !S.trace) return;  // another section was asked for meanwhile: it opens next
   if (state.stage !== sec.stage) ctl.setStage(sec.stage);
   LS.runId = S.created.run_id;
   const sel = sec.selection ? refSelection(sec.selection) : null;
   select(sel);
   if (S.onFocusChange) S.onFocusChange();  // the focus box and the views that put the focus first
-  state.sec = k;
   writeState(state);
   renderLesson();
   openCheckpoint(sec.checkpoint ? { ...sec.checkpoint, step: sec.step, container: $("lesson-check"), source: "lesson" } : null);
   bringIntoView(sec);
+  LS.opened = k;
   document.body.dataset.lessonSection = String(k);
   document.body.dataset.lessonReady = "1";
 }
@@ -357,7 +364,11 @@ export function initLesson() {
   buildPanel();
   document.body.classList.add("with-lesson");
   runReady = new Promise((resolve) => onView((what) => { if (what === "run") resolve(); }));
-  onView((what) => { if (what === "lang") renderLesson(); else renderWhere(); });
+  onView((what) => {
+    // another run on show (a what-if, a rerun): the section is no longer on show as it opened it
+    if (what === "run" && S.created && S.created.run_id !== LS.runId) LS.opened = null;
+    if (what === "lang") renderLesson(); else renderWhere();
+  });
   // the run's title is written (and, in 中文, translated) after the run loads: the line follows it
   new MutationObserver(() => renderWhere()).observe($("run-title"), { childList: true, characterData: true, subtree: true });
   // a checkpoint's first check counts for the wrap-up

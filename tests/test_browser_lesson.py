@@ -293,7 +293,11 @@ def test_stepping_away_is_said_with_the_way_back(page: Any) -> None:
     page.click("#lesson-back")
     page.wait_for_selector(f"body[data-step='{s['step']}']")
     page.wait_for_selector("#lesson-away", state="hidden")
-    page.wait_for_selector(f".stage-btn.active[data-stage='{s['stage']}']")
+    active = "[...document.querySelectorAll('.stage-btn.active')].map((b) => b.dataset.stage)"
+    try:
+        page.wait_for_function(f"{active}.join() === {s['stage']!r}", timeout=10_000)
+    finally:
+        assert page.evaluate(active) == [s["stage"]], (page.evaluate(active), page.locator("#run-title").inner_text())
 
 
 # ------------------------------------------------------------------ 4. feedback
@@ -367,3 +371,21 @@ def test_the_lesson_in_chinese_shows_no_english_sentence_in_its_panel_or_its_for
     for sel in ("#lesson", "#stage-formula", "#stage-expl", "#narration"):
         text = re.sub(r"\b\w*_\w*\b|\bstep\b", "", page.locator(sel).inner_text())
         assert not english.search(text), (sel, english.findall(text))
+
+
+def test_next_and_back_in_quick_succession_across_runs_end_on_the_last_section_asked(page: Any) -> None:
+    # from the last V1 section into the V2 run and back and forth without waiting: each click loads
+    # another run in place while the last one is still loading (a page error fails the test)
+    lesson = LESSONS[0]
+    secs = load_lesson(lesson)["sections"]
+    k = next(
+        i
+        for i, s in enumerate(secs)
+        if i and scenario_of(s).config.model_runner != scenario_of(secs[i - 1]).config.model_runner
+    )
+    open_section(page, lesson, k - 1, "en")
+    for button in ("#lesson-next", "#lesson-prev", "#lesson-next"):
+        page.click(button)
+    _check_view(page, lesson, k, k - 1)
+    page.wait_for_timeout(500)  # nothing still drawing the run that was left
+    assert page.locator("body").get_attribute("data-step") == str(secs[k]["step"])
