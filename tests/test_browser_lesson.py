@@ -297,7 +297,10 @@ def test_stepping_away_is_said_with_the_way_back(page: Any) -> None:
     try:
         page.wait_for_function(f"{active}.join() === {s['stage']!r}", timeout=10_000)
     finally:
-        assert page.evaluate(active) == [s["stage"]], (page.evaluate(active), page.locator("#run-title").inner_text())
+        assert page.evaluate(active) == [s["stage"]], (
+            page.evaluate(active),
+            page.locator("#run-title").inner_text(),
+        )
 
 
 # ------------------------------------------------------------------ 4. feedback
