@@ -241,7 +241,7 @@ const ESC = (s) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
 // 2", "block 5", "row 0", "token 7" (请求 2, 块 5, 第 0 行) light and select what they name
 function linkedText(text) {
   const arrays = S.trace ? Object.keys(S.trace.arrays).sort((a, b) => b.length - a.length) : [];
-  const parts = [...arrays.map((a) => `\\b${ESC(a)}\\b`), "[Rr]equest ([\\w-]+)\\b", "请求 ([\\w-]+)", "[Bb]lock (\\d+)\\b", "块 (\\d+)",
+  const parts = [...arrays.map((a) => `\\b${ESC(a)}\\b`), "[Rr]equest ([\\w-]+)\\b", "请求 ([\\w-]+)", "[Bb]lock (\\d+)\\b", "(?<!每)块 (\\d+)",
     "[Rr]ow (\\d+)\\b", "第 (\\d+) 行", "[Tt]oken (\\d+)\\b"];
   const re = new RegExp(parts.map((p) => `(${p})`).join("|"), "g");
   const kinds = ["request", "request", "block", "block", "row", "row", "token"];
