@@ -1,8 +1,12 @@
 """Predict, then reveal: check a student's values for chosen entries of one step's array.
 
-Each entry comes back right or wrong; a wrong one carries the expected value and its
-explanation, the array's formula with this entry's numbers substituted (core/narrate.explain).
-Input errors name their field (CheckError), as scenario errors do.
+Each entry comes back right or wrong; a wrong one carries the expected value, a hint that points
+at the rule without the value (for a page that lets the student try again before it reveals),
+and its explanation: the cause told from the trace where there is one (core/check_why.py: the
+free queue's order, a preemption), else the array's formula with this entry's numbers
+(core/narrate_explain.py). `values=None` asks to be shown the answers ("Just show me"): every entry
+comes back with its value and explanation. Input errors name their field (CheckError), as
+scenario errors do.
 """
 
 from __future__ import annotations
@@ -10,7 +14,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from pagedviz.core.narrate_explain import explain
+from pagedviz.core.check_why import hint, why
 from pagedviz.core.trace import StepTrace
 
 MAX_ENTRIES = 4096
@@ -40,25 +44,31 @@ def check_entries(t: StepTrace, array: Any, indices: Any, values: Any) -> dict[s
         raise CheckError("indices", "give a non-empty list of entry indices")
     if len(indices) > MAX_ENTRIES:
         raise CheckError("indices", f"at most {MAX_ENTRIES} entries at a time")
+    show = values is None
+    if show:
+        values = [None] * len(indices)
     if not isinstance(values, list) or len(values) != len(indices):
-        raise CheckError("values", f"give one value per index ({len(indices)})")
+        raise CheckError(
+            "values", f"give one value per index ({len(indices)}), or null to be shown the answers"
+        )
     for k, i in enumerate(indices):
         if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < flat.size:
             raise CheckError(f"indices[{k}]", f"must be an integer in 0..{flat.size - 1} (got {str(i)[:20]})")
     entries = []
     for k, (i, given) in enumerate(zip(indices, values)):
         g = _number(given)
-        if g is None:
+        if g is None and not show:
             raise CheckError(f"values[{k}]", f"must be a number (got {str(given)[:20]})")
         expected = flat[i].item()
-        right = g == float(expected)
+        right = g is not None and g == float(expected)
         entries.append(
             {
                 "index": i,
                 "given": given,
                 "expected": expected,
                 "correct": right,
-                "explanation": None if right else explain(t, array, i),
+                "hint": None if right else hint(t, array, i),
+                "explanation": None if right else why(t, array, i),
             }
         )
     n_right = sum(e["correct"] for e in entries)

@@ -31,7 +31,12 @@ _STEP = re.compile(r"\.([A-Za-z0-9_-]{1,64})|\[(\d{1,7})\]")
 ROOTS = ("arrays", "batch", "scheduler", "scalars", "sampled_token_ids", "config")
 MAX_ITEMS = 64  # a list longer than this is cut with "…"
 # what else says a checkpoint array's entries at its step
-REVEALS: dict[str, tuple[str, ...]] = {"idx_mapping": ("batch.slots", "batch.slot_events")}
+REVEALS: dict[str, tuple[str, ...]] = {
+    "idx_mapping": ("batch.slots", "batch.slot_events"),
+    # the blocks each request got this step are its new block-table entries
+    "block_table": ("scheduler.new_block_ids",),
+    "block_tables": ("scheduler.new_block_ids",),
+}
 
 
 class PlaceholderError(ValueError):

@@ -333,7 +333,12 @@ function kvShape() {
   let line = $("kv-shape");
   if (!line) { line = el("p", { id: "kv-shape", class: "kv-shape" }); card.querySelector("header").after(line); }
   clear(line).append(`${L("kv_shape")}: `, el("code", { text: `[${kv.shape.join(", ")}]` }),
-    kv.num_layers ? ` × ${kv.num_layers} ${L("kv_layers")}` : "", kv.layout ? el("span", { class: "muted", text: `  ${kv.layout}` }) : "");
+    kv.num_layers ? ` × ${kv.num_layers} ${L("kv_layers")}` : "", kv.layout ? el("span", { class: "muted", text: `  ${layoutText(kv.layout)}` }) : "");
+}
+
+// the server's layout line, its words in the page's language (the shape is code, kept as it is)
+function layoutText(s) {
+  return s.replace(" per layer (K and V)", ` ${L("kv_per_layer")}`).replace(" (one tensor, all layers)", ` ${L("kv_one_tensor")}`);
 }
 
 // every view of this step that its trace carries; called after the system-level cards are drawn

@@ -193,6 +193,9 @@ function relayoutShapes(tg) {
   }
 }
 
+// "1 token", "5 tokens" (中文: "5 个 token")
+const countOf = (n) => `${n} ${L(n === 1 && state.lang !== "zh" ? "token" : "tokens_n")}`;
+
 function renderSelection(sel, tg) {
   const box = $("selection");
   if (!sel) { box.textContent = L("none_selected"); return; }
@@ -207,18 +210,18 @@ function renderSelection(sel, tg) {
       `${btName()}[${slotOfRow(r)}][${Math.floor(pos / bs)}] = ${blk} · ${L("sel_slot")} ${slot} = ${blk} × ${bs} + ${slot % bs}` +
       (tg.reads.length ? ` · ${L("reads")} ${tg.reads.map((rd) => rd.block).join(" → ")} (${L("causal_cut")} ${pos})` : "");
   } else if (sel.kind === "request") {
-    box.textContent = `${L("req")} ${S.trace.batch.req_ids[sel.index]} (${L("row")} ${sel.index}) · ${tg.tokens.size} ${L("token")} · ${L("sel_block")} [${[...tg.kvBlocks].join(", ")}]`;
+    box.textContent = `${L("req")} ${S.trace.batch.req_ids[sel.index]} (${L("row")} ${sel.index}) · ${countOf(tg.tokens.size)} · ${L("sel_block")} [${[...tg.kvBlocks].join(", ")}]`;
   } else if (sel.kind === "slot") {
     renderSlot(box, sel.index, tg);
   } else {
-    box.textContent = `${L("sel_block")} ${sel.index} · ${L("sel_slot")} ${sel.index * bs}..${sel.index * bs + bs - 1} · ${tg.tokens.size} ${L("token")} · ${refsText(tg.refs)}`;
+    box.textContent = `${L("sel_block")} ${sel.index} · ${L("sel_slot")} ${sel.index * bs}..${sel.index * bs + bs - 1} · ${countOf(tg.tokens.size)} · ${refsText(tg.refs)}`;
   }
 }
 
-// "referenced by row 0 (a) [1], row 2 (c) [1]": every (row, logical index) that holds the block
+// "referenced by row 0 (request a), logical block 1; …": every (row, logical index) that holds the block
 function refsText(refs) {
   if (!refs.length) return L("ref_by_none");
-  return `${L("ref_by")} ${refs.map((ref) => `${L("row")} ${ref.row} (${ref.rid}) [${ref.logical}]`).join(", ")}`;
+  return `${L("ref_by")} ${refs.map((ref) => L("ref_row").replace("{r}", ref.row).replace("{rid}", ref.rid).replace("{c}", ref.logical)).join(", ")}`;
 }
 
 // sorted integers as runs: "36–42, 45"

@@ -445,3 +445,41 @@ Object.assign(STRINGS.zh, {
   cmp_m_peak_internal_fragmentation: "峰值内部碎片", cmp_m_padded_tokens: "补齐的 token 数",
   wi_note_baseline: "属于基线（what-if 之前）：在这些设置下可能不再成立",
 });
+
+// the lesson as a student uses it (lesson.js, predict.js): where the section looks, the way back,
+// the hint before the answer, the wrap-up
+Object.assign(STRINGS.en, {
+  lesson_where: "On show", lesson_away: "This section is about step {n} · stage {s}; the page now shows step {m}.",
+  lesson_back: "Back to the section's view", lesson_finish: "Finish ✓", lesson_end_h: "Lesson complete",
+  lesson_end_text: "You went through {n} sections. Checkpoints right at the first try: {right} of {total}.",
+  lesson_end_again: "Start again", lesson_end_home: "All lessons and presets", lesson_show: "Show it in the views",
+  predict_hint_h: "Not yet: {n} of {total} right. A hint, then try again:", predict_try: "✗ try again",
+  predict_cause: "Why", predict_shown: "The answer, shown:",
+  kv_per_layer: "per layer (K and V)", kv_one_tensor: "(one tensor, all layers)",
+  ref_row: "row {r} (request {rid}) as logical block {c}",
+});
+Object.assign(STRINGS.zh, {
+  lesson_where: "当前显示", lesson_away: "本节讲的是第 {n} 步 · 阶段 {s}；页面现在显示第 {m} 步。",
+  lesson_back: "回到本节的视图", lesson_finish: "完成 ✓", lesson_end_h: "课程完成",
+  lesson_end_text: "你学完了 {n} 个小节。第一次就答对的检查点：{right} / {total}。",
+  lesson_end_again: "从头再来", lesson_end_home: "全部课程与预设", lesson_show: "在视图中显示",
+  predict_hint_h: "还不对：答对 {n} / {total}。先看提示，再试一次：", predict_try: "✗ 再试一次",
+  predict_cause: "原因", predict_shown: "答案：",
+  kv_per_layer: "每层一个（K 和 V）", kv_one_tensor: "（一个张量，包含所有层）",
+  ref_row: "第 {r} 行（请求 {rid}）的第 {c} 个逻辑块", ref_by: "引用它的：",
+});
+
+// The prose inside the engine's formulas (the code around it stays as it is), in 中文.
+const FORMULA_WORDS = {
+  zh: [
+    ["remove finished/unscheduled rows; add new rows into the lowest hole; condense", "移除已完成或本步未调度的行；新行放入最低的空洞；压缩（condense）"],
+    ["(prefill: the slots of positions num_cached_tokens.. ; decode: ", "（预填充：位置 num_cached_tokens.. 的槽位；解码："],
+    ["prefill: only if ", "预填充时仅当 "],
+    [" (a prefix-cache hit), else None", "（前缀缓存命中）才传入，否则为 None"],
+  ],
+};
+export function formulaText(lang, formula) {
+  let out = formula || "";
+  for (const [en, local] of FORMULA_WORDS[lang] || []) out = out.split(en).join(local);
+  return out;
+}

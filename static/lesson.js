@@ -9,15 +9,17 @@
 
 import { errorLines, getJSON, postJSON } from "./api.js";
 import { ctl, onView } from "./bus.js";
-import { select } from "./hover.js";
-import { t } from "./i18n.js";
-import { refSelection } from "./narration.js";
+import { lightArray, select } from "./hover.js";
+import { stageText, t } from "./i18n.js";
+import { refButton, refSelection } from "./narration.js";
 import { openCheckpoint } from "./predict.js";
 import { writeState } from "./state.js";
-import { $, L, S, state } from "./trace.js";
+import { $, L, S, stageFlavor, state } from "./trace.js";
 import { clear, el } from "./views.js";
 
-const LS = { lesson: null, runIds: new Map(), going: 0 };
+// lesson, the run ids of its scenarios, the section asked for last and the one on show, the run the
+// section opened, whether the wrap-up shows, each checkpoint's verdict at its first check
+const LS = { lesson: null, runIds: new Map(), want: -1, opened: null, runId: null, ending: false, firstTry: new Map() };
 let runReady = null;
 
 export const lessonNow = () => LS.lesson;
@@ -102,17 +104,79 @@ async function runIdOf(ref) {
   return LS.runIds.get(key);
 }
 
-// open section k: its run (in place), step, stage and selection, then its checkpoint
-export async function goSection(k) {
+// Nothing of the previous section survives that this one did not ask for: the selection, the
+// focused request (and "only this request"), the array in focus, a linked note, a hover, a
+// checkpoint still open, the step player.
+function clearView() {
+  ctl.stopPlay();
+  openCheckpoint(null);
+  Object.assign(state, { req: "", pos: -1, block: -1, slot: -1, tok: -1, array: "", note: "" });
+  S.sel = null;
+  S.hover = null;
+  S.focusOnly = false;
+  lightArray(null);
+}
+
+// where an array shows in the middle column: its token-table row, its request-table column, its
+// line under the request table, its card; else wherever it is labelled
+function arrayNode(a, card) {
+  const e = CSS.escape(a), q = (sel) => document.querySelector(sel);
+  return q(`#token-table tr[data-array="${e}"]`) || q(`#request-table th[title="${e}"]`) || q(`#req-table [data-array="${e}"]`)
+    || card || q(`.panels [data-array="${e}"]:not(.term)`) || q(`[data-array="${e}"]:not(.term)`);
+}
+
+// the view a section talks about: its checkpoint's array, else its selection, else its stage's array
+function targetOf(sec) {
+  const q = (sel) => document.querySelector(sel);
+  const card = (a) => $(a === "block_table" || a === "block_tables" ? "card-block_table" : `card-${a}`);
+  const arrayView = (a) => arrayNode(a, card(a));
+  if (sec.checkpoint) { const n = arrayView(sec.checkpoint.array); if (n) return n; }
+  const s = sec.selection;
+  if (s && s.kind === "block") return $("card-block_table") || $("card-kv");
+  if (s && s.kind === "token") return q(`#token-table [data-t="${Number(s.id)}"]`) || $("tok-table");
+  if (s && (s.kind === "request" || s.kind === "row") && sec.stage !== "update_states") return q("#request-table tr.hl") || $("req-table");
+  return null;
+}
+
+// the section's view brought into sight: the lesson panel from its top, the page at what it talks about
+function bringIntoView(sec) {
+  const side = $("teach-side");
+  if (side) side.scrollTop = 0;
+  const target = targetOf(sec);
+  if (target) target.scrollIntoView({ block: "center", inline: "nearest" });
+  else window.scrollTo(0, 0);
+}
+
+// open section k: its run (in place), step, stage and selection, then its checkpoint. One section
+// opens at a time (a run loading in place must finish before another starts); a section asked for
+// while another opens waits, and only the last one asked for is opened.
+let opening = Promise.resolve();
+export function goSection(k) {
   const L_ = LS.lesson;
-  if (!L_) return;
+  if (!L_) return opening;
   k = Math.max(0, Math.min(L_.sections.length - 1, k));
-  const mine = ++LS.going;
-  const sec = L_.sections[k];
+  // the panel and its buttons count from the section asked for at once, even while another opens
+  LS.want = k;
   state.sec = k;
+  LS.ending = false;
+  document.body.dataset.lessonReady = "0";
   renderLesson();
+  opening = opening.then(() => (LS.want === k && LS.opened !== k ? openSection(k) : finishIfShown(k)))
+    .catch((err) => console.error(err));
+  return opening;
+}
+
+// a section asked for again while it was opening: it is on show, ready
+function finishIfShown(k) {
+  if (LS.want === k && LS.opened === k) document.body.dataset.lessonReady = "1";
+}
+
+async function openSection(k) {
+  const sec = LS.lesson.sections[k];
+  LS.opened = null;
+  clearView();
   const rid = await runIdOf(sec.scenario);
-  if (mine !== LS.going) return;
+  if (LS.want !== k) return;
   if (!S.created || rid !== S.created.run_id) {
     if (typeof sec.scenario === "string") await ctl.load({ preset: sec.scenario }, { step: sec.step, stage: sec.stage });
     else {
@@ -120,19 +184,115 @@ export async function goSection(k) {
       if (!r.ok) { $("lesson-msg").textContent = errorLines(r.data).join("; "); return; }
       await ctl.load({ link: r.data.link }, { step: sec.step, stage: sec.stage });
     }
-  } else {
-    if (state.step !== sec.step) await ctl.showStep(sec.step);
-    ctl.setStage(sec.stage);
-  }
-  if (mine !== LS.going) return;
+  } else if (state.step !== sec.step) await ctl.showStep(sec.step);
+  if (LS.want !== k || !S.trace) return;  // another section was asked for meanwhile: it opens next
   if (state.stage !== sec.stage) ctl.setStage(sec.stage);
+  LS.runId = S.created.run_id;
   const sel = sec.selection ? refSelection(sec.selection) : null;
   select(sel);
-  state.sec = k;
+  if (S.onFocusChange) S.onFocusChange();  // the focus box and the views that put the focus first
   writeState(state);
   renderLesson();
   openCheckpoint(sec.checkpoint ? { ...sec.checkpoint, step: sec.step, container: $("lesson-check"), source: "lesson" } : null);
+  bringIntoView(sec);
+  LS.opened = k;
   document.body.dataset.lessonSection = String(k);
+  document.body.dataset.lessonReady = "1";
+}
+
+// whether the page shows the section's own view (its run and step)
+function atSection() {
+  const sec = LS.lesson && LS.lesson.sections[state.sec];
+  return Boolean(sec && S.created && S.created.run_id === LS.runId && state.step === sec.step);
+}
+
+// "run title · step 2 / 5 · stage": what the page shows, wherever it is scrolled; and, when the
+// student has stepped away from the section's step, a line that says so with the way back
+function renderWhere() {
+  const L_ = LS.lesson;
+  if (!L_ || !$("lesson-where") || !S.overview) return;
+  const sec = L_.sections[state.sec];
+  const [stageTitle] = stageText(state.lang, state.stage, stageFlavor());
+  $("lesson-where").textContent = `${$("run-title").textContent} · ${L("step")} ${state.step} / ${S.overview.num_steps} · ${stageTitle}`;
+  const away = $("lesson-away");
+  const off = document.body.dataset.lessonReady === "1" && !atSection();
+  away.hidden = !off;
+  if (off) {
+    const [secStage] = stageText(state.lang, sec.stage, stageFlavor());
+    clear(away).append(el("span", { text: L("lesson_away").replace("{n}", sec.step).replace("{s}", secStage).replace("{m}", state.step) }), " ",
+      el("button", { type: "button", class: "small", id: "lesson-back", text: L("lesson_back"), onclick: backToSection }));
+  }
+}
+
+// the way back: the section's step and stage on the same run (the answers typed so far kept), else the whole section
+async function backToSection() {
+  const sec = LS.lesson.sections[state.sec];
+  if (!S.created || S.created.run_id !== LS.runId) { await goSection(state.sec); return; }
+  ctl.stopPlay();
+  await ctl.showStep(sec.step);
+  ctl.setStage(sec.stage);
+  renderWhere();
+  bringIntoView(sec);
+}
+
+const ESC = (s) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+
+// the paragraph with its names made links: an array's name shows and lights the array; "request
+// 2", "block 5", "row 0", "token 7" (请求 2, 块 5, 第 0 行) light and select what they name
+function linkedText(text) {
+  const arrays = S.trace ? Object.keys(S.trace.arrays).sort((a, b) => b.length - a.length) : [];
+  const parts = [...arrays.map((a) => `\\b${ESC(a)}\\b`), "[Rr]equest ([\\w-]+)\\b", "请求 ([\\w-]+)", "[Bb]lock (\\d+)\\b", "(?<!每)块 (\\d+)",
+    "[Rr]ow (\\d+)\\b", "第 (\\d+) 行", "[Tt]oken (\\d+)\\b"];
+  const re = new RegExp(parts.map((p) => `(${p})`).join("|"), "g");
+  const kinds = ["request", "request", "block", "block", "row", "row", "token"];
+  const out = [];
+  let last = 0;
+  for (const m of text.matchAll(re)) {
+    out.push(text.slice(last, m.index));
+    last = m.index + m[0].length;
+    if (arrays.includes(m[0])) {
+      out.push(el("button", { type: "button", class: "lesson-ref ref", dataset: { shows: m[0] }, title: L("lesson_show"), text: m[0], onclick: () => showArray(m[0]) }));
+      continue;
+    }
+    // the groups after the arrays' come in pairs (whole match, id): find which kind matched
+    let g = 1 + arrays.length, kind = null, id = null;
+    for (const kd of kinds) { if (m[g] !== undefined) { kind = kd; id = m[g + 1]; break; } g += 2; }
+    if (!kind || (kind === "request" && S.trace && !S.overview.scenario.requests.some((r) => String(r.id) === id))) { out.push(m[0]); continue; }
+    out.push(refButton({ kind, id: kind === "request" ? id : Number(id) }, m[0]));
+  }
+  out.push(text.slice(last));
+  return out;
+}
+
+// an array named in the text: lit in every view and scrolled to
+function showArray(name) {
+  lightArray(name);
+  const n = arrayNode(name, $(name === "block_table" || name === "block_tables" ? "card-block_table" : `card-${name}`));
+  if (n) n.scrollIntoView({ block: "center", inline: "nearest", behavior: "smooth" });
+}
+
+// the end of the lesson: what was done, and where to go from here
+function renderEnd() {
+  const L_ = LS.lesson;
+  const box = clear($("lesson-end"));
+  box.hidden = !LS.ending;
+  if (!LS.ending) return;
+  const cps = L_.sections.map((s, i) => [s, i]).filter(([s]) => s.checkpoint);
+  const right = cps.filter(([, i]) => LS.firstTry.get(i) === true).length;
+  const home = `/${state.lang === "zh" ? "?lang=zh" : ""}`;
+  box.append(el("h3", { text: L("lesson_end_h") }),
+    el("p", { text: L("lesson_end_text").replace("{n}", L_.sections.length).replace("{right}", right).replace("{total}", cps.length) }),
+    el("ol", { class: "lesson-end-list" }, L_.sections.map((s, i) => el("li", {}, [
+      `${pick(s.title, state.lang) || L("section")}`, s.checkpoint ? ` ${LS.firstTry.get(i) === true ? "✓" : LS.firstTry.has(i) ? "✗" : "–"}` : ""]))),
+    el("div", { class: "controls" }, [
+      el("button", { type: "button", id: "lesson-again", onclick: () => { LS.firstTry.clear(); goSection(0); }, text: L("lesson_end_again") }),
+      el("a", { class: "button", href: home, text: L("lesson_end_home") })]));
+  box.scrollIntoView({ block: "nearest" });
+}
+
+function finish() {
+  LS.ending = true;
+  renderLesson();
 }
 
 function renderLesson() {
@@ -145,28 +305,38 @@ function renderLesson() {
   $("lesson-title").textContent = pick(L_.title, lang);
   $("lesson-pos").textContent = `${L("section")} ${k + 1} / ${L_.sections.length}`;
   $("lesson-sec-title").textContent = pick(sec.title, lang) || `${L("section")} ${k + 1}`;
-  $("lesson-text").textContent = pick(sec.paragraph, lang);
+  const text = pick(sec.paragraph, lang);
+  clear($("lesson-text")).append(...(S.created && S.created.run_id === LS.runId ? linkedText(text) : [text]));
   $("lesson-prev").disabled = k === 0;
-  $("lesson-next").disabled = k >= L_.sections.length - 1;
+  const last = k >= L_.sections.length - 1;
+  const next = $("lesson-next");
+  next.disabled = last && LS.ending;
+  next.dataset.i18n = last ? "lesson_finish" : "next_section";
+  next.textContent = L(next.dataset.i18n);
   const list = clear($("lesson-toc"));
   L_.sections.forEach((s, i) => list.append(el("li", {}, el("button", {
     type: "button", class: `small toc-btn${i === k ? " active" : ""}`, "aria-current": i === k ? "step" : null,
     dataset: { sec: i }, text: `${i + 1}. ${pick(s.title, lang) || L("section")}`, onclick: () => goSection(i),
   }))));
+  renderWhere();
+  renderEnd();
 }
 
 function buildPanel() {
   const section = el("section", { id: "lesson", class: "lesson", "aria-labelledby": "lesson-title" }, [
     el("p", { class: "lesson-kicker muted" }, [el("span", { dataset: { i18n: "lesson" }, text: L("lesson") }), " · ", el("span", { id: "lesson-pos" })]),
     el("h2", { id: "lesson-title" }),
+    el("p", { class: "lesson-where muted" }, [el("span", { dataset: { i18n: "lesson_where" }, text: L("lesson_where") }), ": ", el("span", { id: "lesson-where" })]),
     el("h3", { id: "lesson-sec-title" }),
     el("p", { id: "lesson-text", class: "lesson-text", "aria-live": "polite" }),
+    el("p", { id: "lesson-away", class: "lesson-away", role: "status", hidden: true }),
     el("div", { id: "lesson-check", class: "lesson-check" }),
     el("div", { class: "controls" }, [
       el("button", { type: "button", id: "lesson-prev", dataset: { i18n: "prev_section" }, text: L("prev_section"), onclick: () => goSection(state.sec - 1) }),
-      el("button", { type: "button", id: "lesson-next", class: "primary", dataset: { i18n: "next_section" }, text: L("next_section"), onclick: () => goSection(state.sec + 1) }),
+      el("button", { type: "button", id: "lesson-next", class: "primary", dataset: { i18n: "next_section" }, text: L("next_section"), onclick: () => (state.sec >= LS.lesson.sections.length - 1 ? finish() : goSection(state.sec + 1)) }),
       el("button", { type: "button", id: "lesson-share", class: "small", dataset: { i18n: "share_link" }, text: L("share_link"), onclick: share }),
     ]),
+    el("div", { id: "lesson-end", class: "lesson-end", role: "status", hidden: true }),
     el("input", { id: "lesson-link", class: "link-out", readonly: true, hidden: true, "aria-label": L("share_link") }),
     el("details", { class: "lesson-toc-box" }, [el("summary", { dataset: { i18n: "sections_all" }, text: L("sections_all") }),
       el("ol", { id: "lesson-toc", class: "lesson-toc" })]),
@@ -194,7 +364,17 @@ export function initLesson() {
   buildPanel();
   document.body.classList.add("with-lesson");
   runReady = new Promise((resolve) => onView((what) => { if (what === "run") resolve(); }));
-  onView((what) => { if (what === "lang") renderLesson(); });
+  onView((what) => {
+    // another run on show (a what-if, a rerun): the section is no longer on show as it opened it
+    if (what === "run" && S.created && S.created.run_id !== LS.runId) LS.opened = null;
+    if (what === "lang") renderLesson(); else renderWhere();
+  });
+  // the run's title is written (and, in 中文, translated) after the run loads: the line follows it
+  new MutationObserver(() => renderWhere()).observe($("run-title"), { childList: true, characterData: true, subtree: true });
+  // a checkpoint's first check counts for the wrap-up
+  document.addEventListener("pagedviz:checked", (e) => {
+    if (e.detail.source === "lesson" && !LS.firstTry.has(state.sec)) LS.firstTry.set(state.sec, Boolean(e.detail.all_correct));
+  });
   (async () => {
     const r = await fetchLesson();
     if (!r.ok) {

@@ -2,8 +2,10 @@
 // of the step, any of its entries) the entries are hidden in every view -- the tables, the stage's
 // values, the heatmap cards, the narration that would give them away -- until the student has
 // filled them in. "Check" asks the server (POST /api/runs/{id}/steps/{n}/check): each entry comes
-// back right or wrong, a wrong one with the expected value and its formula with this entry's
-// numbers; then the views show the array again.
+// back right or wrong. A first wrong answer gets a hint for each wrong entry (the rule and where to
+// look, not the value) and another try; right, or wrong again, the views show the array again and
+// each wrong entry its value and its cause from the trace. "Just show me" shows the answers in the
+// checkpoint itself, each with its cause.
 
 import { errorLines, postJSON } from "./api.js";
 import { onView } from "./bus.js";
@@ -11,23 +13,46 @@ import { $, L, S, state } from "./trace.js";
 import { clear, el } from "./views.js";
 
 // cp: {array, indices, step, container, source}; revealed: the views show it again
-const P = { cp: null, revealed: true, result: null };
+// tries: wrong checks so far (the first gets a hint, the second the answer); shown: "Just show me"
+const P = { cp: null, revealed: true, result: null, tries: 0, shown: false };
 
 const CARD_OF = { token_ids_cpu: "card-token_ids_cpu", block_table: "card-block_table", block_tables: "card-block_table", attn_mask: "card-attn_mask" };
 
-// What else tells a checkpoint array's entries, hidden with it. Model Runner V2's idx_mapping (batch
-// row -> state slot) is told by every array indexed by slot (which slot holds which request's
-// state), by the gathered block table (its rows are labelled with their slots), by the slot panel
-// (its arrows, holders, free list and per-slot state) and by any sentence about slots. Any view can take part without a change here: an element marked
+// What else tells a checkpoint array's entries, hidden with it. Every array written by a later stage
+// of the step is hidden (it is computed from the asked one, or at least after it: the student
+// predicts at the asked stage), and so is what tells the array from elsewhere: Model Runner V2's
+// idx_mapping (batch row -> state slot) by every array indexed by slot, the gathered block table
+// and the slot panel; the block table by the new-blocks chip and the KV pool (which blocks each
+// request holds); slot_mapping by the KV pool (the slots written); query_start_loc by
+// cu_num_tokens, its own tail. Any view can take part without a change here: an element marked
 // data-reveals="idx_mapping" (names separated by spaces) is hidden while that array is predicted.
 const SLOT_ARRAYS = ["block_tables", "all_token_ids", "num_computed_tokens", "prefill_len", "total_len", "num_blocks", "last_sampled_tokens"];
+const BLOCK_VIEWS = ["#changes .chip.newblocks", "#card-kv", "#kv-legend", "#card-block_table"];
 const REVEALS = {
   idx_mapping: { arrays: [...SLOT_ARRAYS, "input_block_tables"], views: ["#slots"], words: /\bslots?\b|slot \d|槽位/i },
+  block_table: { arrays: ["block_numbers", "slot_mapping"], views: BLOCK_VIEWS, words: /\bblocks? \d|new blocks|块 \d|新块/i },
+  block_tables: { arrays: ["input_block_tables", "slot_mapping"], views: BLOCK_VIEWS, words: /\bblocks? \d|new blocks|块 \d|新块/i },
+  slot_mapping: { views: ["#card-kv"], words: /\bslots? \d|槽位 \d/i },
+  positions: { arrays: ["arange", "cu_num_tokens"] },
+  query_start_loc: { arrays: ["cu_num_tokens", "logits_indices", "cu_seqlens_q"] },
+  num_computed_tokens_cpu: { arrays: ["num_computed_tokens"], views: ["#overview", "#queue"], words: /computed|recompute|已计算|重新计算/i },
 };
+// the views that show one token's (or request's) numbers worked out: hidden at every checkpoint
+const WORKED = ["#stage-sub", "#selection", "#slot-formula", ".export"];
+
+// the arrays written by the stages after the one that writes `a`, in this step
+function laterArrays(a) {
+  if (!S.trace) return [];
+  const stages = S.trace.stages || [];
+  const writer = (S.trace.arrays[a] || {}).stage;
+  const at = stages.findIndex((s) => s.name === writer || (s.writes || []).includes(a));
+  if (at < 0) return [];
+  return stages.slice(at + 1).flatMap((s) => s.writes || []).filter((n) => n !== a);
+}
 
 // the arrays whose views are hidden while `a` is predicted: itself and what tells it
 export function hiddenArrays(a) {
-  return [a, ...((REVEALS[a] && REVEALS[a].arrays) || [])];
+  return [...new Set([a, ...((REVEALS[a] && REVEALS[a].arrays) || []), ...laterArrays(a)])];
 }
 
 export const predicting = () => Boolean(P.cp && !P.revealed);
@@ -42,29 +67,39 @@ function entryName(array, shape, i) {
 function applyConceal() {
   document.querySelectorAll(".concealed").forEach((n) => n.classList.remove("concealed"));
   document.querySelectorAll(".concealed-card").forEach((n) => n.classList.remove("concealed-card"));
+  document.body.classList.toggle("predicting", predicting());
   if (!predicting() || state.step !== P.cp.step || !S.trace) return;
-  const hide = (n) => n && n.classList.add("concealed");
+  const form = P.cp.container;
+  const hide = (n) => { if (n && !(form && form.contains(n))) n.classList.add("concealed"); };
   const names = hiddenArrays(P.cp.array);
+  const heads = [...document.querySelectorAll("#request-table thead th")];
   for (const a of names) {
-    document.querySelectorAll(`#token-table tr[data-array="${CSS.escape(a)}"] td`).forEach(hide);
-    document.querySelectorAll(`#stage-values [data-array="${CSS.escape(a)}"]`).forEach(hide);
-    const heads = [...document.querySelectorAll("#request-table thead th")];
-    const col = heads.findIndex((th) => th.title === a);
+    // every view that labels its values with the array: a table row (its cells), a value line, a stage value
+    document.querySelectorAll(`[data-array="${CSS.escape(a)}"]`).forEach((n) => {
+      if (n.tagName === "TR") n.querySelectorAll("td").forEach(hide);
+      else if (n.tagName !== "TH" && !n.closest("#stage-list, .stage-list")) hide(n);
+    });
+    const col = heads.findIndex((th) => th.title === a || th.dataset.array === a);
     if (col >= 0) document.querySelectorAll(`#request-table tbody td:nth-child(${col + 1})`).forEach(hide);
     document.querySelectorAll("#req-table > p.value-line").forEach((p) => { const c = p.querySelector("code"); if (c && c.textContent === a) hide(p); });
     const card = $(CARD_OF[a] || `card-${a}`);
     if (card) card.classList.add("concealed-card");
   }
   const more = REVEALS[P.cp.array] || {};
-  for (const sel of more.views || []) document.querySelectorAll(sel).forEach(hide);
+  for (const sel of [...(more.views || []), ...WORKED]) {
+    document.querySelectorAll(sel).forEach((n) => (n.classList.contains("card") ? n.classList.add("concealed-card") : hide(n)));
+  }
   document.querySelectorAll("[data-reveals]").forEach((n) => { if (n.dataset.reveals.split(/\s+/).includes(P.cp.array)) hide(n); });
-  // the sentences and formulas that would say the answer
-  for (const id of ["stage-sub", "selection"]) hide($(id));
+  // the sentences that would say the answer
+  const said = new RegExp(names.map((a) => `\\b${a.replace(/[^\w]/g, "")}\\b`).join("|"));
   document.querySelectorAll("#narration p, #narration li").forEach((n) => {
     const t = n.textContent;
-    if (names.some((a) => t.includes(a)) || (more.words && more.words.test(t))) hide(n);
+    if (said.test(t) || (more.words && more.words.test(t))) hide(n);
   });
 }
+
+// the checked entries' words in the page's language
+const say = (text) => (text ? text[state.lang] || text.en || "" : "");
 
 function renderForm() {
   const cp = P.cp;
@@ -72,37 +107,50 @@ function renderForm() {
   box.hidden = false;
   const arr = S.steps.get(cp.step) ? S.steps.get(cp.step).arrays[cp.array] : null;
   const shape = arr ? arr.shape : null;
+  const res = P.result;
+  const final = Boolean(res && P.revealed);  // the verdicts with the values; before that, a hint
   const form = el("form", { class: "predict", id: "predict-form", "aria-labelledby": "predict-h", onsubmit: (e) => { e.preventDefault(); check(); } });
   form.append(el("h3", { id: "predict-h", text: `${L("predict_title")}: ${cp.array} · ${L("step")} ${cp.step}` }));
   form.append(el("p", { class: "muted", text: L("predict_hint") }));
   const grid = el("div", { class: "predict-grid" });
   cp.indices.forEach((i, k) => {
     const name = entryName(cp.array, shape, i);
-    const r = P.result ? P.result.entries[k] : null;
-    const input = el("input", { type: "text", inputmode: "numeric", autocomplete: "off", class: `predict-in${r ? (r.correct ? " ok" : " bad") : ""}`,
-      id: `predict-${k}`, dataset: { index: i }, "aria-label": name, value: cp.values ? cp.values[k] ?? "" : "" });
+    const r = res ? res.entries[k] : null;
+    const value = P.shown && r ? String(r.expected) : cp.values ? cp.values[k] ?? "" : "";
+    const input = el("input", { type: "text", inputmode: "numeric", autocomplete: "off", class: `predict-in${r && !P.shown ? (r.correct ? " ok" : " bad") : ""}`,
+      id: `predict-${k}`, dataset: { index: i }, "aria-label": name, value, readonly: P.revealed && res ? true : null });
     input.addEventListener("input", () => { cp.values = cp.values || []; cp.values[k] = input.value; });
-    grid.append(el("label", { for: `predict-${k}`, class: "predict-cell" }, [el("code", { text: name }), input,
-      r ? el("span", { class: r.correct ? "verdict ok" : "verdict bad", text: r.correct ? "✓" : `✗ ${r.expected}` }) : null]));
+    let verdict = null;
+    if (r && P.shown) verdict = el("span", { class: "verdict shown", text: "←" });
+    else if (r) verdict = el("span", { class: r.correct ? "verdict ok" : "verdict bad", text: r.correct ? "✓" : final ? `✗ ${r.expected}` : L("predict_try") });
+    grid.append(el("label", { for: `predict-${k}`, class: "predict-cell" }, [el("code", { text: name }), input, verdict]));
   });
   form.append(grid);
   form.append(el("div", { class: "controls" }, [
-    el("button", { type: "submit", class: "primary", id: "predict-check", text: L("predict_check") }),
-    P.revealed ? null : el("button", { type: "button", id: "predict-reveal", text: L("predict_reveal"), onclick: () => reveal() }),
+    P.revealed && res ? null : el("button", { type: "submit", class: "primary", id: "predict-check", text: L("predict_check") }),
+    P.revealed ? null : el("button", { type: "button", id: "predict-reveal", text: L("predict_reveal"), onclick: () => showMe() }),
     cp.source === "lesson" ? null : el("button", { type: "button", id: "predict-close", text: L("close"), onclick: () => openCheckpoint(null) }),
   ]));
   form.append(el("div", { id: "predict-msg", class: "error-text", role: "alert" }));
   const out = el("div", { id: "predict-result", class: "predict-result", role: "status", "aria-live": "polite" });
-  if (P.result) {
-    const res = P.result;
+  if (res && P.shown) {
+    out.append(el("p", { class: "shown", text: L("predict_shown") }));
+    out.append(el("ul", { class: "predict-why" }, res.entries.map((x) => el("li", { dataset: { index: x.index } }, [
+      say(x.explanation) || `${entryName(cp.array, shape, x.index)} = ${x.expected}`]))));
+  } else if (res && final) {
     out.append(el("p", { class: res.all_correct ? "ok" : "bad", text: L("predict_score").replace("{n}", res.num_correct).replace("{total}", res.total) }));
     const wrong = res.entries.filter((x) => !x.correct);
     if (wrong.length) {
       out.append(el("ul", { class: "predict-why" }, wrong.map((x) => el("li", { dataset: { index: x.index } }, [
         el("code", { text: entryName(cp.array, shape, x.index) }), ` ${L("predict_yours")} ${x.given}, ${L("predict_expected")} ${x.expected}: `,
-        x.explanation ? (x.explanation[state.lang] || x.explanation.en) : "",
+        say(x.explanation),
       ]))));
     }
+  } else if (res) {
+    // a first wrong answer: which entries are wrong and a hint each, the values still hidden
+    out.append(el("p", { class: "bad", text: L("predict_hint_h").replace("{n}", res.num_correct).replace("{total}", res.total) }));
+    out.append(el("ul", { class: "predict-hints" }, res.entries.filter((x) => !x.correct).map((x) => el("li", { dataset: { index: x.index } }, [
+      el("code", { text: entryName(cp.array, shape, x.index) }), ": ", say(x.hint)]))));
   }
   form.append(out);
   box.append(form);
@@ -126,7 +174,25 @@ async function check() {
     msg.textContent = errorLines(r.data).map((l) => l.replace(/^values\[(\d+)\]/, (_, k) => entryName(cp.array, arr && arr.shape, cp.indices[Number(k)]))).join("; ");
     return;
   }
+  document.dispatchEvent(new CustomEvent("pagedviz:checked", { detail: { source: cp.source, all_correct: r.data.all_correct, tries: P.tries } }));
   P.result = r.data;
+  // right, or wrong a second time: revealed; wrong the first time: a hint, and another try
+  if (r.data.all_correct || P.tries >= 1) { reveal(); return; }
+  P.tries += 1;
+  renderForm();
+  document.body.dataset.predict = "hint";
+  const first = cp.container.querySelector(".predict-in.bad");
+  if (first) first.focus();
+}
+
+// "Just show me": the answers in the checkpoint itself, each with its cause, and the views again
+async function showMe() {
+  const cp = P.cp;
+  const r = await postJSON(`/api/runs/${S.created.run_id}/steps/${cp.step}/check`, { array: cp.array, indices: cp.indices, values: null });
+  if (!r.ok) { $("predict-msg").textContent = errorLines(r.data).join("; "); return; }
+  document.dispatchEvent(new CustomEvent("pagedviz:checked", { detail: { source: cp.source, all_correct: false, shown: true } }));
+  P.result = r.data;
+  P.shown = true;
   reveal();
 }
 
@@ -142,6 +208,8 @@ export function openCheckpoint(cp) {
   if (P.cp && P.cp.container && (!cp || cp.container !== P.cp.container)) { clear(P.cp.container); if (P.cp.source !== "lesson") P.cp.container.hidden = true; }
   P.cp = cp;
   P.result = null;
+  P.tries = 0;
+  P.shown = false;
   P.revealed = !cp;
   document.body.dataset.predict = cp ? "open" : "";
   applyConceal();
@@ -212,6 +280,12 @@ export function initPredict() {
   buildChooser();
   document.addEventListener("pagedviz:narrated", applyConceal);
   document.addEventListener("pagedviz:late-cells", applyConceal);
+  // entering or leaving presentation redraws the step's views (run.js's setPresent): hidden again
+  let present = document.body.classList.contains("present");
+  new MutationObserver(() => {
+    const now = document.body.classList.contains("present");
+    if (now !== present) { present = now; if (predicting()) applyConceal(); }
+  }).observe(document.body, { attributes: true, attributeFilter: ["class"] });
   onView((what) => {
     renderChooser();
     if (P.cp && P.cp.source === "own" && (what === "run" || (what === "step" && state.step !== P.cp.step))) openCheckpoint(null);

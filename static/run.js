@@ -218,14 +218,19 @@ async function showStep(n) {
   // once it exists (or that there is none, and the page stays where it is)
   const streaming = S.overview.complete === false;
   n = Math.max(1, Math.min(streaming ? S.overview.scenario.max_steps || total + 1 : total, n || 1));
+  const run = S.created;
   let trace, prev;
   try {
     [trace, prev] = await Promise.all([fetchStep(n), n > 1 ? fetchStep(n - 1) : Promise.resolve(null)]);
   } catch (err) {
+    if (S.created !== run) return undefined;  // another run was loaded meanwhile: it shows its own step
     // past the run's last step: stay (or, on a first load, show the last step there is)
     if (streaming && n > total) return S.trace ? undefined : showStep(S.overview.num_steps);
     throw err;
   }
+  // another run was loaded in place while this step was fetched (a lesson's section, a what-if):
+  // its trace must not be drawn against that run's overview
+  if (S.created !== run) return undefined;
   if (streaming && n > S.overview.num_steps) {
     S.overview.steps.push(...pendingSteps(S.overview.num_steps + 1, n));
     S.overview.num_steps = n;

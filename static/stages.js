@@ -4,7 +4,7 @@
 // slot = block_table[req, pos // block_size] * block_size + pos % block_size, stays pinned above
 // the detail, each term in its array's colour and linked to that array in the other views.
 
-import { stageText } from "./i18n.js";
+import { formulaText, stageText } from "./i18n.js";
 import { UPSTREAM_V2, substitutedV2 } from "./stages_v2.js";
 import { $, A, L, S, blockSize, btName, isV2, reqOfTokens, runnerOf, slotOfRow, stageFlavor, stageIndex, stageNames, state, tokenCount } from "./trace.js";
 import { clear, el, fmtList, needsBuild, setText } from "./views.js";
@@ -51,7 +51,7 @@ function renderUpstream(name) {
   const shortFile = file.replace(/^https:\/\/github\.com\/[^/]+\/[^/]+\/blob\/[^/]+\//, "");
   const runner = runnerOf();
   box.append(`${L("mirrors_upstream")} `, el("a", { href, target: "_blank", rel: "noopener", text: `${shortFile} · ${fn}` }),
-    runner ? el("span", { class: "upstream-runner", text: ` · ${L(`runner_${runner}`)}` }) : null);
+    ...(runner ? [el("span", { class: "upstream-runner", text: ` · ${L(`runner_${runner}`)}` })] : []));  // append(null) would write "null"
 }
 
 // The whole slot formula, its terms coloured like their arrays (positions, block_table, block_size,
@@ -112,7 +112,7 @@ export function renderStageDetail() {
   const [title, expl] = stageText(state.lang, name, stageFlavor());
   setText($("stage-title"), `${stageIndex(name) + 1}. ${title}`);
   setText($("stage-expl"), expl || info.why || "");
-  setText($("stage-formula"), info.formula);
+  setText($("stage-formula"), formulaText(state.lang, info.formula));
   setText($("stage-source"), src ? src.source : "");
   renderUpstream(name);
   const vals = clear($("stage-values"));

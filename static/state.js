@@ -34,8 +34,22 @@ export function readState(search = window.location.search) {
     else if (f.type === "bool") state[f.key] = raw === "1" || raw === "true";
     else state[f.key] = raw;
   }
+  // a link that does not say its language opens in the one the reader chose last
+  const asked = params.get("lang");
+  if (asked === null) state.lang = storedLang() || state.lang;
   if (state.lang !== "zh") state.lang = "en";
+  if (asked !== null) rememberLang(state.lang);  // a link that says its language is a choice too
   return state;
+}
+
+// The reader's language, remembered across pages and links (localStorage; a browser that refuses
+// storage simply forgets it).
+const LANG_KEY = "pagedviz-lang";
+function storedLang() {
+  try { return window.localStorage.getItem(LANG_KEY); } catch (_) { return null; }
+}
+function rememberLang(lang) {
+  try { if (storedLang() !== lang) window.localStorage.setItem(LANG_KEY, lang); } catch (_) { /* not remembered */ }
 }
 
 export function toSearch(state) {
@@ -65,6 +79,7 @@ function replaceUrl(url) {
 }
 
 export function writeState(state) {
+  rememberLang(state.lang);
   const url = window.location.pathname + toSearch(state);
   const now = performance.now();
   urlWrites = urlWrites.filter((t) => now - t < URL_WINDOW_MS);

@@ -82,7 +82,7 @@ def test_a_kv_slot_names_its_writer_and_the_queries_that_read_it(page: object) -
     assert f"written by request {writer[0]} · position {writer[1]} · step {writer[2]}" in text
     assert f"read this step by {len(readers)} token" in text
     for r, c in refs:
-        assert f"row {r} ({ids[r]}) [{c}]" in text
+        assert f"row {r} (request {ids[r]}) as logical block {c}" in text
     # the reading tokens are lit in the token table, and no other column
     lit = page.evaluate(
         "[...document.querySelectorAll('#token-table th.tok-head.slot-reader')].map(c => Number(c.dataset.t))"
@@ -107,7 +107,10 @@ def test_a_block_lists_every_row_that_references_it(page: object) -> None:
     page.hover(f"#table-block_table td[data-r='{r0}'][data-c='{c0}']")
     text = page.locator("#selection").inner_text()
     assert text.startswith(f"block {block}")
-    assert "referenced by " + ", ".join(f"row {r} ({ids[r]}) [{c}]" for r, c in refs) in text
+    assert (
+        "referenced by " + ", ".join(f"row {r} (request {ids[r]}) as logical block {c}" for r, c in refs)
+        in text
+    )
     lit = page.evaluate(LIT_BT)
     assert sorted(map(tuple, lit)) == sorted(refs)
     # a clicked slot is kept in the URL, and the link reopens it

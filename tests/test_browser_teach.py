@@ -203,7 +203,8 @@ def test_the_landing_page_starts_with_the_lesson_and_its_panel_drives_the_view(p
     shipped = json.loads(
         (Path(__file__).resolve().parent.parent / "core" / "lessons" / "paged-attention-50.json").read_text()
     )
-    secs = shipped["sections"]
+    # the paragraphs as served: their numbers filled in from the runs
+    secs = page.request.get(f"{page.base}/api/lessons/paged-attention-50").json()["sections"]
     page.goto(page.base + "/")
     page.wait_for_selector("body[data-ready='1']", timeout=30_000)
     card = page.locator(".lesson-card").first
@@ -233,6 +234,12 @@ def test_the_landing_page_starts_with_the_lesson_and_its_panel_drives_the_view(p
         page.fill(f"#predict-{k}", str(v + 1 if k == 1 else v))  # the second one wrong
     shot(page, "teach-lesson-predict.png")
     page.press("#predict-0", "Enter")
+    # a first wrong answer: a hint for the wrong entry, not its value; the block table still hidden
+    page.wait_for_selector("body[data-predict='hint']")
+    assert page.locator("#predict-result p").first.inner_text().startswith("Not yet: 2 of 3 right.")
+    assert "free queue" in page.locator("#predict-result li").inner_text()
+    assert "concealed-card" in classes(page, "#card-block_table")
+    page.click("#predict-check")  # wrong again: revealed, with the cause from the trace
     page.wait_for_selector("body[data-predict='revealed']")
     assert page.locator("#predict-result p").first.inner_text() == "2 of 3 right."
     why = page.locator("#predict-result li").inner_text()
@@ -326,6 +333,9 @@ def test_predict_any_array_of_any_run_hides_it_then_checks_with_explanations(pag
     for k, v in enumerate(truth):
         page.fill(f"#predict-{k}", str(v if k != 3 else v - 1))
     shot(page, "teach-predict.png")
+    page.click("#predict-check")
+    page.wait_for_selector("body[data-predict='hint']")  # a hint first, the row still hidden
+    assert page.locator("#token-table tr[data-array='slot_mapping'] td.concealed").count() == 5
     page.click("#predict-check")
     page.wait_for_selector("body[data-predict='revealed']")
     assert page.locator("#predict-result p").first.inner_text() == "4 of 5 right."

@@ -149,6 +149,50 @@ def test_check_marks_right_and_wrong_entries_with_explanations(client: TestClien
     assert r.json()["all_correct"]
 
 
+def test_a_wrong_answer_gets_a_hint_without_the_value_and_a_cause_from_the_trace(client: TestClient) -> None:
+    # document 001, step 1: request 2 (row 2) gets blocks [4, 5, 6] from the head of the free queue,
+    # after request 0's [1, 2] and request 1's [3]; block_table rows are max_blocks long
+    from pagedviz.core import load_preset, make_engine
+
+    t = next(iter(make_engine(load_preset("seed-001")).run()))
+    cols = t.arrays["block_table"].shape[1]
+    rid = _run_id(client, _fast("seed-001"))
+    body = {"array": "block_table", "indices": [2 * cols + 1], "values": [7]}
+    wrong = client.post(f"/api/runs/{rid}/steps/1/check", json=body).json()["entries"][0]
+    assert wrong["expected"] == 5 and not wrong["correct"]
+    for lang in ("en", "zh"):
+        assert "5" not in wrong["hint"][lang].replace(
+            f"[{2}][1]", ""
+        )  # the hint names the entry, not its value
+        assert "free" in wrong["hint"]["en"] and "空闲队列" in wrong["hint"]["zh"]
+    # the cause: the free queue's order, not the stage's generic text
+    assert "new blocks [4, 5, 6]" in wrong["explanation"]["en"] and "0 → [1, 2]" in wrong["explanation"]["en"]
+    assert "condense" not in wrong["explanation"]["en"] and "condense" not in wrong["explanation"]["zh"]
+    assert "[4, 5, 6]" in wrong["explanation"]["zh"] and "空闲队列" in wrong["explanation"]["zh"]
+
+
+def test_a_preempted_requests_computed_tokens_are_explained_by_the_preemption(client: TestClient) -> None:
+    # demo-preemption: c, preempted in step 3, resumes in step 4 at row 0 from 0 computed tokens
+    rid = _run_id(client, _fast("demo-preemption"))
+    body = {"array": "num_computed_tokens_cpu", "indices": [0], "values": [4]}
+    wrong = client.post(f"/api/runs/{rid}/steps/4/check", json=body).json()["entries"][0]
+    assert wrong["expected"] == 0
+    assert "preempted" in wrong["explanation"]["en"] and "reset" in wrong["explanation"]["en"]
+    assert "抢占" in wrong["explanation"]["zh"] and "condense" not in wrong["explanation"]["zh"]
+    assert "preempted" in wrong["hint"]["en"] and "0" not in wrong["hint"]["en"].replace("[0]", "")
+
+
+def test_null_values_show_every_answer_with_its_explanation(client: TestClient) -> None:
+    rid = _run_id(client, _fast("seed-001"))
+    body = {"array": "slot_mapping", "indices": [0, 2], "values": None}
+    out = client.post(f"/api/runs/{rid}/steps/2/check", json=body).json()
+    assert [e["expected"] for e in out["entries"]] == [5, 13] and out["num_correct"] == 0
+    assert all(e["given"] is None and e["explanation"] for e in out["entries"])
+    # a body without values is still refused, naming the field
+    r = client.post(f"/api/runs/{rid}/steps/2/check", json={"array": "slot_mapping", "indices": [0]})
+    assert r.status_code == 422 and r.json()["detail"][0]["field"] == "values"
+
+
 @pytest.mark.parametrize(
     ("payload", "field"),
     [

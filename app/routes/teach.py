@@ -79,7 +79,12 @@ class CheckEntry(BaseModel):
     given: Any
     expected: Any
     correct: bool
-    explanation: Text | None = Field(description="the formula with this entry's numbers, for a wrong answer")
+    hint: Text | None = Field(
+        None, description="for a wrong answer: the rule and where to look, without the value"
+    )
+    explanation: Text | None = Field(
+        description="for a wrong answer: the cause from the trace, or the formula with this entry's numbers"
+    )
 
 
 class CheckOut(BaseModel):
@@ -180,15 +185,17 @@ async def compare(
 )
 async def check(request: Request, run_id: str, n: int) -> dict[str, Any]:
     """Predict, then reveal: which of the given values are right; each wrong one comes back with
-    the expected value and its formula with this entry's numbers. Indices count into the
-    flattened array (row-major for tables)."""
+    the expected value, a hint without it, and its cause or formula with this entry's numbers.
+    `values: null` shows the answers. Indices count into the flattened array (row-major for tables)."""
     t = _step(await _run(request, run_id), n)
     data = await read_json(request)
     if not isinstance(data, dict):
         shape = '{"array": ..., "indices": [...], "values": [...]}'
         raise ApiError(422, "invalid_check", "body", f"must be {shape}")
     try:
-        return check_entries(t, data.get("array"), data.get("indices"), data.get("values"))
+        # null values ask to be shown the answers; a body without values is still an error
+        values = data.get("values", ...)
+        return check_entries(t, data.get("array"), data.get("indices"), values)
     except CheckError as e:
         raise ApiError(422, "invalid_check", e.field, e.message) from None
 

@@ -1,0 +1,394 @@
+"""The lesson as a student uses it (issue 29), in a real Chromium against a real uvicorn at 1280x720,
+in English and 中文: at every checkpoint of every shipped lesson the page's visible text tells none
+of the asked values before "Check"; each section sets its whole view (run, step, stage, selection,
+focus, scroll) whichever section it is reached from; a wrong answer gets a hint first, the cause
+from the trace when revealed, and "Just show me" shows the answer in the checkpoint itself.
+Every expected number comes from the engine's own run. Screenshots land in test-artifacts/."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from functools import cache
+from typing import Any
+
+import pytest
+import test_browser as tb
+from test_browser_teach import open_run, shot
+
+from pagedviz.core.lesson import list_lessons, load_lesson, scenario_of
+
+pytestmark = tb.pytestmark
+base_url = tb.base_url
+browser = tb.browser
+HAN = re.compile(r"[\u4e00-\u9fff]")
+
+# The page's text a reader can see, one chunk per block of text (a formula's terms join into one
+# line), and the tooltips of what can be hovered: nothing inside what a checkpoint conceals, nor
+# hidden, nor the checkpoint's own form (its entry names are the question).
+VISIBLE_TEXT = """() => {
+  const out = [];
+  const BLOCK = 'p, li, pre, td, th, h1, h2, h3, h4, div, section, label, button, summary, dt, dd, a, '
+    + 'option, span.chip';
+  const gone = (e) => e.closest('.concealed, .concealed-card .card-body, script, style, [hidden], '
+    + '#predict-form')
+    || !e.checkVisibility({ visibilityProperty: true, opacityProperty: true });
+  const walk = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  let block = null;
+  while (walk.nextNode()) {
+    const n = walk.currentNode, e = n.parentElement;
+    if (!e || !n.textContent.trim() || gone(e)) continue;
+    const b = e.closest(BLOCK);
+    if (b !== block || !out.length) out.push(n.textContent); else out[out.length - 1] += n.textContent;
+    block = b;
+  }
+  for (const e of document.querySelectorAll('[title]')) if (e.title.trim() && !gone(e)) out.push(e.title);
+  return out.join(' ¦ ');
+}"""
+
+# the values shown under the array's own label, outside the checkpoint's form: a row's cells, a line
+LABELLED = """(a) => {
+  const out = [];
+  for (const n of document.querySelectorAll(`[data-array="${CSS.escape(a)}"]`)) {
+    if (n.closest('#predict-form, .stage-list') || n.tagName === 'TH') continue;
+    if (n.classList.contains('term')) continue;
+    const cells = n.tagName === 'TR' ? [...n.querySelectorAll('td')] : [n];
+    for (const c of cells) {
+      if (!c.textContent.trim() || c.closest('.concealed, .concealed-card .card-body, [hidden]')) continue;
+      const shown = c.checkVisibility({ visibilityProperty: true, opacityProperty: true });
+      if (shown) out.push(c.textContent.slice(0, 40));
+    }
+  }
+  return out;
+}"""
+
+LESSONS = [x["id"] for x in list_lessons()]
+
+
+@pytest.fixture()
+def page(browser: object, base_url: str) -> Iterator[object]:
+    yield from tb.watched_page(browser, base_url, 1280, 720, timeout_ms=30_000)
+
+
+def visible(page: Any) -> str:
+    return str(page.evaluate(VISIBLE_TEXT))
+
+
+@cache
+def _steps(lesson: str, k: int) -> list[Any]:
+    from pagedviz.core import make_engine
+
+    return list(make_engine(scenario_of(load_lesson(lesson)["sections"][k])).run())
+
+
+def _checkpoints() -> list[tuple[str, int]]:
+    return [
+        (lid, k) for lid in LESSONS for k, s in enumerate(load_lesson(lid)["sections"]) if s["checkpoint"]
+    ]
+
+
+def answer(lesson: str, k: int) -> tuple[str, list[int], list[int], tuple[int, ...]]:
+    s = load_lesson(lesson)["sections"][k]
+    cp = s["checkpoint"]
+    value = _steps(lesson, k)[s["step"] - 1].arrays[cp["array"]]
+    flat = value.reshape(-1)
+    return cp["array"], cp["indices"], [int(flat[i]) for i in cp["indices"]], tuple(value.shape)
+
+
+def tells(array: str, indices: list[int], values: list[int], shape: tuple[int, ...]) -> list[re.Pattern[str]]:
+    """What would say the asked values on the page: the answer as a list (a note, a chip, a row of
+    cells), or one entry's worked formula with its result ("10 = block_table[2, 2 // 2] * 2 + …",
+    "slot_mapping[7] = … = 10")."""
+    out = []
+    if len(values) > 1:
+        for sep in (", ", "、", " "):
+            # the whole list, not a run inside a longer list of other things (freed blocks 1, 2, 3, …)
+            s = re.escape(sep)
+            out.append(rf"(?<!\d{s})(?<![\d.]){re.escape(sep.join(map(str, values)))}(?![\d.])(?!{s}\d)")
+        # a run 0, 1, 2, … is every table's index header: a row of cells is then told by its formula
+        if values != list(range(values[0], values[0] + len(values))):
+            out.append(re.escape(" ¦ ".join(map(str, values))) + r"(?! ?\d)")
+    for i, v in zip(indices, values):
+        where = (
+            [rf"\[{i}\]"]
+            if len(shape) < 2
+            else [rf"\[{i // shape[1]}\]\[{i % shape[1]}\]", rf"\[{i // shape[1]}, {i % shape[1]}\]"]
+        )
+        out.append(rf"(?<![\w.\[\-]){v} = [a-z_]+\[")  # a formula that starts with its result
+        out += [rf"{array}{w}[^¦]*= {v}(?![\d.])" for w in where]
+    return [re.compile(p) for p in out]
+
+
+def open_section(page: Any, lesson: str, k: int, lang: str) -> None:
+    open_run(page, f"lesson={lesson}&sec={k}" + ("&lang=zh" if lang == "zh" else ""))
+    page.wait_for_selector(f"body[data-lesson-section='{k}']", timeout=60_000)
+    page.wait_for_selector("body[data-lesson-ready='1']", timeout=60_000)
+
+
+# ------------------------------------------------------------------ 1. no answer before "Check"
+@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize(("lesson", "k"), _checkpoints())
+def test_no_view_tells_a_checkpoints_answer_before_check(page: Any, lesson: str, k: int, lang: str) -> None:
+    array, indices, values, shape = answer(lesson, k)
+    pats = tells(array, indices, values, shape)
+    open_section(page, lesson, k, lang)
+    page.wait_for_selector("#predict-form")
+    page.wait_for_timeout(400)  # the narration and the late cells are concealed as they come
+    # the views that would tell it are on the page, in the DOM, hidden
+    seen = visible(page)
+    leaks = [seen[max(0, m.start() - 80) : m.end() + 40] for p in pats for m in [p.search(seen)] if m]
+    assert leaks == [], (k, lang, leaks)
+    # and no view that labels its values with the array shows one (a table row, a value line)
+    labelled = page.evaluate(LABELLED, array)
+    assert labelled == [], (k, lang, labelled)
+    if k in (2, 4, 8) and lang == "en":
+        shot(page, f"lesson-checkpoint-{k}.png")
+    # checked: the views tell it again
+    for j, v in enumerate(values):
+        page.fill(f"#predict-{j}", str(v))
+    page.click("#predict-check")
+    page.wait_for_selector("body[data-predict='revealed']")
+    assert page.locator("#lesson .concealed, #main .concealed").count() == 0
+
+
+def test_presentation_keeps_the_checkpoints_answer_hidden(page: Any) -> None:
+    lesson, k = next((lid, i) for lid, i in _checkpoints() if answer(lid, i)[0] == "slot_mapping")
+    array, indices, values, shape = answer(lesson, k)
+    open_section(page, lesson, k, "en")
+    page.click("#btn-present")
+    page.wait_for_selector("body.present")
+    page.wait_for_timeout(400)
+    seen = visible(page)
+    assert [p.pattern for p in tells(array, indices, values, shape) if p.search(seen)] == []
+    assert page.evaluate(LABELLED, array) == []
+    assert page.locator("#predict-form").count() == 1
+
+
+# ------------------------------------------------------------------ 3, 5. each section sets its whole view
+WHERE = """() => {
+  const q = new URLSearchParams(location.search);
+  const inView = (n) => {
+    if (!n) return null;
+    const r = n.getBoundingClientRect();
+    return r.bottom > 0 && r.top < innerHeight;
+  };
+  const lesson = document.getElementById('lesson').getBoundingClientRect();
+  return {
+    step: document.body.dataset.step,
+    stage: (document.querySelector('.stage-btn.active') || {}).dataset?.stage,
+    req: q.get('req') || '', pos: q.get('pos') || '', block: q.get('block') || '',
+    array: q.get('array') || '',
+    focus: (document.getElementById('focus-req') || {}).value || '',
+    only: Boolean((document.getElementById('focus-only') || {}).checked),
+    focusShown: Boolean(document.getElementById('focus-req')?.checkVisibility()),
+    selection: document.getElementById('selection').textContent,
+    lessonTop: lesson.top, whereShown: inView(document.getElementById('lesson-where')),
+    where: document.getElementById('lesson-where').textContent,
+    away: !document.getElementById('lesson-away').hidden,
+  };
+}"""
+
+
+# the view of the asked array (its token-table row, its request-table column, its card) is on screen
+ASKED_IN_VIEW = """(a) => {
+  const e = CSS.escape(a);
+  const bt = a === 'block_table' || a === 'block_tables';
+  const card = document.getElementById(bt ? 'card-block_table' : `card-${a}`);
+  const n = document.querySelector(`#token-table tr[data-array="${e}"]`)
+    || document.querySelector(`#request-table th[title="${e}"]`)
+    || document.querySelector(`#req-table [data-array="${e}"]`) || card;
+  if (!n) return false;
+  const r = n.getBoundingClientRect();
+  return r.bottom > 0 && r.top < innerHeight;
+}"""
+
+
+def _expected_selection(lesson: str, k: int) -> dict[str, str]:
+    s = load_lesson(lesson)["sections"][k]
+    sel, t = s["selection"], _steps(lesson, k)[s["step"] - 1]
+    want = {"req": "", "pos": "", "block": ""}
+    if sel is None:
+        return want
+    ids = [str(x) for x in t.batch["req_ids"]]
+    if sel["kind"] == "request" and str(sel["id"]) in ids:
+        want["req"] = str(sel["id"])
+    elif sel["kind"] == "row":
+        want["req"] = ids[int(sel["id"])]
+    elif sel["kind"] == "block":
+        want["block"] = str(sel["id"])
+    elif sel["kind"] == "token":
+        i = int(sel["id"])
+        rows = t.arrays.get("req_indices")
+        cu = next((t.arrays[n] for n in ("query_start_loc", "cu_seqlens_q") if n in t.arrays), None)
+        if rows is not None:
+            r = int(rows[i])
+        elif cu is not None:
+            r = next(j for j in range(len(ids)) if cu[j] <= i < cu[j + 1])
+        else:
+            r = i  # a decode step with no cumulative counts: one token per row
+
+        want["req"], want["pos"] = ids[r], str(int(t.arrays["positions"][i]))
+    return want
+
+
+def _check_view(page: Any, lesson: str, k: int, came_from: int) -> None:
+    s = load_lesson(lesson)["sections"][k]
+    page.wait_for_selector(f"body[data-lesson-section='{k}'][data-lesson-ready='1']", timeout=60_000)
+    got = page.evaluate(WHERE)
+    ctx = (k, "from", came_from, got)
+    assert got["step"] == str(s["step"]) and got["stage"] == s["stage"], ctx
+    want = _expected_selection(lesson, k)
+    assert {x: got[x] for x in want} == want, ctx
+    # nothing of the section before: no focus it did not ask for, no array in focus, no stale selection
+    assert (
+        (got["focus"] == want["req"] or not got["focusShown"]) and not got["only"] and got["array"] == ""
+    ), ctx
+    assert "undefined" not in got["selection"], ctx
+    # the lesson panel from its top, and the step and run on show said in it
+    assert got["lessonTop"] >= 0 and got["whereShown"] and not got["away"], ctx
+    assert f" {s['step']} / " in got["where"], ctx
+    # the page brought what the section asks about into sight: its checkpoint's array
+    if s["checkpoint"]:
+        assert page.evaluate(ASKED_IN_VIEW, s["checkpoint"]["array"]), ctx
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_each_section_sets_its_whole_view_whether_reached_by_next_or_back(page: Any, lesson: str) -> None:
+    n = len(load_lesson(lesson)["sections"])
+    open_section(page, lesson, 0, "en")
+    _check_view(page, lesson, 0, -1)
+    for k in range(n - 1):
+        # the student leaves something behind: a focus of their own, "only this request"
+        if page.locator("#focus-req").is_visible():
+            rid = str(scenario_of(load_lesson(lesson)["sections"][k]).requests[-1].id)
+            page.fill("#focus-req", rid)
+            page.press("#focus-req", "Enter")
+            page.locator("#focus-only").check()
+        page.click("#lesson-next")
+        _check_view(page, lesson, k + 1, k)
+        if k == 8:
+            shot(page, "lesson-next-into-another-run.png")
+        page.click("#lesson-prev")
+        _check_view(page, lesson, k, k + 1)
+        page.click("#lesson-next")
+        _check_view(page, lesson, k + 1, k)
+    # the end: a wrap-up, not a greyed button
+    page.click("#lesson-next")
+    page.wait_for_selector("#lesson-end:not([hidden])")
+    assert "Lesson complete" in page.locator("#lesson-end").inner_text()
+    shot(page, "lesson-end.png")
+
+
+def test_stepping_away_is_said_with_the_way_back(page: Any) -> None:
+    lesson = LESSONS[0]
+    k = next(
+        i for i, s in enumerate(load_lesson(lesson)["sections"]) if s["step"] > 1 and not s["checkpoint"]
+    )
+    s = load_lesson(lesson)["sections"][k]
+    open_section(page, lesson, k, "en")
+    page.click("#btn-prev")
+    page.wait_for_selector(f"body[data-step='{s['step'] - 1}']")
+    page.wait_for_selector("#lesson-away:not([hidden])")
+    assert f"about step {s['step']}" in page.locator("#lesson-away").inner_text()
+    page.click("#lesson-back")
+    page.wait_for_selector(f"body[data-step='{s['step']}']")
+    page.wait_for_selector("#lesson-away", state="hidden")
+    active = "[...document.querySelectorAll('.stage-btn.active')].map((b) => b.dataset.stage)"
+    try:
+        page.wait_for_function(f"{active}.join() === {s['stage']!r}", timeout=10_000)
+    finally:
+        assert page.evaluate(active) == [s["stage"]], (
+            page.evaluate(active),
+            page.locator("#run-title").inner_text(),
+        )
+
+
+# ------------------------------------------------------------------ 4. feedback
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_wrong_answer_gets_a_hint_then_the_cause_and_just_show_me_shows_the_answer(
+    page: Any, lang: str
+) -> None:
+    lesson = LESSONS[0]
+    # the preemption checkpoint: c's computed tokens, reset by its preemption
+    k = next(
+        i
+        for i, s in enumerate(load_lesson(lesson)["sections"])
+        if (s["checkpoint"] or {}).get("array") == "num_computed_tokens_cpu"
+    )
+    array, _, values, _ = answer(lesson, k)
+    open_section(page, lesson, k, lang)
+    page.fill("#predict-0", str(values[0] + 4))
+    page.click("#predict-check")
+    page.wait_for_selector("body[data-predict='hint']")
+    hint = page.locator("#predict-result").inner_text()
+    assert ("preempted" in hint) if lang == "en" else ("抢占" in hint)
+    assert page.locator("#request-table tbody td.concealed").count() > 0  # still hidden
+    shot(page, f"lesson-hint-{lang}.png")
+    page.click("#predict-check")  # the same wrong answer: revealed, with the cause
+    page.wait_for_selector("body[data-predict='revealed']")
+    why = page.locator("#predict-result li").inner_text()
+    assert ("preempted" in why and "reset" in why) if lang == "en" else "抢占" in why, why
+    assert "condense" not in why
+    if lang == "zh":
+        assert not re.search(r"[A-Za-z]{4,} [a-z]{4,} [a-z]{4,}", why), why  # no English sentence left
+    # another section, "Just show me": the answer in the checkpoint, with its cause
+    k2 = next(
+        i
+        for i, s in enumerate(load_lesson(lesson)["sections"])
+        if (s["checkpoint"] or {}).get("array") == "block_table"
+    )
+    _, _, values2, _ = answer(lesson, k2)
+    page.click(".lesson-toc-box summary")
+    page.click(f"#lesson-toc button[data-sec='{k2}']")
+    page.wait_for_selector(f"body[data-lesson-section='{k2}'][data-lesson-ready='1']")
+    page.click("#predict-reveal")
+    page.wait_for_selector("body[data-predict='revealed']")
+    assert [page.input_value(f"#predict-{j}") for j in range(len(values2))] == [str(v) for v in values2]
+    shown = page.locator("#predict-result").inner_text()
+    assert ("free queue" in shown) if lang == "en" else ("空闲队列" in shown)
+    shot(page, f"lesson-shown-{lang}.png")
+
+
+# ------------------------------------------------------------------ 7. 中文
+def test_the_language_choice_is_remembered_by_links_that_do_not_carry_it(page: Any) -> None:
+    page.goto(f"{page.base}/?lang=zh")
+    page.wait_for_selector("body[data-ready='1']", timeout=30_000)
+    # a link with no lang (the brand link, a link pasted by hand) opens in 中文
+    open_run(page, "preset=seed-001")
+    assert page.evaluate("document.documentElement.lang") == "zh-CN"
+    page.wait_for_function("/[\\u4e00-\\u9fff]/.test(document.getElementById('narr-h').textContent)")
+    # chosen again on a page: English from then on
+    page.click("[data-lang='en']")
+    open_section(page, LESSONS[0], 1, "en")
+    assert page.evaluate("document.documentElement.lang") == "en"
+    assert not HAN.search(page.locator("#lesson-pos").inner_text())
+    # a link that says its language wins
+    open_section(page, LESSONS[0], 1, "zh")
+    assert HAN.search(page.locator("#lesson-pos").inner_text())
+
+
+def test_the_lesson_in_chinese_shows_no_english_sentence_in_its_panel_or_its_formulas(page: Any) -> None:
+    k = next(i for i, s in enumerate(load_lesson(LESSONS[0])["sections"]) if s["stage"] == "update_states")
+    open_section(page, LESSONS[0], k, "zh")
+    english = re.compile(r"\b[a-z]{3,} [a-z]{3,} [a-z]{3,}\b")
+    for sel in ("#lesson", "#stage-formula", "#stage-expl", "#narration"):
+        text = re.sub(r"\b\w*_\w*\b|\bstep\b", "", page.locator(sel).inner_text())
+        assert not english.search(text), (sel, english.findall(text))
+
+
+def test_next_and_back_in_quick_succession_across_runs_end_on_the_last_section_asked(page: Any) -> None:
+    # from the last V1 section into the V2 run and back and forth without waiting: each click loads
+    # another run in place while the last one is still loading (a page error fails the test)
+    lesson = LESSONS[0]
+    secs = load_lesson(lesson)["sections"]
+    k = next(
+        i
+        for i, s in enumerate(secs)
+        if i and scenario_of(s).config.model_runner != scenario_of(secs[i - 1]).config.model_runner
+    )
+    open_section(page, lesson, k - 1, "en")
+    for button in ("#lesson-next", "#lesson-prev", "#lesson-next"):
+        page.click(button)
+    _check_view(page, lesson, k, k - 1)
+    page.wait_for_timeout(500)  # nothing still drawing the run that was left
+    assert page.locator("body").get_attribute("data-step") == str(secs[k]["step"])
