@@ -7,6 +7,7 @@
 
 import { errorLines, getJSON, postJSON } from "./api.js";
 import { ctl, onView } from "./bus.js";
+import { localTitleOf } from "./features.js";
 import { renderPanes } from "./comparepanes.js";
 import { firstDiffStep, stepDiffers, whatDiffers, whyDiffers } from "./comparewhy.js";
 import { narrationOf, sentence } from "./narration.js";
@@ -238,9 +239,12 @@ async function render() {
   panel.hidden = false;
   document.body.dataset.compare = String(n);
   $("cmp-title").textContent = `${L("cmp_title")} · ${L("step")} ${n}`;
-  const sideName = (x, tag) => `${tag}: ${x.scenario.title || x.scenario.name} (${runnerOf(x.scenario)})`;
+  const [titleA, titleB] = await Promise.all([localTitleOf(C.a.scenario), localTitleOf(C.b.scenario)]);
+  if (mine !== C.going) return;
+  const sideName = (x, title, tag) => `${tag}: ${title} (${runnerOf(x.scenario)})`;
   $("cmp-heads").textContent = "";
-  $("cmp-heads").append(el("span", { class: "cmp-a", text: sideName(C.a, "A") }), el("span", { class: "cmp-b", text: sideName(C.b, "B") }));
+  $("cmp-heads").append(el("span", { class: "cmp-a", text: sideName(C.a, titleA, "A") }),
+    el("span", { class: "cmp-b", text: sideName(C.b, titleB, "B") }));
   const tot = C.cmp.totals_delta;
   $("cmp-totals").textContent = `${L("cmp_totals")}: ${["steps", "preemptions", "peak_blocks_used", "peak_internal_fragmentation", "padded_tokens"]
     .map((k) => `${L(`cmp_m_${k}`)} ${tot[k] > 0 ? "+" : ""}${tot[k]}`).join(" · ")}`;

@@ -358,6 +358,17 @@ export function renderFeatures() {
 
 // the preset's notes (say, where its document has a typo), in the page's language
 let zhPresets = null;
+
+// a scenario's title in the page's language: a preset's own Chinese title when the scenario is
+// that preset's (same name and title), else the scenario's title or name as given
+export async function localTitleOf(sc) {
+  const own = sc.title || sc.name;
+  if (state.lang !== "zh") return own;
+  if (!zhPresets) zhPresets = Promise.all([getJSON("/api/presets"), getJSON("/api/presets?lang=zh")]);
+  const [en, zh] = await zhPresets;
+  const i = en.ok && zh.ok ? en.data.findIndex((p) => p.id === sc.name && p.title === sc.title) : -1;
+  return i >= 0 ? zh.data[i].title : own;
+}
 export async function showNotes(sc) {
   const box = $("preset-notes");
   if (!box) return;

@@ -78,6 +78,8 @@ def test_the_landing_contrast_v1_vs_v2_opens_the_compare_of_the_two_runs(page: o
     assert "vs=model_runner" in page.url
     heads = page.locator("#cmp-heads").inner_text()
     assert re.search(r"A: .*v2", heads) and re.search(r"B: .*v1", heads)
+    # each side named by its preset's title in the page's language
+    assert bool(HAN.search(heads)) == (lang == "zh")
     # the first step where the runners order the batch differently (V2 sorts, V1 keeps its rows):
     # the compare link opens there
     v2, v1 = _steps("v2"), _steps("v1")
