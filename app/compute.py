@@ -143,9 +143,9 @@ def _worker_main(conn: Connection, threads: int) -> None:
         return  # the server went away
 
 
-WARM_UP = {  # two small steps (a prefill, then decodes beside a prefill) through the model
+WARM_UP = {  # three small steps (a prefill, then decodes beside a prefill), without the model (milliseconds)
     "name": "warm-up",
-    "config": {"block_size": 4, "max_model_len": 32, "num_kv_blocks": 32, "max_num_reqs": 4},
+    "config": {"block_size": 4, "max_model_len": 32, "num_kv_blocks": 32, "max_num_reqs": 4, "model": None},
     "requests": [
         {"id": "0", "prompt_len": 9, "max_tokens": 3},
         {"id": "1", "prompt_len": 5, "max_tokens": 2, "arrival_step": 2},
@@ -157,7 +157,8 @@ WARM_UP = {  # two small steps (a prefill, then decodes beside a prefill) throug
 def _warm_up() -> None:
     """Compute a tiny run before saying ready: the engine's lazy imports and numpy's and torch's
     first calls are then paid at start, not by the first run a reader waits for (about 50 ms of
-    its first step on a fresh server)."""
+    its first step on a fresh server). Without the model: a few milliseconds, however many
+    compute processes start at once."""
     from pagedviz.app.store import measured_steps
     from pagedviz.core import Scenario, make_engine
 
