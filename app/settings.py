@@ -22,10 +22,7 @@ def embed_ancestors(raw: str, var: str = "PAGEDVIZ_EMBED_ANCESTORS") -> str:
     server at start, naming the variable."""
     parts = raw.split()
     if not parts or any(not _SOURCE.match(p) for p in parts):
-        raise SettingError(
-            f"{var} must be CSP frame-ancestors sources separated by spaces"
-            f" (got {raw!r:.60})"
-        )
+        raise SettingError(f"{var} must be CSP frame-ancestors sources separated by spaces (got {raw!r:.60})")
     return " ".join(parts)
 
 
