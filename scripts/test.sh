@@ -4,6 +4,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh --test
 bash scripts/fidelity-deps.sh
-.venv/bin/ruff check core app tests benchmarks
-.venv/bin/mypy core app
+.venv/bin/ruff check core app tests benchmarks record
+.venv/bin/mypy core app record
 exec .venv/bin/python -m pytest -q "$@"
