@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import IO, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -122,7 +122,7 @@ def _decode(raw: bytes | str, line: int, max_line_bytes: int) -> dict[str, Any]:
     if size > max_line_bytes:
         raise RecordingError(
             line,
-            f"{size} bytes, over the per-line limit of {max_line_bytes} "
+            f"longer than the per-line limit of {max_line_bytes} bytes "
             "(PAGEDVIZ_MAX_RECORD_LINE_MB raises it)",
         )
     try:
@@ -166,6 +166,9 @@ def iter_recording(
         for raw in it:
             n += 1
             text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+            size = len(raw) if isinstance(raw, bytes) else len(raw.encode())
+            if size > max_line_bytes:
+                _decode(raw, n, max_line_bytes)  # refuses it, naming the limit
             if not text.endswith("\n") and text.strip():
                 raise RecordingError(n, "truncated: the last line does not end (the recording was cut off)")
             if not text.strip():
@@ -202,3 +205,22 @@ def split_lines(data: bytes) -> Iterator[bytes]:
             return
         yield data[start : end + 1]
         start = end + 1
+
+
+def max_line_bytes() -> int:
+    """The per-line limit: PAGEDVIZ_MAX_RECORD_LINE_MB megabytes (16 by default)."""
+    from pagedviz.core.limits import env_int
+
+    return env_int("PAGEDVIZ_MAX_RECORD_LINE_MB", DEFAULT_MAX_LINE_BYTES >> 20) << 20
+
+
+def bounded_lines(f: IO[bytes], limit: int) -> Iterator[bytes]:
+    """The lines of a binary file, never reading more than `limit` + 1 bytes of one line: a line
+    over the limit comes out cut at limit + 1 bytes (so the reader refuses it, naming it)."""
+    while True:
+        line = f.readline(limit + 1)
+        if not line:
+            return
+        yield line
+        if len(line) > limit and not line.endswith(b"\n"):
+            return

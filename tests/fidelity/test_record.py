@@ -262,3 +262,21 @@ def test_a_failure_after_start_stops_the_recording_and_never_reaches_the_server(
         side.step(t.sampled_token_ids)
     assert side.scheduler.get_num_unfinished_requests() == 0
     assert not side.scheduler._pagedviz.active
+
+
+def test_the_shipped_example_is_what_the_recorder_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """core/recordings/: each example, recorded afresh from its preset, is byte for byte the
+    shipped file (PAGEDVIZ_REGENERATE_EXAMPLES=1 rewrites them)."""
+    import os
+
+    import pagedviz.core.recordings as rec
+
+    for name, ex in rec.EXAMPLES.items():
+        path = tmp_path / ex["file"]
+        record(_as_vllm(preset_dict(ex["preset"])), path, monkeypatch)
+        shipped = Path(rec.__file__).parent / ex["file"]
+        if os.environ.get("PAGEDVIZ_REGENERATE_EXAMPLES") == "1":
+            shipped.write_bytes(path.read_bytes())
+        assert path.read_bytes() == shipped.read_bytes(), name
