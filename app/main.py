@@ -15,7 +15,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from pagedviz.app import errors
 from pagedviz.app.compute import compute_pool
 from pagedviz.app.errors import ApiError
-from pagedviz.app.routes import health, pages, presets, runs, schema, teach
+from pagedviz.app.routes import health, imports, pages, presets, runs, schema, teach
 from pagedviz.app.settings import Settings
 from pagedviz.app.store import RunStore
 from pagedviz.core import __version__
@@ -129,7 +129,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_middleware(GZipMiddleware, minimum_size=1024)
     app.add_middleware(SecurityHeaders, embed_ancestors=settings.embed_ancestors)
     errors.install(app)
-    for r in (health.router, presets.router, runs.router, schema.router, teach.router):
+    for r in (health.router, presets.router, imports.router, runs.router, schema.router, teach.router):
         app.include_router(r)
     app.add_api_route("/docs-md/{name}", docs_md, methods=["GET"], include_in_schema=False)
     pages.mount(app)

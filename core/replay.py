@@ -14,7 +14,7 @@ configuration, and says up to which step the two agree or where they first diffe
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -409,14 +409,18 @@ class Imported:
     notes: list[str]
 
 
-def import_recording(header: Header, steps: list[Step]) -> Imported:
-    """Replay every recorded step (V1 or V2 as recorded), then compare pagedviz's own scheduler."""
+def replay_engine(header: Header, steps: list[Step]) -> ReplayEngine:
+    """The engine that replays the recording (raises ReplayError naming what it cannot replay)."""
     problem = replay_problem(header)
     if problem:
         raise ReplayError(f"line 1: {problem}")
-    scenario = scenario_of(header, steps)
-    engine = ReplayEngine(scenario, header, iter(steps))
-    traces = list(engine.run())
+    return ReplayEngine(scenario_of(header, steps), header, iter(steps))
+
+
+def finish_import(
+    header: Header, steps: list[Step], engine: ReplayEngine, traces: list[StepTrace]
+) -> Imported:
+    """The replayed run with its notes (each a line the page shows) and pagedviz's comparison."""
     notes = [
         f"recorded by vLLM {header.vllm_version}'s {header.scheduler} ({header.runner.upper()} runner"
         + (", async scheduling)" if header.async_scheduling else ")")
@@ -425,7 +429,14 @@ def import_recording(header: Header, steps: list[Step]) -> Imported:
         notes.append("async scheduling: one step per scheduled batch, in the order the engine ran them")
     if header.redacted:
         notes.append(SYNTHETIC_NOTE)
-    notes.extend(engine.scheduler.problems[:5])  # type: ignore[attr-defined]
+    notes.extend(engine.scheduler.problems[:3])  # type: ignore[attr-defined]
     agree = agreement(header, steps, [t.scheduler for t in traces])
-    notes.append(agree.text)
+    notes.insert(0, agree.text)
+    scenario = replace(engine.scenario, notes=tuple(n[:400] for n in notes[:8]))
     return Imported(header, scenario, traces, agree, notes)
+
+
+def import_recording(header: Header, steps: list[Step]) -> Imported:
+    """Replay every recorded step (V1 or V2 as recorded), then compare pagedviz's own scheduler."""
+    engine = replay_engine(header, steps)
+    return finish_import(header, steps, engine, list(engine.run()))
