@@ -4,7 +4,8 @@ names the line of the first problem. No vLLM needed.
 
 Header (`"pagedviz_recording": 1`): the vLLM version, the runner (v1 | v2), async scheduling, block
 size, max_model_len, the token budget, max_num_seqs, the number of KV blocks, chunked prefill, prefix
-caching, the long-prefill threshold, speculative decoding, the KV cache groups, and whether token ids
+caching, the long-prefill threshold, speculative decoding, the KV cache groups, the CUDA-graph
+capture sizes (the inputs are padded to them), and whether token ids
 were redacted (then every token list is written as its length).
 
 Step: what `schedule()` returned (new requests with their prompt token ids and block ids, cached
@@ -56,6 +57,7 @@ class Header(BaseModel):
     long_prefill_token_threshold: int = Field(ge=0)
     speculative: dict[str, Any] | None = None
     kv_cache_groups: list[KVGroup]
+    cudagraph_capture_sizes: list[int] | None = None  # None: eager (no padding to a capture size)
     vocab_size: int | None = None
     redacted: bool = False
     data_parallel_rank: int = 0

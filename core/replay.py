@@ -74,7 +74,9 @@ def scenario_of(header: Header, steps: Iterable[Step], for_agreement: bool = Fal
         long_prefill_token_threshold=header.long_prefill_token_threshold,
         enable_chunked_prefill=header.enable_chunked_prefill,
         enable_prefix_caching=header.enable_prefix_caching,
-        cudagraph_capture_sizes=None,
+        cudagraph_capture_sizes=None
+        if header.cudagraph_capture_sizes is None
+        else tuple(sorted(header.cudagraph_capture_sizes)),
         device="cpu",
         vocab_size=vocab,
         model=None,

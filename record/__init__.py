@@ -117,6 +117,11 @@ class _Recorder:
             }
             for g in s.kv_cache_config.kv_cache_groups
         ]
+        cc = getattr(vc, "compilation_config", None)
+        sizes = getattr(cc, "cudagraph_capture_sizes", None) or None
+        eager = bool(getattr(vc.model_config, "enforce_eager", False))
+        if eager or str(getattr(cc, "cudagraph_mode", "")).rsplit(".", 1)[-1] == "NONE":
+            sizes = None
         vocab = None
         get_vocab = getattr(vc.model_config, "get_vocab_size", None)
         if callable(get_vocab):
@@ -141,6 +146,7 @@ class _Recorder:
             if spec is None
             else {"method": str(spec.method), "num_speculative_tokens": int(spec.num_speculative_tokens)},
             "kv_cache_groups": groups,
+            "cudagraph_capture_sizes": None if sizes is None else sorted(int(x) for x in sizes),
             "vocab_size": vocab,
             "redacted": self.redact,
             "data_parallel_rank": dp_rank,

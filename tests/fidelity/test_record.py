@@ -42,6 +42,13 @@ def _side(scenario: Scenario) -> Any:
     platform turns the setting off in VllmConfig, where a GPU server keeps it on)."""
     side = vllm_side.VllmSide(scenario)
     side.config.scheduler_config.async_scheduling = scenario.config.async_scheduling
+    # a server's compilation config holds the capture sizes the inputs are padded to
+    sizes = scenario.config.cudagraph_capture_sizes
+    side.config.compilation_config.cudagraph_capture_sizes = sorted(sizes) if sizes else None
+    if sizes:  # the CPU platform turns CUDA graphs off; a GPU server keeps its mode
+        from vllm.config import CUDAGraphMode
+
+        side.config.compilation_config.cudagraph_mode = CUDAGraphMode.FULL_AND_PIECEWISE
     return side
 
 
