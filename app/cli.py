@@ -7,6 +7,7 @@ import os
 import sys
 from typing import Any
 
+from pagedviz.app.db import StoreError
 from pagedviz.app.serve import check_listen, serve
 from pagedviz.app.settings import Settings
 from pagedviz.core.cli import HELP, CliError, build_parser
@@ -26,6 +27,8 @@ SERVE_LIMITS = {
     "max_computing": "PAGEDVIZ_MAX_COMPUTING",
     "max_in_progress": "PAGEDVIZ_MAX_IN_PROGRESS",
     "max_queued": "PAGEDVIZ_MAX_QUEUED",
+    "store_mb": "PAGEDVIZ_STORE_MB",
+    "store_max_mb": "PAGEDVIZ_STORE_MAX_MB",
 }
 
 
@@ -37,6 +40,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     env = {
         var: str(getattr(args, key)) for key, var in SERVE_LIMITS.items() if getattr(args, key) is not None
     }
+    if args.store is not None:
+        if not args.store.strip():
+            raise CliError("--store must name a folder (got an empty name)")
+        env["PAGEDVIZ_STORE"] = args.store
     try:
         check_listen(args.host, args.port)
     except OSError as e:  # the port is taken, or the host is not this machine's
@@ -44,7 +51,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise CliError(
             f"cannot listen on {args.host}:{args.port}: {reason} (choose another --port or --host)"
         ) from e
-    return serve(host=args.host, port=args.port, workers=args.workers, env=env, access_log=args.access_log)
+    try:
+        return serve(
+            host=args.host, port=args.port, workers=args.workers, env=env, access_log=args.access_log
+        )
+    except StoreError as e:  # the store cannot be used: one line naming --store
+        raise CliError(str(e)) from None
 
 
 def _limit_default(defaults: Settings, key: str) -> int:
@@ -55,6 +67,10 @@ def _limit_default(defaults: Settings, key: str) -> int:
         return defaults.max_body_bytes >> 10
     if key == "max_run_mb":
         return defaults.max_run_bytes >> 20
+    if key == "store_mb":
+        return defaults.max_db_bytes >> 20
+    if key == "store_max_mb":
+        return defaults.max_db_total_bytes >> 20
     if hasattr(defaults, key):
         return int(getattr(defaults, key))
     return int(getattr(Limits(), key))
@@ -70,6 +86,13 @@ def add_serve(sub: Any) -> None:
         action="store_true",
         default=os.environ.get("PAGEDVIZ_ACCESS_LOG", "").lower() in ("1", "true", "yes", "on"),
         help="log one line per request (also PAGEDVIZ_ACCESS_LOG=1)",
+    )
+    p.add_argument(
+        "--store",
+        metavar="DIR",
+        default=None,
+        help="folder of the run store's database (SQLite): run ids answer across restarts and from"
+        " every worker (default: a temporary folder, removed when the server ends; also $PAGEDVIZ_STORE)",
     )
     defaults = Settings()
     for key in SERVE_LIMITS:

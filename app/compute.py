@@ -85,6 +85,7 @@ def _worker_main(conn: Connection, threads: int) -> None:
 
     # the processes share the cores: more threads than that would spin against each other
     torch.set_num_threads(threads)
+    _warm_up()
 
     runs: dict[int, _Computing] = {}
     paused: set[int] = set()
@@ -142,6 +143,29 @@ def _worker_main(conn: Connection, threads: int) -> None:
         return  # the server went away
 
 
+WARM_UP = {  # two small steps (a prefill, then decodes beside a prefill) through the model
+    "name": "warm-up",
+    "config": {"block_size": 4, "max_model_len": 32, "num_kv_blocks": 32, "max_num_reqs": 4},
+    "requests": [
+        {"id": "0", "prompt_len": 9, "max_tokens": 3},
+        {"id": "1", "prompt_len": 5, "max_tokens": 2, "arrival_step": 2},
+    ],
+    "max_steps": 3,
+}
+
+
+def _warm_up() -> None:
+    """Compute a tiny run before saying ready: the engine's lazy imports and numpy's and torch's
+    first calls are then paid at start, not by the first run a reader waits for (about 50 ms of
+    its first step on a fresh server)."""
+    from pagedviz.app.store import measured_steps
+    from pagedviz.core import Scenario, make_engine
+
+    with contextlib.suppress(Exception):  # a warm-up that fails costs only the time it saves
+        for _ in measured_steps(make_engine(Scenario.from_dict(WARM_UP))):
+            pass
+
+
 # --- in the server --------------------------------------------------------------------------
 
 
@@ -183,6 +207,7 @@ class Worker:
         self.outbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self.heard = time.monotonic()  # when it last said something (or was given work while idle)
         self.ready = False  # it has imported the engine and said so
+        self.warmed = False  # started by ComputePool.warm, as the server starts
         self.ended = False
         self._on_end = on_end
         self._on_change = on_change or (lambda: None)  # a run's bytes in flight changed
@@ -347,8 +372,9 @@ def engine_bytes(scenario: Scenario) -> int:
 
 class ComputePool:
     """Worker processes that compute runs, shared by every app of this server process. A run goes
-    to the worker with the fewest runs; a new worker is started while all are busy and there are
-    fewer than `max_workers` (the most any app of this process asked for).
+    to the ready worker with the fewest runs (one still starting comes last); a new worker is
+    started while all are busy and there are fewer than `max_workers` (the most any app of this
+    process asked for).
 
     Memory: the runs in flight hold their steps so far here and their engines in the workers.
     While those bytes (measured steps, estimated engines) pass `memory_budget`, only the oldest
@@ -405,7 +431,7 @@ class ComputePool:
             if memory_budget is not None:
                 self.memory_budget = max(self.memory_budget or 0, memory_budget)
             while len(self.workers) < n:
-                self._spawn()
+                self._spawn().warmed = True
 
     def jobs(self) -> list[Job]:
         """The runs in flight, oldest first."""
@@ -463,11 +489,13 @@ class ComputePool:
         return job
 
     def _place(self, job: Job) -> None:
-        """Give the run to the worker with the fewest runs, or to a new one (see the class)."""
+        """Give the run to the ready worker with the fewest runs, or to a new one (see the class)."""
         progress = job.progress
         with self._lock:
             live = [w for w in self.workers if not w.ended]
-            idlest = min(live, key=Worker.load, default=None)
+            # a worker still importing the engine (just started) comes last: a run given to it
+            # would wait seconds for its first step, while a ready worker interleaves it at once
+            idlest = min(live, key=lambda w: (not w.ready, w.load()), default=None)
             if idlest is None or (idlest.load() > 0 and len(live) < self.max_workers):
                 idlest = self._spawn()
             job.paused = False  # (a run moved from a worker that died may have been paused there)
@@ -490,11 +518,14 @@ class ComputePool:
         return self.submit(*args, **kwargs).future.result()
 
     def starting(self) -> bool:
-        """Whether the pool cannot compute at once yet: no worker is ready and one is starting
-        (importing the engine takes a second or two). A pool with no worker at all is not
-        starting: the next run starts one."""
+        """Whether the pool cannot compute at full speed yet: a worker that `warm` started is
+        still starting (importing the engine takes a second or two, and its import would take a
+        core from the first runs), or no worker is ready and one is starting. A pool with no
+        worker at all is not starting: the next run starts one."""
         with self._lock:
             live = [w for w in self.workers if not w.ended]
+        if any(w.warmed and not w.ready for w in live):
+            return True
         return bool(live) and not any(w.ready for w in live)
 
     def wait_ready(self, timeout: float = START_TIMEOUT_S) -> bool:

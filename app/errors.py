@@ -10,7 +10,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from pagedviz.app.compute import WorkerError
-from pagedviz.app.shared import SharedFolderError
+from pagedviz.app.db import StoreError
 from pagedviz.app.store import BusyError, RunTooLargeError
 from pagedviz.core import ScenarioError
 from pagedviz.core.device import DeviceUnavailableError
@@ -78,11 +78,11 @@ def install(app: FastAPI) -> None:
         log.error("%s", e)
         return JSONResponse(body("compute_failed", [("scenario", str(e))]), status_code=500)
 
-    @app.exception_handler(SharedFolderError)
-    async def shared_folder(_: Request, e: SharedFolderError) -> JSONResponse:
+    @app.exception_handler(StoreError)
+    async def store_unwritable(_: Request, e: StoreError) -> JSONResponse:
         log.error("%s", e)
         return JSONResponse(
-            body("shared_folder_unwritable", [("PAGEDVIZ_SHARED_DIR", str(e))]),
+            body("store_unwritable", [("store", str(e))]),
             status_code=503,
             headers={"Retry-After": "30"},
         )

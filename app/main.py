@@ -106,9 +106,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         description=DESCRIPTION,
     )
     app.state.settings = settings
-    shared = Path(settings.shared_dir) if settings.shared_dir else None
-    if shared is not None:
-        shared.mkdir(parents=True, exist_ok=True)
     pool = compute_pool() if settings.compute_in == "process" else None
     if pool is not None:
         # started now: the first runs find workers ready
@@ -118,12 +115,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         settings.max_store_bytes,
         settings.max_scenarios,
         settings.max_run_seconds,
-        shared,
+        Path(settings.store_dir) if settings.store_dir else None,
         max_run_bytes=settings.max_run_bytes,
         max_scenario_bytes=settings.max_scenario_bytes,
         max_in_progress=settings.max_in_progress if pool is not None else settings.max_computing,
         max_queued=settings.max_queued,
-        max_file_bytes=settings.max_body_bytes,
+        max_db_bytes=settings.max_db_bytes,
+        max_db_total_bytes=settings.max_db_total_bytes,
+        limits=settings.limits,
         pool=pool,
     )
     app.add_middleware(GZipMiddleware, minimum_size=1024)

@@ -20,6 +20,7 @@ from typing import IO, Any
 
 import uvicorn
 
+from pagedviz.app.db import check_store
 from pagedviz.app.settings import Settings
 from pagedviz.core.device import resolve_device
 
@@ -50,10 +51,12 @@ def serve(
     for key, value in (env or {}).items():
         os.environ[key] = value  # read by Settings.from_env in every worker
     Settings.from_env()  # a bad PAGEDVIZ_* value stops here, naming the variable (SettingError)
-    shared = None
-    if workers > 1 and not os.environ.get("PAGEDVIZ_SHARED_DIR"):
-        # workers keep their own run caches; a shared folder of scenarios lets each recompute any run
-        shared = os.environ["PAGEDVIZ_SHARED_DIR"] = tempfile.mkdtemp(prefix="pagedviz-scenarios-")
+    temporary = None
+    if os.environ.get("PAGEDVIZ_STORE"):
+        check_store(os.environ["PAGEDVIZ_STORE"])  # a store that cannot be used stops here (StoreError)
+    else:
+        # no store named: the workers share one in a temporary folder, for as long as the server lives
+        temporary = os.environ["PAGEDVIZ_STORE"] = tempfile.mkdtemp(prefix="pagedviz-store-")
     shown = "localhost" if host in ("127.0.0.1", "0.0.0.0") else host
     print(
         f"pagedviz: serving on http://{shown}:{port}/ (device: {resolve_device('auto')}, workers: {workers})"
@@ -72,8 +75,9 @@ def serve(
             access_log=access_log,
         )
     finally:
-        if shared is not None:  # made here, so removed here
-            shutil.rmtree(shared, ignore_errors=True)
+        if temporary is not None:  # made here, so removed here
+            os.environ.pop("PAGEDVIZ_STORE", None)
+            shutil.rmtree(temporary, ignore_errors=True)
     return 0
 
 

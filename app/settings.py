@@ -55,7 +55,11 @@ class Settings:
     max_computing: int = field(default_factory=lambda: min(4, os.cpu_count() or 1))
     max_in_progress: int = 16  # runs started and not finished, sharing those processes
     max_queued: int = 64  # runs waiting for a turn; past it a new run gets 503 + Retry-After
-    shared_dir: str = ""  # where workers share remembered scenarios ("" = not shared)
+    # the run store's database: a folder (--store, PAGEDVIZ_STORE) kept across restarts and shared
+    # by workers; "" = a temporary folder, removed when the server ends
+    store_dir: str = ""
+    max_db_bytes: int = 1 << 30  # content bytes of the database; past it its oldest steps go
+    max_db_total_bytes: int = 4 << 30  # past it (no step left), the least recently used scenario goes
     # where runs compute: "process" (worker processes, so the server stays responsive while runs
     # compute) or "thread" (threads of the server's own process)
     compute_in: str = "process"
@@ -80,7 +84,9 @@ class Settings:
             max_computing=env_int("PAGEDVIZ_MAX_COMPUTING", d.max_computing),
             max_queued=env_int("PAGEDVIZ_MAX_QUEUED", d.max_queued),
             max_in_progress=env_int("PAGEDVIZ_MAX_IN_PROGRESS", d.max_in_progress),
-            shared_dir=os.environ.get("PAGEDVIZ_SHARED_DIR", ""),
+            store_dir=os.environ.get("PAGEDVIZ_STORE", ""),
+            max_db_bytes=env_int("PAGEDVIZ_STORE_MB", d.max_db_bytes >> 20) << 20,
+            max_db_total_bytes=env_int("PAGEDVIZ_STORE_MAX_MB", d.max_db_total_bytes >> 20) << 20,
             compute_in=compute_in(os.environ.get("PAGEDVIZ_COMPUTE_IN", d.compute_in)),
             embed_ancestors=embed_ancestors(os.environ.get("PAGEDVIZ_EMBED_ANCESTORS", d.embed_ancestors)),
             limits=Limits.from_env(),

@@ -6,11 +6,23 @@ Each size runs in a fresh `pagedviz serve` (so its peak memory is the run's own)
 /api/runs/{id}/steps/1 then reads it, and GET /api/runs/{id} waits for the whole run. Printed:
 time to the first step (POST answered, step 1 read), the total time, the steps, and the server's
 resident memory before the run, at its peak (VmHWM) and the peak's growth per step (the server
-keeps the trace), and how far the compute processes (which run the engine) grew at their peak. Targets: the
-first step in under 1 s at 1024 requests. Requests have 64-token prompts and `--max-tokens`
-outputs; `--model` runs the tiny model too (default: fast simulation, `model: null`). Run:
+keeps the trace), and how far the compute processes (which run the engine) grew at their peak.
 
-    .venv/bin/python benchmarks/big_runs.py [--sizes 128,512,1024] [--max-tokens 32] [--model]
+Two ratios, side by side for each size, against the targets of issue 32:
+- `step 1 / run`: when step 1 was read, as a fraction of the run's whole time (POST to the run
+  complete): the first step of a 1024-request run at most 0.15 of it, steadily (each of
+  `--repeat` fresh servers; the worst is printed too);
+- `held / arrays`: what the stored run holds in the server (VmRSS once the run is complete,
+  less VmRSS before it) over the binary size of the run's arrays (every numpy buffer of its
+  steps: the traced arrays and their padded buffers, the KV cache's snapshots; computed here by
+  running the same scenario): at most 2x at 1024 requests. `measured / arrays` is the store's
+  own count of the run's bytes (app.store.measured_bytes) over the same.
+
+Targets: the first step in under 1 s at 1024 requests. Requests have 64-token prompts and
+`--max-tokens` outputs; `--model` runs the tiny model too (default: fast simulation,
+`model: null`). Run:
+
+    .venv/bin/python benchmarks/big_runs.py [--sizes 128,512,1024] [--max-tokens 32] [--model] [--repeat 3]
 """
 
 from __future__ import annotations
@@ -20,9 +32,12 @@ import time
 from typing import Any
 
 import httpx
+import numpy as np
 from common import tree_growth_mb, tree_rss_mb
 
 from pagedviz.app.serve import running_server
+from pagedviz.app.store import measured_bytes
+from pagedviz.core import Limits, Scenario, make_engine
 
 
 def memory_mb(pid: int, field: str) -> float:
@@ -53,6 +68,45 @@ def scenario(requests: int, max_tokens: int, model: bool) -> dict[str, Any]:
     }
 
 
+def array_bytes(root: Any) -> int:
+    """The binary size of every numpy buffer an object graph holds (each buffer once)."""
+    seen: set[int] = set()
+    buffers: set[int] = set()
+    stack, total = [root], 0
+    while stack:
+        o = stack.pop()
+        if id(o) in seen:
+            continue
+        seen.add(id(o))
+        if isinstance(o, np.ndarray):
+            owner = o if o.base is None else o.base
+            if isinstance(owner, np.ndarray) and id(owner) not in buffers:
+                buffers.add(id(owner))
+                total += owner.nbytes
+            continue
+        if isinstance(o, dict):
+            stack.extend(o.values())
+        elif isinstance(o, (list, tuple, set, frozenset)):
+            stack.extend(o)
+        elif hasattr(o, "__dict__"):
+            stack.append(vars(o))
+        elif hasattr(o, "__slots__"):
+            stack.extend(getattr(o, a) for a in type(o).__slots__ if hasattr(o, a))
+    return total
+
+
+def local_sizes(requests: int, max_tokens: int, model: bool) -> tuple[int, int]:
+    """(the arrays' binary size, the store's measured bytes) of the run, computed in this process
+    as a compute process does (entries built, compacted)."""
+    d = scenario(requests, max_tokens, model)
+    steps = []
+    for t in make_engine(Scenario.from_dict(d, Limits(max_requests=4096))).run():
+        t.array_entries  # noqa: B018 - as measured_steps does
+        t.compact()
+        steps.append(t)
+    return array_bytes(steps), sum(measured_bytes(t) for t in steps)
+
+
 def measure(requests: int, max_tokens: int, model: bool) -> dict[str, float]:
     limits = ["--max-requests", "4096", "--max-run-seconds", "600", "--max-run-mb", "4096"]
     with running_server(*limits, "--max-store-mb", "8192") as server:
@@ -70,6 +124,8 @@ def measure(requests: int, max_tokens: int, model: bool) -> dict[str, float]:
             assert first.status_code == 200 and first.json()["step"] == 1
             overview = c.get(f"/api/runs/{run_id}").json()
             t_total = time.perf_counter() - t0
+            time.sleep(0.5)  # the run's first steps are encoded meanwhile (a small run's)
+            held = memory_mb(server.pid, "VmRSS") - before
         peak = memory_mb(server.pid, "VmHWM")
         compute_growth = tree_growth_mb(server.pid, tree_before) - max(0.0, peak - before)
     steps = overview["num_steps"]
@@ -82,6 +138,7 @@ def measure(requests: int, max_tokens: int, model: bool) -> dict[str, float]:
         "peak": peak,
         "per_step_kb": (peak - before) * 1024 / max(1, steps),
         "compute": compute_growth,
+        "held": held,
     }
 
 
@@ -90,17 +147,33 @@ def main() -> None:
     ap.add_argument("--sizes", default="128,512,1024")
     ap.add_argument("--max-tokens", type=int, default=32)
     ap.add_argument("--model", action="store_true", help="run the tiny model (default: model null)")
+    ap.add_argument("--repeat", type=int, default=1, help="fresh servers per size (the ratios' spread)")
     args = ap.parse_args()
     print(
         f"{'reqs':>5} | {'POST (202) s':>12} {'step 1 s':>8} {'total s':>8} {'steps':>5} | "
-        f"{'RSS before MB':>13} {'peak MB':>8} {'peak/step KB':>12} | {'compute processes +MB':>21}"
+        f"{'RSS before MB':>13} {'peak MB':>8} {'peak/step KB':>12} | {'compute processes +MB':>21} | "
+        f"{'arrays MB':>9} {'held MB':>7} {'held / arrays':>13} {'measured / arrays':>17} | "
+        f"{'step 1 / run':>12}"
     )
     for size in (int(s) for s in args.sizes.split(",")):
-        m = measure(size, args.max_tokens, args.model)
-        print(
-            f"{size:>5} | {m['created']:>12.2f} {m['first']:>8.2f} {m['total']:>8.2f} {m['steps']:>5} | "
-            f"{m['before']:>13.0f} {m['peak']:>8.0f} {m['per_step_kb']:>12.1f} | {m['compute']:>21.0f}"
-        )
+        arrays, measured = local_sizes(size, args.max_tokens, args.model)
+        firsts, helds = [], []
+        for _ in range(args.repeat):
+            m = measure(size, args.max_tokens, args.model)
+            firsts.append(m["first"] / m["total"])
+            helds.append(m["held"] * (1 << 20) / arrays)
+            print(
+                f"{size:>5} | {m['created']:>12.2f} {m['first']:>8.2f} {m['total']:>8.2f} {m['steps']:>5} | "
+                f"{m['before']:>13.0f} {m['peak']:>8.0f} {m['per_step_kb']:>12.1f} | {m['compute']:>21.0f} | "
+                f"{arrays / (1 << 20):>9.1f} {m['held']:>7.1f} {helds[-1]:>12.2f}x "
+                f"{measured / arrays:>16.2f}x | "
+                f"{firsts[-1]:>12.3f}"
+            )
+        if args.repeat > 1:
+            print(
+                f"{size:>5} | worst of {args.repeat}: held / arrays {max(helds):.2f}x,"
+                f" step 1 / run {max(firsts):.3f}"
+            )
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ from pagedviz.core import make_engine
 # the per-slot state
 DEVICE_STAGE = {"v1": "device_slot_mapping", "v2": "device_inputs"}
 
+
 def one_step(requests: int, tokens: int, device: str, runner: str) -> dict[str, float]:
     engine = make_engine(bench_scenario(requests, tokens, device, runner=runner))
     t = engine.step()

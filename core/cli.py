@@ -5,6 +5,7 @@ imports nothing from the web app, so it runs where only torch and numpy are inst
 from __future__ import annotations
 
 import argparse
+import difflib
 import functools
 import io
 import json
@@ -54,8 +55,12 @@ def load_scenario(ref: str) -> Scenario:
         try:
             data = preset_dict(ref)
         except KeyError:
-            ids = ", ".join(p["id"] for p in list_presets())
-            raise CliError(f"unknown preset {ref!r} (presets: {ids}); or give a .json file") from None
+            ids = [p["id"] for p in list_presets()]
+            close = difflib.get_close_matches(ref, ids, n=1, cutoff=0.5)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise CliError(
+                f"unknown preset {ref[:60]!r}; {hint}(presets: {', '.join(ids)}); or give a .json file"
+            ) from None
     return Scenario.from_dict(data)
 
 
@@ -380,7 +385,13 @@ def build_parser() -> tuple[argparse.ArgumentParser, Any]:
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run a scenario file or a preset", formatter_class=HELP)
     run.add_argument("scenario", help="preset id (see `pagedviz presets`) or SCENARIO.json")
-    run.add_argument("--step", type=int, help="show only this step (numbered from 1); all steps if not given")
+    run.add_argument(
+        "--step",
+        type=int,
+        metavar="N",
+        help="show only step N (numbered from 1; the run computes up to it). Left out: every step of the"
+        " run, from 1 until all requests finish or max_steps (with --json, all of them in the steps list)",
+    )
     run.add_argument("--json", action="store_true", help="print the trace contract as JSON")
     run.add_argument("--narrate", action="store_true", help="say what happened in each step and why")
     run.add_argument("--lang", choices=("en", "zh"), default="en", help="language of --narrate")

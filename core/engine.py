@@ -223,7 +223,13 @@ class Engine:
         if self.model is None:
             rows = v["logits_indices"]
             ids = r.row_req_ids  # a property that builds the list: read it once, not once a row
-            row_req = [ids[i] for i in v["req_indices"][rows]]
+            req_indices = v.get("req_indices")  # V1's; V2 has none: the row whose tokens hold each
+            row_of = (
+                req_indices[rows]
+                if req_indices is not None
+                else np.searchsorted(v["query_start_loc"][1:], rows, side="right")
+            )
+            row_req = [ids[i] for i in row_of]
             return synthetic_tokens(
                 self.scenario.seed, row_req, v["positions"][rows] + 1, self.scenario.config.vocab_size
             )

@@ -54,6 +54,15 @@ class Limits:
         return cls(**{n: env_int(f"PAGEDVIZ_{n.upper()}", getattr(d, n)) for n in cls.__dataclass_fields__})
 
 
+# what a refusal (a 413) says governs its bound: the setting that raises it, or that none does
+FIXED_BOUND = "a fixed bound of the engine"
+
+
+def raised_by(limit: str) -> str:
+    """The clause naming the PAGEDVIZ_* variable that raises the `Limits` field `limit`."""
+    return f"PAGEDVIZ_{limit.upper()} raises it"
+
+
 # the dense reference recomputes whole sequences; past this many tokens of context in a step it is skipped
 DENSE_CHECK_MAX_TOKENS = 16384
 

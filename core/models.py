@@ -27,7 +27,7 @@ from pydantic import model_validator as _model_validator
 from pydantic_core import PydanticCustomError
 
 from pagedviz.core.fields import FieldSpec, fields_of
-from pagedviz.core.limits import Limits
+from pagedviz.core.limits import FIXED_BOUND, Limits, raised_by
 from pagedviz.core.scenario import (
     PROMPT_FIELDS,
     REQUEST_FIELDS,
@@ -65,7 +65,7 @@ def _capture_sizes(v: Any) -> Any:
     if not isinstance(v, list) or not v or not all(type(s) is int and s > 0 for s in v):
         raise refusal('must be null, "default" or a non-empty list of positive integers')
     if len(v) > 1024:
-        raise refusal("at most 1024 sizes", too_large=True)
+        raise refusal(f"at most 1024 sizes ({FIXED_BOUND})", too_large=True)
     return tuple(sorted(set(v)))
 
 
@@ -73,7 +73,7 @@ def _request_id(v: Any) -> str | None:
     if type(v) is int:
         v = str(v)
     if v is None or not isinstance(v, str) or not v or len(v) > 64:
-        raise refusal("must be a non-empty string of at most 64 characters")
+        raise refusal(f"must be a non-empty string of at most 64 characters ({FIXED_BOUND})")
     return v
 
 
@@ -94,7 +94,7 @@ def _notes(v: Any) -> tuple[str, ...]:
     if not isinstance(v, list) or len(v) > 8 or not all(isinstance(n, str) for n in v):
         raise refusal("must be a list of at most 8 strings")
     if any(len(n) > 400 for n in v):
-        raise refusal("each note must be at most 400 characters", too_large=True)
+        raise refusal(f"each note must be at most 400 characters ({FIXED_BOUND})", too_large=True)
     return tuple(v)
 
 
@@ -224,7 +224,9 @@ def scenario_model(limits: Limits) -> type[BaseModel]:
         if not isinstance(v, list) or not v:
             raise refusal("must be a non-empty list")
         if len(v) > limits.max_requests:
-            raise refusal(f"at most {limits.max_requests} requests", too_large=True)
+            raise refusal(
+                f"at most {limits.max_requests} requests ({raised_by('max_requests')})", too_large=True
+            )
         return v
 
     return model_of(

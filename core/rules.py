@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from pagedviz.core.fields import fields_of
-from pagedviz.core.limits import Limits
+from pagedviz.core.limits import Limits, raised_by
 from pagedviz.core.scenario import (
     PROMPT_FIELDS,
     EngineConfig,
@@ -26,6 +26,10 @@ from pagedviz.core.text import NUM_SPECIAL_IDS, encode_text
 
 CONFIG_FIELDS = tuple(s.name for s in fields_of(EngineConfig))
 MODEL_FIELDS = tuple(s.name for s in fields_of(ModelConfig))
+# what governs a request's bound by config.max_model_len, which is itself bounded by a setting
+BY_MAX_MODEL_LEN = (
+    f"config.max_model_len sets it, and {raised_by('max_cells')} as far as max_num_reqs x max_model_len"
+)
 
 
 def pool_too_small(max_model_len: int, block_size: int, num_kv_blocks: int) -> str | None:
@@ -90,7 +94,8 @@ class Rules:
         if total > self.limits.max_total_tokens:
             self.err(
                 "requests",
-                f"{total} tokens in all; the limit is {self.limits.max_total_tokens}",
+                f"{total} tokens in all; the limit is {self.limits.max_total_tokens}"
+                f" ({raised_by('max_total_tokens')})",
                 too_large=True,
             )
         if cfg.model_runner == "v2" and any(r.image is not None for r in reqs):
@@ -124,7 +129,7 @@ class Rules:
             self.err(
                 loc,
                 f"token_ids_cpu would hold {v['max_num_reqs'] * v['max_model_len']} cells "
-                f"(max_num_reqs * max_model_len); the limit is {lim.max_cells}",
+                f"(max_num_reqs * max_model_len); the limit is {lim.max_cells} ({raised_by('max_cells')})",
                 too_large=True,
             )
         sizes = c.cudagraph_capture_sizes
@@ -166,7 +171,8 @@ class Rules:
                 self.err(
                     loc,
                     f"one layer's KV cache would hold {elems} elements; the limit is "
-                    f"{lim.max_kv_cache_elems} (lower num_kv_blocks or block_size)",
+                    f"{lim.max_kv_cache_elems} (lower num_kv_blocks or block_size; "
+                    f"{raised_by('max_kv_cache_elems')})",
                     too_large=True,
                 )
         return EngineConfig(**v, cudagraph_capture_sizes=sizes, model=model)
@@ -238,13 +244,18 @@ class Rules:
         if model.head_size % 2:
             self.err(f"{loc}.head_size", "must be even (RoPE rotates pairs)")
         if model.num_params() > self.limits.max_model_cells:
-            self.err(loc, f"model too large ({model.num_params()} parameters)", too_large=True)
+            self.err(
+                loc,
+                f"model too large ({model.num_params()} parameters; the limit is "
+                f"{self.limits.max_model_cells}, {raised_by('max_model_cells')})",
+                too_large=True,
+            )
         return model
 
     def bounded(self, loc: str, value: int, hi: int) -> int:
         """A field bounded by the config (max_model_len): over it is refused, and clamped."""
         if value > hi:
-            self.err(loc, f"must be <= {hi} (got {value})", too_large=True)
+            self.err(loc, f"must be <= {hi} (got {value}; {BY_MAX_MODEL_LEN})", too_large=True)
             return hi
         return value
 
@@ -261,7 +272,8 @@ class Rules:
         elif given == "prompt":
             text, longest = r.prompt, cfg.max_model_len * 4
             if len(text) > longest:
-                self.err(f"{loc}.prompt", f"must be at most {longest} characters", too_large=True)
+                msg = f"must be at most {longest} characters (4 x config.max_model_len; {BY_MAX_MODEL_LEN})"
+                self.err(f"{loc}.prompt", msg, too_large=True)
                 text = text[:longest]
             ids = encode_text(text)
             if not ids:

@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from pagedviz.core.fields import fields_of
-from pagedviz.core.limits import Limits, cost_problems
+from pagedviz.core.limits import FIXED_BOUND, Limits, cost_problems, raised_by
 from pagedviz.core.models import IMAGE_KEYS, scenario_model
 from pagedviz.core.rules import Rules
 from pagedviz.core.scenario import (
@@ -94,6 +94,14 @@ _ALLOWED = {
     ("requests", "#"): sorted(s.name for s in REQUEST_FIELDS),
     ("requests", "#", "image"): sorted(IMAGE_KEYS),
 }
+# each field's upper bound as declared: a number (fixed), or the name of a Limits field or of a
+# config field (the level as in _ALLOWED)
+_HI: dict[tuple[str, ...], dict[str, Any]] = {
+    (): {s.name: s.hi for s in SCENARIO_FIELDS},
+    ("config",): {s.name: s.hi for s in fields_of(EngineConfig)},
+    ("config", "model"): {s.name: s.hi for s in fields_of(ModelConfig)},
+    ("requests", "#"): {s.name: s.hi for s in REQUEST_FIELDS},
+}
 # the top level's own scalars are named scenario.<field>
 _SCENARIO_SCALARS = {"name", "seed", "max_steps", "title", "summary", "document"}
 
@@ -113,8 +121,17 @@ def _number(bound: float) -> float:
     return int(bound) if isinstance(bound, float) and bound.is_integer() else bound
 
 
+def governing(loc: tuple[int | str, ...]) -> str:
+    """What governs the upper bound of the field at pydantic location `loc`: the PAGEDVIZ_*
+    variable of the server's limit it is declared with, else a fixed bound of the engine."""
+    level = tuple("#" if isinstance(p, int) else p for p in loc[:-1])
+    hi = _HI.get(level, {}).get(str(loc[-1]) if loc else "")
+    return raised_by(hi) if isinstance(hi, str) and hasattr(Limits, hi) else FIXED_BOUND
+
+
 def _message(e: Any) -> tuple[str, bool]:
-    """One pydantic error in the scenario format's words, and whether it is a size over a bound."""
+    """One pydantic error in the scenario format's words, and whether it is a size over a bound
+    (which then names what governs the bound)."""
     kind, ctx, value = e["type"], e.get("ctx") or {}, e.get("input")
     if kind == "pagedviz":
         return ctx["message"], bool(ctx["too_large"])
@@ -125,9 +142,9 @@ def _message(e: Any) -> tuple[str, bool]:
     if kind == "greater_than_equal":
         return f"must be >= {_number(ctx['ge'])} (got {value})", False
     if kind == "less_than_equal":
-        return f"must be <= {_number(ctx['le'])} (got {value})", True
+        return f"must be <= {_number(ctx['le'])} (got {value}; {governing(e['loc'])})", True
     if kind == "string_too_long":
-        return f"must be at most {ctx['max_length']} characters", True
+        return f"must be at most {ctx['max_length']} characters ({FIXED_BOUND})", True
     if kind == "literal_error":
         choices = re.findall(r"'([^']*)'", ctx.get("expected", ""))  # pydantic's "'a', 'b' or 'c'"
         return f"must be one of {', '.join(choices)} (got {value!r:.40})", False
@@ -204,7 +221,7 @@ def precheck(data: Any, limits: Limits) -> Any:
             errors.append((f"scenario.{key}", why))
     reqs = data.get("requests")
     if isinstance(reqs, list) and len(reqs) <= limits.max_requests:
-        total = 0
+        total, alone = 0, None  # alone: a field whose tokens alone pass the limit
         for i, r in enumerate(reqs):
             if not isinstance(r, dict):
                 continue
@@ -220,14 +237,15 @@ def precheck(data: Any, limits: Limits) -> Any:
             for key, default in (("prompt_len", 0), ("max_tokens", 8)):
                 n = r.get(key, default)
                 total += max(0, int(n)) if _is_int(n) else 0
+                if alone is None and _is_int(n) and n > limits.max_total_tokens:
+                    alone = (f"requests[{i}].{key}", int(n))
         if total > limits.max_total_tokens:
-            errors.append(
-                (
-                    "requests",
-                    f"at least {total} tokens in all; the limit is {limits.max_total_tokens} "
-                    "(PAGEDVIZ_MAX_TOTAL_TOKENS raises it)",
-                )
-            )
+            limit = f"the limit of all requests' tokens is {limits.max_total_tokens}"
+            raises = raised_by("max_total_tokens")
+            if alone is not None:
+                errors.append((alone[0], f"{alone[1]} tokens alone; {limit} ({raises})"))
+            else:
+                errors.append(("requests", f"at least {total} tokens in all; {limit} ({raises})"))
             raise ScenarioError(errors, too_large=True)
     if errors:
         raise ScenarioError(errors)

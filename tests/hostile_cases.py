@@ -4,6 +4,7 @@ cost model (core.config.cost_problems) still lets through, so they follow the li
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -80,3 +81,22 @@ def worst_scenarios(limits: Limits | None = None) -> dict[str, dict[str, Any]]:
         "token_ids_cpu (256 rows)": largest(wide_batch, 16, 1 << 16, limits),
         "KV pool (no model)": largest(big_pool, 1024, limits.max_num_kv_blocks, limits),
     }
+
+
+# what every refusal of a size (a 413) says governs its bound: the variable that raises it, or none
+GOVERNED = re.compile(r"PAGEDVIZ_[A-Z_]+ raises it|a fixed bound of the engine")
+# the words of a message that states a bound (a 413 may also list problems that are not sizes)
+STATES_A_BOUND = re.compile(r"<=|\bat most\b|\blimit\b|\bover\b|too large|\balone\b")
+
+
+def assert_refusal_names_its_governor(response: Any) -> None:
+    """A 413 has problems each with a field, and each one that states a bound names the
+    PAGEDVIZ_* variable that raises it or says it is a fixed bound of the engine."""
+    assert response.status_code == 413, response.text
+    detail = response.json()["detail"]
+    bounds = [d for d in detail if STATES_A_BOUND.search(d["message"])]
+    assert bounds, detail
+    for d in detail:
+        assert d["field"], detail
+    for d in bounds:
+        assert GOVERNED.search(d["message"]), d

@@ -310,9 +310,9 @@ def test_preset_titles_in_chinese(client: TestClient) -> None:
     assert client.get("/api/presets?lang=fr").status_code == 422
 
 
-def test_workers_sharing_a_folder_recompute_each_others_runs(tmp_path) -> None:
-    a = TestClient(create_app(Settings(shared_dir=str(tmp_path))))
-    b = TestClient(create_app(Settings(shared_dir=str(tmp_path))))  # another worker, its own cache
+def test_workers_sharing_a_store_answer_for_each_others_runs(tmp_path) -> None:
+    a = TestClient(create_app(Settings(store_dir=str(tmp_path))))
+    b = TestClient(create_app(Settings(store_dir=str(tmp_path))))  # another worker, its own cache
     rid = a.post("/api/runs", json=preset_dict("seed-001")).json()["run_id"]
     s = b.get(f"/api/runs/{rid}/steps/2").json()
     assert s["arrays"]["slot_mapping"]["data"] == [5, 14, 13, 16, 17]

@@ -14,6 +14,8 @@ from pagedviz.app.main import create_app
 from pagedviz.app.settings import Settings
 from pagedviz.core.presets import preset_dict
 
+from hostile_cases import assert_refusal_names_its_governor
+
 CLIENT = TestClient(create_app(Settings(max_runs=8)), raise_server_exceptions=False)
 
 json_values = st.recursive(
@@ -86,6 +88,8 @@ def test_mutated_scenarios_never_get_a_5xx(scenario: Any) -> None:
     if r.status_code != 201:
         detail = r.json()["detail"]
         assert detail and all(item["field"] and item["message"] for item in detail)
+    if r.status_code == 413:
+        assert_refusal_names_its_governor(r)
 
 
 @settings(max_examples=60, deadline=None)
@@ -93,6 +97,8 @@ def test_mutated_scenarios_never_get_a_5xx(scenario: Any) -> None:
 def test_arbitrary_json_bodies_never_get_a_5xx(body: Any) -> None:
     r = CLIENT.post("/api/runs", content=json.dumps(body).encode())
     assert r.status_code in (201, 413, 422)
+    if r.status_code == 413:
+        assert_refusal_names_its_governor(r)
 
 
 def test_deep_and_huge_json_are_refused_cleanly() -> None:
@@ -100,7 +106,8 @@ def test_deep_and_huge_json_are_refused_cleanly() -> None:
     r = CLIENT.post("/api/runs", content=deep.encode())
     assert r.status_code in (413, 422)
     r = CLIENT.post("/api/runs", content=b"[" + b"1," * 2_000_000 + b"1]")
-    assert r.status_code == 413
+    assert_refusal_names_its_governor(r)
+    assert r.json()["detail"][0]["field"] == "body" and "PAGEDVIZ_MAX_BODY_KB" in r.text
     r = CLIENT.post(
         "/api/runs",
         content=b'{"name": NaN, "seed": Infinity, "requests": [{"id": "a", "prompt_len": -Infinity}]}',

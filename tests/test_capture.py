@@ -1,9 +1,10 @@
-"""Trace capture's shortcuts hold: the copy of num_tokens that prepare_inputs records is still the
-persistent batch's num_tokens when the step records its batch (so one copy serves both), and
+"""Trace capture's shortcuts hold: the batch state (V1) or slot state (V2) recorded with the stages'
+arrays is still the runner's when the step's forward is done (so one pass records both), and
 input_ids gathered by numpy's take (small batches) equals torch's index_select (large ones)."""
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 import numpy as np
@@ -17,31 +18,56 @@ from pagedviz.core.trace import StepTrace
 PRESETS = [p["id"] for p in list_presets()]
 
 
+# what each runner records with its stages (capture_state), against where it lives at the end of
+# the step's forward
+V1_STATE = {
+    "num_tokens": lambda r, n: r.input_batch.num_tokens[:n],
+    "num_computed_tokens_cpu": lambda r, n: r.input_batch.num_computed_tokens_cpu[:n],
+    "token_ids_cpu": lambda r, n: r.input_batch.token_ids_cpu[:n],
+    "block_table": lambda r, n: r.input_batch.block_table.block_table_np[:n],
+}
+V2_STATE = {
+    name: operator.attrgetter(name)
+    for name in (
+        "num_computed_tokens",
+        "prefill_len",
+        "total_len",
+        "num_blocks",
+        "last_sampled_tokens",
+        "all_token_ids",
+        "block_tables",
+    )
+}
+
+
 @pytest.mark.parametrize("preset", PRESETS)
-def test_num_tokens_is_unchanged_between_prepare_inputs_and_record_batch(preset: str) -> None:
+def test_the_state_recorded_with_the_stages_is_the_state_at_the_end_of_the_forward(preset: str) -> None:
     engine = make_engine(load_preset(preset))
     runner = getattr(engine, "runner", None)
     if runner is None or not hasattr(runner, "record_batch"):
         pytest.skip("this flavour records its trace in its own engine")
-    if getattr(runner, "runner", "v1") == "v2":
-        pytest.skip("Model Runner V2 keeps no num_tokens per row (its slots hold total_len)")
+    state = V2_STATE if getattr(runner, "runner", "v1") == "v2" else V1_STATE
     record_batch = runner.record_batch
     checked = []
 
     def spy(trace: StepTrace) -> None:
-        n = runner.v["num_reqs"]
-        kept = runner.recorded_num_tokens
-        assert kept is not None and np.array_equal(kept, runner.input_batch.num_tokens[:n])
-        assert not np.shares_memory(kept, runner.input_batch.num_tokens)
+        n = runner.v.get("num_reqs", 0)
+        for name, live in state.items():
+            entry = trace.array_entries[name]
+            got = entry.data
+            want = live(runner, n) if state is V1_STATE else live(runner)
+            assert np.array_equal(got, want[: len(got)]), f"step {trace.step}: {name} changed"
+            assert not np.shares_memory(got, want), f"{name} is not a copy"
         checked.append(trace.step)
         record_batch(trace)
 
     runner.record_batch = spy
     steps = list(engine.run())
     assert checked == [t.step for t in steps]
-    for t in steps:  # the recorded array is the batch's, named as written by update_states
-        entry = t.array_entries["num_tokens"]
-        assert entry.stage == "update_states" and len(entry.data) == t.scalars["num_reqs"]
+    for t in steps:  # recorded once, named as written by update_states (finish_and_add on V2)
+        name = "num_tokens" if state is V1_STATE else "total_len"
+        assert t.array_entries[name].stage in ("update_states", "finish_and_add")
+        assert t.stages[0].name in ("update_states", "finish_and_add")
 
 
 def scenario(requests: int, tokens: int) -> Scenario:

@@ -111,12 +111,26 @@ def test_bad_scenario_file_exits_non_zero_naming_the_field(tmp_path: Path) -> No
 def test_unknown_preset_and_broken_json_exit_non_zero(tmp_path: Path) -> None:
     r = pagedviz("run", "no-such-preset")
     assert r.returncode == 2 and "unknown preset 'no-such-preset'" in r.stderr
+    assert "did you mean" not in r.stderr  # nothing close: no guess
     broken = tmp_path / "broken.json"
     broken.write_text("{not json")
     r = pagedviz("run", str(broken))
     assert r.returncode == 2 and "is not valid JSON" in r.stderr
     r = pagedviz("run", "seed-001", "--step", "999")
     assert r.returncode == 2 and "--step" in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize(("typed", "meant"), [("seed-01", "seed-001"), ("demo-prefix", "demo-prefix-cache")])
+def test_a_misspelt_preset_suggests_the_nearest_id_in_one_line(typed: str, meant: str) -> None:
+    r = pagedviz("run", typed)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+    assert f"unknown preset {typed!r}; did you mean {meant!r}?" in r.stderr
+
+
+def test_run_help_says_what_step_does_when_left_out() -> None:
+    text = " ".join(pagedviz("run", "--help", columns=200).stdout.split())
+    assert "--step N show only step N" in text
+    assert "Left out: every step of the run" in text
 
 
 def test_a_reader_that_stops_early_ends_the_command_quietly() -> None:
@@ -217,6 +231,7 @@ def test_version_and_defaults_in_help() -> None:
         line = next(line for line in serve.splitlines() if line.strip().startswith(option))
         assert f"(default: {default})" in line
     assert "(default: 64; also $PAGEDVIZ_MAX_RUNS)" in serve
+    assert "(default: 1024; also $PAGEDVIZ_STORE_MB)" in serve and "$PAGEDVIZ_STORE)" in serve
     assert "(default: None)" not in serve
     for command in ("run", "presets", "schema"):
         assert pagedviz(command, "--help").returncode == 0

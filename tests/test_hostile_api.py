@@ -1,6 +1,6 @@
 """Issue 14, defect by defect, through the real app (FastAPI's TestClient): every size is bounded
 before work starts, errors are 4xx naming the field, the store is bounded in measured bytes and
-admits a bounded number of computations, the shared folder trusts only its own files, and
+admits a bounded number of computations, the run store's folder trusts only its own database, and
 pages carry security headers."""
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import sqlite3
 import time
 import tracemalloc
 from pathlib import Path
@@ -18,16 +19,17 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from pagedviz.app.db import DB_NAME, StoreError
 from pagedviz.app.links import pack
 from pagedviz.app.main import create_app
 from pagedviz.app.settings import Settings
-from pagedviz.app.shared import SharedFolder
 from pagedviz.app.store import BusyError, RunStore, compute, measured_bytes
 from pagedviz.core import Limits, Scenario, ScenarioError, load_preset, make_engine
 from pagedviz.core.config import SettingError
 from pagedviz.core.engine import RunTooLongError
 
 from conftest import LONG_RUN
+from hostile_cases import assert_refusal_names_its_governor, worst_scenarios
 
 CLIENT = TestClient(create_app(Settings(max_runs=4)), raise_server_exceptions=False)
 
@@ -174,6 +176,84 @@ def test_every_limit_is_a_setting_and_raising_it_lets_the_scenario_through() -> 
     assert Scenario.from_dict(d, Limits(max_tokens_per_step=20000)).config.cudagraph_capture_sizes == (20000,)
 
 
+# issue 32: every 413 names the exact field, the limit, and what raises it (or that nothing does)
+def tiny_scenario(**config: Any) -> dict[str, Any]:
+    return {
+        "name": "s",
+        "config": {"block_size": 2, "max_model_len": 16, "num_kv_blocks": 16, "model": None, **config},
+        "requests": [{"id": "a", "prompt_len": 8, "max_tokens": 4}],
+    }
+
+
+def with_request(**fields: Any) -> dict[str, Any]:
+    return tiny_scenario() | {"requests": [{"id": "a", "prompt_len": 8, "max_tokens": 4, **fields}]}
+
+
+@pytest.mark.parametrize(
+    ("scenario", "field", "limit", "governor"),
+    [
+        (
+            with_request(max_tokens=18446744073709551625),
+            "requests[0].max_tokens",
+            "200000",
+            "MAX_TOTAL_TOKENS",
+        ),
+        (with_request(prompt_len=2**40), "requests[0].prompt_len", "200000", "MAX_TOTAL_TOKENS"),
+        (tiny_scenario(block_size=5000), "config.block_size", "<= 4096", "MAX_BLOCK_SIZE"),
+        (tiny_scenario() | {"max_steps": 5000}, "scenario.max_steps", "<= 4096", "MAX_STEPS"),
+        (with_request(arrival_step=5000), "requests[0].arrival_step", "<= 4096", "MAX_STEPS"),
+        (tiny_scenario(num_kv_blocks=2_000_000), "config.num_kv_blocks", "<= 1000000", "MAX_NUM_KV_BLOCKS"),
+        (tiny_scenario(max_model_len=2**21), "config.max_model_len", "<= 1048576", None),
+        (tiny_scenario() | {"seed": 2**33}, "scenario.seed", "<= 4294967295", None),
+        (tiny_scenario() | {"name": "x" * 300}, "scenario.name", "at most 200", None),
+        (
+            tiny_scenario(cudagraph_capture_sizes=list(range(1, 1100))),
+            "config.cudagraph_capture_sizes",
+            "1024",
+            None,
+        ),
+        (tiny_scenario() | {"notes": ["x" * 500]}, "notes", "400", None),
+        (
+            tiny_scenario()
+            | {"requests": [{"id": str(i), "prompt_len": 2, "max_tokens": 1} for i in range(257)]},
+            "requests",
+            "at most 256",
+            "MAX_REQUESTS",
+        ),
+        (tiny_scenario(max_num_reqs=4096, max_model_len=2000), "config", "4000000", "MAX_CELLS"),
+        (with_request(prompt_len=20), "requests[0].prompt_len", "<= 16", "MAX_CELLS"),
+        (
+            tiny_scenario(model={"num_layers": 8, "num_heads": 64, "num_kv_heads": 64, "head_size": 256}),
+            "config.model",
+            "16777216",
+            "MAX_MODEL_CELLS",
+        ),
+    ],
+)
+def test_every_413_names_its_exact_field_its_limit_and_what_raises_it(
+    scenario: dict[str, Any], field: str, limit: str, governor: str | None
+) -> None:
+    r = CLIENT.post("/api/runs", json=scenario)
+    assert_refusal_names_its_governor(r)
+    message = fields(r)[field]
+    assert limit in message
+    assert (f"PAGEDVIZ_{governor} raises it" if governor else "a fixed bound of the engine") in message
+
+
+def test_the_hostile_suites_worst_scenarios_one_size_past_their_limits_are_governed_413s() -> None:
+    """Each of the hostile suite's costliest allowed scenarios, made larger: refused before any
+    work, and if refused for a size, every bound it states names its setting."""
+    for name, d in worst_scenarios().items():
+        bigger = json.loads(json.dumps(d))
+        bigger["config"]["max_model_len"] *= 4
+        bigger["config"]["num_kv_blocks"] *= 4
+        for r in bigger["requests"]:
+            r["prompt_len"] *= 4
+        posted = CLIENT.post("/api/runs", json=bigger)
+        assert posted.status_code == 413, (name, posted.text)
+        assert_refusal_names_its_governor(posted)
+
+
 # 4: a link is checked before its prompts are drawn
 def test_a_link_with_huge_prompts_is_refused_before_drawing_them() -> None:
     huge = {
@@ -184,7 +264,8 @@ def test_a_link_with_huge_prompts_is_refused_before_drawing_them() -> None:
     r = CLIENT.get("/api/runs/from-link", params={"s": pack(huge)})
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    assert r.status_code == 413 and "PAGEDVIZ_MAX_TOTAL_TOKENS" in fields(r)["requests"]
+    # the first field that alone passes the limit is named
+    assert r.status_code == 413 and "PAGEDVIZ_MAX_TOTAL_TOKENS" in fields(r)["requests[0].prompt_len"]
     assert peak < 16 << 20  # drawing the prompts would take 2 GB
 
 
@@ -289,77 +370,70 @@ def test_busy_is_a_503_with_retry_after() -> None:
     assert client.post("/api/runs", json=small()).status_code == 201
 
 
-# 6: the shared folder trusts only its own files
-def test_shared_folder_ignores_and_keeps_foreign_files(tmp_path: Path) -> None:
+# 6: the run store's folder: only its own database is touched, and nothing read back is trusted
+def test_the_store_ignores_and_keeps_foreign_files_in_its_folder(tmp_path: Path) -> None:
     (tmp_path / "foreign.json").write_text('{"name": "not ours"}')
     (tmp_path / "notes.json").write_text("my notes")
     (tmp_path / "x.json").mkdir()
-    deep = "[" * 100_000 + "]" * 100_000
-    (tmp_path / f"{'a' * 20}.scenario.json").write_text(deep)
-    with open(tmp_path / f"{'b' * 20}.scenario.json", "wb") as f:
-        f.truncate(60 << 20)  # a sparse 60 MB file: never read
+    (tmp_path / f"{'a' * 20}.scenario.json").write_text("[" * 100_000)  # the old shared folder's name
     a = TestClient(
-        create_app(Settings(shared_dir=str(tmp_path), max_scenarios=2)), raise_server_exceptions=False
+        create_app(Settings(store_dir=str(tmp_path), max_scenarios=2)), raise_server_exceptions=False
     )
     b = TestClient(
-        create_app(Settings(shared_dir=str(tmp_path), max_scenarios=2)), raise_server_exceptions=False
+        create_app(Settings(store_dir=str(tmp_path), max_scenarios=2)), raise_server_exceptions=False
     )
     ids = [a.post("/api/runs", json=small() | {"seed": s}).json()["run_id"] for s in range(5)]
-    assert (tmp_path / "foreign.json").exists() and (tmp_path / "notes.json").exists()
-    assert (tmp_path / "x.json").is_dir()
-    own = sorted(p.name for p in tmp_path.glob("*.scenario.json") if p.read_bytes()[:9] == b"pagedviz-")
-    assert own == sorted(f"{i}.scenario.json" for i in ids[-2:])
-    assert b.get(f"/api/runs/{ids[-1]}/steps/1").status_code == 200
-    for junk in ("a" * 20, "b" * 20):
+    assert (tmp_path / "foreign.json").read_text() == '{"name": "not ours"}'
+    assert (tmp_path / "notes.json").exists() and (tmp_path / "x.json").is_dir()
+    assert {p.name for p in tmp_path.iterdir()} <= {
+        "foreign.json",
+        "notes.json",
+        "x.json",
+        f"{'a' * 20}.scenario.json",
+        *(DB_NAME + x for x in ("", "-wal", "-shm")),
+    }
+    for rid in ids:  # past this worker's 2 scenarios in memory, every run id still answers, on either worker
+        assert b.get(f"/api/runs/{rid}/steps/1").status_code == 200
+    for junk in ("a" * 20, "../" + DB_NAME):
         assert b.get(f"/api/runs/{junk}").status_code == 404
         assert b.get(f"/api/runs/{junk}/progress").status_code == 404
 
 
-def test_a_damaged_or_forged_shared_file_is_not_read(tmp_path: Path) -> None:
-    a = TestClient(create_app(Settings(shared_dir=str(tmp_path))))
+def test_a_forged_scenario_in_the_database_is_not_read(tmp_path: Path) -> None:
+    a = TestClient(create_app(Settings(store_dir=str(tmp_path))))
     rid = a.post("/api/runs", json=small()).json()["run_id"]
-    path = tmp_path / f"{rid}.scenario.json"
-    raw = path.read_bytes()
-    path.write_bytes(raw.replace(b'"prompt_len":8', b'"prompt_len":9'))  # checksum no longer matches
-    b = TestClient(create_app(Settings(shared_dir=str(tmp_path))))
-    assert b.get(f"/api/runs/{rid}").status_code == 404
+    db = sqlite3.connect(tmp_path / DB_NAME)
     other = json.dumps(small() | {"seed": 7}, sort_keys=True, separators=(",", ":")).encode()
-    import hashlib
+    with db:  # a valid scenario, but not this run's
+        db.execute("UPDATE scenarios SET body=? WHERE run_id=?", (other, rid))
+        db.execute("INSERT INTO scenarios VALUES (?, ?, 0)", ("b" * 20, b"[" * 100_000))
+    db.close()
+    b = TestClient(create_app(Settings(store_dir=str(tmp_path))))
+    assert b.get(f"/api/runs/{rid}").status_code == 404
+    assert b.get(f"/api/runs/{'b' * 20}").status_code == 404
 
-    path.write_bytes(b"pagedviz-scenario " + hashlib.sha256(other).hexdigest().encode() + b"\n" + other)
-    assert b.get(f"/api/runs/{rid}").status_code == 404  # valid file, but not this run's scenario
 
-
-def test_an_unwritable_shared_folder_is_a_503_and_healthz_says_not_ready(tmp_path: Path) -> None:
-    folder = tmp_path / "shared"
-    client = TestClient(create_app(Settings(shared_dir=str(folder))), raise_server_exceptions=False)
+def test_a_store_replaced_while_serving_is_a_503_and_healthz_says_not_ready(tmp_path: Path) -> None:
+    folder = tmp_path / "store"
+    client = TestClient(create_app(Settings(store_dir=str(folder))), raise_server_exceptions=False)
     assert client.app.state.store.pool.wait_ready()
     assert client.get("/healthz").status_code == 200
-    folder.rmdir()
-    folder.write_text("a file where the folder was")
+    (folder / DB_NAME).rename(tmp_path / "moved-away.sqlite3")
     r = client.post("/api/runs", json=small())
-    assert r.status_code == 503 and r.json()["error"] == "shared_folder_unwritable"
+    assert r.status_code == 503 and r.json()["error"] == "store_unwritable"
+    assert r.json()["detail"][0]["field"] == "store" and r.headers["retry-after"] == "30"
     h = client.get("/healthz")
-    assert h.status_code == 503 and "cannot be written" in h.json()["detail"][0]["message"]
-    folder.unlink()
+    assert h.status_code == 503 and "gone" in h.json()["detail"][0]["message"]
 
 
-def test_concurrent_pruning_keeps_the_bound_and_foreign_files(tmp_path: Path) -> None:
-    from concurrent.futures import ThreadPoolExecutor
-
-    (tmp_path / "foreign.json").write_text("{}")
-    folders = [SharedFolder(tmp_path, 5, 1 << 20) for _ in range(4)]
-
-    def post(i: int) -> None:
-        folders[i % 4].write(f"{i:020x}", {"seed": i})
-
-    with ThreadPoolExecutor(8) as pool:
-        list(pool.map(post, range(80)))
-    own = list(tmp_path.glob("*.scenario.json"))
-    assert 1 <= len(own) <= 5 + 8 and (tmp_path / "foreign.json").exists()
-    assert not list(tmp_path.glob(".*.tmp"))
-    folders[0].prune()
-    assert len(list(tmp_path.glob("*.scenario.json"))) == 5
+def test_an_unusable_store_stops_the_app_at_start_naming_store(tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("not a folder")
+    with pytest.raises(StoreError, match=r"^--store .*a-file.* cannot be used: it is a file"):
+        create_app(Settings(store_dir=str(tmp_path / "a-file")))
+    (tmp_path / "junk").mkdir()
+    (tmp_path / "junk" / DB_NAME).write_bytes(b"not a database" * 100)
+    with pytest.raises(StoreError, match="--store .* cannot be used: file is not a database"):
+        create_app(Settings(store_dir=str(tmp_path / "junk")))
 
 
 # 10: security headers
@@ -415,4 +489,6 @@ def test_hostile_text_and_sizes_never_get_a_5xx(top: dict[str, Any], rid: str, s
     body = json.dumps(d).encode()  # lone surrogates go as \\udXXX escapes, as a browser may send them
     r = CLIENT.post("/api/runs", content=body)
     assert r.status_code in (201, 413, 422), r.text
+    if r.status_code == 413:
+        assert_refusal_names_its_governor(r)
     assert CLIENT.post("/api/scenarios/validate", content=body).status_code == 200

@@ -189,7 +189,7 @@ def test_a_field_added_in_one_line_is_validated_and_published() -> None:
     with pytest.raises(ValidationError) as bad:
         model.model_validate({"watermark": 2, "policy": "newest"})
     assert scenario_error(bad.value).errors == [
-        ("watermark", "must be <= 1 (got 2)"),
+        ("watermark", "must be <= 1 (got 2; a fixed bound of the engine)"),
         ("policy", "must be one of old, new (got 'newest')"),
     ]
     props = model.model_json_schema()["properties"]

@@ -47,11 +47,11 @@ def test_server_and_helpers_leave_nothing_in_the_temp_directory(tmp_path: Path) 
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     before = set(os.listdir(tempfile.gettempdir()))
-    # two workers share their scenarios through a folder in the server's temporary directory
+    # two workers share their run store (a database) in a folder of the server's temporary directory
     with running_server("--workers", "2", env={"TMPDIR": str(tmp)}) as server:
         with httpx.Client(base_url=server.url, timeout=60) as c:
             assert c.post("/api/runs", json=preset_dict("seed-001")).status_code == 201
-        assert [p.name.startswith("pagedviz-scenarios-") for p in tmp.iterdir()] == [True]
+        assert [p.name.startswith("pagedviz-store-") for p in tmp.iterdir()] == [True]
     assert list(tmp.iterdir()) == []
     # running_server's own output file is unnamed: no pagedviz entry appeared in the test's temp dir
     new = set(os.listdir(tempfile.gettempdir())) - before

@@ -1,5 +1,6 @@
 """GET /healthz: readiness, version and the device runs use. Not ready (503, with the reason)
-when the folder that workers share cannot be written, since no new run could then be shared, and
+when the run store's database cannot be written (or its file was removed or replaced), since no
+new run id could then be kept, and
 while the compute processes are starting (a second or two after the server starts)."""
 
 from __future__ import annotations
@@ -18,10 +19,10 @@ router = APIRouter(tags=["health"])
 @router.get("/healthz", response_model=Health, responses={503: {"model": ErrorOut}})
 def healthz(request: Request) -> JSONResponse:
     store = request.app.state.store
-    problem = store.shared.problem() if store.shared is not None else None
+    problem = store.db_problem()
     if problem is not None:
         return JSONResponse(
-            {"error": "not_ready", "detail": [{"field": "PAGEDVIZ_SHARED_DIR", "message": problem}]},
+            {"error": "not_ready", "detail": [{"field": "store", "message": problem}]},
             status_code=503,
         )
     if store.pool is not None and store.pool.starting():

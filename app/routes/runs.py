@@ -98,7 +98,8 @@ async def read_json(request: Request) -> Any:
     async for chunk in request.stream():
         size += len(chunk)
         if size > limit:
-            raise ApiError(413, "body_too_large", "body", f"the body is over {limit} bytes")
+            msg = f"the body is over the limit of {limit} bytes (PAGEDVIZ_MAX_BODY_KB raises it)"
+            raise ApiError(413, "body_too_large", "body", msg)
         chunks.append(chunk)
     try:
         return json.loads(b"".join(chunks))
@@ -246,7 +247,11 @@ async def from_link(request: Request, s: str = Query(..., description="scenario 
     settings = _settings(request)
     if len(s) > settings.max_link_chars:
         raise ApiError(
-            413, "link_too_large", "s", f"the packed scenario is over {settings.max_link_chars} chars"
+            413,
+            "link_too_large",
+            "s",
+            f"the packed scenario is over the limit of {settings.max_link_chars} chars"
+            " (PAGEDVIZ_MAX_LINK_CHARS raises it)",
         )
     try:
         data = unpack(s, settings.max_body_bytes)
@@ -375,21 +380,31 @@ async def step(request: Request, run_id: str, n: int) -> Response:
     may be cached for good (Cache-Control: immutable), one of a run still computing revalidates."""
     store = _store(request)
     _before_first(store, run_id, n)
+    stored = await store.stored_step(run_id, n)  # a run not in memory: as the database keeps it
+    if stored is not None:
+        return _encoded_response(request, *stored)
     t, run = await store.get_step(run_id, n)
     if t is None:
         if run is None:
             raise _unknown_run(run_id)
         t = _step(run, n)
     enc = await store.encoded_step(run_id, n, t)
-    headers = {"ETag": enc.etag, "Cache-Control": IMMUTABLE if run is not None else "no-cache"}
+    return _encoded_response(request, enc.body, enc.gzipped, enc.etag, run is not None)
+
+
+def _encoded_response(
+    request: Request, body: bytes, gzipped: bytes | None, etag: str, complete: bool
+) -> Response:
+    """An encoded step with its ETag (304 when If-None-Match has it), gzipped when asked for."""
+    headers = {"ETag": etag, "Cache-Control": IMMUTABLE if complete else "no-cache"}
     headers["Vary"] = "Accept-Encoding"
     inm = request.headers.get("if-none-match")
-    if inm is not None and _etag_matches(inm, enc.etag):
+    if inm is not None and _etag_matches(inm, etag):
         return Response(status_code=304, headers=headers)
-    if enc.gzipped is not None and "gzip" in request.headers.get("accept-encoding", ""):
+    if gzipped is not None and "gzip" in request.headers.get("accept-encoding", ""):
         headers["Content-Encoding"] = "gzip"
-        return Response(enc.gzipped, media_type="application/json", headers=headers)
-    return Response(enc.body, media_type="application/json", headers=headers)
+        return Response(gzipped, media_type="application/json", headers=headers)
+    return Response(body, media_type="application/json", headers=headers)
 
 
 def _csv(name: str, arr: np.ndarray) -> str:

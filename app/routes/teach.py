@@ -251,7 +251,10 @@ async def from_link(
     """A lecturer's lesson from a shared link: works on any server."""
     settings = request.app.state.settings
     if len(packed) > settings.max_link_chars:
-        msg = f"the packed lesson is over {settings.max_link_chars} chars"
+        msg = (
+            f"the packed lesson is over the limit of {settings.max_link_chars} chars"
+            " (PAGEDVIZ_MAX_LINK_CHARS raises it)"
+        )
         raise ApiError(413, "link_too_large", "l", msg)
     try:
         data = unpack(packed, settings.max_body_bytes)

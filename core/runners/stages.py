@@ -109,7 +109,8 @@ class StagedRunner:
     LEVELS: dict[str, str] = LEVELS
     v: dict[str, Any]
     pad: dict[str, tuple[int, np.ndarray | None]]
-    recorded_num_tokens: np.ndarray | None
+    stage_records: list[Stage]
+    record_plan: list[PlanItem]
 
     def build_stage_plan(self) -> None:
         """The stages that run, in order, and what each records; fixed for this runner."""
@@ -125,12 +126,20 @@ class StagedRunner:
         self.stage_methods = tuple(method for method, _, _, _ in self.stage_plan)
         self.stage_names = tuple(spec.name for _, spec, _, _ in self.stage_plan)
         self.stage_records = [record for _, _, record, _ in self.stage_plan]
-        self.record_plan: list[PlanItem] = [
+        self.record_plan = [
             (w, level, spec.name, "cpu", None)
             for _, spec, _, levels in self.stage_plan
             for w, level in levels
         ]
         self.view_names = tuple(name for _, spec, _, _ in self.stage_plan for name in spec.views)
+
+    def stage_record_plan(self) -> list[PlanItem]:
+        """What the stages record (built by build_stage_plan)."""
+        return list(self.record_plan)
+
+    def stage_record_list(self) -> list[Stage]:
+        """The stages' records, in order (built by build_stage_plan)."""
+        return list(self.stage_records)
 
     def prepare_inputs(self, trace: StepTrace | None, timer: StageTimer) -> dict[str, Any]:
         """Run every stage in order; record written arrays into `trace` when it is given. Each
@@ -155,7 +164,7 @@ class StagedRunner:
         writes an array again, e.g. spec decode's logits_indices, is the one recorded). Views of
         persistent buffers are copied once: a padded array whose whole buffer is recorded too is
         handed over as that buffer's copy (the trace takes its first `valid` entries as the
-        array); num_tokens' copy is kept for record_batch, which records it again."""
+        array). The runner's own state joins the same record (capture_state)."""
         trace.stages.extend(self.stage_records)
         values = self.v.copy()
         padding: dict[str, tuple[int, np.ndarray | None]] = {}
@@ -167,8 +176,13 @@ class StagedRunner:
             data = values.get(name)
             if data is not None and data.base is not None:
                 values[name] = data.copy()
-        self.recorded_num_tokens = values.get("num_tokens")
+        self.capture_state(values)
         trace.record_all(self.record_plan, values, padding)
+
+    def capture_state(self, values: dict[str, Any]) -> None:
+        """Copies of the persistent state the trace records with the stages' arrays (a runner whose
+        state nothing changes between prepare_inputs and the end of the step's forward records it
+        here, in the same plan, rather than in a second pass); none by default."""
 
 
 def stage_source(runner_cls: type[Any], name: str) -> str:

@@ -105,8 +105,6 @@ class ModelRunner(V1Stages, StagedRunner):
         # name -> (valid, the whole persistent buffer whose head is the array, or None)
         self.pad: dict[str, tuple[int, np.ndarray | None]] = {}
         self.build_stage_plan()
-        # record_stages' copy of num_tokens, which record_batch records again
-        self.recorded_num_tokens: np.ndarray | None = None
         ib = self.input_batch
         self.batch_plan: list[PlanItem] = [
             ("num_scheduled_tokens", "request", "update_states", "cpu", None),
@@ -115,6 +113,9 @@ class ModelRunner(V1Stages, StagedRunner):
             ("token_ids_cpu", "system", "update_states", "cpu", ib.token_ids_cpu.shape),
             ("block_table", "system", "update_states", "cpu", ib.block_table.block_table_np.shape),
         ]
+        # the batch after update_states is recorded with the stages' arrays (capture_state)
+        self.record_plan = self.stage_record_plan() + self.batch_plan
+        self.stage_records = [UPDATE_STATES_STAGE, *self.stage_record_list()]
         # the flattened token table, a view on its memory, for the input_ids gather
         self.token_ids_flat = self.input_batch.token_ids_cpu_tensor.view(-1)
         self.token_ids_flat_np = self.input_batch.token_ids_cpu.reshape(-1)
@@ -180,7 +181,6 @@ class ModelRunner(V1Stages, StagedRunner):
             "scalars": {},
         }
         self.pad = {}
-        self.recorded_num_tokens = None
         return moves
 
     def append_sampled(self, sampled: dict[str, int]) -> None:
@@ -200,25 +200,24 @@ class ModelRunner(V1Stages, StagedRunner):
             ib.token_ids_cpu[row, n : n + len(tokens)] = tokens
             ib.num_tokens[row] = n + len(tokens)
 
-    def record_batch(self, trace: StepTrace) -> None:
-        """Record the request-level batch arrays and the system tables after update_states.
-        Nothing writes num_tokens between prepare_inputs and here (tests/test_trace_ownership.py),
-        so the copy record_stages made of it serves again."""
+    def capture_state(self, values: dict[str, Any]) -> None:
+        """The request-level batch arrays and the system tables after update_states, copied into
+        the stages' recording. Nothing writes them between prepare_inputs and the end of the
+        step's forward (tests/test_trace_ownership.py), and the stages' copy of num_tokens serves
+        for both records."""
         ib, v = self.input_batch, self.v
         n = v["num_reqs"]  # update_states condensed the batch: the active rows are 0..n-1
-        trace.stages.insert(0, UPDATE_STATES_STAGE)
-        num_tokens = self.recorded_num_tokens
-        self.recorded_num_tokens = None
+        num_tokens = values.get("num_tokens")
         if num_tokens is None or len(num_tokens) != n:
             num_tokens = ib.num_tokens[:n].copy()
-        values = {
-            "num_scheduled_tokens": v["num_scheduled_tokens"],  # made afresh by update_states
-            "num_computed_tokens_cpu": ib.num_computed_tokens_cpu[:n].copy(),
-            "num_tokens": num_tokens,
-            "token_ids_cpu": ib.token_ids_cpu[:n].copy(),
-            "block_table": ib.block_table.block_table_np[:n].copy(),
-        }
-        trace.record_all(self.batch_plan, values, {})
+        values["num_tokens"] = num_tokens
+        values["num_computed_tokens_cpu"] = ib.num_computed_tokens_cpu[:n].copy()
+        values["token_ids_cpu"] = ib.token_ids_cpu[:n].copy()
+        values["block_table"] = ib.block_table.block_table_np[:n].copy()
+        # num_scheduled_tokens: made afresh by update_states, already in values
+
+    def record_batch(self, trace: StepTrace) -> None:
+        """Nothing left to record: the batch went in with the stages (capture_state)."""
 
     def copy_to_device(self, timer: StageTimer) -> bool:
         """Copy inputs to the device; compute slot_mapping there and check it against the CPU's."""

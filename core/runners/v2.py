@@ -157,13 +157,11 @@ class ModelRunnerV2(V2Stages, V2SpecDecode, StagedRunner):
         self.block_table = torch.zeros((M, K), dtype=torch.int32, device=dev)
         self.v: dict[str, Any] = {}
         self.pad: dict[str, tuple[int, np.ndarray | None]] = {}
-        self.recorded_num_tokens = None
         self.slot_events: list[dict[str, object]] = []
         self.added_rows: list[int] = []
         self.row_req_ids: list[str] = []
         self.build_stage_plan()
         self.state_plan: list[PlanItem] = [
-            ("num_scheduled_tokens", "request", "idx_mapping", "cpu", None),
             ("num_computed_tokens", "slot", "finish_and_add", "cpu", None),
             ("prefill_len", "slot", "finish_and_add", "cpu", None),
             ("total_len", "slot", "finish_and_add", "cpu", None),
@@ -176,6 +174,9 @@ class ModelRunnerV2(V2Stages, V2SpecDecode, StagedRunner):
             self.state_plan.append(
                 ("draft_tokens", "system", "combine_sampled_and_draft_tokens", "device", None)
             )
+        # the slot state is recorded with the stages' arrays (capture_state), after finish_and_add
+        self.record_plan = self.stage_record_plan() + self.state_plan
+        self.stage_records = [FINISH_STAGE, *self.stage_record_list()]
 
     uses_mrope = False
     # what the forward reads: built on the device from the device's per-slot state
@@ -268,22 +269,22 @@ class ModelRunnerV2(V2Stages, V2SpecDecode, StagedRunner):
         return dict(self.req_id_to_index)
 
     # ---------------------------------------------------------------- after prepare_inputs
-    def record_batch(self, trace: StepTrace) -> None:
-        """The slot state after add/update, and the batch order with its slots."""
-        trace.stages.insert(0, FINISH_STAGE)
-        values = {
-            "num_scheduled_tokens": self.v.get("num_scheduled_tokens", np.zeros(0, dtype=np.int32)),
-            "num_computed_tokens": self.num_computed_tokens.copy(),
-            "prefill_len": self.prefill_len.copy(),
-            "total_len": self.total_len.copy(),
-            "num_blocks": self.num_blocks.copy(),
-            "last_sampled_tokens": self.last_sampled_tokens.copy(),
-            "all_token_ids": self.all_token_ids.copy(),
-            "block_tables": self.block_tables.copy(),
-        }
+    def capture_state(self, values: dict[str, Any]) -> None:
+        """The slot state after finish_and_add and update_requests (what this step's kernels read),
+        copied into the stages' recording: nothing changes it before post_update, after the
+        forward."""
+        values["num_computed_tokens"] = self.num_computed_tokens.copy()
+        values["prefill_len"] = self.prefill_len.copy()
+        values["total_len"] = self.total_len.copy()
+        values["num_blocks"] = self.num_blocks.copy()
+        values["last_sampled_tokens"] = self.last_sampled_tokens.copy()
+        values["all_token_ids"] = self.all_token_ids.copy()
+        values["block_tables"] = self.block_tables.copy()
         if self.num_spec:
             values["draft_tokens"] = self.draft_tokens.copy()
-        trace.record_all(self.state_plan, values, {})
+
+    def record_batch(self, trace: StepTrace) -> None:
+        """Nothing left to record: the slot state went in with the stages (capture_state)."""
 
     def append_sampled(self, sampled: dict[str, int]) -> None:
         self.post_update(sampled)

@@ -73,7 +73,7 @@ class V2Stages:
         ids = v["scheduled_req_ids"]
         self.row_req_ids = rows = [ids[i] for i in order.tolist()]
         v["num_scheduled_tokens"] = n[order]
-        v["batch_num_draft"] = drafts[order]
+        v["batch_num_draft"] = drafts[order] if some_drafts else drafts  # all zero: any order
         v["idx_mapping"] = idx = np.fromiter(
             map(self.req_id_to_index.__getitem__, rows), dtype=np.int64, count=len(rows)
         )
@@ -180,14 +180,13 @@ class V2Stages:
     )
     def _positions(self) -> None:
         v = self.v
-        R, T = v["num_reqs"], v["T"]
+        T = v["T"]
         n = v["num_scheduled_tokens"]
         # each row's computed count less its start, once per token, plus the token's index
         base = (v["slot_num_computed"].astype(np.int64) - (v["cu_num_tokens"] - n)).repeat(n)
         out = self.positions_np[:T]
         np.add(base, self.arange_np[:T], out=out)
-        # the row and the slot of each token (internal: V2 has no such arrays)
-        v["req_indices"] = self.arange_np[:R].repeat(n)
+        # the slot of each token (internal: V2 has no such array)
         v["token_slots"] = v["idx_mapping"].repeat(n)
         v["positions"] = out
 
@@ -207,11 +206,10 @@ class V2Stages:
         T = v["T"]
         slots, pos = v["token_slots"], v["positions"]
         out = self.input_ids_np[:T]
-        if v["is_prefilling"].all():
-            np.take(self.all_token_ids.reshape(-1), slots * self.max_model_len + pos, out=out)
-        else:
-            prefilling = v["is_prefilling"].repeat(v["num_scheduled_tokens"])
-            out[prefilling] = self.all_token_ids[slots[prefilling], pos[prefilling]]
+        # one gather for every token, as cheap as a masked one: a decode row's tokens are then
+        # overwritten by combine_sampled_and_draft_tokens, the next stage, before anything reads
+        # them (the trace records input_ids once, as that stage leaves them)
+        np.take(self.all_token_ids.reshape(-1), slots * self.max_model_len + pos, out=out)
         v["input_ids"] = out
 
     @stage(
@@ -290,14 +288,21 @@ class V2Stages:
         v = self.v
         T, P = v["T"], v["num_tokens_after_padding"]
         bs = self.block_size
-        slots = v["token_slots"]
         pos = v["positions"]
         out = self.slot_mapping_np
         shift = self.block_shift
-        col, offset = (pos // bs, pos % bs) if shift is None else (pos >> shift, pos & (bs - 1))
-        blocks = np.take(self.block_tables.reshape(-1), slots * self.max_num_blocks + col)
-        np.multiply(blocks, bs, out=out[:T], dtype=np.int64)
-        out[:T] += offset
+        cell = v["token_slots"] * self.max_num_blocks
+        if shift is None:
+            cell += pos // bs
+            slots = np.take(self.block_tables.reshape(-1), cell).astype(np.int64)
+            slots *= bs
+            slots += pos % bs
+        else:  # a power-of-two block size: shifts and masks
+            cell += pos >> shift
+            slots = np.take(self.block_tables.reshape(-1), cell).astype(np.int64)
+            slots <<= shift
+            slots |= pos & (bs - 1)
+        out[:T] = slots
         out[T:] = PAD_SLOT_ID
         v["slot_mapping"] = out[:P]
         self.pad["slot_mapping"] = (T, None)
