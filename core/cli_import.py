@@ -13,49 +13,51 @@ from pagedviz.core.cli import HELP, CliError, make_console, render_step
 from pagedviz.core.upstream import upstream_of
 
 
-def imported_dict(imported: Any) -> dict[str, Any]:
-    """`pagedviz run --json`'s contract plus the recording's header, notes and agreement."""
+def recording_dict(imp: Any) -> dict[str, Any]:
+    """The recording's header, notes (the agreement line first) and agreement."""
     return {
-        "scenario": imported.scenario.to_dict(),
-        "upstream": upstream_of(imported.scenario),
-        "truncated": False,
-        "recording": {
-            "header": imported.header.model_dump(),
-            "notes": imported.notes,
-            "agreement": imported.agreement.to_dict(),
-        },
-        "steps": [t.to_dict() for t in imported.traces],
+        "header": imp.header.model_dump(),
+        "notes": imp.notes(),
+        "agreement": imp.comparer.result().to_dict(),
     }
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from pagedviz.core.recording import RecordingError, bounded_lines, max_line_bytes, read_recording
-    from pagedviz.core.replay import ReplayError, import_recording
+    """Streams: the file is read twice (arrivals, then the replay) and each step is printed as it
+    is replayed, so a long recording is never held whole."""
+    from pagedviz.core.recording import RecordingError, bounded_lines, iter_recording, max_line_bytes
+    from pagedviz.core.replay import ReplayError, StreamingImport
 
     limit = max_line_bytes()
     try:
-        with open(args.file, "rb") as f:
-            header, steps = read_recording(bounded_lines(f, limit), limit)
+        with open(args.file, "rb") as first_file, open(args.file, "rb") as second_file:
+            header, first = iter_recording(bounded_lines(first_file, limit), limit)
+            _, second = iter_recording(bounded_lines(second_file, limit), limit)
+            imp = StreamingImport(header, first, second)
+            return _print(imp, args)
     except OSError as e:
         raise CliError(f"{args.file}: {e.strerror or e}") from None
-    except RecordingError as e:
+    except (RecordingError, ReplayError) as e:
         raise CliError(f"{args.file}: {e}") from None
-    try:
-        imported = import_recording(header, steps)
-    except ReplayError as e:
-        raise CliError(f"{args.file}: {e}") from None
+
+
+def _print(imp: Any, args: argparse.Namespace) -> int:
+    out = sys.stdout
     if args.json:
-        json.dump(imported_dict(imported), sys.stdout)
-        sys.stdout.write("\n")
+        head = {"scenario": imp.scenario.to_dict(), "upstream": upstream_of(imp.scenario), "truncated": False}
+        out.write(json.dumps(head)[:-1] + ', "steps": [')
+        for n, t in enumerate(imp.run()):
+            out.write(("," if n else "") + json.dumps(t.to_dict()))
+        out.write('], "recording": ' + json.dumps(recording_dict(imp)) + "}\n")
         return 0
     console = make_console(args.wide)
-    console.print(imported.scenario.name, highlight=False)
-    for note in imported.notes:
-        console.print(f"  {note}", highlight=False)
+    console.print(imp.scenario.name, highlight=False)
     console.print()
-    for t in imported.traces:
+    for t in imp.run():
         render_step(t, console, args.wide)
         console.print()
+    for note in imp.notes():
+        console.print(note, highlight=False)
     return 0
 
 

@@ -22,7 +22,7 @@ import numpy as np
 from pagedviz.core.config import EngineConfig, RequestSpec, Scenario
 from pagedviz.core.engine import Engine
 from pagedviz.core.recording import Header, Step
-from pagedviz.core.registry import make_engine
+from pagedviz.core.replay_agreement import Agreement, Comparer
 from pagedviz.core.sampler import synthetic_tokens
 from pagedviz.core.scheduler import ScheduledRequest, SchedulerOutput
 from pagedviz.core.trace import StepTrace
@@ -41,30 +41,47 @@ def _prompt(req_id: str, ids: list[int] | int, vocab: int) -> np.ndarray:
     return np.asarray(ids, dtype=np.int32)
 
 
+@dataclass
+class Summary:
+    """What a first pass over the steps keeps: each request's arrival (and its step), the tokens it
+    produced, which finished, the number of steps. Small: no step is kept."""
+
+    arrivals: dict[str, tuple[Any, int]] = field(default_factory=dict)
+    produced: dict[str, int] = field(default_factory=dict)
+    finished: set[str] = field(default_factory=set)
+    num_steps: int = 0
+
+
+def summarise(steps: Iterable[Step]) -> Summary:
+    s = Summary()
+    for step in steps:
+        s.num_steps = step.step
+        for a in step.arrivals:
+            s.arrivals[a.id] = (a, step.step)
+        for rid, toks in (step.sampled or {}).items():
+            s.produced[rid] = s.produced.get(rid, 0) + (toks if isinstance(toks, int) else len(toks))
+        s.finished.update(step.finished)
+    return s
+
+
 def scenario_of(header: Header, steps: Iterable[Step], for_agreement: bool = False) -> Scenario:
+    return scenario_from(header, summarise(steps), for_agreement)
+
+
+def scenario_from(header: Header, summary: Summary, for_agreement: bool = False) -> Scenario:
     """A pagedviz scenario with the recorded configuration and arrivals (arrival step: the step
     whose schedule() first saw the request). `for_agreement`: each request's max_tokens is the
     number of tokens it produced in the recording when it finished there."""
     vocab = header.vocab_size or 32000
-    reqs: dict[str, dict[str, Any]] = {}
-    produced: dict[str, int] = {}
-    finished: set[str] = set()
-    n = 0
-    for s in steps:
-        n = s.step
-        for a in s.arrivals:
-            reqs[a.id] = {"arrival": a, "step": s.step}
-        for rid, toks in (s.sampled or {}).items():
-            produced[rid] = produced.get(rid, 0) + (toks if isinstance(toks, int) else len(toks))
-        finished.update(s.finished)
     specs = []
-    for rid, r in reqs.items():
-        a = r["arrival"]
-        max_tokens = a.max_tokens or max(1, produced.get(rid, 1))
-        if for_agreement and rid in finished:
-            max_tokens = max(1, produced.get(rid, 1))
+    for rid, (a, step) in summary.arrivals.items():
+        produced = summary.produced.get(rid, 1)
+        max_tokens = a.max_tokens or max(1, produced)
+        if for_agreement and rid in summary.finished:
+            max_tokens = max(1, produced)
         ids = _prompt(rid, a.prompt_token_ids, vocab)
-        specs.append(RequestSpec(rid, tuple(int(t) for t in ids), int(max_tokens), r["step"]))
+        specs.append(RequestSpec(rid, tuple(int(t) for t in ids), int(max_tokens), step))
+    n = summary.num_steps
     cfg = EngineConfig(
         block_size=header.block_size,
         max_model_len=header.max_model_len,
@@ -284,123 +301,6 @@ class ReplayEngine(Engine):
 
 
 @dataclass
-class Agreement:
-    """pagedviz's own scheduler against the recording."""
-
-    modelled: bool
-    agrees_up_to: int = 0
-    diverges_at: int | None = None
-    difference: str = ""
-    reason: str = ""
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def text(self) -> str:
-        if not self.modelled:
-            return f"pagedviz's scheduler was not compared: {self.reason}"
-        if self.diverges_at is None:
-            return f"pagedviz's scheduler agrees with the recording up to step {self.agrees_up_to}"
-        return f"pagedviz's scheduler diverges at step {self.diverges_at}: {self.difference}"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "modelled": self.modelled,
-            "agrees_up_to": self.agrees_up_to,
-            "diverges_at": self.diverges_at,
-            "difference": self.difference,
-            "text": self.text,
-        }
-
-
-SCHEDULE_KEYS = (
-    "num_scheduled_tokens",
-    "new_req_ids",
-    "resumed_req_ids",
-    "preempted_req_ids",
-    "finished_req_ids",
-    "new_block_ids",
-)
-
-
-def _same(key: str, a: Any, b: Any) -> bool:
-    if key == "num_scheduled_tokens":
-        return list(a.items()) == list(b.items())
-    if key in ("resumed_req_ids", "preempted_req_ids", "finished_req_ids"):
-        return sorted(a) == sorted(b)
-    return bool(a == b)
-
-
-class _RecordedTokens(Engine):
-    """pagedviz's own engine whose samples are the recorded tokens, request by request."""
-
-    outputs: dict[str, list[int]] = {}
-
-    def _forward_and_sample(self, v: dict[str, Any], trace: StepTrace, timer: Any) -> np.ndarray:
-        tokens = super()._forward_and_sample(v, trace, timer)
-        if not self.outputs:
-            return tokens
-        done = self.__dict__.setdefault("_cursor", {})
-        for row, rid in enumerate(self.runner.row_req_ids):
-            if v["discard_request_mask"][row]:
-                continue
-            i = done.get(rid, 0)
-            toks = self.outputs.get(rid, [])
-            if i < len(toks):
-                tokens[row] = toks[i]
-            done[rid] = i + 1
-        return tokens
-
-
-def agreement(header: Header, steps: list[Step], replayed: list[dict[str, Any]]) -> Agreement:
-    """Run pagedviz's own scheduler on the recording's arrivals and compare each scheduled step
-    with the recorded one (`replayed`: the replay trace's scheduler dicts, in order)."""
-    problem = replay_problem(header)
-    if problem:
-        return Agreement(False, reason=problem)
-    if header.kv_cache_groups[0].kind not in ("FullAttentionSpec",):
-        return Agreement(
-            False, reason=f"{header.kv_cache_groups[0].kind} KV cache (pagedviz models full attention)"
-        )
-    scenario = scenario_of(header, steps, for_agreement=True)
-    outputs: dict[str, list[int]] = {}
-    if not header.redacted:
-        for s in steps:
-            for rid, toks in (s.sampled or {}).items():
-                if isinstance(toks, list):
-                    outputs.setdefault(rid, []).extend(toks)
-    engine = make_engine(scenario)
-    if type(engine) is Engine:
-        engine = _RecordedTokens(scenario)
-        engine.outputs = outputs
-    k = 0
-    try:
-        for t in engine.run():
-            if t.engine_core is not None and not t.engine_core.get("scheduled", True):
-                continue
-            if k >= len(replayed):
-                return Agreement(True, k, k + 1, "pagedviz runs on past the recording's last step")
-            rec = replayed[k]
-            k += 1
-            for key in SCHEDULE_KEYS:
-                if not _same(key, t.scheduler.get(key), rec.get(key)):
-                    return Agreement(
-                        True,
-                        k - 1,
-                        k,
-                        f"{key}: recorded {rec.get(key)!r}, pagedviz {t.scheduler.get(key)!r}",
-                    )
-    except Exception as e:  # noqa: BLE001 (the comparison never fails the import)
-        return Agreement(True, k, k + 1, f"pagedviz's scheduler stopped: {type(e).__name__}: {e}")
-    if k < len(replayed):
-        rest = replayed[k:]
-        if all(not r.get("num_scheduled_tokens") for r in rest):
-            # vLLM's engine steps once more to hand finished ids to the runner
-            return Agreement(True, len(replayed))
-        return Agreement(True, k, k + 1, "pagedviz's run ended before the recording's")
-    return Agreement(True, k)
-
-
-@dataclass
 class Imported:
     """An imported recording: the scenario it amounts to, the replayed steps, the comparison."""
 
@@ -419,26 +319,48 @@ def replay_engine(header: Header, steps: list[Step]) -> ReplayEngine:
     return ReplayEngine(scenario_of(header, steps), header, iter(steps))
 
 
-def finish_import(
-    header: Header, steps: list[Step], engine: ReplayEngine, traces: list[StepTrace]
-) -> Imported:
-    """The replayed run with its notes (each a line the page shows) and pagedviz's comparison."""
-    notes = [
-        f"recorded by vLLM {header.vllm_version}'s {header.scheduler} ({header.runner.upper()} runner"
-        + (", async scheduling)" if header.async_scheduling else ")")
-    ]
-    if header.async_scheduling:
-        notes.append("async scheduling: one step per scheduled batch, in the order the engine ran them")
-    if header.redacted:
-        notes.append(SYNTHETIC_NOTE)
-    notes.extend(engine.scheduler.problems[:3])  # type: ignore[attr-defined]
-    agree = agreement(header, steps, [t.scheduler for t in traces])
-    notes.insert(0, agree.text)
-    scenario = replace(engine.scenario, notes=tuple(n[:400] for n in notes[:8]))
-    return Imported(header, scenario, traces, agree, notes)
+class StreamingImport:
+    """A recording replayed step by step, read twice and never held whole: `first` (an iterable
+    of its steps) gives the arrivals and each request's output length; `second` is replayed, and
+    pagedviz's own scheduler is compared with each replayed step as it comes."""
+
+    def __init__(self, header: Header, first: Iterable[Step], second: Iterator[Step]) -> None:
+        problem = replay_problem(header)
+        if problem:
+            raise ReplayError(f"line 1: {problem}")
+        self.header = header
+        summary = summarise(first)
+        self.scenario = scenario_from(header, summary)
+        self.engine = ReplayEngine(self.scenario, header, second)
+        self.comparer = Comparer(header, scenario_from(header, summary, for_agreement=True))
+
+    def run(self, budget: float | None = None) -> Iterator[StepTrace]:
+        rec = self.engine.scheduler
+        for t in self.engine.run(budget=budget):
+            self.comparer.feed(rec.current, t.scheduler)  # type: ignore[attr-defined]
+            yield t
+
+    def notes(self) -> list[str]:
+        h = self.header
+        notes = [
+            self.comparer.result().text,
+            f"recorded by vLLM {h.vllm_version}'s {h.scheduler} ({h.runner.upper()} runner"
+            + (", async scheduling)" if h.async_scheduling else ")"),
+        ]
+        if h.async_scheduling:
+            notes.append("async scheduling: one step per scheduled batch, in the order the engine ran them")
+        if h.redacted:
+            notes.append(SYNTHETIC_NOTE)
+        notes.extend(self.engine.scheduler.problems[:3])  # type: ignore[attr-defined]
+        return notes
+
+    def imported(self, traces: list[StepTrace]) -> Imported:
+        notes = self.notes()
+        scenario = replace(self.scenario, notes=tuple(n[:400] for n in notes[:8]))
+        return Imported(self.header, scenario, traces, self.comparer.result(), notes)
 
 
 def import_recording(header: Header, steps: list[Step]) -> Imported:
     """Replay every recorded step (V1 or V2 as recorded), then compare pagedviz's own scheduler."""
-    engine = replay_engine(header, steps)
-    return finish_import(header, steps, engine, list(engine.run()))
+    imp = StreamingImport(header, steps, iter(steps))
+    return imp.imported(list(imp.run()))

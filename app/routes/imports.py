@@ -19,9 +19,9 @@ from pagedviz.app.schemas import ErrorOut, RunCreated
 from pagedviz.app.settings import Settings
 from pagedviz.app.store import Run, RunStore, measured_steps
 from pagedviz.core import __version__
-from pagedviz.core.recording import RecordingError, read_recording, split_lines
+from pagedviz.core.recording import RecordingError, iter_recording, split_lines
 from pagedviz.core.recordings import EXAMPLES, example_bytes
-from pagedviz.core.replay import ReplayError, finish_import, replay_engine
+from pagedviz.core.replay import ReplayError, StreamingImport
 
 router = APIRouter(prefix="/api", tags=["runs"])
 
@@ -58,16 +58,18 @@ async def _read_body(request: Request, limit: int) -> bytes:
 
 
 def _import(body: bytes, run_id: str, settings: Settings) -> Run:
-    """Parse, replay and measure (in a worker thread: it is the CPU's work)."""
-    line_limit = settings.max_record_line_bytes
+    """Parse, replay and measure (in a worker thread: it is the CPU's work). The body is read
+    twice (the arrivals, then the replay), its steps never all parsed at once."""
+    limit = settings.max_record_line_bytes
     try:
-        header, steps = read_recording(split_lines(body), line_limit)
-        engine = replay_engine(header, steps)
+        header, first = iter_recording(split_lines(body), limit)
+        imp = StreamingImport(header, first, iter_recording(split_lines(body), limit)[1])
         traces, nbytes = [], 0
-        for t, size in measured_steps(engine, settings.max_run_seconds, settings.max_run_bytes):
+        for t, size in measured_steps(imp.engine, settings.max_run_seconds, settings.max_run_bytes):
+            imp.comparer.feed(imp.engine.scheduler.current, t.scheduler)  # type: ignore[attr-defined]
             traces.append(t)
             nbytes += size
-        imported = finish_import(header, steps, engine, traces)
+        imported = imp.imported(traces)
     except RecordingError as e:
         raise ApiError(422, "invalid_recording", f"line {e.line}" if e.line else "body", e.message) from None
     except ReplayError as e:
