@@ -66,7 +66,7 @@ class _Recorder:
     def __init__(self, sched: Scheduler, want_async: bool) -> None:
         vc = sched.vllm_config
         version = getattr(vllm, "__version__", "unknown")
-        if version not in SUPPORTED_VLLM:
+        if version.split("+")[0] not in SUPPORTED_VLLM:  # a local build tag (+cu130) is the same vLLM
             raise RecorderConfigError(
                 f"pagedviz.record knows vLLM {', '.join(SUPPORTED_VLLM)}, not {version}: "
                 "install pip install 'pagedviz[vllm]' (it pins the vLLM it records from)"

@@ -93,3 +93,11 @@ def test_the_import_route_is_in_the_openapi_document() -> None:
     op = doc["paths"]["/api/runs/import"]["post"]
     assert set(op["requestBody"]["content"]) == {"application/x-ndjson", "text/plain"}
     assert {"201", "413", "422"} <= set(op["responses"])
+
+
+def test_a_recording_whose_replay_outgrows_the_run_bound_is_a_413_naming_the_setting() -> None:
+    app = create_app(Settings(max_run_bytes=1 << 10, compute_in="thread"))
+    with TestClient(app, raise_server_exceptions=False) as client:
+        r = client.post("/api/runs/import", content=EXAMPLE, headers=NDJSON)
+        assert r.status_code == 413 and "PAGEDVIZ_MAX_RUN_MB" in r.json()["detail"][0]["message"]
+        assert client.get("/healthz").status_code == 200
