@@ -56,7 +56,12 @@ def write_recording(sc: Scenario, path: Path) -> int:
     engine = make_engine(sc, capture=False)
     outs: list[Any] = []
     schedule = engine.scheduler.schedule
-    engine.scheduler.schedule = lambda step: outs.append(schedule(step)) or outs[-1]  # type: ignore[method-assign]
+
+    def keep_last(step: int) -> Any:  # the step's SchedulerOutput, the only one kept
+        outs[:] = [schedule(step)]
+        return outs[0]
+
+    engine.scheduler.schedule = keep_last  # type: ignore[method-assign]
     arrivals: dict[int, list[Any]] = {}
     for r in sc.requests:
         arrivals.setdefault(r.arrival_step, []).append(r)
