@@ -180,9 +180,11 @@ class RecordedScheduler:
             ids = _prompt(a.id, a.prompt_token_ids, self.vocab)
             self.tokens[a.id] = ids.tolist()
             self.num_prompt[a.id] = len(ids)
-        for rid in s.finished:
+        for rid in s.finished:  # nothing of a finished request is kept (a long recording's memory)
             self.live.discard(rid)
             self.kv.req_blocks.pop(rid, None)
+            self.tokens.pop(rid, None)
+            self.num_prompt.pop(rid, None)
         for rid in s.preempted:
             self.kv.req_blocks.pop(rid, None)
         new = {n.id: n for n in s.new}
@@ -265,7 +267,7 @@ class RecordedScheduler:
                 f"{sorted(recorded)}"
             )
         for rid, tok in sampled.items():
-            self.tokens[rid].append(int(tok))
+            self.tokens.setdefault(rid, []).append(int(tok))
         for rid in s.finished:
             self.done_ids.add(rid)
 

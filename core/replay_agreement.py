@@ -147,6 +147,9 @@ class Comparer:
                     f"{key}: recorded {replayed.get(key)!r}, pagedviz {t.scheduler.get(key)!r}",
                 )
                 return
+        for rid in step.finished:  # both have finished it: its tokens are no longer needed
+            self.engine.outputs.pop(rid, None)
+            self.engine.cursor.pop(rid, None)
 
     def feed_ended(self, replayed: dict[str, Any]) -> None:
         if replayed.get("num_scheduled_tokens"):
