@@ -6,6 +6,7 @@ WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY core core
 COPY app app
+COPY record record
 COPY templates templates
 COPY static static
 COPY plots plots

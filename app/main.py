@@ -15,7 +15,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from pagedviz.app import errors
 from pagedviz.app.compute import compute_pool
 from pagedviz.app.errors import ApiError
-from pagedviz.app.routes import figures, health, pages, presets, runs, schema, teach
+from pagedviz.app.routes import figures, health, imports, pages, presets, runs, schema, teach
 from pagedviz.app.settings import Settings
 from pagedviz.app.store import RunStore
 from pagedviz.core import __version__
@@ -133,7 +133,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         SecurityHeaders, embed_ancestors=settings.embed_ancestors, page_ancestors=settings.page_ancestors
     )
     errors.install(app)
-    for r in (health.router, presets.router, runs.router, schema.router, teach.router, figures.router):
+    for r in (health.router, presets.router, imports.router, runs.router, schema.router, teach.router, figures.router):
         app.include_router(r)
     app.add_api_route("/docs-md/{name}", docs_md, methods=["GET"], include_in_schema=False)
     pages.mount(app)

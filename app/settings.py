@@ -43,6 +43,8 @@ class Settings:
     max_scenario_bytes: int = 64 << 20  # measured bytes of those scenarios
     max_body_bytes: int = 1 << 20  # largest POST body
     max_link_chars: int = 64 << 10  # largest packed scenario in a link
+    max_import_bytes: int = 64 << 20  # largest recording POST /api/runs/import takes
+    max_record_line_bytes: int = 16 << 20  # longest line of a recording
     max_run_seconds: int = 60  # a run that would compute longer than this is refused (413)
     # runs computing at once: the compute processes, each computing one step at a time (of the
     # run that has had the least time); at most the cores, and at most 4. Runs in flight pause
@@ -76,6 +78,8 @@ class Settings:
             max_scenario_bytes=env_int("PAGEDVIZ_MAX_SCENARIO_MB", d.max_scenario_bytes >> 20) << 20,
             max_body_bytes=env_int("PAGEDVIZ_MAX_BODY_KB", d.max_body_bytes >> 10) << 10,
             max_link_chars=env_int("PAGEDVIZ_MAX_LINK_CHARS", d.max_link_chars),
+            max_import_bytes=env_int("PAGEDVIZ_MAX_IMPORT_MB", d.max_import_bytes >> 20) << 20,
+            max_record_line_bytes=env_int("PAGEDVIZ_MAX_RECORD_LINE_MB", d.max_record_line_bytes >> 20) << 20,
             max_run_seconds=env_int("PAGEDVIZ_MAX_RUN_SECONDS", d.max_run_seconds),
             max_computing=env_int("PAGEDVIZ_MAX_COMPUTING", d.max_computing),
             max_queued=env_int("PAGEDVIZ_MAX_QUEUED", d.max_queued),

@@ -405,6 +405,9 @@ def build_parser() -> tuple[argparse.ArgumentParser, Any]:
         help="print the scenario format as a JSON Schema (limits from PAGEDVIZ_MAX_*)",
         formatter_class=HELP,
     ).set_defaults(fn=cmd_schema)
+    from pagedviz.core.cli_import import add_import  # noqa: PLC0415 (it imports this module)
+
+    add_import(sub)
     return parser, sub
 
 

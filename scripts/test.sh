@@ -4,6 +4,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh --test
 bash scripts/fidelity-deps.sh
-.venv/bin/ruff check core app plots notebook tests benchmarks
-.venv/bin/mypy core app plots notebook
+.venv/bin/ruff check core app plots notebook record tests benchmarks
+.venv/bin/mypy core app plots notebook record
 exec .venv/bin/python -m pytest -q "$@"

@@ -10,6 +10,12 @@ import { readState } from "./state.js";
 // the pending POST /api/runs?wait=first (or GET from-link), and the flavour's stage list
 export async function startRun(st) {
   let scenario = null, request;
+  if (st.run || st.example) {
+    // a recording's run: the server replayed it (its overview answers like POST /api/runs)
+    request = st.example ? postJSON(`/api/runs/import?example=${encodeURIComponent(st.example)}`, "")
+      : getJSON(`/api/runs/${encodeURIComponent(st.run)}`);
+    return { scenario, request, runner: "", stages: null };
+  }
   if (st.s) {
     scenario = await unpackLink(st.s);
     request = scenario ? postJSON("/api/runs?wait=first", scenario) : getJSON(`/api/runs/from-link?s=${encodeURIComponent(st.s)}`);

@@ -6,6 +6,7 @@ import { readState, writeState } from "./state.js";
 import { clear, el, showUpstream } from "./views.js";
 import { lessonGallery, wireLessonLoader } from "./lesson.js";
 import { contrastLinks } from "./compare.js";
+import { recordingsSection } from "./recordings.js";
 
 const state = readState();
 const $ = (id) => document.getElementById(id);
@@ -344,6 +345,7 @@ async function boot() {
   getJSON("/healthz").then((h) => showUpstream(h.data));
   wireLessonLoader($("lesson-upload"), $("lesson-file-out"), state.lang);
   contrastLinks($("contrasts"), state.lang);
+  recordingsSection($("recording-list"), $("recording-upload"), $("recording-out"));
   await lessonGallery($("lessons"), state.lang);
   await gallery();
   const first = await getJSON("/api/presets/seed-001");

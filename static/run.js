@@ -43,7 +43,7 @@ async function loadRun() {
   const created = await withProgress(runId, request, (p) => setStatus(progressText(state.lang, p)));
   if (!created.ok) return showError(created.data);
   S.created = created.data;
-  state.s = created.data.link;
+  if (!state.run && !state.example) state.s = created.data.link;  // a recording's run stays one
   state.preset = "";
   const streaming = created.data.complete === false;
   const [ov, stages] = await Promise.all([

@@ -5,6 +5,8 @@
 export const FIELDS = [
   { key: "s", type: "str", def: "" },        // the scenario, packed (zlib + base64url)
   { key: "preset", type: "str", def: "" },   // or a preset id
+  { key: "run", type: "str", def: "" },      // or an imported recording's run id (POST /api/runs/import)
+  { key: "example", type: "str", def: "" },  // or a shipped recording, imported by name
   { key: "step", type: "int", def: 1 },
   { key: "stage", type: "str", def: "" },
   { key: "lang", type: "str", def: "en" },

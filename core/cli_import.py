@@ -1,0 +1,75 @@
+"""`pagedviz import FILE.jsonl [--json]`: replay a recording of a real vLLM 0.33 server
+(pagedviz.record) through pagedviz's runner (core/replay.py), and say whether pagedviz's own
+scheduler agrees with it. A bad recording is one line on stderr naming its line, exit 2."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from pagedviz.core.cli import HELP, CliError, make_console, render_step
+from pagedviz.core.upstream import upstream_of
+
+
+def recording_dict(imp: Any) -> dict[str, Any]:
+    """The recording's header, notes (the agreement line first) and agreement."""
+    return {
+        "header": imp.header.model_dump(),
+        "notes": imp.notes(),
+        "agreement": imp.comparer.result().to_dict(),
+    }
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    """Streams: the file is read twice (arrivals, then the replay) and each step is printed as it
+    is replayed, so a long recording is never held whole."""
+    from pagedviz.core.recording import RecordingError, bounded_lines, iter_recording, max_line_bytes
+    from pagedviz.core.replay import ReplayError, StreamingImport
+
+    limit = max_line_bytes()
+    try:
+        with open(args.file, "rb") as first_file, open(args.file, "rb") as second_file:
+            header, first = iter_recording(bounded_lines(first_file, limit), limit)
+            _, second = iter_recording(bounded_lines(second_file, limit), limit)
+            imp = StreamingImport(header, first, second)
+            return _print(imp, args)
+    except OSError as e:
+        raise CliError(f"{args.file}: {e.strerror or e}") from None
+    except (RecordingError, ReplayError) as e:
+        raise CliError(f"{args.file}: {e}") from None
+
+
+def _print(imp: Any, args: argparse.Namespace) -> int:
+    out = sys.stdout
+    if args.json:
+        head = {"scenario": imp.scenario.to_dict(), "upstream": upstream_of(imp.scenario), "truncated": False}
+        out.write(json.dumps(head)[:-1] + ', "steps": [')
+        for n, t in enumerate(imp.run()):
+            out.write(("," if n else "") + json.dumps(t.to_dict()))
+        out.write('], "recording": ' + json.dumps(recording_dict(imp)) + "}\n")
+        return 0
+    console = make_console(args.wide)
+    console.print(imp.scenario.name, highlight=False)
+    console.print()
+    for t in imp.run():
+        render_step(t, console, args.wide)
+        console.print()
+    for note in imp.notes():
+        console.print(note, highlight=False)
+    return 0
+
+
+def add_import(sub: Any) -> None:
+    p = sub.add_parser(
+        "import",
+        help="replay a recording of a vLLM server (pagedviz.record)",
+        formatter_class=HELP,
+    )
+    p.add_argument("file", help="the recording, FILE.jsonl (PAGEDVIZ_MAX_RECORD_LINE_MB bounds a line)")
+    p.add_argument("--json", action="store_true", help="print the trace contract as JSON")
+    p.add_argument(
+        "--wide", action="store_true", help="print tables whole, not split to the terminal's width"
+    )
+    p.set_defaults(fn=cmd_import)

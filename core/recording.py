@@ -1,0 +1,228 @@
+"""The recording format (`pagedviz.record` writes it, `pagedviz import` reads it): one header line,
+then one JSON line per engine step of a real vLLM scheduler. Pydantic models validate both; reading
+names the line of the first problem. No vLLM needed.
+
+Header (`"pagedviz_recording": 1`): the vLLM version, the runner (v1 | v2), async scheduling, block
+size, max_model_len, the token budget, max_num_seqs, the number of KV blocks, chunked prefill, prefix
+caching, the long-prefill threshold, speculative decoding, the KV cache groups, the CUDA-graph
+capture sizes (the inputs are padded to them), and whether token ids
+were redacted (then every token list is written as its length).
+
+Step: what `schedule()` returned (new requests with their prompt token ids and block ids, cached
+requests with their new block ids and whether they resumed, preempted and finished ids,
+`num_scheduled_tokens`, draft tokens, the free-block count after scheduling), the requests that
+arrived before it (`add_request`: id, prompt, max_tokens), and what `update_from_output()` received
+for it (`sampled`: each request's sampled tokens; null if it never reached update_from_output).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from typing import IO, Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+FORMAT_VERSION = 1
+HEADER_KEY = "pagedviz_recording"
+DEFAULT_MAX_LINE_BYTES = 16 << 20
+
+# a token list, or its length in a redacted recording
+Tokens = list[int] | int
+
+
+class KVGroup(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    kind: str
+    block_size: int = Field(ge=1)
+    num_layers: int = Field(ge=0)
+
+
+class Header(BaseModel):
+    """The recorded server's configuration: what a replay needs."""
+
+    model_config = ConfigDict(extra="allow")
+    pagedviz_recording: int
+    vllm_version: str
+    scheduler: str
+    runner: str = Field(pattern="^(v1|v2)$")
+    async_scheduling: bool
+    block_size: int = Field(ge=1)
+    max_model_len: int = Field(ge=1)
+    max_num_batched_tokens: int = Field(ge=1)
+    max_num_seqs: int = Field(ge=1)
+    num_kv_blocks: int = Field(ge=1)
+    enable_chunked_prefill: bool
+    enable_prefix_caching: bool
+    long_prefill_token_threshold: int = Field(ge=0)
+    speculative: dict[str, Any] | None = None
+    kv_cache_groups: list[KVGroup]
+    cudagraph_capture_sizes: list[int] | None = None  # None: eager (no padding to a capture size)
+    vocab_size: int | None = None
+    redacted: bool = False
+    data_parallel_rank: int = 0
+
+
+class Arrival(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    id: str
+    prompt_token_ids: Tokens
+    max_tokens: int | None = None
+
+
+class NewRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    id: str
+    prompt_token_ids: Tokens
+    block_ids: list[list[int]]
+    num_computed_tokens: int = Field(ge=0)
+
+
+class CachedRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    id: str
+    resumed: bool
+    new_block_ids: list[list[int]] | None
+    num_computed_tokens: int = Field(ge=0)
+    num_output_tokens: int = Field(ge=0)
+
+
+class Step(BaseModel):
+    """One `schedule()` and the output `update_from_output()` received for it."""
+
+    model_config = ConfigDict(extra="forbid")
+    step: int = Field(ge=1)
+    arrivals: list[Arrival] = []
+    new: list[NewRequest]
+    cached: list[CachedRequest]
+    num_scheduled_tokens: dict[str, int]
+    spec_tokens: dict[str, Tokens] = {}
+    preempted: list[str] = []
+    finished: list[str] = []
+    num_free_blocks: int = Field(ge=0)
+    sampled: dict[str, Tokens] | None
+
+
+class RecordingError(ValueError):
+    """A recording that cannot be read: `line` is the 1-based line of the first problem (0: the
+    file as a whole)."""
+
+    def __init__(self, line: int, message: str) -> None:
+        self.line = line
+        self.message = message
+        super().__init__(f"line {line}: {message}" if line else message)
+
+
+def _problem(e: ValidationError) -> str:
+    err = e.errors()[0]
+    where = ".".join(str(p) for p in err["loc"]) or "the line"
+    return f"{where}: {err['msg']}"
+
+
+def _decode(raw: bytes | str, line: int, max_line_bytes: int) -> dict[str, Any]:
+    size = len(raw.encode() if isinstance(raw, str) else raw)
+    if size > max_line_bytes:
+        raise RecordingError(
+            line,
+            f"longer than the per-line limit of {max_line_bytes} bytes "
+            "(PAGEDVIZ_MAX_RECORD_LINE_MB raises it)",
+        )
+    try:
+        value = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise RecordingError(line, f"not JSON ({e.__class__.__name__}: {str(e)[:80]})") from None
+    if not isinstance(value, dict):
+        raise RecordingError(line, f"a JSON object was expected, not {type(value).__name__}")
+    return value
+
+
+def parse_header(raw: bytes | str, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> Header:
+    value = _decode(raw, 1, max_line_bytes)
+    version = value.get(HEADER_KEY)
+    if version is None:
+        raise RecordingError(1, f"not a pagedviz recording header (no {HEADER_KEY!r} field)")
+    if version != FORMAT_VERSION:
+        raise RecordingError(
+            1, f"unknown header version {version!r} (this pagedviz reads version {FORMAT_VERSION})"
+        )
+    try:
+        return Header.model_validate(value)
+    except ValidationError as e:
+        raise RecordingError(1, "header: " + _problem(e)) from None
+
+
+def iter_recording(
+    lines: Iterable[bytes | str], max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+) -> tuple[Header, Iterator[Step]]:
+    """The header, and the steps read one line at a time (each validated as it is read). A file
+    whose last line has no newline is truncated: that line is refused, naming it."""
+    it = iter(lines)
+    first = next(it, None)
+    if first is None or not (first.strip() if isinstance(first, str) else first.strip()):
+        raise RecordingError(1, "empty recording: no header line")
+    header = parse_header(first, max_line_bytes)
+
+    def steps() -> Iterator[Step]:
+        n = 1
+        count = 0
+        for raw in it:
+            n += 1
+            text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+            size = len(raw) if isinstance(raw, bytes) else len(raw.encode())
+            if size > max_line_bytes:
+                _decode(raw, n, max_line_bytes)  # refuses it, naming the limit
+            if not text.endswith("\n") and text.strip():
+                raise RecordingError(n, "truncated: the last line does not end (the recording was cut off)")
+            if not text.strip():
+                continue
+            value = _decode(raw, n, max_line_bytes)
+            try:
+                step = Step.model_validate(value)
+            except ValidationError as e:
+                raise RecordingError(n, _problem(e)) from None
+            count += 1
+            if step.step != count:
+                raise RecordingError(n, f"step {step.step} where step {count} was expected")
+            yield step
+        if count == 0:
+            raise RecordingError(n, "a header alone: the recording has no step")
+
+    return header, steps()
+
+
+def read_recording(
+    lines: Iterable[bytes | str], max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+) -> tuple[Header, list[Step]]:
+    header, steps = iter_recording(lines, max_line_bytes)
+    return header, list(steps)
+
+
+def split_lines(data: bytes) -> Iterator[bytes]:
+    """The lines of a body in memory, each with its newline (the last may lack one)."""
+    start = 0
+    while start < len(data):
+        end = data.find(b"\n", start)
+        if end < 0:
+            yield data[start:]
+            return
+        yield data[start : end + 1]
+        start = end + 1
+
+
+def max_line_bytes() -> int:
+    """The per-line limit: PAGEDVIZ_MAX_RECORD_LINE_MB megabytes (16 by default)."""
+    from pagedviz.core.limits import env_int
+
+    return env_int("PAGEDVIZ_MAX_RECORD_LINE_MB", DEFAULT_MAX_LINE_BYTES >> 20) << 20
+
+
+def bounded_lines(f: IO[bytes], limit: int) -> Iterator[bytes]:
+    """The lines of a binary file, never reading more than `limit` + 1 bytes of one line: a line
+    over the limit comes out cut at limit + 1 bytes (so the reader refuses it, naming it)."""
+    while True:
+        line = f.readline(limit + 1)
+        if not line:
+            return
+        yield line
+        if len(line) > limit and not line.endswith(b"\n"):
+            return

@@ -1,0 +1,35 @@
+// The landing page's "your own vLLM server" section: the shipped recordings of vLLM 0.33.0's own
+// scheduler (GET /api/recordings) and a file picker that imports a recording made with
+// pagedviz.record (POST /api/runs/import, the file sent as it is), then opens its run.
+
+import { errorLines, getJSON } from "./api.js";
+import { clear, el } from "./views.js";
+
+export async function recordingsSection(list, input, out) {
+  const r = await getJSON("/api/recordings");
+  if (r.ok) {
+    clear(list);
+    for (const x of r.data) {
+      list.append(el("li", {}, [el("a", { href: x.url, text: x.title })]));
+    }
+  }
+  input.onchange = async () => {
+    const file = input.files[0];
+    if (!file) return;
+    const box = clear(out);
+    box.classList.remove("bad");
+    box.append(el("span", { text: `importing ${file.name} (${Math.ceil(file.size / 1024)} KB)…` }));
+    let answer;
+    try {
+      const resp = await fetch("/api/runs/import", {
+        method: "POST", headers: { "Content-Type": "application/x-ndjson", Accept: "application/json" }, body: file,
+      });
+      answer = { ok: resp.ok, data: await resp.json().catch(() => null) };
+    } catch (err) {
+      answer = { ok: false, data: { detail: [{ field: "", message: String(err) }] } };
+    }
+    if (answer.ok) { window.location.href = answer.data.url; return; }
+    clear(box).classList.add("bad");
+    box.append(el("span", { text: `${file.name}: ${errorLines(answer.data).join("; ")}` }));
+  };
+}

@@ -1,0 +1,66 @@
+"""The landing page's recordings (issue 30), in a real Chromium: the shipped recording of vLLM
+0.33.0's own scheduler opens as a run with the agreement note; a recording file picked on the
+landing page is imported and opened; a bad one says which line."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from test_browser import CHROMIUM, base_url, browser, watched_page  # noqa: F401 (fixtures)
+
+from recording_cases import EXAMPLE, NUM_STEPS, cases
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is not installed"),
+]
+
+
+@pytest.fixture()
+def page(browser: object, base_url: str) -> Iterator[object]:  # noqa: F811
+    yield from watched_page(browser, base_url, 1400, 1000)
+
+
+def test_the_landing_page_opens_the_shipped_recording_with_the_agreement_note(page: object) -> None:
+    page.goto(page.base + "/")
+    page.wait_for_selector("body[data-ready='1']", timeout=30_000)
+    link = page.locator("#recording-list a").first
+    assert "a real vLLM schedule" in link.inner_text()
+    link.click()
+    page.wait_for_selector("body[data-ready='1']", timeout=30_000)
+    assert "example=real-vllm-preemption" in page.url
+    assert "agrees with the recording up to step" in page.locator("#preset-notes").inner_text()
+    assert page.locator("#timeline [data-step]").count() == NUM_STEPS
+
+
+def test_a_picked_recording_is_imported_and_opened(page: object, tmp_path: Path) -> None:
+    path = tmp_path / "mine.jsonl"
+    path.write_bytes(EXAMPLE)
+    page.goto(page.base + "/")
+    page.wait_for_selector("body[data-ready='1']", timeout=30_000)
+    page.set_input_files("#recording-upload", str(path))
+    page.wait_for_url("**/run?run=rec-*", timeout=30_000)
+    page.wait_for_selector("body[data-ready='1']", timeout=30_000)
+    assert page.locator("#timeline [data-step]").count() == NUM_STEPS
+    page.reload()  # the address reopens the recording's run, not a scenario
+    page.wait_for_selector("body[data-ready='1']", timeout=30_000)
+    assert (
+        "run=rec-" in page.url and "agrees with the recording" in page.locator("#preset-notes").inner_text()
+    )
+
+
+def test_a_bad_recording_says_which_line(browser: object, base_url: str, tmp_path: Path) -> None:  # noqa: F811
+    body, _ = cases(16 << 20)["a line that is not JSON"]
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(body)
+    # the failed POST's 422 is a console error of its own: this page is not watched for them
+    context = browser.new_context(bypass_csp=True)  # type: ignore[attr-defined]
+    pg = context.new_page()
+    pg.goto(base_url + "/")
+    pg.wait_for_selector("body[data-ready='1']", timeout=30_000)
+    pg.set_input_files("#recording-upload", str(path))
+    pg.wait_for_function("document.getElementById('recording-out').textContent.includes('line 4')")
+    assert "not JSON" in pg.locator("#recording-out").inner_text()
+    context.close()

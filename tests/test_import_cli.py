@@ -1,0 +1,82 @@
+"""`pagedviz import FILE.jsonl` (issue 30): the shipped recording of vLLM 0.33.0's own scheduler
+replays step for step, with the agreement line; every bad recording is one line on stderr naming
+its line, exit 2 (a real subprocess). No vLLM needed."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from recording_cases import EXAMPLE, NUM_STEPS, cases
+
+LIMIT_MB = 1
+
+
+def pagedviz(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pagedviz.app.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PAGEDVIZ_MAX_RECORD_LINE_MB": str(LIMIT_MB)},
+    )
+
+
+def test_the_shipped_recording_imports_one_step_per_recorded_step(tmp_path: Path) -> None:
+    path = tmp_path / "rec.jsonl"
+    path.write_bytes(EXAMPLE)
+    r = pagedviz("import", str(path), "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert [s["step"] for s in out["steps"]] == list(range(1, NUM_STEPS + 1))
+    recorded = [json.loads(x) for x in EXAMPLE.splitlines()[1:]]
+    for step, rec in zip(out["steps"], recorded):
+        assert step["scheduler"]["num_scheduled_tokens"] == rec["num_scheduled_tokens"]
+        assert sorted(step["scheduler"]["preempted_req_ids"]) == rec["preempted"]
+        assert {k: [v] for k, v in step["sampled_token_ids"].items()} == rec["sampled"]
+    # the same fields as `pagedviz run --json`
+    run = json.loads(pagedviz("run", "demo-preemption", "--json").stdout)
+    assert set(out["steps"][0]) == set(run["steps"][0])
+    assert out["recording"]["agreement"]["agrees_up_to"] == NUM_STEPS
+    assert "agrees with the recording up to step" in out["recording"]["agreement"]["text"]
+
+
+def test_the_import_in_the_terminal_says_whether_pagedviz_agrees(tmp_path: Path) -> None:
+    path = tmp_path / "rec.jsonl"
+    path.write_bytes(EXAMPLE)
+    r = pagedviz("import", str(path))
+    assert r.returncode == 0, r.stderr
+    assert f"agrees with the recording up to step {NUM_STEPS}" in r.stdout
+    assert f"=== step {NUM_STEPS} ===" in r.stdout
+
+
+@pytest.mark.parametrize("name", list(cases(LIMIT_MB << 20)))
+def test_a_bad_recording_is_one_line_naming_its_line(name: str, tmp_path: Path) -> None:
+    body, says = cases(LIMIT_MB << 20)[name]
+    path = tmp_path / "rec.jsonl"
+    path.write_bytes(body)
+    r = pagedviz("import", str(path))
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert says in r.stderr, r.stderr
+
+
+def test_the_per_line_limit_names_the_setting(tmp_path: Path) -> None:
+    body, _ = cases(LIMIT_MB << 20)["a line over the per-line limit"]
+    path = tmp_path / "rec.jsonl"
+    path.write_bytes(body)
+    r = pagedviz("import", str(path))
+    assert (
+        "longer than the per-line limit of 1048576 bytes" in r.stderr
+        and "PAGEDVIZ_MAX_RECORD_LINE_MB" in r.stderr
+    )
+
+
+def test_a_missing_file_is_one_line(tmp_path: Path) -> None:
+    r = pagedviz("import", str(tmp_path / "nope.jsonl"))
+    assert r.returncode == 2 and "nope.jsonl" in r.stderr
