@@ -133,7 +133,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         SecurityHeaders, embed_ancestors=settings.embed_ancestors, page_ancestors=settings.page_ancestors
     )
     errors.install(app)
-    for r in (health.router, presets.router, imports.router, runs.router, schema.router, teach.router, figures.router):
+    for r in (
+        health.router,
+        presets.router,
+        imports.router,
+        runs.router,
+        schema.router,
+        teach.router,
+        figures.router,
+    ):
         app.include_router(r)
     app.add_api_route("/docs-md/{name}", docs_md, methods=["GET"], include_in_schema=False)
     pages.mount(app)
