@@ -285,6 +285,11 @@ def test_each_section_sets_its_whole_view_whether_reached_by_next_or_back(page: 
     shot(page, "lesson-end.png")
 
 
+@pytest.mark.xfail(
+    reason="the same open lesson race as the section walk (issue 29): on an idle machine the "
+    "section's run can be replaced by the default one, with no stage marked active",
+    strict=False,
+)
 def test_stepping_away_is_said_with_the_way_back(page: Any) -> None:
     lesson = LESSONS[0]
     k = next(
