@@ -9,8 +9,10 @@ from typing import Any
 
 import numpy as np
 import pytest
+from test_v2_spec_decode import REQS as SPEC_REQS
+from test_v2_spec_decode import scenario as spec_scenario
 
-from pagedviz.core import Scenario, load_preset, make_engine
+from pagedviz.core import load_preset, make_engine
 from pagedviz.core.narrate import explain, narrate
 from pagedviz.core.trace import StepTrace
 
@@ -161,23 +163,8 @@ def test_a_v2_runs_traces_keep_their_own_slot_mapping_after_later_steps() -> Non
 
 
 def _spec_v2(async_scheduling: bool) -> list[Any]:
-    reqs = [
-        {"id": "a", "prompt_token_ids": [5, 6, 7, 5, 6, 7, 5, 6], "max_tokens": 9},
-        {"id": "b", "prompt_len": 20, "max_tokens": 5},
-    ]
-    cfg = {
-        "num_speculative_tokens": 3,
-        "prompt_lookup_min": 1,
-        "prompt_lookup_max": 3,
-        "block_size": 4,
-        "max_model_len": 64,
-        "max_num_reqs": 4,
-        "max_num_batched_tokens": 32,
-        "num_kv_blocks": 80,
-        "model": None,
-        "async_scheduling": async_scheduling,
-    }
-    return list(make_engine(Scenario.from_dict({"flavor": "vllm", "config": cfg, "requests": reqs})).run())
+    """test_v2_spec_decode's scenario with drafts (its first two requests)."""
+    return list(make_engine(spec_scenario(SPEC_REQS[:2], async_scheduling=async_scheduling)).run())
 
 
 @pytest.mark.parametrize("async_scheduling", [False, True])
