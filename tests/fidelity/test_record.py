@@ -1,7 +1,8 @@
 """pagedviz.record's recorders on vLLM 0.33.0's real Scheduler and AsyncScheduler (pytest -m fidelity).
 
-The recorder classes replace the glue's scheduler (vllm_side.py), which is then driven as the
-differential suite drives it, with pagedviz's sampled tokens. Each recording is then imported
+The recorder classes replace the scheduler of the engine `vllm`'s V1 side
+(pagedviz.core.vllm_engine.v1), which is then driven as the differential suite drives it,
+with pagedviz's sampled tokens. Each recording is then imported
 (core/replay.py, no vLLM): the replay must reproduce, step for step, what vLLM's scheduler did
 (scheduled tokens, new, resumed, preempted and finished requests, block ids) and the arrays of
 pagedviz's own trace of the same scenario, and pagedviz's scheduler must agree to the end.
@@ -22,10 +23,11 @@ from pagedviz.core.presets import preset_dict
 from pagedviz.core.recording import read_recording
 from pagedviz.core.replay import import_recording
 
-sys.path.insert(0, str(Path(__file__).parent))
 vllm_side = pytest.importorskip(
-    "vllm_side", reason="the vLLM 0.33.0 wheel is not installed (run scripts/fidelity-deps.sh)"
+    "pagedviz.core.vllm_engine.v1",
+    reason="the vLLM 0.33.0 wheel is not installed (run scripts/fidelity-deps.sh)",
 )
+sys.path.insert(0, str(Path(__file__).parent))  # test_vllm_fidelity, beside this file
 from test_vllm_fidelity import ARRAYS, _as_vllm, _vllm_new_blocks, scenarios  # noqa: E402
 
 from pagedviz.record import (  # noqa: E402
@@ -38,7 +40,7 @@ pytestmark = pytest.mark.fidelity
 
 
 def _side(scenario: Scenario) -> Any:
-    """The glue's vLLM side; its config says async_scheduling as the scenario does (vLLM's CPU
+    """The V1 side; its config says async_scheduling as the scenario does (vLLM's CPU
     platform turns the setting off in VllmConfig, where a GPU server keeps it on)."""
     side = vllm_side.VllmSide(scenario)
     side.config.scheduler_config.async_scheduling = scenario.config.async_scheduling
@@ -53,7 +55,7 @@ def _side(scenario: Scenario) -> Any:
 
 
 def _recording_side(scenario: Scenario, path: Path, monkeypatch: pytest.MonkeyPatch, **env: str) -> Any:
-    """The glue's vLLM side with its scheduler replaced by a recorder writing to `path`."""
+    """The V1 side with its scheduler replaced by a recorder writing to `path`."""
     monkeypatch.setenv("PAGEDVIZ_RECORD", str(path))
     for k, v in env.items():
         monkeypatch.setenv(k, v)

@@ -1,5 +1,5 @@
 """pagedviz.record on vLLM 0.33.0's scheduler for Model Runner V2 (pytest -m fidelity): the
-recorders replace the V2 glue's scheduler (vllm_v2_side.py), driven with pagedviz's tokens; each
+recorders replace the V2 side's scheduler (pagedviz.core.vllm_engine.v2), driven with pagedviz's tokens; each
 recording's import (core/replay.py, the V2 runner as recorded) reproduces what vLLM scheduled
 (resumed requests travel as new ones, as V2 gets them) and pagedviz's own V2 arrays."""
 
@@ -19,10 +19,11 @@ from pagedviz.core.replay import import_recording
 
 if importlib.util.find_spec("triton") is None:
     pytest.skip("triton is not installed (run scripts/fidelity-deps.sh)", allow_module_level=True)
-sys.path.insert(0, str(Path(__file__).parent))
 v2 = pytest.importorskip(
-    "vllm_v2_side", reason="the vLLM 0.33.0 wheel is not installed (run scripts/fidelity-deps.sh)"
+    "pagedviz.core.vllm_engine.v2",
+    reason="the vLLM 0.33.0 wheel is not installed (run scripts/fidelity-deps.sh)",
 )
+sys.path.insert(0, str(Path(__file__).parent))  # test_vllm_v2_fidelity, beside this file
 from test_vllm_v2_fidelity import REQ_ARRAYS, TOKEN_ARRAYS, _vllm_new_blocks, scenarios  # noqa: E402
 from vllm.config import CUDAGraphMode  # noqa: E402
 
@@ -37,12 +38,12 @@ SETTINGS = settings(
 
 
 def record_v2(scenario: Scenario, path: Path, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    """Drive a recorder as the V2 glue's scheduler; every SchedulerOutput vLLM made, in order."""
+    """Drive a recorder as the V2 side's scheduler; every SchedulerOutput vLLM made, in order."""
     monkeypatch.setenv("PAGEDVIZ_RECORD", str(path))
     side = v2.VllmV2Side(scenario)
     cfg = scenario.config
     cls = RecordingAsyncScheduler if side.config.scheduler_config.async_scheduling else RecordingScheduler
-    # the glue hands capture sizes to its own graph manager; a server's compilation config holds them
+    # the V2 side hands capture sizes to its own graph manager; a server's compilation config holds them
     sizes = cfg.cudagraph_capture_sizes
     side.config.compilation_config.cudagraph_capture_sizes = sorted(sizes) if sizes else None
     if sizes:  # the CPU platform turns CUDA graphs off; a GPU server keeps its mode

@@ -2,23 +2,22 @@
 
 Both sides run the same scenario: vLLM's own Scheduler / KVCacheManager / BlockPool and its
 InputBatch / BlockTable with the model runner's `_update_states` and `_prepare_inputs` on the CPU
-(vllm_side.py: glue only; what is stubbed and why is in its docstring), and pagedviz's engine with
+(pagedviz.core.vllm_engine.v1, the engine `vllm`'s V1 side; what is stubbed and why is in its
+docstring), and pagedviz's engine with
 `model: null`. Each step compares the scheduled tokens, the new / resumed / preempted / finished
 requests, the new block ids, the free queue, the batch rows, every prepare_inputs array, the
 persistent block table, the live part of the token table (vLLM leaves stale ids past a request's
 tokens and in vacated rows, where pagedviz writes zeros), and which requests sample.
 The sampled tokens themselves go from pagedviz to vLLM, so both sides see the same sequences.
 
-With async scheduling vLLM's AsyncScheduler runs under a glue copy of the engine core's batch-queue
-loop (engine_core_loop.py): each step also compares whether it scheduled, whose output its
+With async scheduling vLLM's AsyncScheduler runs under a copy of the engine core's batch-queue
+loop (pagedviz.core.vllm_engine.loop): each step also compares whether it scheduled, whose output its
 update_from_output consumed and what stayed queued. This group is the V1 runner's (scenarios pin
 `model_runner: v1`); Model Runner V2 has its own.
 """
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -29,9 +28,9 @@ from hypothesis import strategies as st
 from pagedviz.core import Scenario, make_engine
 from pagedviz.core.presets import list_presets, preset_dict
 
-sys.path.insert(0, str(Path(__file__).parent))  # vllm_side.py, the glue beside this file
 vllm_side = pytest.importorskip(
-    "vllm_side", reason="the vLLM 0.33.0 wheel is not installed (run scripts/fidelity-deps.sh)"
+    "pagedviz.core.vllm_engine.v1",
+    reason="the vLLM 0.33.0 wheel is not installed (run scripts/fidelity-deps.sh)",
 )
 
 pytestmark = pytest.mark.fidelity
@@ -76,7 +75,7 @@ def _compare_step(t: Any, out: Any, got: dict[str, Any]) -> None:
         if name in a:
             ours = t.arrays[name]
             if name == "input_ids" and "input_ids_device" in t.arrays:
-                # async scheduling: the CPU ids of decodes are placeholders; the glue's vLLM runs
+                # async scheduling: the CPU ids of decodes are placeholders; vLLM's side runs
                 # synchronously, so compare what the model reads (filled on the device)
                 ours = t.arrays["input_ids_device"].copy()
                 flat = t.arrays["sample_flattened_indices"]
@@ -85,8 +84,8 @@ def _compare_step(t: Any, out: Any, got: dict[str, Any]) -> None:
                 # A request preempted after it sampled, across a step that ran no forward, keeps
                 # its entry in prev_req_id_to_index: at its first recompute chunk vLLM's
                 # _prepare_input_ids scatters that stale sample into the chunk's last position, on
-                # the device, which the synchronous glue cannot show (it runs no scatter). pagedviz
-                # models the scatter; there the glue's CPU ids are the only check left.
+                # the device, which the synchronous side cannot show (it runs no scatter). pagedviz
+                # models the scatter; there the side's CPU ids are the only check left.
                 ours[chunk] = a[name][chunk]
             valid = t.array_entries[name].valid
             if name == "slot_mapping" and valid is not None:
@@ -159,7 +158,7 @@ V1_PRESETS = [
     p["id"]
     if not preset_dict(p["id"])["config"].get("num_speculative_tokens")
     else pytest.param(
-        # vllm_side builds vLLM without a drafter (no SpeculativeConfig): drafts cannot be compared
+        # the V1 side builds vLLM without a drafter (no SpeculativeConfig): drafts cannot be compared
         p["id"],
         marks=pytest.mark.skip(reason="the vLLM side runs no drafter"),
     )

@@ -1,6 +1,7 @@
 """pagedviz's Model Runner V2 model against vLLM 0.33.0's own V2 code, step by step (pytest -m fidelity).
 
-vLLM's side (vllm_v2_side.py, glue only; what is stubbed and why is in its docstring): the
+vLLM's side (pagedviz.core.vllm_engine.v2, the engine `vllm`'s V2 side; what is stubbed and why
+is in its docstring): the
 Scheduler built for V2, V2's RequestState / BlockTables / InputBuffers and the GPUModelRunner
 methods that update them and prepare a step's inputs, with V2's Triton kernels run by Triton's
 interpreter on the CPU. pagedviz's side: the engine with `model_runner: "v2"` and `model: null`.
@@ -14,9 +15,9 @@ resumed (always none under V2), preempted and finished ids, and new block ids; t
 table's valid entries (row i: the first cdiv(seq_lens[i], block_size)); the per-slot state of
 occupied slots; the attention metadata's counts; vLLM's CUDA-graph dispatch (mode, padded sizes)
 and the padded buffers; which requests sample. With async scheduling vLLM's AsyncScheduler runs
-under the engine core's batch-queue glue (engine_core_loop.py) and each step also compares the
-loop's decisions. The interpreter is slow (about 50 ms a step): the hypothesis example counts keep
-the group to about two minutes of CPU.
+under the engine core's batch-queue loop (pagedviz.core.vllm_engine.loop) and each step also
+compares the loop's decisions. The interpreter is slow (about 50 ms a step): the hypothesis
+example counts keep the group to about two minutes of CPU.
 With n-gram speculative decoding also: the scheduled draft counts (-1 placeholders),
 `expanded_idx_mapping`, `expanded_local_pos`, `draft_sampled`, `num_sampled`, `num_rejected`, the
 per-slot `draft_tokens` each step verifies, and the drafts V2's speculator proposes after it.
@@ -26,8 +27,6 @@ from __future__ import annotations
 
 import functools
 import importlib.util
-import sys
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -39,13 +38,13 @@ from pagedviz.core import Scenario, make_engine
 from pagedviz.core.presets import list_presets, preset_dict
 from pagedviz.core.runners.v2 import ModelRunnerV2
 
-# looked up, not imported: vllm_env.py (through the glue) must be the first to import Triton, with
-# TRITON_INTERPRET set, or Triton's own jit'd helpers (tl.zeros, ...) are not interpreted
+# looked up, not imported: env.prepare() (through the V2 side) must be the first to import Triton,
+# with TRITON_INTERPRET set, or Triton's own jit'd helpers (tl.zeros, ...) are not interpreted
 if importlib.util.find_spec("triton") is None:
     pytest.skip("triton is not installed (run scripts/fidelity-deps.sh)", allow_module_level=True)
-sys.path.insert(0, str(Path(__file__).parent))  # vllm_v2_side.py, the glue beside this file
 v2 = pytest.importorskip(
-    "vllm_v2_side", reason="the vLLM 0.33.0 wheel is not installed (run scripts/fidelity-deps.sh)"
+    "pagedviz.core.vllm_engine.v2",
+    reason="the vLLM 0.33.0 wheel is not installed (run scripts/fidelity-deps.sh)",
 )
 
 pytestmark = pytest.mark.fidelity
@@ -201,12 +200,10 @@ def run_both(scenario: Scenario) -> int:
 
 def run_both_async(scenario: Scenario) -> int:
     """Both sides with async scheduling: vLLM's AsyncScheduler under the engine core's batch queue
-    (engine_core_loop.py). Per step, the loop's decisions (scheduled, whose output
+    (pagedviz.core.vllm_engine.loop). Per step, the loop's decisions (scheduled, whose output
     update_from_output took, what stayed queued), then for a scheduled batch all run_both compares.
     Both runs end together."""
     assert scenario.config.model_runner == "v2" and scenario.config.async_scheduling
-    if v2.EngineCoreLoop is None:
-        pytest.skip("engine_core_loop.py (the engine core's batch-queue glue) is not on this branch")
     side = v2.VllmV2Side(scenario)
     engine = make_engine(scenario)
     steps = 0
@@ -495,7 +492,7 @@ def _worked_example(async_scheduling: bool = False) -> Scenario:
 
 
 def test_vllm_v2_side_reproduces_the_notes_worked_example() -> None:
-    """The glue alone: vLLM's own V2 code gives the executed table of the notes (section 8)."""
+    """vLLM's side alone: vLLM's own V2 code gives the executed table of the notes (section 8)."""
     side = v2.VllmV2Side(_worked_example())
     for step, want in _WORKED.items():
         got = side.step(_SAMPLED[step])

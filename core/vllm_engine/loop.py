@@ -1,4 +1,4 @@
-"""Glue that drives a real vLLM 0.33.0 scheduler through the engine core's batch-queue loop.
+"""Drives a real vLLM 0.33.0 scheduler through the engine core's batch-queue loop.
 
 `EngineCoreLoop.step()` is `EngineCore.step_with_batch_queue` (vllm/v1/engine/core.py) with the
 executor replaced by a callback: if the scheduler has requests, `schedule()`, run the batch at once
@@ -8,8 +8,8 @@ batch ran a forward or the scheduler still has requests; otherwise pop the oldes
 its output to `update_from_output`. Nothing else of vLLM's engine core is involved (no executor,
 no structured output, so sampling is never deferred; no aborts).
 
-Usable with either model runner: the V1 group calls it with `_Runner.step` and `_Runner.sampled`
-(vllm_side.py), a V2 group with its own runner glue. The batch queue size is vLLM's
+Usable with either model runner: the V1 side calls it with `_Runner.step` and `_Runner.sampled`
+(v1.py), the V2 side with its own runner methods (v2.py). The batch queue size is vLLM's
 `VllmConfig.max_concurrent_batches` (2 for V1 with async scheduling; pipeline size + 1 for V2).
 """
 

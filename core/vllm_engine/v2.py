@@ -1,4 +1,4 @@
-"""Glue that drives vLLM 0.33.0's scheduler built for Model Runner V2, and V2's own worker state
+"""Drives vLLM 0.33.0's scheduler built for Model Runner V2, and V2's own worker state
 and Triton kernels, on the CPU.
 
 Everything that decides a number is vLLM's:
@@ -6,7 +6,7 @@ Everything that decides a number is vLLM's:
   `VllmConfig` whose `use_v2_model_runner` is true (config/vllm.py: the env var
   `VLLM_USE_V2_MODEL_RUNNER`, read through vllm.envs, wins over every default). The scheduler
   reads the property once, in `__init__`, so the env var is set to 1 only while the config and
-  the scheduler are built (the V1 glue in the same process keeps 0, see vllm_env.py). With it
+  the scheduler are built (the V1 side in the same process keeps 0, see env.py). With it
   the scheduler sends resumed requests as new ones with `prefill_token_ids` and fills
   `preempted_req_ids`.
 - V2's `RequestState` (gpu/states.py), `BlockTables` (gpu/block_table.py) and `InputBuffers`
@@ -29,7 +29,7 @@ What is stubbed, and why:
 - `model_state` and `lora_state`: no-ops. The default model state only keeps M-RoPE positions
   and prompt embeddings (neither is modelled); LoRA is off. `num_new_sampled_tokens_per_step`
   is 1, the default model state's value.
-- `ModelConfig`: `vllm_env.TinyModelConfig`, shared with the V1 glue (building a real one needs
+- `ModelConfig`: `env.TinyModelConfig`, shared with the V1 side (building a real one needs
   Hugging Face files); its `rswa_window = None` (no R-SWA) is the one field V2's `prepare_inputs`
   adds to what V1 reads.
 - CUDA graphs: nothing is captured. With `cudagraph_capture_sizes` set, vLLM's own
@@ -47,285 +47,66 @@ What is stubbed, and why:
   one-hot logits of pagedviz's target token at each logits row (`target_token_ids` in the trace).
 - The sampler: the sampled token of each row comes from pagedviz's trace, so both sides see the
   same sequences. `get_num_sampled_and_rejected` (vLLM's kernel) zeroes the rows of partial
-  prefill chunks; the glue feeds the tokens to `post_update` and builds the `ModelRunnerOutput`
+  prefill chunks; this module feeds the tokens to `post_update` and builds the `ModelRunnerOutput`
   the way `AsyncOutput.get_output` does (each row's tokens cut to `num_sampled`).
 - vLLM's CPU patch set `vllm.v1.worker.cpu.shm` (its CPU worker's: `UvaBuffer` as a CPU tensor,
   a CPU `async_tensor_h2d`) is imported for the worker classes; the patches it also makes to
   `torch` itself (placeholder CUDA events and streams, a no-op `pin_memory`) are undone at once,
   since the rest of the test process (pagedviz's CUDA timing) needs the real ones and the methods
   driven here do not use them.
+- Where each stand-in lives: v2_worker.py (the imports that must come first, the configs, the
+  runner's fields, the CUDA-graph manager); this module drives a step with them.
 """
 
 from __future__ import annotations
 
-import logging
-import os
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
-import vllm_env  # (before vLLM: Triton usable, V1 pinned by default; see its docstring)
 
+from pagedviz.core.vllm_engine import v2_worker
 
-@contextmanager
-def _env(**values: str) -> Iterator[None]:
-    old = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
-def _import_vllm_v2() -> None:
-    """Import V2's worker modules with the interpreter on (kernels are bound to it when decorated),
-    keeping the torch attributes vLLM's CPU patch set would replace process-wide."""
-    import torch
-
-    saved = [
-        (obj, name, getattr(obj, name))
-        for obj, names in (
-            (torch, ("Event",)),
-            (torch.cuda, ("Event", "Stream", "set_stream", "current_stream", "stream")),
-            (torch.accelerator, ("synchronize", "empty_cache", "get_memory_info")),
-            (torch.Tensor, ("pin_memory", "record_stream")),
-        )
-        for name in names
-        if hasattr(obj, name)
-    ]
-    with _env(TRITON_INTERPRET="1", CUDA_VISIBLE_DEVICES=""):
-        import vllm.v1.worker.cpu.shm  # noqa: F401
-        import vllm.v1.worker.gpu.model_runner  # noqa: F401
-        import vllm.v1.worker.gpu.spec_decode.ngram.speculator  # noqa: F401
-        import vllm.v1.worker.gpu.spec_decode.rejection_sampler  # noqa: F401
-        import vllm.v1.worker.gpu.spec_decode.rejection_sampler_utils  # noqa: F401
-    for obj, name, value in saved:
-        setattr(obj, name, value)
-
-
-_import_vllm_v2()
-
-
-def _bool_masks_for_the_interpreter() -> None:
-    """Triton's interpreter (3.9.0) refuses a load or store whose mask is an integer array: V2's
-    n-gram finalize kernel builds its gather mask as `(k < avail) & write_ok & in_range`, which
-    the interpreter types as int64 (a GPU treats any nonzero mask lane as on). Masks become bool
-    before the interpreter's load and store; nothing else changes."""
-    from triton.runtime import interpreter as ti
-
-    builder = ti.InterpreterBuilder
-    if getattr(builder, "_pagedviz_bool_masks", False):
-        return
-    load, store = builder.create_masked_load, builder.create_masked_store
-
-    def as_bool(mask: Any) -> Any:
-        if mask.data.dtype != np.bool_:
-            mask = ti.TensorHandle(mask.data.astype(np.bool_), ti.tl.int1)
-        return mask
-
-    def masked_load(self: Any, ptrs: Any, mask: Any, *args: Any) -> Any:
-        return load(self, ptrs, as_bool(mask), *args)
-
-    def masked_store(self: Any, ptrs: Any, value: Any, mask: Any, *args: Any) -> Any:
-        return store(self, ptrs, value, as_bool(mask), *args)
-
-    builder.create_masked_load, builder.create_masked_store = masked_load, masked_store
-    builder._pagedviz_bool_masks = True
-
-
-_bool_masks_for_the_interpreter()
-
+# first: Triton made usable and V2's kernels bound to the interpreter before any other vLLM import
+v2_worker.check_triton()
 import torch  # noqa: E402
-from vllm.config import (  # noqa: E402
-    CacheConfig,
-    DeviceConfig,
-    SchedulerConfig,
-    SpeculativeConfig,  # noqa: E402
-    VllmConfig,
-)
 from vllm.config.compilation import CUDAGraphMode  # noqa: E402
 from vllm.sampling_params import SamplingParams  # noqa: E402
-from vllm.triton_utils import HAS_TRITON  # noqa: E402
 from vllm.utils.hashing import sha256_cbor  # noqa: E402
 from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash  # noqa: E402
 from vllm.v1.core.sched.async_scheduler import AsyncScheduler  # noqa: E402
 from vllm.v1.core.sched.scheduler import Scheduler  # noqa: E402
-from vllm.v1.kv_cache_interface import (  # noqa: E402
-    FullAttentionSpec,
-    KVCacheConfig,
-    KVCacheGroupSpec,
-)
 from vllm.v1.outputs import EMPTY_MODEL_RUNNER_OUTPUT, DraftTokenIds, ModelRunnerOutput  # noqa: E402
 from vllm.v1.request import Request  # noqa: E402
 from vllm.v1.structured_output import StructuredOutputManager  # noqa: E402
-from vllm.v1.worker.block_table import get_block_table_width  # noqa: E402
-from vllm.v1.worker.gpu.block_table import BlockTables  # noqa: E402
-from vllm.v1.worker.gpu.cudagraph_utils import BatchExecutionDescriptor, CudaGraphManager  # noqa: E402
-from vllm.v1.worker.gpu.input_batch import (  # noqa: E402
-    InputBuffers,
-    get_num_sampled_and_rejected,
-)
+from vllm.v1.worker.gpu.cudagraph_utils import BatchExecutionDescriptor  # noqa: E402
+from vllm.v1.worker.gpu.input_batch import get_num_sampled_and_rejected  # noqa: E402
 from vllm.v1.worker.gpu.model_runner import GPUModelRunner  # noqa: E402
-from vllm.v1.worker.gpu.spec_decode.ngram.speculator import NgramGPUSpeculator  # noqa: E402
 from vllm.v1.worker.gpu.spec_decode.rejection_sampler import gather_draft_sampled  # noqa: E402
 from vllm.v1.worker.gpu.spec_decode.rejection_sampler_utils import rejection_sample  # noqa: E402
-from vllm.v1.worker.gpu.states import RequestState  # noqa: E402
 
 from pagedviz.core.config import Scenario  # noqa: E402
+from pagedviz.core.vllm_engine.env import env as _env  # noqa: E402
+from pagedviz.core.vllm_engine.loop import EngineCoreLoop  # noqa: E402
+from pagedviz.core.vllm_engine.v2_worker import (  # noqa: E402
+    _graph_manager,
+    _RunnerStub,
+    kv_cache_config,
+    kv_cache_spec,
+    vllm_config,
+)
 
-try:  # the engine core's batch-queue loop, shared with the V1 group (beside this file)
-    from engine_core_loop import EngineCoreLoop
-except ImportError:  # not there yet: the async part of the V2 group skips
-    EngineCoreLoop = None
-
-logging.getLogger("vllm").setLevel(logging.ERROR)  # the CPU platform's advice on block sizes
-
-if not HAS_TRITON:
-    raise ImportError("vLLM was imported before vllm_env.py made Triton usable (CUDA_VISIBLE_DEVICES='')")
-
-
-def vllm_config(scenario: Scenario) -> VllmConfig:
-    """vLLM's configs for the scenario, with Model Runner V2 chosen (read while building)."""
-    cfg = scenario.config
-    sched = SchedulerConfig(
-        max_model_len=cfg.max_model_len,
-        is_encoder_decoder=False,
-        max_num_batched_tokens=cfg.max_num_batched_tokens,
-        max_num_seqs=cfg.max_num_reqs,
-        enable_chunked_prefill=cfg.enable_chunked_prefill,
-        long_prefill_token_threshold=cfg.long_prefill_token_threshold,
-        scheduler_reserve_full_isl=cfg.scheduler_reserve_full_isl,
-        watermark=cfg.watermark,
-        async_scheduling=bool(cfg.async_scheduling),
-    )
-    cache = CacheConfig(block_size=cfg.block_size, enable_prefix_caching=cfg.enable_prefix_caching)
-    cache.num_gpu_blocks = cfg.num_kv_blocks
-    vc = VllmConfig(scheduler_config=sched, cache_config=cache, device_config=DeviceConfig(device="cpu"))
-    object.__setattr__(vc, "model_config", vllm_env.TinyModelConfig(cfg.max_model_len, cfg.vocab_size))
-    # vLLM's CPU platform turns async scheduling off (platforms/cpu.py, check_and_update_config:
-    # "not required on CPU"); the GPU engine pagedviz models keeps what the scenario asks for
-    vc.scheduler_config.async_scheduling = bool(cfg.async_scheduling)
-    if cfg.num_speculative_tokens:
-        # after the model config: SpeculativeConfig reads nothing of it for n-gram
-        spec = SpeculativeConfig(
-            method="ngram",
-            num_speculative_tokens=cfg.num_speculative_tokens,
-            prompt_lookup_min=cfg.prompt_lookup_min,
-            prompt_lookup_max=cfg.prompt_lookup_max,
-        )
-        object.__setattr__(vc, "speculative_config", spec)
-    return vc
-
-
-def kv_cache_spec(scenario: Scenario) -> FullAttentionSpec:
-    return FullAttentionSpec(
-        block_size=scenario.config.block_size, num_kv_heads=1, head_size=8, dtype=torch.float32
-    )
-
-
-def kv_cache_config(scenario: Scenario) -> KVCacheConfig:
-    return KVCacheConfig(
-        num_blocks=scenario.config.num_kv_blocks,
-        kv_cache_tensors=[],
-        kv_cache_groups=[KVCacheGroupSpec(["layer.0"], kv_cache_spec(scenario))],
-    )
-
-
-def _noop(*args: Any, **kwargs: Any) -> None:
-    return None
-
-
-class _RunnerStub:
-    """The fields of a V2 `GPUModelRunner` that the driven methods read (module docstring)."""
-
-    def __init__(self, vc: VllmConfig, scenario: Scenario) -> None:
-        cfg = scenario.config
-        self.device = torch.device("cpu")
-        self.max_num_reqs = cfg.max_num_reqs
-        self.max_model_len = cfg.max_model_len
-        self.max_num_tokens = cfg.max_num_batched_tokens
-        self.num_speculative_steps = K = cfg.num_speculative_tokens
-        self.decode_query_len = K + 1  # speculative steps + one sampled token per step
-        self.req_states = RequestState(
-            max_num_reqs=cfg.max_num_reqs,
-            max_model_len=cfg.max_model_len,
-            max_num_batched_tokens=cfg.max_num_batched_tokens,
-            num_speculative_steps=K,
-            vocab_size=cfg.vocab_size,
-            device=self.device,
-        )
-        spec = kv_cache_spec(scenario)
-        # as GPUModelRunner sizes them (model_runner.py, the block-table loop of initialize_kv_cache)
-        width = get_block_table_width(
-            spec.max_num_blocks_per_req(vc, cfg.max_model_len),
-            spec.block_size,
-            token_alignment=spec.block_table_token_alignment,
-        )
-        self.block_tables = BlockTables(
-            block_sizes=[cfg.block_size],
-            max_num_reqs=cfg.max_num_reqs,
-            max_num_batched_tokens=cfg.max_num_batched_tokens,
-            max_num_blocks_per_group=[width],
-            device=self.device,
-        )
-        self.input_buffers = InputBuffers(cfg.max_num_reqs, cfg.max_num_batched_tokens, self.device)
-        self.model_state = _ModelState()
-        self.lora_state = _LoraState()
-        self.model_config = vc.model_config
-        self.pooling_runner = None
-        self.pp_handler = None
-        self.encoder_cache = None
-        self.prompt_logprobs_worker = None
-        self.adaptive_verification = None
-        self.sampler = None
-        self.pcp_manager = None
-        self.fast_prefill = None
-        self.kv_block_zeroer = None
-        self.is_last_pp_rank = False
-        self.use_pp = False
-        self.speculator = NgramGPUSpeculator(vc, self.device, self.req_states) if K else None
-
-    def _remove_request(self, req_id: str) -> bool:
-        return bool(GPUModelRunner._remove_request(self, req_id))  # type: ignore[arg-type]
-
-
-class _ModelState:
-    num_new_sampled_tokens_per_step = 1
-    add_request = apply_staged_writes = postprocess_state = remove_request = staticmethod(_noop)
-
-
-class _LoraState:
-    add_request = remove_request = staticmethod(_noop)
-
-
-def _graph_manager(vc: VllmConfig, sizes: Any, decode_query_len: int = 1) -> CudaGraphManager | None:
-    """vLLM's CudaGraphManager for FULL_AND_PIECEWISE with `sizes`, graphs counted as captured
-    (the fields CudaGraphManager.__init__ sets for one rank without LoRA or microbatches)."""
-    if not sizes:
-        return None
-    m = CudaGraphManager.__new__(CudaGraphManager)
-    m.vllm_config = vc
-    m.max_num_reqs = vc.scheduler_config.max_num_seqs
-    m.compilation_config = SimpleNamespace(
-        cudagraph_capture_sizes=sorted(sizes), max_cudagraph_capture_size=max(sizes)
-    )
-    m.cudagraph_mode = CUDAGraphMode.FULL_AND_PIECEWISE
-    m.decode_query_len = decode_query_len
-    m.varlen_decode = False
-    m.ubatch_runner = None
-    m.lora_capture_cases = [0]
-    m._lora_dispatch_map, m._max_lora_case = m._build_lora_dispatch_map()
-    m._candidates, m._capture_descs = {}, {}
-    m._init_candidates()
-    m._graphs_captured = True
-    return m
+__all__ = [
+    "AsyncScheduler",
+    "EngineCoreLoop",
+    "Scheduler",
+    "StructuredOutputManager",
+    "V2Step",
+    "VllmV2Side",
+    "kv_cache_config",
+    "kv_cache_spec",
+    "vllm_config",
+]
 
 
 @dataclass
@@ -397,7 +178,7 @@ class VllmV2Side:
         request; after the update the scheduler takes the drafts' count (EngineCore.post_step)."""
         out = self.schedule()
         step, result = self.execute(out, sampled, targets)
-        if result is not None:  # a step without tokens has no forward; so does the glue (as V1's)
+        if result is not None:  # a step without tokens has no forward; so does this side (as V1's)
             self.scheduler.update_from_output(out, result)
             K = self.runner.num_speculative_steps
             if K:  # DraftTokensHandler.get_draft_tokens without structured outputs
@@ -409,7 +190,7 @@ class VllmV2Side:
     def async_step(
         self, sampled: dict[str, int], targets: dict[str, list[int]] | None = None
     ) -> tuple[Any, V2Step | None]:
-        """One `step_with_batch_queue` (engine_core_loop.py, the engine core's batch queue of 2
+        """One `step_with_batch_queue` (loop.py, the engine core's batch queue of 2
         under async scheduling): a batch, if one is scheduled, runs through V2's methods at once
         with `sampled` (pagedviz's tokens of the same step): the worker runs its batches in order,
         each post_update before the next batch's inputs. Its output reaches `update_from_output`
@@ -418,8 +199,6 @@ class VllmV2Side:
         update_draft_token_ids under async scheduling: its own placeholders of -1 stand in, and
         the worker keeps the real drafts in its slots). Returns what the loop did and the
         scheduled batch's V2Step."""
-        if EngineCoreLoop is None:
-            raise RuntimeError("engine_core_loop.py (the engine core's batch-queue glue) is missing")
         self.step_no += 1
         for spec in self.arrivals.pop(self.step_no, []):
             self.scheduler.add_request(self._request(spec))

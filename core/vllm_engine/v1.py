@@ -1,4 +1,4 @@
-"""Glue that drives vLLM 0.33.0's own scheduler, block pool and persistent batch on the CPU.
+"""Drives vLLM 0.33.0's own scheduler, block pool and persistent batch on the CPU.
 
 Everything that decides a number is vLLM's: `Scheduler` (with its `KVCacheManager`, `BlockPool`
 and `FreeKVCacheBlockQueue`), `InputBatch` and its `MultiGroupBlockTable`, and the model runner's
@@ -9,7 +9,7 @@ hands the sampled tokens (taken from pagedviz, so both sides see the same sequen
 
 What is stubbed, and why:
 - `ModelConfig`: building one needs a Hugging Face config and tokenizer (files or a download).
-  The scheduler and the runner read a dozen plain attributes of it; `vllm_env.TinyModelConfig` holds them
+  The scheduler and the runner read a dozen plain attributes of it; `env.TinyModelConfig` holds them
   (a text-only decoder, no M-RoPE, `max_model_len`, the vocabulary size). No weights anywhere.
 - The KV cache spec: one full-attention group (`FullAttentionSpec`, 1 KV head of size 8, float32),
   the smallest configuration that gives one block table with the scenario's block size.
@@ -18,25 +18,21 @@ What is stubbed, and why:
 - `_to_list`: vLLM's copies the sampled ids through pinned memory and waits on a device event;
   on the CPU it is `tolist()`.
 - `compute_slot_mapping`: in 0.33 it is only a Triton kernel on the device block table
-  (`ComputeSlotMappingKernel`, vllm/v1/worker/block_table.py), which needs a GPU. The glue reads
+  (`ComputeSlotMappingKernel`, vllm/v1/worker/block_table.py), which needs a GPU. This module reads
   slot_mapping off vLLM's own CPU block table with the kernel's formula
   (`block_table[req, pos // block_size] * block_size + pos % block_size`).
 """
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import numpy as np
 
-os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
-os.environ.setdefault("VLLM_CONFIGURE_LOGGING", "0")
-# vLLM's CPU platform: no pinned memory, no CUDA streams
-os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
+from pagedviz.core.vllm_engine import env as vllm_env
+
+vllm_env.prepare()  # before vLLM: Triton usable, V1 pinned by default (env.py)
 import torch  # noqa: E402
-import vllm_env  # noqa: E402  (Triton for the V2 group, V1 pinned here: see its docstring)
-from engine_core_loop import EngineCoreLoop, LoopStep  # noqa: E402  (beside this file)
 from vllm.config import CacheConfig, DeviceConfig, SchedulerConfig, VllmConfig  # noqa: E402
 from vllm.sampling_params import SamplingParams  # noqa: E402
 from vllm.utils.hashing import sha256_cbor  # noqa: E402
@@ -57,6 +53,7 @@ from vllm.v1.worker.gpu_input_batch import InputBatch  # noqa: E402
 from vllm.v1.worker.gpu_model_runner import GPUModelRunner  # noqa: E402
 
 from pagedviz.core.config import Scenario  # noqa: E402
+from pagedviz.core.vllm_engine.loop import EngineCoreLoop, LoopStep  # noqa: E402
 
 
 def vllm_config(scenario: Scenario) -> VllmConfig:
@@ -135,7 +132,7 @@ class VllmSide:
         return self.scheduler.schedule()
 
     def async_step(self, sampled: dict[str, int]) -> tuple[LoopStep, dict[str, Any]]:
-        """One `step_with_batch_queue` (engine_core_loop.py): the batch, if one is scheduled, runs
+        """One `step_with_batch_queue` (loop.py): the batch, if one is scheduled, runs
         through the runner at once with `sampled` (pagedviz's tokens of the same step); its output
         reaches `update_from_output` when the loop pops it. Returns what the loop did and, for a
         scheduled batch, what `step` returns."""
