@@ -27,16 +27,19 @@ from pagedviz.core.device import DeviceUnavailableError
 from pagedviz.core.narrate import narrate
 from pagedviz.core.presets import list_presets, preset_dict
 from pagedviz.core.registry import make_engine
+from pagedviz.core.scenario import ENGINES
 from pagedviz.core.trace import StepTrace
-from pagedviz.core.upstream import upstream_of
+from pagedviz.core.upstream import UPSTREAM, upstream_of
+
+VLLM_VERSION = UPSTREAM["vllm"]["version"]
 
 
 class CliError(Exception):
     pass
 
 
-def load_scenario(ref: str) -> Scenario:
-    """A preset id or a path to a scenario JSON file."""
+def load_scenario(ref: str, engine: str | None = None) -> Scenario:
+    """A preset id or a path to a scenario JSON file; `engine` (--engine) replaces its `engine`."""
     path = Path(ref)
     if path.suffix == ".json" or path.exists():
         try:
@@ -61,6 +64,8 @@ def load_scenario(ref: str) -> Scenario:
             raise CliError(
                 f"unknown preset {ref[:60]!r}; {hint}(presets: {', '.join(ids)}); or give a .json file"
             ) from None
+    if engine is not None and isinstance(data, dict):
+        data = {**data, "engine": engine}
     return Scenario.from_dict(data)
 
 
@@ -284,7 +289,7 @@ class RunProgress:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    scenario = load_scenario(args.scenario)
+    scenario = load_scenario(args.scenario, args.engine)
     engine = make_engine(scenario)
     if args.step is not None and not 1 <= args.step <= scenario.max_steps:
         raise CliError(f"--step must be between 1 and max_steps={scenario.max_steps} (got {args.step})")
@@ -324,7 +329,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
         return 0
     console = make_console(args.wide)
-    console.print(f"{scenario.name} ({scenario.flavor}) on {engine.device}")
+    by = f", computed by vLLM {VLLM_VERSION}'s own code" if scenario.engine == "vllm" else ""
+    console.print(f"{scenario.name} ({scenario.flavor}) on {engine.device}{by}")
     for t in traces:
         if args.narrate:
             console.out(render_narration(t, before[t.step], scenario, args.lang, t is last), highlight=False)
@@ -393,6 +399,12 @@ def build_parser() -> tuple[argparse.ArgumentParser, Any]:
         " run, from 1 until all requests finish or max_steps (with --json, all of them in the steps list)",
     )
     run.add_argument("--json", action="store_true", help="print the trace contract as JSON")
+    run.add_argument(
+        "--engine",
+        choices=ENGINES,
+        help="what computes the steps (replaces the scenario's `engine`): pagedviz, or vllm (vLLM 0.33.0's "
+        "own scheduler and input preparation on the CPU; needs pip install 'pagedviz[vllm]')",
+    )
     run.add_argument("--narrate", action="store_true", help="say what happened in each step and why")
     run.add_argument("--lang", choices=("en", "zh"), default="en", help="language of --narrate")
     run.add_argument(

@@ -42,5 +42,10 @@ def engine_class(flavor: str) -> type[Engine]:
 
 
 def make_engine(scenario: Scenario, capture: bool = True) -> Engine:
-    """The engine of the scenario's flavour."""
+    """The engine of the scenario's flavour; with `engine: vllm`, vLLM's own code
+    (core/vllm_engine, imported only then)."""
+    if scenario.engine == "vllm":
+        from pagedviz.core.vllm_engine import make_live_engine
+
+        return make_live_engine(scenario, capture)
     return engine_class(scenario.flavor)(scenario, capture)

@@ -106,6 +106,11 @@ class Rules:
                     "(the default when a request has an image)",
                 )
             cfg = dataclasses.replace(cfg, model_runner="v1")
+        if m.engine == "vllm" and not self.errors:
+            from pagedviz.core.vllm_engine import problems
+
+            for loc, msg in problems(m.flavor, cfg, reqs):
+                self.err(loc, msg)
         if self.errors:
             raise ScenarioError(self.errors, too_large=self.too_large)
         return Scenario(
@@ -119,6 +124,7 @@ class Rules:
             summary=m.summary,
             document=m.document,
             notes=m.notes or (),
+            engine=m.engine,
         )
 
     def config(self, c: Any) -> EngineConfig:

@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 FLAVORS = ("vllm", "ascend", "nanovllm")
 DEVICES = ("auto", "cpu", "cuda", "npu")
 RUNNERS = ("v1", "v2")
+# what computes a scenario's steps (core/vllm_engine: the engine `vllm`)
+ENGINES = ("pagedviz", "vllm")
 
 
 class ScenarioError(ValueError):
@@ -170,6 +172,15 @@ class EngineConfig:
 SCENARIO_FIELDS: tuple[FieldSpec, ...] = (
     FieldSpec("name", "untitled", "a short name", "str", max_len=200),
     FieldSpec("flavor", "vllm", "which engine's rules apply", "enum", choices=FLAVORS),
+    FieldSpec(
+        "engine",
+        "pagedviz",
+        "what computes the steps: pagedviz (its own model of the flavour) or vllm (vLLM 0.33.0's own "
+        "scheduler, block pool and input preparation, in-process on the CPU; needs "
+        "pip install 'pagedviz[vllm]')",
+        "enum",
+        choices=ENGINES,
+    ),
     FieldSpec("seed", 0, "draws prompt_len prompts and the model's weights", lo=0, hi=2**32 - 1),
     FieldSpec("config", None, "the engine configuration", "custom", schema={}),
     FieldSpec("requests", None, "the requests, in arrival order", "custom", schema={}),
@@ -258,6 +269,7 @@ class Scenario:
     summary: str = ""
     document: str = ""
     notes: tuple[str, ...] = ()
+    engine: str = "pagedviz"
 
     @classmethod
     def from_dict(cls, data: Any, limits: Limits | None = None) -> Scenario:
@@ -297,6 +309,8 @@ class Scenario:
             "requests": reqs,
             "max_steps": self.max_steps,
         }
+        if self.engine != "pagedviz":
+            out["engine"] = self.engine
         for key in ("title", "summary", "document"):
             if getattr(self, key):
                 out[key] = getattr(self, key)

@@ -53,7 +53,6 @@ if TYPE_CHECKING:
 
 VLLM_VERSION = UPSTREAM["vllm"]["version"]
 INSTALL = "pip install 'pagedviz[vllm]'"
-ENGINES = ("pagedviz", "vllm")
 # the marker every step of a live run carries (trace.forward["engine"]) and the page shows
 ENGINE_LABEL = f"vllm {VLLM_VERSION}"
 
@@ -99,6 +98,13 @@ def problems(
             (
                 "config.device",
                 f"the engine vllm runs in-process on the CPU: cpu or auto (got {config.device!r})",
+            )
+        )
+    if config.async_scheduling:
+        out.append(
+            (
+                "config.async_scheduling",
+                "the engine vllm runs vLLM's synchronous Scheduler (the engine core's step): set false",
             )
         )
     if config.num_speculative_tokens:

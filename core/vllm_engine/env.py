@@ -3,7 +3,8 @@
 before until then).
 
 - `VLLM_LOGGING_LEVEL=ERROR`, `VLLM_CONFIGURE_LOGGING=0`, `VLLM_TARGET_DEVICE=cpu` (set only where
-  unset): vLLM's CPU platform, no pinned memory, no CUDA streams, no log lines on the console.
+  unset): vLLM's CPU platform, no pinned memory, no CUDA streams, no log lines on the console
+  (the `vllm` logger at ERROR).
 - Triton: vLLM decides once, when `vllm.triton_utils` is first imported, whether Triton works. With
   no GPU driver it turns every `@triton.jit` kernel into a placeholder, unless `CUDA_VISIBLE_DEVICES`
   is an empty string (the lenient "distributed environment" branch of
@@ -25,6 +26,7 @@ before until then).
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from collections.abc import Iterator
@@ -58,6 +60,9 @@ def prepare() -> None:
     os.environ.setdefault("VLLM_CONFIGURE_LOGGING", "0")
     os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
     os.environ["VLLM_USE_V2_MODEL_RUNNER"] = "0"
+    # unconfigured, vLLM's loggers reach Python's last-resort handler: its warnings about the CPU
+    # platform (no vllm._C, block sizes) would print on stderr at every first run
+    logging.getLogger("vllm").setLevel(logging.ERROR)
     if "triton" in sys.modules and os.environ.get("TRITON_INTERPRET") != "1":
         _state["triton_problem"] = (
             "Triton was imported before the vllm engine, without its interpreter: V2's kernels "
