@@ -4,8 +4,9 @@
 // reads each part named; the token_indices what-if; speculative decoding's logits rows with accepted
 // and rejected drafts; async scheduling's device fill of input_ids; M-RoPE's 3 × T positions beside
 // the 1-D ones; nano-vllm's cu_seqlens, last_indices and block_tables; the Ascend attention state
-// and the mask each state builds. Also the KV cache tensor's shape on the KV card and a preset's
-// notes (one line each) under the run's title.
+// and the mask each state builds. Also the KV cache tensor's shape on the KV card, a preset's
+// notes (one line each) under the run's title, and, for the engine `vllm`, the line that says the
+// step was computed by vLLM's own code.
 
 import { getJSON } from "./api.js";
 import { stageText } from "./i18n.js";
@@ -354,6 +355,25 @@ export function renderFeatures() {
   $("features-panel").hidden = !cards.length;
   drawMrope();
   kvShape();
+  engineMark();
+}
+
+// The engine `vllm` (a scenario's "engine": "vllm"): each of its steps says it was computed by vLLM's
+// own code (forward.engine, e.g. "vllm 0.33.0"), what of it is vLLM's and what pagedviz's, and the
+// arrays where pagedviz's replay computed something else (forward.vllm_differences)
+function engineMark() {
+  const box = $("engine-mark");
+  if (!box) return;
+  const fw = (S.trace && S.trace.forward) || {};
+  const engine = typeof fw.engine === "string" && fw.engine.startsWith("vllm ") ? fw.engine : "";
+  box.hidden = !engine;
+  if (!engine) return clear(box);
+  const version = `vLLM ${engine.slice(5)}`;
+  const diffs = fw.vllm_differences || {};
+  const names = Object.keys(diffs);
+  clear(box).append(el("strong", { text: fill("engine_vllm", { version }) }), " ", L("engine_vllm_parts"),
+    names.length ? el("span", { class: "warn engine-diff", title: names.map((n) => `${n}: ${diffs[n]}`).join("\n"),
+      text: ` ${fill("engine_vllm_diff", { names: names.join(", ") })}` }) : "");
 }
 
 // the preset's notes (say, where its document has a typo), in the page's language

@@ -229,6 +229,9 @@ export function applyI18n(root, lang) {
 // The feature views' strings and the stages that appear only when their feature is on (the what-if,
 // async scheduling, speculative decoding, M-RoPE); features.js shows them.
 Object.assign(STRINGS.en, {
+  engine_vllm: "Computed by {version}'s own code.",
+  engine_vllm_parts: "vLLM's scheduler decided this step (scheduled tokens, block ids, preemptions, the free queue) and vLLM's input preparation made its final arrays (input_ids, positions, slot_mapping, query_start_loc, seq_lens, the block table, logits_indices); the stage-by-stage intermediates, the tiny model's forward, its K/V and the sampled tokens are pagedviz's, whose runner replays vLLM's scheduler output.",
+  engine_vllm_diff: "At this step pagedviz's replay computed other values for: {names} (shown: vLLM's).",
   features: "Inside this step", note: "Note", kv_shape: "KV cache tensor", kv_layers: "layers",
   index: "index", f_padding: "Padded buffers: what the kernels read",
   pad_real: "read", pad_padded: "padding",
@@ -264,6 +267,9 @@ Object.assign(STRINGS.en, {
   as_decode_claim: "Document 000 says a decode token's mask row is all zeros. Its row (position seq_len - 1) is 0 over its own keys 0..seq_len-1; the 1s lie past seq_len, where the request has no keys, so it is literally all zeros only for the longest request.",
 });
 Object.assign(STRINGS.zh, {
+  engine_vllm: "由 {version} 自己的代码计算。",
+  engine_vllm_parts: "本步由 vLLM 的调度器决定（调度的 token、块号、抢占、空闲队列），最终数组（input_ids、positions、slot_mapping、query_start_loc、seq_lens、块表、logits_indices）由 vLLM 的输入准备代码生成；逐阶段的中间数组、小模型的前向计算、它的 K/V 和采样出的 token 来自 pagedviz，其 runner 重放 vLLM 的调度输出。",
+  engine_vllm_diff: "本步 pagedviz 重放算出的值与 vLLM 不同：{names}（显示的是 vLLM 的值）。",
   features: "本步细节", note: "说明", kv_shape: "KV cache 张量", kv_layers: "层",
   index: "下标", f_padding: "补齐的缓冲区：各内核读取哪一部分",
   pad_real: "有效", pad_padded: "补齐",

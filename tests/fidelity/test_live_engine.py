@@ -1,0 +1,158 @@
+"""The engine `vllm` (core/vllm_engine/live.py) against pagedviz's own engine (pytest -m fidelity):
+on every preset it runs, its trace, made of vLLM 0.33.0's own scheduling and final arrays, equals
+pagedviz's own trace of the same scenario, field for field (the timings aside, and the block
+hashes, which are vLLM's own hash function's: the same blocks hold one). When pagedviz's replay
+computes something else, the step says so and shows vLLM's values."""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+from typing import Any
+
+import numpy as np
+import pytest
+
+from pagedviz.core import Scenario, make_engine
+from pagedviz.core.presets import list_presets, preset_dict
+from pagedviz.core.runners.v1_stages import V1Stages
+from pagedviz.core.vllm_engine import ENGINE_LABEL, installed_vllm, problems
+
+if installed_vllm() is None:
+    pytest.skip(
+        "the vLLM 0.33.0 wheel is not installed (run scripts/fidelity-deps.sh)", allow_module_level=True
+    )
+
+pytestmark = pytest.mark.fidelity
+
+
+def _runs_live(preset: str) -> bool:
+    d = preset_dict(preset)
+    s = Scenario.from_dict(d)
+    return not problems(s.flavor, s.config, s.requests)
+
+
+# every preset the engine vllm runs as it is (V1 and V2; the rest are refused, naming the field)
+PRESETS = [p["id"] for p in list_presets() if _runs_live(p["id"])]
+
+
+def _both(d: dict[str, Any]) -> tuple[list[Any], list[Any]]:
+    own = list(make_engine(Scenario.from_dict(d)).run())
+    live = list(make_engine(Scenario.from_dict({**d, "engine": "vllm"})).run())
+    return own, live
+
+
+def assert_same_trace(own: list[Any], live: list[Any]) -> None:
+    assert len(own) == len(live), "the runs have different lengths"
+    for a, b in zip(own, live):
+        where = f"step {a.step}"
+        fa, fb = a.forward, b.forward
+        assert fb.pop("engine") == ENGINE_LABEL, where
+        taken = fb.pop("vllm_arrays")
+        assert "vllm_differences" not in fb, f"{where}: {fb['vllm_differences']}"
+        assert fa == fb, where
+        if not a.idle:
+            assert {"positions", "slot_mapping", "query_start_loc", "seq_lens"} <= set(taken), where
+        da, db = a.to_dict(), b.to_dict()
+        for key in da:
+            if key == "timing_us":
+                continue
+            if key == "kv_cache":
+                ka, kb = dict(da[key]), dict(db[key])
+                assert ka.pop("block_hash").keys() == kb.pop("block_hash").keys(), f"{where}: hashed blocks"
+                assert ka == kb, f"{where}: kv_cache"
+            else:
+                assert da[key] == db[key], f"{where}: {key}"
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_the_live_engines_trace_equals_pagedvizs_own_on_every_preset_it_runs(preset: str) -> None:
+    d = preset_dict(preset)
+    # the tiny model on the first preset (its forward reads the arrays); the others simulate
+    if preset != PRESETS[0]:
+        d = {**d, "config": {**d["config"], "model": None}}
+    assert_same_trace(*_both(d))
+
+
+def test_the_presets_it_runs_take_in_both_runners() -> None:
+    runners = {Scenario.from_dict(preset_dict(p)).config.model_runner for p in PRESETS}
+    assert runners == {"v1", "v2"}, PRESETS
+
+
+@pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="triton is not installed")
+def test_the_live_engine_pads_to_cuda_graph_sizes_as_vllm_v2_dispatches() -> None:
+    """Model Runner V2 with capture sizes: vLLM's own CudaGraphManager dispatches, and its padded
+    slot_mapping and counts are the trace's."""
+    d = {
+        "name": "v2-graphs",
+        "config": {
+            "model_runner": "v2",
+            "async_scheduling": False,
+            "block_size": 4,
+            "max_model_len": 32,
+            "max_num_reqs": 4,
+            "max_num_batched_tokens": 16,
+            "num_kv_blocks": 24,
+            "cudagraph_capture_sizes": [1, 2, 4, 8],
+            "model": None,
+        },
+        "requests": [
+            {"id": "a", "prompt_len": 5, "max_tokens": 3},
+            {"id": "b", "prompt_len": 3, "max_tokens": 4, "arrival_step": 2},
+        ],
+    }
+    own, live = _both(d)
+    assert any(t.scalars.get("cudagraph_mode") == "FULL" for t in live)
+    assert_same_trace(own, live)
+
+
+def test_a_difference_from_vllm_is_said_and_vllms_values_are_shown(monkeypatch: pytest.MonkeyPatch) -> None:
+    """pagedviz's replay with a broken stage: the step names the array and its first difference,
+    and the trace shows vLLM's values (those of pagedviz's unbroken run)."""
+    d = preset_dict("demo-preemption")
+    d = {**d, "config": {**d["config"], "model": None}}
+    own = list(make_engine(Scenario.from_dict(d)).run())
+    stage = V1Stages._seq_lens
+
+    @functools.wraps(stage)  # keeps the @stage marker
+    def off_by_one(self: Any) -> None:
+        stage(self)
+        self.seq_lens_np[: self.v["num_reqs"]] += 1
+
+    monkeypatch.setattr(V1Stages, "_seq_lens", off_by_one)
+    live = list(make_engine(Scenario.from_dict({**d, "engine": "vllm"})).run())
+    assert len(live) == len(own)
+    for a, b in zip(own, live):
+        if a.idle:
+            continue
+        diffs = b.forward["vllm_differences"]
+        assert "seq_lens" in diffs and "vLLM" in diffs["seq_lens"], b.step
+        assert np.array_equal(b.arrays["seq_lens"], a.arrays["seq_lens"]), b.step
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"flavor": "ascend"}, "flavor"),
+        ({"config": {"async_scheduling": True}}, "config.async_scheduling"),
+        ({"config": {"num_speculative_tokens": 2}}, "config.num_speculative_tokens"),
+        ({"config": {"device": "cuda"}}, "config.device"),
+        ({"config": {"free_queue_order": "fifo"}}, "config.free_queue_order"),
+    ],
+)
+def test_what_vllms_side_cannot_run_is_refused_naming_the_field(change: dict[str, Any], field: str) -> None:
+    from pagedviz.core import ScenarioError
+
+    d = preset_dict("demo-preemption")
+    d = {**d, **change, "config": {**d["config"], **change.get("config", {})}, "engine": "vllm"}
+    with pytest.raises(ScenarioError) as e:
+        Scenario.from_dict(d)
+    assert field in [loc for loc, _ in e.value.errors], e.value.errors
+
+
+def test_an_image_request_is_refused_naming_it() -> None:
+    from pagedviz.core import ScenarioError
+
+    with pytest.raises(ScenarioError) as e:
+        Scenario.from_dict({**preset_dict("demo-mrope"), "engine": "vllm"})
+    assert any(loc.endswith(".image") for loc, _ in e.value.errors), e.value.errors
