@@ -36,7 +36,10 @@ What is stubbed, and why (each module's docstring has the details):
   as bool (a GPU treats any nonzero lane as on).
 - The sampler: the sampled tokens are pagedviz's (its tiny model's greedy tokens, or its
   synthetic sampler without a model); vLLM's own bookkeeping decides which rows keep one.
-- The engine core: only its batch-queue loop (loop.py); no executor, no processes.
+- The engine core: only its step, or with async scheduling its batch-queue loop (loop.py, a batch
+  queue of 2); no executor, no processes. vLLM's runner runs each batch at once, in order (as the
+  device does); V1's runner runs synchronously, so under async scheduling its input ids are the
+  device's (`input_ids_device`), not the CPU's placeholders.
 """
 
 from __future__ import annotations
@@ -98,13 +101,6 @@ def problems(
             (
                 "config.device",
                 f"the engine vllm runs in-process on the CPU: cpu or auto (got {config.device!r})",
-            )
-        )
-    if config.async_scheduling:
-        out.append(
-            (
-                "config.async_scheduling",
-                "the engine vllm runs vLLM's synchronous Scheduler (the engine core's step): set false",
             )
         )
     if config.num_speculative_tokens:

@@ -18,6 +18,10 @@ Each step:
    difference). The KV cache view is vLLM's block pool (free queue order, ref counts, which blocks
    hold a hash; the hash is vLLM's, shortened to 16 hex digits).
 
+With async scheduling vLLM's `AsyncScheduler` runs under the engine core's batch-queue loop
+(loop.py, `LiveLoop`): vLLM's loop decides whether a step schedules and whose output
+`update_from_output` takes (the trace's `engine_core`); vLLM's runner runs each batch at once.
+
 Every step carries `forward["engine"] = "vllm 0.33.0"` and `forward["vllm_arrays"]` (the arrays
 that are vLLM's); what stays pagedviz's: the stage-by-stage intermediates (block_table_indices,
 block_numbers, ...), the tiny model's K/V and its forward, the sampled tokens, the timings.
@@ -35,42 +39,7 @@ from pagedviz.core.engine import Engine
 from pagedviz.core.scheduler import ScheduledRequest, SchedulerOutput
 from pagedviz.core.trace import StepTrace
 from pagedviz.core.vllm_engine import ENGINE_LABEL
-
-# V1: the arrays of vLLM's `_prepare_inputs` (v1.py, `_Runner.step`), request or token level
-V1_ARRAYS = (
-    "num_scheduled_tokens",
-    "num_computed_tokens_cpu",
-    "req_indices",
-    "positions",
-    "input_ids",
-    "query_start_loc",
-    "seq_lens",
-    "discard_request_mask",
-    "logits_indices",
-    "slot_mapping",
-)
-# V2: the input buffers of vLLM's `prepare_inputs` / `prepare_attn` (v2.py, `V2Step.arrays`)
-V2_ARRAYS = (
-    "idx_mapping",
-    "num_scheduled_tokens",
-    "query_start_loc",
-    "seq_lens",
-    "positions",
-    "input_ids",
-    "cu_num_logits",
-    "logits_indices",
-    "slot_mapping",
-)
-# V2's per-slot state after its state updates (compared and taken on the occupied slots)
-V2_SLOT_ARRAYS = ("num_computed_tokens", "prefill_len", "total_len", "num_blocks")
-
-
-def _first_difference(ours: np.ndarray, theirs: np.ndarray) -> str:
-    if ours.shape != theirs.shape:
-        return f"shape {list(theirs.shape)} (vLLM) vs {list(ours.shape)} (pagedviz)"
-    where = np.argwhere(ours != theirs)[0]
-    at = tuple(int(i) for i in where)
-    return f"at {list(at) if len(at) > 1 else at[0]}: vLLM {theirs[at].item()}, pagedviz {ours[at].item()}"
+from pagedviz.core.vllm_engine.take import take_v1, take_v2
 
 
 class LiveScheduler:
@@ -94,13 +63,23 @@ class LiveScheduler:
         self.current: Any = None  # vLLM's SchedulerOutput of this step
         self.got: dict[str, Any] = {}  # what vLLM's runner made of it (arrays, V2Step, samples)
         self.kv = _VllmBlocks(self.vllm)
+        self.admitted = 0  # the last step whose arrivals reached vLLM's scheduler
 
     @property
     def has_unfinished(self) -> bool:
         return bool(self.side.arrivals) or self.vllm.get_num_unfinished_requests() > 0
 
+    def admit(self, step_no: int) -> None:
+        """The requests arriving at `step_no` reach vLLM's `add_request`, in listed order (once)."""
+        if self.admitted == step_no:
+            return
+        self.admitted = self.side.step_no = step_no
+        for spec in self.side.arrivals.pop(step_no, []):
+            self.vllm.add_request(self.side._request(spec))
+
     def schedule(self, step_no: int) -> SchedulerOutput:
-        vout = self.side.schedule()
+        self.admit(step_no)
+        vout = self.vllm.schedule()
         self.current, self.got = vout, {}
         out = SchedulerOutput(step=step_no, runner="v2" if self.v2 else "v1")
         new = {n.req_id: n for n in vout.scheduled_new_reqs}
@@ -136,22 +115,77 @@ class LiveScheduler:
         out.waiting_req_ids = [r.request_id for r in self.vllm.waiting]
         return out
 
-    def update_from_output(self, out: SchedulerOutput, sampled: dict[str, int]) -> list[str]:
+    def execute(self, sampled: dict[str, int]) -> Any:
+        """vLLM's runner on this step's output with pagedviz's sampled tokens (its bookkeeping
+        decides which rows keep one); the ModelRunnerOutput that update_from_output takes (None:
+        nothing was scheduled, no forward)."""
         vout, side = self.current, self.side
         if self.v2:
             step, result = side.execute(vout, sampled)
             self.got = {"v2": step, "sampled": step.sampled}
-            if result is not None:
-                self.vllm.update_from_output(vout, result)
-            return []
+            return result
         arrays = side.runner.step(vout)
-        kept: dict[str, int] = {}
+        result, kept = None, {}
         if vout.total_num_scheduled_tokens:
             result = side.runner.sampled(vout, sampled)
             kept = {r: t[0] for r, t in zip(result.req_ids, result.sampled_token_ids) if t}
-            self.vllm.update_from_output(vout, result)
         self.got = {"arrays": arrays, "sampled": kept}
+        return result
+
+    def update_from_output(self, out: SchedulerOutput, sampled: dict[str, int]) -> list[str]:
+        """Synchronous scheduling: vLLM's runner, then vLLM's update_from_output at once."""
+        result = self.execute(sampled)
+        if result is not None:
+            self.vllm.update_from_output(self.current, result)
         return []
+
+
+class LiveLoop:
+    """Async scheduling: stands in for pagedviz's batch queue (core/engine_core.py) with vLLM's
+    AsyncScheduler under the engine core's loop (loop.py), split where pagedviz's runner runs:
+    `schedules` says whether the step schedules, `end_step` runs vLLM's runner on the batch and
+    finishes the loop's step (queue, or hand the oldest batch to vLLM's update_from_output)."""
+
+    def __init__(self, live: LiveScheduler) -> None:
+        from pagedviz.core.vllm_engine.loop import EngineCoreLoop
+
+        self.live = live
+        self.loop = EngineCoreLoop(live.vllm, lambda out: None, batch_queue_size=2)
+
+    def schedules(self, step: int) -> bool:
+        assert len(self.loop.queue) < self.loop.size
+        self.live.admit(step)
+        return bool(self.live.vllm.has_requests())
+
+    def end_step(self, step: int, batch: Any) -> dict[str, Any]:
+        from vllm.v1.outputs import EMPTY_MODEL_RUNNER_OUTPUT
+
+        out = result = None
+        if batch is not None:
+            out = self.live.current
+            result = self.live.execute(batch.sampled)
+            if result is None:
+                result = EMPTY_MODEL_RUNNER_OUTPUT
+        else:
+            self.live.got = {}
+        done = self.loop.finish(step, out, result)
+        finished = [
+            o.request_id
+            for outputs in (done.engine_core_outputs or {}).values()
+            for o in outputs.outputs
+            if o.finish_reason is not None
+        ]
+        return {
+            "scheduled": batch is not None,
+            "consumed_step": done.consumed_step,
+            "finished_req_ids": finished,
+            "batch_queue": done.batch_queue,
+            "batch_queue_size": self.loop.size,
+        }
+
+    @property
+    def done(self) -> bool:
+        return not (self.live.side.arrivals or self.live.vllm.has_requests() or self.loop.queue)
 
 
 class _VllmBlocks:
@@ -195,8 +229,9 @@ class LiveEngine(Engine):
 
     def _setup(self) -> None:
         cfg = self.scenario.config
-        self.engine_core = None
-        self.scheduler = LiveScheduler(self.scenario)  # type: ignore[assignment]
+        live = LiveScheduler(self.scenario)
+        self.scheduler = live  # type: ignore[assignment]
+        self.engine_core = LiveLoop(live) if cfg.async_scheduling else None  # type: ignore[assignment]
         runner_cls: type[Any] = self.runner_cls
         if cfg.model_runner == "v2":
             from pagedviz.core.runners.v2 import ModelRunnerV2
@@ -215,9 +250,9 @@ class LiveEngine(Engine):
         taken: list[str] = []
         if self.capture:
             if live.v2:
-                self._take_v2(trace, live.got.get("v2"), taken, diffs)
+                take_v2(trace, live.got.get("v2"), taken, diffs)
             else:
-                self._take_v1(trace, live.got.get("arrays") or {}, taken, diffs)
+                take_v1(trace, live.got.get("arrays") or {}, taken, diffs)
         if live.got.get("sampled", {}) != trace.sampled_token_ids:
             diffs["sampled_token_ids"] = (
                 f"vLLM's bookkeeping keeps {sorted(live.got.get('sampled', {}))}, "
@@ -228,112 +263,3 @@ class LiveEngine(Engine):
         if diffs:
             trace.forward["vllm_differences"] = diffs
         return trace
-
-    # ------------------------------------------------------------------ vLLM's arrays into the trace
-    @staticmethod
-    def _take(
-        trace: StepTrace, name: str, theirs: np.ndarray, taken: list[str], diffs: dict[str, str]
-    ) -> None:
-        """Put vLLM's `theirs` into the trace's array `name` over its leading entries (rows, and
-        columns for a table), noting the first difference from what pagedviz computed."""
-        entry = trace.array_entries.get(name)
-        if entry is None:
-            diffs[name] = "vLLM computed it, pagedviz's trace has no such array"
-            return
-        data = np.array(entry.data, copy=True)
-        theirs = np.asarray(theirs)
-        if data.ndim != theirs.ndim or data.ndim > 2:
-            diffs[name] = _first_difference(data, theirs)
-            return
-        region = tuple(slice(0, min(a, b)) for a, b in zip(data.shape, theirs.shape))
-        longer = theirs.shape[0] > data.shape[0]
-        shorter = data.ndim == 1 and theirs.shape[0] < data.shape[0]
-        if (longer or shorter) and theirs.shape[0] != entry.valid:  # (not a padded array's real part)
-            diffs[name] = _first_difference(data, theirs)
-        ours = data[region]
-        want = theirs[region].astype(data.dtype)
-        if not np.array_equal(ours, want):
-            diffs.setdefault(name, _first_difference(ours, want))
-        data[region] = want
-        entry.data = data
-        if entry.buffer is not None and data.ndim == 1:
-            buffer = entry.buffer.copy()
-            n = min(len(buffer), len(want))
-            buffer[:n] = want[:n]
-            entry.buffer = buffer
-        taken.append(name)
-
-    def _take_v1(
-        self, trace: StepTrace, arrays: dict[str, np.ndarray], taken: list[str], diffs: dict[str, str]
-    ) -> None:
-        for name in V1_ARRAYS:
-            if name in arrays:
-                self._take(trace, name, arrays[name], taken, diffs)
-        if "block_table" in arrays and trace.batch.get("req_ids"):
-            rows = len(trace.batch["req_ids"])
-            self._take(trace, "block_table", arrays["block_table"][:rows], taken, diffs)
-        rows_vllm = [str(r) for r in arrays.get("req_ids", [])]
-        if rows_vllm != list(trace.batch.get("req_ids", [])):
-            diffs["req_ids"] = f"vLLM's batch rows {rows_vllm}, pagedviz's {trace.batch.get('req_ids')}"
-        if "token_ids_cpu" in arrays and "num_tokens" in trace.array_entries:
-            # the live part of each row (vLLM leaves stale ids past a request's tokens and in
-            # vacated rows, where pagedviz writes zeros): compared, then shown as vLLM's
-            ours = trace.array_entries["token_ids_cpu"]
-            n_tok = trace.arrays["num_tokens"]
-            for row, k in enumerate(n_tok.tolist()):
-                theirs = arrays["token_ids_cpu"][row, :k]
-                if ours.data[row, :k].tolist() != theirs.tolist():
-                    diffs.setdefault(
-                        "token_ids_cpu", f"row {row}: {_first_difference(ours.data[row, :k], theirs)}"
-                    )
-            taken.append("token_ids_cpu")
-
-    def _take_v2(self, trace: StepTrace, got: Any, taken: list[str], diffs: dict[str, str]) -> None:
-        if got is None:
-            return
-        b = trace.batch
-        if got.slots != b.get("slots"):
-            diffs["slots"] = f"vLLM's RequestState slots {got.slots}, pagedviz's {b.get('slots')}"
-        if got.free_slots != b.get("free_slots"):
-            diffs["free_slots"] = f"vLLM's free slots {got.free_slots}, pagedviz's {b.get('free_slots')}"
-        for name in V2_SLOT_ARRAYS:
-            entry = trace.array_entries.get(name)
-            if entry is None:
-                continue
-            data = np.array(entry.data, copy=True)
-            for rid, j in got.slots.items():
-                theirs = int(got.slot_state[name][j])
-                if int(data[j]) != theirs:
-                    diffs.setdefault(name, f"slot {j} ({rid}): vLLM {theirs}, pagedviz {int(data[j])}")
-                data[j] = theirs
-            entry.data = data
-            taken.append(name)
-        if not got.req_ids:
-            return
-        if got.req_ids != b.get("req_ids"):
-            diffs["req_ids"] = f"vLLM's batch order {got.req_ids}, pagedviz's {b.get('req_ids')}"
-        for name in V2_ARRAYS:
-            theirs = got.arrays[name]
-            if name == "slot_mapping" and len(got.padded.get("slot_mapping", ())) > len(theirs):
-                theirs = got.padded["slot_mapping"]  # up to the CUDA-graph size, -1 past the tokens
-            self._take(trace, name, theirs, taken, diffs)
-        table = trace.array_entries.get("input_block_tables")
-        if table is not None:
-            data = np.array(table.data, copy=True)
-            for i, row in enumerate(got.block_rows):
-                if data[i, : len(row)].tolist() != row:
-                    diffs.setdefault(
-                        "input_block_tables", f"row {i}: vLLM {row}, pagedviz {data[i, : len(row)].tolist()}"
-                    )
-                data[i, : len(row)] = row
-            table.data = data
-            taken.append("input_block_tables")
-        mode = got.padded.get("cudagraph_mode")
-        ours = (trace.scalars.get("cudagraph_mode"), trace.scalars.get("num_tokens_after_padding"))
-        if mode is not None and (mode, got.padded["num_tokens_after_padding"]) != ours:
-            n = got.padded["num_tokens_after_padding"]
-            diffs["cudagraph_mode"] = f"vLLM dispatches {mode} with {n} tokens, pagedviz {ours}"
-        for key, value in got.scalars.items():
-            if trace.scalars.get(key) != value:
-                diffs.setdefault(key, f"vLLM {value}, pagedviz {trace.scalars.get(key)}")
-            trace.scalars[key] = value

@@ -51,10 +51,16 @@ class EngineCoreLoop:
 
     def step(self, step_no: int) -> LoopStep:
         assert len(self.queue) < self.size
-        out = None
         if self.scheduler.has_requests():
             out = self.scheduler.schedule()
-            result = self.execute(out)
+            return self.finish(step_no, out, self.execute(out))
+        return self.finish(step_no, None, None)
+
+    def finish(self, step_no: int, out: Any | None, result: Any) -> LoopStep:
+        """The rest of the step once the batch `out` (None: nothing was scheduled) has run with
+        `result` as its output: queue it, return early or hand the oldest to update_from_output.
+        (The engine `vllm` calls it itself: pagedviz's runner runs between schedule and this.)"""
+        if out is not None:
             model_executed = out.total_num_scheduled_tokens > 0
             self.queue.appendleft((step_no, out, result))
             if len(self.queue) < self.size and (model_executed or self.scheduler.has_requests()):

@@ -237,7 +237,7 @@ def _graph_manager(vc: VllmConfig, sizes: Any, decode_query_len: int = 1) -> Cud
     m = CudaGraphManager.__new__(CudaGraphManager)
     m.vllm_config = vc
     m.max_num_reqs = vc.scheduler_config.max_num_seqs
-    m.compilation_config = SimpleNamespace(
+    m.compilation_config = SimpleNamespace(  # type: ignore[assignment]
         cudagraph_capture_sizes=sorted(sizes), max_cudagraph_capture_size=max(sizes)
     )
     m.cudagraph_mode = CUDAGraphMode.FULL_AND_PIECEWISE

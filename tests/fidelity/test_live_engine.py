@@ -74,9 +74,38 @@ def test_the_live_engines_trace_equals_pagedvizs_own_on_every_preset_it_runs(pre
     assert_same_trace(*_both(d))
 
 
-def test_the_presets_it_runs_take_in_both_runners() -> None:
-    runners = {Scenario.from_dict(preset_dict(p)).config.model_runner for p in PRESETS}
-    assert runners == {"v1", "v2"}, PRESETS
+def test_the_presets_it_runs_take_in_both_runners_and_both_schedulings() -> None:
+    configs = [Scenario.from_dict(preset_dict(p)).config for p in PRESETS]
+    assert {c.model_runner for c in configs} == {"v1", "v2"}, PRESETS
+    assert {c.async_scheduling for c in configs} == {True, False}, PRESETS
+
+
+@pytest.mark.parametrize("preset", ["demo-preemption", "demo-v2-slots"])
+def test_the_live_engine_under_async_scheduling_equals_pagedvizs_own(preset: str) -> None:
+    """vLLM's AsyncScheduler under the engine core's batch queue (loop.py): the loop's decisions
+    (whether a step schedules, whose output update_from_output takes, what stays queued, which
+    requests finish) are the trace's, with preemption (V1) and V2's slots."""
+    d = preset_dict(preset)
+    d = {**d, "config": {**d["config"], "model": None, "async_scheduling": True}}
+    own, live = _both(d)
+    assert any(t.engine_core["consumed_step"] is None for t in live)  # planned before the output came
+    assert_same_trace(own, live)
+
+
+def test_the_live_engine_runs_vllms_defaults() -> None:
+    """A scenario that leaves the config to its defaults: Model Runner V2 with async scheduling,
+    vLLM 0.33's own defaults."""
+    d = {
+        "name": "defaults",
+        "config": {"model": None, "max_model_len": 64, "num_kv_blocks": 16},
+        "requests": [
+            {"id": "a", "prompt_len": 20, "max_tokens": 3},
+            {"id": "b", "prompt_len": 7, "max_tokens": 2},
+        ],
+    }
+    cfg = Scenario.from_dict(d).config
+    assert (cfg.model_runner, cfg.async_scheduling) == ("v2", True)
+    assert_same_trace(*_both(d))
 
 
 @pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="triton is not installed")
@@ -134,7 +163,6 @@ def test_a_difference_from_vllm_is_said_and_vllms_values_are_shown(monkeypatch: 
     ("change", "field"),
     [
         ({"flavor": "ascend"}, "flavor"),
-        ({"config": {"async_scheduling": True}}, "config.async_scheduling"),
         ({"config": {"num_speculative_tokens": 2}}, "config.num_speculative_tokens"),
         ({"config": {"device": "cuda"}}, "config.device"),
         ({"config": {"free_queue_order": "fifo"}}, "config.free_queue_order"),
