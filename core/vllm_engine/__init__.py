@@ -35,7 +35,9 @@ What is stubbed, and why (each module's docstring has the details):
   are vLLM's); vLLM's CPU patch set on torch (undone); Triton's interpreter takes integer masks
   as bool (a GPU treats any nonzero lane as on).
 - The sampler: the sampled tokens are pagedviz's (its tiny model's greedy tokens, or its
-  synthetic sampler without a model); vLLM's own bookkeeping decides which rows keep one.
+  synthetic sampler without a model); vLLM's own bookkeeping decides which rows keep one. With
+  n-gram drafts (V2 only: vLLM's V1 side runs no drafter) V2's own rejection sampler verifies the
+  drafts over one-hot logits of pagedviz's target tokens, and V2's `NgramGPUSpeculator` proposes.
 - The engine core: only its step, or with async scheduling its batch-queue loop (loop.py, a batch
   queue of 2); no executor, no processes. vLLM's runner runs each batch at once, in order (as the
   device does); V1's runner runs synchronously, so under async scheduling its input ids are the
@@ -103,9 +105,13 @@ def problems(
                 f"the engine vllm runs in-process on the CPU: cpu or auto (got {config.device!r})",
             )
         )
-    if config.num_speculative_tokens:
+    if config.num_speculative_tokens and config.model_runner == "v1":
         out.append(
-            ("config.num_speculative_tokens", "speculative decoding is not run by the engine vllm yet: set 0")
+            (
+                "config.num_speculative_tokens",
+                "the engine vllm runs vLLM's n-gram drafter on Model Runner V2 only: "
+                "use model_runner v2, or 0",
+            )
         )
     if config.free_queue_order != "lifo":
         out.append(("config.free_queue_order", "vLLM 0.33's free queue is lifo (fifo is an older vLLM's)"))

@@ -64,6 +64,8 @@ class LiveScheduler:
         self.got: dict[str, Any] = {}  # what vLLM's runner made of it (arrays, V2Step, samples)
         self.kv = _VllmBlocks(self.vllm)
         self.admitted = 0  # the last step whose arrivals reached vLLM's scheduler
+        # speculative decoding (V2): pagedviz's target token at each logits row, by request
+        self.targets: dict[str, list[int]] | None = None
 
     @property
     def has_unfinished(self) -> bool:
@@ -107,6 +109,7 @@ class LiveScheduler:
                     np.asarray(req.all_token_ids, dtype=np.int32),
                     list(self.kv.blocks_of(rid)),
                     new_blocks,
+                    list(vout.scheduled_spec_decode_tokens.get(rid, ())),
                 )
             )
             self.seen.add(rid)
@@ -121,7 +124,7 @@ class LiveScheduler:
         nothing was scheduled, no forward)."""
         vout, side = self.current, self.side
         if self.v2:
-            step, result = side.execute(vout, sampled)
+            step, result = side.execute(vout, sampled, self.targets)
             self.got = {"v2": step, "sampled": step.sampled}
             return result
         arrays = side.runner.step(vout)
@@ -138,6 +141,41 @@ class LiveScheduler:
         if result is not None:
             self.vllm.update_from_output(self.current, result)
         return []
+
+    def update_from_spec_output(
+        self, out: SchedulerOutput, generated: dict[str, list[int]], rejected: dict[str, int]
+    ) -> list[str]:
+        """Synchronous V2 with drafts: vLLM's rejection sampling over pagedviz's targets, its
+        post_update and n-gram speculator, update_from_output, then the drafts' count
+        (`update_draft_token_ids` with -1 placeholders: EngineCore.post_step without structured
+        outputs)."""
+        result = self.execute({rid: toks[-1] for rid, toks in generated.items()})
+        if result is not None:
+            from vllm.v1.outputs import DraftTokenIds
+
+            self.vllm.update_from_output(self.current, result)
+            k = self.side.runner.num_speculative_steps
+            ids = self.got["v2"].req_ids
+            self.vllm.update_draft_token_ids(DraftTokenIds(ids, [[-1] * k for _ in ids]))
+        return []
+
+    @property
+    def requests(self) -> dict[str, Any]:
+        """What pagedviz's V2 draft step reads of each request after the update: None for one vLLM
+        has finished, and whether this step was a partial prefill (its row sampled nothing)."""
+        sampled = self.got.get("sampled", {})
+        return {
+            rid: _DraftView(rid not in sampled)
+            for rid in self.current.num_scheduled_tokens
+            if rid in self.vllm.requests
+        }
+
+
+@dataclasses.dataclass
+class _DraftView:
+    is_prefill_chunk: bool
+    status: Any = None
+    spec_token_ids: list[int] = dataclasses.field(default_factory=list)
 
 
 class LiveLoop:
@@ -238,6 +276,23 @@ class LiveEngine(Engine):
 
             runner_cls = ModelRunnerV2
         self.runner = runner_cls(cfg, self.device, mrope={})
+
+    def _v2_targets(self) -> dict[str, list[int]]:
+        tokens = self.v2_result[0].tolist()
+        cu = self.runner.v["cu_num_logits"].tolist()
+        return {rid: tokens[cu[i] : cu[i + 1]] for i, rid in enumerate(self.runner.row_req_ids)}
+
+    def _update_with_drafts_v2(
+        self, out: SchedulerOutput, generated: dict[str, list[int]], trace: StepTrace
+    ) -> None:
+        self.scheduler.targets = self._v2_targets()  # type: ignore[attr-defined]
+        super()._update_with_drafts_v2(out, generated, trace)
+
+    def _worker_drafts_v2(
+        self, out: SchedulerOutput, generated: dict[str, list[int]], trace: StepTrace
+    ) -> Any:
+        self.scheduler.targets = self._v2_targets()  # type: ignore[attr-defined]
+        return super()._worker_drafts_v2(out, generated, trace)
 
     def _kv_view(self) -> dict[str, Any]:
         kv = self.scheduler.kv

@@ -42,6 +42,14 @@ V2_ARRAYS = (
 )
 # V2's per-slot state after its state updates (compared and taken on the occupied slots)
 V2_SLOT_ARRAYS = ("num_computed_tokens", "prefill_len", "total_len", "num_blocks")
+# V2 with drafts: the expanded mappings and V2's rejection sampler (v2.py, `_verify_and_propose`)
+V2_SPEC_ARRAYS = (
+    "expanded_idx_mapping",
+    "expanded_local_pos",
+    "draft_sampled",
+    "num_sampled",
+    "num_rejected",
+)
 
 
 def _first_difference(ours: np.ndarray, theirs: np.ndarray) -> str:
@@ -178,3 +186,30 @@ def take_v2(trace: StepTrace, got: Any, taken: list[str], diffs: dict[str, str])
         if trace.scalars.get(key) != value:
             diffs.setdefault(key, f"vLLM {value}, pagedviz {trace.scalars.get(key)}")
         trace.scalars[key] = value
+    if "num_sampled" in got.arrays:
+        _take_v2_drafts(trace, got, taken, diffs)
+
+
+def _take_v2_drafts(trace: StepTrace, got: Any, taken: list[str], diffs: dict[str, str]) -> None:
+    """V2's drafts: the expanded mappings and verification, the slots' drafts this step read, and
+    what V2's n-gram speculator proposed after it (pagedviz's `proposed_draft_token_ids`)."""
+    for name in V2_SPEC_ARRAYS:
+        take(trace, name, got.arrays[name], taken, diffs)
+    entry = trace.array_entries.get("draft_tokens")
+    if entry is not None:
+        data = np.array(entry.data, copy=True)
+        for rid, j in got.slots.items():
+            theirs = got.slot_state["draft_tokens"][j]
+            if data[j].tolist() != theirs.tolist():
+                diffs.setdefault(
+                    "draft_tokens", f"slot {j} ({rid}): vLLM {theirs.tolist()}, pagedviz {data[j].tolist()}"
+                )
+            data[j] = theirs
+        entry.data = data
+        taken.append("draft_tokens")
+    proposed = trace.forward.get("proposed_draft_token_ids", {})
+    for i, rid in enumerate(got.req_ids):
+        theirs = got.arrays["proposed"][i].tolist()
+        if rid in proposed and proposed[rid] != theirs:
+            diffs.setdefault("proposed_draft_token_ids", f"{rid}: vLLM {theirs}, pagedviz {proposed[rid]}")
+            proposed[rid] = theirs

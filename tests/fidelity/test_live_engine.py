@@ -74,17 +74,30 @@ def test_the_live_engines_trace_equals_pagedvizs_own_on_every_preset_it_runs(pre
     assert_same_trace(*_both(d))
 
 
-def test_the_presets_it_runs_take_in_both_runners_and_both_schedulings() -> None:
+def test_the_presets_it_runs_take_in_both_runners_both_schedulings_and_v2s_drafts() -> None:
     configs = [Scenario.from_dict(preset_dict(p)).config for p in PRESETS]
     assert {c.model_runner for c in configs} == {"v1", "v2"}, PRESETS
     assert {c.async_scheduling for c in configs} == {True, False}, PRESETS
+    assert any(c.num_speculative_tokens and c.model_runner == "v2" for c in configs), PRESETS
 
 
-@pytest.mark.parametrize("preset", ["demo-preemption", "demo-v2-slots"])
+def test_v2s_drafts_are_verified_and_proposed_by_vllms_own_code() -> None:
+    """demo-v2-spec-decode with its tiny model (whose greedy tokens repeat the prompt's n-grams):
+    vLLM's rejection sampler accepts drafts (a row samples more than one token) and its n-gram
+    speculator's proposals are the trace's, as pagedviz's own."""
+    own, live = _both(preset_dict("demo-v2-spec-decode"))
+    assert any(int(t.arrays["num_sampled"].max()) > 1 for t in live if "num_sampled" in t.arrays)
+    assert any(t.forward.get("proposed_draft_token_ids") for t in live)
+    assert all("draft_sampled" in t.forward["vllm_arrays"] for t in live if "num_sampled" in t.arrays)
+    assert_same_trace(own, live)
+
+
+@pytest.mark.parametrize("preset", ["demo-preemption", "demo-v2-slots", "demo-v2-spec-decode"])
 def test_the_live_engine_under_async_scheduling_equals_pagedvizs_own(preset: str) -> None:
     """vLLM's AsyncScheduler under the engine core's batch queue (loop.py): the loop's decisions
     (whether a step schedules, whose output update_from_output takes, what stays queued, which
-    requests finish) are the trace's, with preemption (V1) and V2's slots."""
+    requests finish) are the trace's, with preemption (V1), V2's slots and V2's drafts (placeholder
+    drafts of -1, rejections rolled back a step late)."""
     d = preset_dict(preset)
     d = {**d, "config": {**d["config"], "model": None, "async_scheduling": True}}
     own, live = _both(d)
