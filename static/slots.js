@@ -24,7 +24,7 @@ const ARROWS_W = 84;         // px: the arrows' column
 const MAX_ROWS = 32;         // batch rows drawn; the rest are counted
 const FREE_SHOWN = 4;        // free slots drawn beside the occupied ones (next ones first)
 const MAX_SLOT_COLS = 64;    // columns of the per-slot state table
-const EAGER_SLOTS = 24;      // a big batch's slot rows and state columns drawn with the step (the box shows about 11 and 12)
+const EAGER_SLOTS = 14;      // a big batch's rows (each column) and state columns drawn with the step (the box shows about 10 and 12)
 const SVG = "http://www.w3.org/2000/svg";
 
 function svg(tag, attrs = {}) {
@@ -96,13 +96,15 @@ export function renderSlots() {
   // the batch order, sorted this step: row, request, idx_mapping
   const left = el("div", { class: "sm-grid sm-rows", role: "table", "aria-label": L("v2_batch_order") });
   left.append(el("div", { class: "sm-head", role: "row" }, [el("span", { text: L("row") }), el("span", { text: L("req") }), el("code", { text: "idx_mapping" })]));
-  rows.forEach((rid, r) => {
-    left.append(el("div", { class: "sm-row", role: "row", tabindex: 0, dataset: { r, req: rid },
+  const batchRows = rows.map((rid, r) => (
+    el("div", { class: "sm-row", role: "row", tabindex: 0, dataset: { r, req: rid },
       onmouseenter: () => setHover({ kind: "request", index: r }), onmouseleave: () => setHover(null),
       onclick: () => select({ kind: "request", index: r }),
       onkeydown: (e) => { if (e.key === "Enter") select({ kind: "request", index: r }); } },
-    [el("span", { class: "sm-n", text: String(r) }), reqChip(rid), el("span", { class: "sm-idx", text: `→ ${idx[r]}` })]));
-  });
+    [el("span", { class: "sm-n", text: String(r) }), reqChip(rid), el("span", { class: "sm-idx", text: `→ ${idx[r]}` })])));
+  const eagerBatch = lazy ? EAGER_SLOTS : batchRows.length;
+  left.append(...batchRows.slice(0, eagerBatch));
+  if (eagerBatch < batchRows.length) rest.push([left, batchRows.slice(eagerBatch)]);
   if (!ids.length) left.append(el("div", { class: "sm-row muted", text: L("idle_step") }));
 
   // the state slots: slot, who holds it (or its place in the free order), this step's events
