@@ -353,3 +353,36 @@ def test_a_block_table_out_of_view_gets_the_steps_rows_and_the_selection_once_th
         "[...document.querySelectorAll('#table-block_table td.hl')].map((td) => Number(td.dataset.r))"
     )
     assert lit and set(lit) == {r}
+
+
+@pytest.fixture()
+def short_page(browser: object, base_url: str) -> Iterator[object]:
+    yield from tb.watched_page(browser, base_url, 1400, 480)
+
+
+def test_the_step_sentences_below_the_first_screen_are_the_new_steps_once_the_page_is_idle(
+    short_page: object, big_link: str
+) -> None:
+    """A 128-request step's sentences (dozens, under the side panel's first screen) are written after
+    the frame that shows the step: the list ends on that step's sentences, every one."""
+    page = short_page
+    open_big(page, big_link, "&step=1")
+    page.wait_for_selector("#narr-step li", state="attached")
+    hidden = """(() => { const r = document.getElementById('narr-step').getBoundingClientRect();
+      const side = document.getElementById('teach-side').getBoundingClientRect();
+      return r.top >= Math.min(innerHeight, side.bottom); })()"""
+    assert page.evaluate(hidden)
+    keys = "[...document.querySelectorAll('#narr-step li')].map((li) => li.dataset.key)"
+    before = page.evaluate(keys)
+    page.keyboard.press("ArrowRight")
+    page.wait_for_selector("body[data-painted='2']", state="attached")
+    want = page.evaluate(
+        """import('/static/trace.js').then(async (m) => {
+          const r = await fetch(`/api/runs/${m.S.created.run_id}/steps/2/narration`);
+          const data = await r.json();
+          return (data.items || data).filter((x) => !x.stage).map((x) => x.key);
+        })"""
+    )
+    assert want and want != before
+    page.wait_for_function(f"JSON.stringify({keys}) === JSON.stringify({json.dumps(want)})")
+    assert page.locator("#narr-h").inner_text().endswith(" 2")
