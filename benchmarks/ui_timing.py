@@ -21,16 +21,21 @@ back, the "(js)" column); step 1 of a new 1024-request run on the page in under 
 The run-level charts under the page (static/runcharts.js, plotly.js loaded once the first step
 is painted and the page idle) are on by default; --run-charts both measures each run a second
 time with that module answered empty (the page as it was before them), side by side in one run.
+--baseline-static DIR measures each run a second time, just after, with the page's static files
+(its script and styles) answered from DIR, e.g. another commit's `static/` (`git archive <commit>
+static | tar -x -C /tmp/base`): before and after side by side, on the same server, the same load.
 Run:
 
     .venv/bin/python benchmarks/ui_timing.py [--preset seed-000 | --preset all | --requests 128]
-        [--stream 1024] [--repeat 3] [--run-charts on|off|both]
+        [--stream 1024] [--repeat 3] [--run-charts on|off|both] [--baseline-static DIR]
 """
 
 from __future__ import annotations
 
 import argparse
+import mimetypes
 import statistics
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -142,6 +147,21 @@ def measure(context: Any, url: str, repeat: int) -> dict[str, Any]:
     }
 
 
+def static_from(root: Path) -> Any:
+    """A route handler that answers the page's /static/ files from `root` (another commit's static/)."""
+
+    def answer(route: Any) -> None:
+        rel = route.request.url.split("/static/", 1)[1].split("?", 1)[0]
+        path = (root / rel).resolve()
+        if root.resolve() not in path.parents or not path.is_file():
+            route.fulfill(status=404, body="")
+            return
+        kind = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+        route.fulfill(body=path.read_bytes(), content_type=kind)
+
+    return answer
+
+
 def first_step_of_a_new_run(context: Any, base: str, requests: int, seed: int = 0) -> tuple[float, bool]:
     """A scenario this server has not computed, opened by its link: ms from navigation to step
     1's tables and heatmaps drawn, and whether the run was complete at that moment."""
@@ -175,6 +195,12 @@ def main() -> None:
         default="on",
         help="the run-level plotly charts: loaded (on), left out (off) or both, side by side",
     )
+    ap.add_argument(
+        "--baseline-static",
+        type=Path,
+        default=None,
+        help="also measure each run with the page's static files from this folder (another commit's static/)",
+    )
     args = ap.parse_args()
     # a stream of N > 256 requests needs the server's limits raised, as big_runs.py does
     limits = ["--max-requests", "4096", "--max-run-seconds", "600", "--max-run-mb", "4096"]
@@ -201,19 +227,23 @@ def main() -> None:
             # one browser context per run, as one person's browser
             rows = []
             charts = {"on": [True], "off": [False], "both": [True, False]}[args.run_charts]
+            statics = [None, args.baseline_static] if args.baseline_static else [None]
             for label, url in targets:
                 for with_charts in charts:
-                    context = browser.new_context(viewport={"width": 1400, "height": 1000})
-                    context.add_init_script(EVENT_TIMING)
-                    if not with_charts:  # the page without its run-level charts: their module empty
-                        context.route(
-                            "**/static/runcharts.js*",
-                            lambda route: route.fulfill(body="", content_type="text/javascript"),
-                        )
-                    rows.append(
-                        (label + ("" if with_charts else " (no charts)"), measure(context, url, args.repeat))
-                    )
-                    context.close()
+                    for static in statics:
+                        context = browser.new_context(viewport={"width": 1400, "height": 1000})
+                        context.add_init_script(EVENT_TIMING)
+                        if static is not None:  # the page's script and styles as another commit had them
+                            context.route("**/static/**", static_from(static))
+                        if not with_charts:  # the page without its run-level charts: their module empty
+                            context.route(
+                                "**/static/runcharts.js*",
+                                lambda route: route.fulfill(body="", content_type="text/javascript"),
+                            )
+                        name = label + ("" if with_charts else " (no charts)")
+                        name += " (baseline)" if static else ""
+                        rows.append((name, measure(context, url, args.repeat)))
+                        context.close()
             streamed = []
             for seed in range(max(1, args.repeat) if args.stream else 0):  # a new run each time
                 context = browser.new_context(viewport={"width": 1400, "height": 1000})

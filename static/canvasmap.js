@@ -98,6 +98,24 @@ export function whenIdle(f, timeout) {
   else setTimeout(f, 50);
 }
 
+// A big batch's table view of a card out of view waits as a heatmap does: while deferDraws(true)
+// is on, `fill` (which rebuilds the table in `box`) runs once the page is idle after the frame
+// (within 300 ms), then `after` (the selection's highlight on the new cells); a later fill of the
+// same box replaces one still waiting. Otherwise `fill` runs at once.
+const tableJobs = new Map();  // box -> the fill still to run
+export function fillTable(box, fill, after) {
+  if (!deferring) { tableJobs.delete(box); fill(); return; }
+  const job = () => {
+    if (tableJobs.get(box) !== job) return;
+    tableJobs.delete(box);
+    if (!box.isConnected) return;
+    fill();
+    if (after) after();
+  };
+  tableJobs.set(box, job);
+  afterFrame(() => whenIdle(job, 300));
+}
+
 function flush(div) { if (pending.delete(div)) draw(div); }
 
 // the heatmaps put off are drawn once the page is idle after the frame (within 300 ms), one an idle

@@ -5,8 +5,9 @@
 // between steps; the mask is a two-category legend. The card around each view, the table/heatmap switch and a
 // heatmap's click-to-select live here too; the KV cache has its own module, kvgrid.js.
 
+import { fillTable } from "./canvasmap.js";
 import { pngButton } from "./export.js";
-import { select, shapesFor } from "./hover.js";
+import { applySelection, select, shapesFor } from "./hover.js";
 import { $, A, L, S, bigBatch, btName, reqOrder, reqTint, scenarioReqIds } from "./trace.js";
 import { GREY_TINT, cellShape, clear, discreteScale, el, gridTable, heatmap, onHeatmapCell } from "./views.js";
 
@@ -102,6 +103,20 @@ export function drawTokenIds() {
   }
 }
 
+// a card's table view: a big batch's is built once the page is idle when its card is out of view
+// (canvasmap.js's fillTable), then gets what the views did to the others, as a big table's late
+// cells do: the selection's highlight and (predict.js and compare.js listen) a checkpoint's
+// concealed answers and a comparison's marks; a small run's at once
+function lateTable() {
+  applySelection({ plots: false });
+  document.dispatchEvent(new Event("pagedviz:late-cells"));
+}
+export function putTable(box, make) {
+  const fill = () => clear(box).append(make());
+  if (bigBatch()) fillTable(box, fill, lateTable);
+  else fill();
+}
+
 export function drawBlockTable() {
   const name = btName();
   const data = S.trace.arrays[name].data.slice(0, 64);
@@ -114,7 +129,7 @@ export function drawBlockTable() {
   S.shapes.block_table = [];
   data.forEach((row, r) => row.forEach((v, c) => { if (v !== empty && isNew(r, v)) S.shapes.block_table.push(cellShape(c, r, "#D55E00", "dot", 2)); }));
   if (showView("block_table")) {
-    clear($("tbl-block_table")).append(gridTable("table-block_table", data, {
+    putTable($("tbl-block_table"), () => gridTable("table-block_table", data, {
       label: L(name), cellClass: (r, c) => (data[r][c] === empty ? (empty < 0 ? "zero pad" : "zero") : isNew(r, data[r][c]) ? "new" : ""),
     }));
   } else {

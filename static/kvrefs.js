@@ -55,17 +55,17 @@ const writers = new Map();   // "run/step/slot" -> Promise of {rid, pos, step} |
 // the last write of the slot up to this step: this step's slot_mapping first, then the earlier
 // steps' (fetched as needed, at most WRITER_LOOKBACK of them); {before: n} when not found so far back
 export function findWriter(slot) {
-  const run = S.created.run_id, now = state.step;
+  const run = S.created.run_id, now = state.step, steps = S.steps;  // this run's cache (run.js replaces it with the run)
   const key = `${run}/${now}/${slot}`;
   if (!writers.has(key)) {
     writers.set(key, (async () => {
       for (let n = now; n >= 1 && n > now - WRITER_LOOKBACK; n--) {
-        let tr = S.steps.get(n);
+        let tr = steps.get(n);
         if (!tr) {
           const r = await getJSON(`/api/runs/${encodeURIComponent(run)}/steps/${n}`);
           if (!r.ok) return null;
           tr = r.data;
-          if (S.created && S.created.run_id === run) S.steps.set(n, tr);
+          if (S.steps === steps) steps.set(n, tr);
         }
         const w = writesIn(tr, slot);
         if (w) return { ...w, step: n };

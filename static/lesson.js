@@ -191,7 +191,8 @@ async function openSection(k) {
   const sel = sec.selection ? refSelection(sec.selection) : null;
   select(sel);
   if (S.onFocusChange) S.onFocusChange();  // the focus box and the views that put the focus first
-  writeState(state);
+  // the section's own address at once, even after a burst of writes (Next and Back in quick succession)
+  writeState(state, { settled: true });
   renderLesson();
   openCheckpoint(sec.checkpoint ? { ...sec.checkpoint, step: sec.step, container: $("lesson-check"), source: "lesson" } : null);
   bringIntoView(sec);

@@ -9,7 +9,8 @@ import { onView } from "./bus.js";
 import { select, setHover } from "./hover.js";
 import { stageText } from "./i18n.js";
 import { toSearch, writeState } from "./state.js";
-import { $, L, S, stageFlavor, state } from "./trace.js";
+import { afterFrame, whenIdle } from "./canvasmap.js";
+import { $, L, S, bigBatch, stageFlavor, state } from "./trace.js";
 import { clear, el } from "./views.js";
 
 const cache = new Map();  // "run_id/step" -> items
@@ -112,6 +113,22 @@ export function sentence(item, lang = state.lang) {
 
 let shown = "";  // what the panel shows, so that a stage change redraws only the stage part
 
+// Whether the step's sentences are on screen, watched (never read in the middle of a redraw): a
+// big batch's step has dozens of them, which the side panel shows below its first screen; out of
+// view they are written once the page is idle after the step's frame (at once when they come into
+// view), as the heatmaps out of view are drawn.
+let listSeen = true;
+let listLater = null;  // the sentences still to write
+const watched = new WeakSet();
+function watchList(list) {
+  if (watched.has(list) || !window.IntersectionObserver) return;
+  watched.add(list);
+  new IntersectionObserver((entries) => {
+    listSeen = entries[entries.length - 1].isIntersecting;
+    if (listSeen && listLater) listLater();
+  }).observe(list);
+}
+
 export async function renderNarration() {
   if (!S.created || !S.trace) return;
   const runId = S.created.run_id;
@@ -122,11 +139,28 @@ export async function renderNarration() {
   if (key !== shown) {
     shown = key;
     $("narr-h").textContent = `${L("narration")} · ${L("step")} ${step}`;
-    const list = clear($("narr-step"));
-    for (const it of items.filter((x) => !x.stage)) list.append(noted(el("li", { dataset: { key: it.key } }, sentence(it)), `narr:${it.key}`, it.refs));
+    const list = $("narr-step");
+    watchList(list);
+    const write = () => {
+      clear(list);
+      for (const it of items.filter((x) => !x.stage)) list.append(noted(el("li", { dataset: { key: it.key } }, sentence(it)), `narr:${it.key}`, it.refs));
+    };
+    listLater = null;
+    if (bigBatch() && !listSeen && !state.note) {
+      const job = () => {
+        if (listLater !== job) return;
+        listLater = null;
+        if (shown !== key) return;
+        write();
+        document.dispatchEvent(new Event("pagedviz:narrated"));
+      };
+      listLater = job;
+      afterFrame(() => whenIdle(job, 300));
+    } else write();
   }
   renderStagePart(items);
   if (state.note && !noteDone) showNote();
+  // (the sentences written later say so again then: predict.js conceals what they tell)
   document.dispatchEvent(new Event("pagedviz:narrated"));
 }
 

@@ -28,7 +28,14 @@ import { placeWindow, renderOverview } from "./overview.js";
 import { renderEngineCore } from "./enginecore.js";
 
 // ------------------------------------------------------------------ loading
+// Each run loaded in place starts a generation: the work of an earlier one still under way (a run
+// loading, a step fetched or drawn, a prefetch) is dropped when it lands, never drawn as, or kept
+// for, the run now on show.
+let generation = 0;
+const superseded = (g) => g !== generation;
+
 async function loadRun() {
+  const g = generation;
   setStatus(L("loading"));
   // a run streams: the server answers once step 1 exists (202, complete: false) and the later
   // steps join the timeline as they are computed
@@ -41,14 +48,19 @@ async function loadRun() {
     ? () => postJSON("/api/scenarios/validate", scenario).then((c) => (c.ok && c.data.valid ? c.data.run_id : null))
     : null;
   const created = await withProgress(runId, request, (p) => setStatus(progressText(state.lang, p)));
+  if (superseded(g)) return undefined;
   if (!created.ok) return showError(created.data);
+  // the run and its steps' cache change together: a step of the run before that lands later is
+  // not kept for this one (fetchStep)
   S.created = created.data;
+  S.steps = new Map();
   if (!state.run && !state.example) state.s = created.data.link;  // a recording's run stays one
   state.preset = "";
   const streaming = created.data.complete === false;
   const [ov, stages] = await Promise.all([
     streaming ? partialOverview(created.data) : getJSON(`/api/runs/${created.data.run_id}`),
     stagesOf(started, created.data)]);
+  if (superseded(g)) return undefined;
   if (!ov.ok || !stages.ok) return showError(ov.ok ? stages.data : ov.data);
   S.overview = ov.data;
   S.stages = stages.data;
@@ -144,8 +156,8 @@ async function followRun(runId) {
 // another run in place (a lesson's section, a what-if): {preset} or {link}, at {step, stage}
 async function loadInPlace(src, at = {}) {
   stopPlay();
+  generation += 1;
   if (src.preset) { state.preset = src.preset; state.s = ""; } else { state.s = src.link; state.preset = ""; }
-  S.steps = new Map();
   S.sysKey = null;
   S.sel = null;
   state.tok = -1;
@@ -164,17 +176,20 @@ async function localTitle(sc) {
   if (i >= 0) $("run-title").textContent = $("run-title").title = zh.data[i].title;
 }
 
-// a step's trace, fetched once (a fetch under way is shared, not repeated)
+// a step's trace, fetched once (a fetch under way is shared, not repeated). It is kept in the cache
+// of the run it was fetched for only: S.steps is replaced with S.created (loadRun), so a step that
+// lands while or after another run loads is not taken later for that run's step of the same number.
 const inflight = new Map();
 async function fetchStep(n) {
-  if (S.steps.has(n)) return S.steps.get(n);
+  const steps = S.steps;
+  if (steps.has(n)) return steps.get(n);
   const run = S.created.run_id, key = `${run}/${n}`;
   if (!inflight.has(key)) {
     inflight.set(key, getJSON(`/api/runs/${run}/steps/${n}`).finally(() => inflight.delete(key)));
   }
   const r = await inflight.get(key);
   if (!r.ok) throw new Error(errorLines(r.data).join("; "));
-  if (S.created.run_id === run) S.steps.set(n, r.data);  // not when another run was loaded meanwhile
+  if (S.steps === steps) steps.set(n, r.data);
   return r.data;
 }
 
@@ -182,14 +197,14 @@ async function fetchStep(n) {
 // ahead (one for a big batch, whose steps are big), so that stepping forward finds them here
 const AHEAD = 3;
 function prefetchNext(n) {
-  const run = S.created && S.created.run_id;
+  const run = S.created && S.created.run_id, g = generation;
   const ahead = bigBatch() ? 1 : AHEAD;
   const next = (k) => {
     if (k > n + ahead || !S.overview || k > S.overview.num_steps || !S.created || S.created.run_id !== run) return;
     // a step's narration comes with it, so that it is drawn with the step, not a frame after it
     if (S.steps.has(k)) { narrationOf(run, k); next(k + 1); return; }
-    // once the reader has moved on, the step now on show fetches its own
-    whenIdle(() => { if (state.step === n) Promise.all([fetchStep(k), narrationOf(run, k)]).then(() => next(k + 1), () => {}); });
+    // once the reader has moved on (another step, another run loading), the step now on show fetches its own
+    whenIdle(() => { if (state.step === n && !superseded(g)) Promise.all([fetchStep(k), narrationOf(run, k)]).then(() => next(k + 1), () => {}); });
   };
   next(n + 1);
 }
@@ -218,19 +233,20 @@ async function showStep(n) {
   // once it exists (or that there is none, and the page stays where it is)
   const streaming = S.overview.complete === false;
   n = Math.max(1, Math.min(streaming ? S.overview.scenario.max_steps || total + 1 : total, n || 1));
-  const run = S.created;
+  const run = S.created, g = generation;
   let trace, prev;
   try {
     [trace, prev] = await Promise.all([fetchStep(n), n > 1 ? fetchStep(n - 1) : Promise.resolve(null)]);
   } catch (err) {
-    if (S.created !== run) return undefined;  // another run was loaded meanwhile: it shows its own step
+    if (S.created !== run || superseded(g)) return undefined;  // another run was loaded meanwhile: it shows its own step
     // past the run's last step: stay (or, on a first load, show the last step there is)
     if (streaming && n > total) return S.trace ? undefined : showStep(S.overview.num_steps);
     throw err;
   }
-  // another run was loaded in place while this step was fetched (a lesson's section, a what-if):
-  // its trace must not be drawn against that run's overview
-  if (S.created !== run) return undefined;
+  // another run was loaded in place, or began loading, while this step was fetched (a lesson's
+  // section, a what-if): its trace must not be drawn against that run's overview, nor its number
+  // taken as the step the new run opens at
+  if (S.created !== run || superseded(g)) return undefined;
   if (streaming && n > S.overview.num_steps) {
     S.overview.steps.push(...pendingSteps(S.overview.num_steps + 1, n));
     S.overview.num_steps = n;

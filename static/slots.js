@@ -8,10 +8,14 @@
 // handed out. Below, the per-slot state (arrays of level "slot", one column per slot).
 //
 // Rows have one fixed height (ROW px, style.css's .slotmap), so the arrows are placed without
-// reading the page's layout; a step change rebuilds this small panel only.
+// reading the page's layout; a step change rebuilds this small panel only. A big batch's panel
+// holds a slot row per request and a state column per slot, in a box that shows a dozen of each:
+// the first ones are drawn with the step, the rest once the page is idle after its frame (at once
+// when the reader scrolls the box), as the big tables' rows and columns are (tables.js).
 
+import { afterFrame, whenIdle } from "./canvasmap.js";
 import { exportMenu } from "./export.js";
-import { select, setHover } from "./hover.js";
+import { applySelection, select, setHover } from "./hover.js";
 import { $, A, L, S, bigBatch, isV2, reqColor, reqTint } from "./trace.js";
 import { clear, el, fmtList } from "./views.js";
 
@@ -20,6 +24,7 @@ const ARROWS_W = 84;         // px: the arrows' column
 const MAX_ROWS = 32;         // batch rows drawn; the rest are counted
 const FREE_SHOWN = 4;        // free slots drawn beside the occupied ones (next ones first)
 const MAX_SLOT_COLS = 64;    // columns of the per-slot state table
+const EAGER_SLOTS = 14;      // a big batch's rows (each column) and state columns drawn with the step (the box shows about 10 and 12)
 const SVG = "http://www.w3.org/2000/svg";
 
 function svg(tag, attrs = {}) {
@@ -41,14 +46,39 @@ function shownSlots(M, slots, free, events) {
   return [...keep].filter((j) => j >= 0 && j < M).sort((a, b) => a - b);
 }
 
+// the rest of a big batch's panel, still to be drawn: dropped when the panel is drawn again
+let later = null;
+function addLater(box, add) {
+  const job = () => {
+    if (later !== job) return;
+    later = null;
+    if (!box.isConnected) return;
+    add();
+    applySelection({ plots: false });
+    document.dispatchEvent(new Event("pagedviz:late-cells"));
+  };
+  later = job;
+  afterFrame(() => whenIdle(job, 1000));
+}
+const scrollWatched = new WeakSet();
+function runLaterOnScroll(box) {
+  if (scrollWatched.has(box)) return;
+  scrollWatched.add(box);
+  box.addEventListener("scroll", () => { if (later) later(); }, { passive: true, capture: true });
+}
+
 export function renderSlots() {
   const panel = $("slots-panel");
   if (!panel) return;
+  later = null;
   const on = Boolean(S.trace && isV2() && S.trace.batch && S.trace.batch.slots);
   panel.hidden = !on;
   document.body.classList.toggle("runner-v2", on);  // presentation mode places the panel (style.css)
   const box = clear($("slots"));
   if (!on) return;
+  const lazy = bigBatch();
+  if (lazy) runLaterOnScroll(box);
+  const rest = [];  // what a big batch's panel draws after the frame: [parent, nodes]
   const tr = S.trace;
   const M = S.overview.scenario.config.max_num_reqs;
   const slots = tr.batch.slots || {};
@@ -66,18 +96,21 @@ export function renderSlots() {
   // the batch order, sorted this step: row, request, idx_mapping
   const left = el("div", { class: "sm-grid sm-rows", role: "table", "aria-label": L("v2_batch_order") });
   left.append(el("div", { class: "sm-head", role: "row" }, [el("span", { text: L("row") }), el("span", { text: L("req") }), el("code", { text: "idx_mapping" })]));
-  rows.forEach((rid, r) => {
-    left.append(el("div", { class: "sm-row", role: "row", tabindex: 0, dataset: { r, req: rid },
+  const batchRows = rows.map((rid, r) => (
+    el("div", { class: "sm-row", role: "row", tabindex: 0, dataset: { r, req: rid },
       onmouseenter: () => setHover({ kind: "request", index: r }), onmouseleave: () => setHover(null),
       onclick: () => select({ kind: "request", index: r }),
       onkeydown: (e) => { if (e.key === "Enter") select({ kind: "request", index: r }); } },
-    [el("span", { class: "sm-n", text: String(r) }), reqChip(rid), el("span", { class: "sm-idx", text: `→ ${idx[r]}` })]));
-  });
+    [el("span", { class: "sm-n", text: String(r) }), reqChip(rid), el("span", { class: "sm-idx", text: `→ ${idx[r]}` })])));
+  const eagerBatch = lazy ? EAGER_SLOTS : batchRows.length;
+  left.append(...batchRows.slice(0, eagerBatch));
+  if (eagerBatch < batchRows.length) rest.push([left, batchRows.slice(eagerBatch)]);
   if (!ids.length) left.append(el("div", { class: "sm-row muted", text: L("idle_step") }));
 
   // the state slots: slot, who holds it (or its place in the free order), this step's events
   const right = el("div", { class: "sm-grid sm-slots", role: "table", "aria-label": L("v2_slots") });
   right.append(el("div", { class: "sm-head", role: "row" }, [el("span", { text: L("v2_slot") }), el("span", { text: L("v2_holder") }), el("span", { text: L("v2_this_step") })]));
+  const slotRows = [];
   for (const j of shown) {
     const rid = occupant.get(j);
     const evs = events.filter((e) => e.slot === j);
@@ -92,10 +125,13 @@ export function renderSlots() {
       Object.assign(attrs, { tabindex: 0, onmouseenter: () => setHover({ kind: "request", index: r }), onmouseleave: () => setHover(null),
         onclick: () => select({ kind: "request", index: r }) });
     }
-    right.append(el("div", attrs, [el("span", { class: "sm-n", text: String(j) }), holder, marks]));
+    slotRows.push(el("div", attrs, [el("span", { class: "sm-n", text: String(j) }), holder, marks]));
   }
   const hiddenFree = free.length - free.filter((j) => yOfSlot.has(j)).length;
-  if (hiddenFree > 0) right.append(el("div", { class: "sm-row muted", text: L("v2_more_free").replace("{n}", hiddenFree) }));
+  if (hiddenFree > 0) slotRows.push(el("div", { class: "sm-row muted", text: L("v2_more_free").replace("{n}", hiddenFree) }));
+  const eagerRows = lazy ? EAGER_SLOTS : slotRows.length;
+  right.append(...slotRows.slice(0, eagerRows));
+  if (eagerRows < slotRows.length) rest.push([right, slotRows.slice(eagerRows)]);
 
   // idx_mapping: an arrow from each batch row to its slot, in the request's colour on a dark edge
   const height = ROW * (1 + Math.max(rows.length, shown.length, 1));
@@ -130,36 +166,40 @@ export function renderSlots() {
     free.length > 16 ? ` … (${free.length - 16})` : null,
     el("code", { class: "sm-raw", text: ` free_slots = ${fmtList(free, 16)}` })]));
   box.append(el("p", { class: "sm-legend muted", text: L("v2_mapping_legend") }));
-  box.append(slotStateTable(M, occupant));
+  box.append(slotStateTable(M, occupant, lazy ? EAGER_SLOTS : M, rest));
+  if (rest.length) addLater(box, () => { for (const [parent, nodes] of rest) parent.append(...(typeof nodes === "function" ? nodes() : nodes)); });
 }
 
 // the arrays of level "slot" (one entry per state slot, [max_num_reqs]): a row per array, a column
 // per slot, each column in its occupant's tint
-function slotStateTable(M, occupant) {
+// (columns past `eager` are left in `rest`, [row, cells] each, for the panel to add later)
+function slotStateTable(M, occupant, eager, rest) {
   const tr = S.trace;
   const names = Object.keys(tr.arrays).filter((n) => tr.arrays[n].level === "slot");
   const wrap = el("div", { class: "scroll-x sm-state" });
   if (!names.length) return wrap;
   wrap.append(el("p", { class: "sm-caption", text: L("v2_slot_state") }), exportMenu(names));
   const n = Math.min(M, MAX_SLOT_COLS);
+  const first = Math.min(n, eager);
   const table = el("table", { id: "slot-state", class: "tok-table slot-state", "aria-label": L("v2_slot_state") });
-
-  const head = el("tr", {}, [el("th", { scope: "col", text: L("v2_slot") })]);
-  for (let j = 0; j < n; j++) {
+  const tint = (j) => { const rid = occupant.get(j); return rid !== undefined ? `background:${reqTint(rid)}` : ""; };
+  // the row's cells, drawn now up to `first`, the others left in `rest`
+  const split = (row, cell) => {
+    for (let j = 0; j < first; j++) row.append(cell(j));
+    if (first < n) rest.push([row, () => { const late = []; for (let j = first; j < n; j++) late.push(cell(j)); return late; }]);
+    return row;
+  };
+  const head = split(el("tr", {}, [el("th", { scope: "col", text: L("v2_slot") })]), (j) => {
     const rid = occupant.get(j);
-    head.append(el("th", { scope: "col", class: "tok-head", dataset: { slot: j }, style: rid !== undefined ? `background:${reqTint(rid)}` : "",
-      title: rid !== undefined ? `${L("req")} ${rid}` : L("v2_free"), text: rid !== undefined ? `${j} · ${rid}` : String(j) }));
-  }
+    return el("th", { scope: "col", class: "tok-head", dataset: { slot: j }, style: tint(j),
+      title: rid !== undefined ? `${L("req")} ${rid}` : L("v2_free"), text: rid !== undefined ? `${j} · ${rid}` : String(j) });
+  });
   table.append(el("thead", {}, head));
   const body = el("tbody");
   for (const name of names) {
     const data = tr.arrays[name].data;
-    const row = el("tr", { dataset: { array: name } }, [el("th", { scope: "row" }, el("code", { text: name }))]);
-    for (let j = 0; j < n; j++) {
-      const rid = occupant.get(j);
-      row.append(el("td", { dataset: { slot: j }, class: rid === undefined ? "sm-stale" : "", style: rid !== undefined ? `background:${reqTint(rid)}` : "", text: String(data[j]) }));
-    }
-    body.append(row);
+    body.append(split(el("tr", { dataset: { array: name } }, [el("th", { scope: "row" }, el("code", { text: name }))]),
+      (j) => el("td", { dataset: { slot: j }, class: occupant.has(j) ? "" : "sm-stale", style: tint(j), text: String(data[j]) })));
   }
   table.append(body);
   wrap.append(table);

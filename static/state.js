@@ -67,8 +67,12 @@ export function toSearch(state) {
 // Browsers drop history.replaceState calls made too often (Chromium: about 200 in 10 s), and
 // keyboard users tabbing through the token table select a cell per Tab. The URL is written at
 // once while calls are few; past that, the last state is written once the burst has settled, so
-// the address bar always ends on the state shown.
+// the address bar always ends on the state shown. A view that has settled by the reader's own
+// step (a lesson's section opened: {settled: true}) is written at once all the same, while the
+// window holds fewer than URL_WRITES_MAX (well under the browser's limit): its address must not
+// lag behind it, still naming the section before.
 const URL_WRITES_PER_WINDOW = 60;
+const URL_WRITES_MAX = 150;
 const URL_WINDOW_MS = 10_000;
 let urlWrites = [];
 let pendingUrl = null;
@@ -80,12 +84,16 @@ function replaceUrl(url) {
   window.history.replaceState(null, "", url);
 }
 
-export function writeState(state) {
+export function writeState(state, { settled = false } = {}) {
   rememberLang(state.lang);
   const url = window.location.pathname + toSearch(state);
   const now = performance.now();
   urlWrites = urlWrites.filter((t) => now - t < URL_WINDOW_MS);
-  if (urlWrites.length < URL_WRITES_PER_WINDOW && pendingTimer === null) {
+  if (settled && urlWrites.length < URL_WRITES_MAX) {
+    clearTimeout(pendingTimer);
+    pendingTimer = null;
+    replaceUrl(url);
+  } else if (urlWrites.length < URL_WRITES_PER_WINDOW && pendingTimer === null) {
     replaceUrl(url);
   } else {
     pendingUrl = url;

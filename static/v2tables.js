@@ -8,10 +8,10 @@
 // - all_token_ids [max_num_reqs, max_model_len], each slot's prompt and outputs so far, up to its
 //   total_len.
 
-import { onCellClick, showView } from "./heatmaps.js";
+import { onCellClick, putTable, showView } from "./heatmaps.js";
 import { shapesFor } from "./hover.js";
 import { A, L, S, bigBatch, reqOrder, reqTint, scenarioReqIds } from "./trace.js";
-import { GREY_TINT, cellShape, clear, discreteScale, gridTable, heatmap } from "./views.js";
+import { GREY_TINT, cellShape, discreteScale, gridTable, heatmap } from "./views.js";
 
 const MAX_ROWS = 64;
 
@@ -33,7 +33,7 @@ function drawTable(id, name, data, { owner, live, fresh, label, yTitle, hover })
   S.shapes[id] = [];
   data.forEach((row, r) => row.forEach((v, c) => { if (live(r, c) && fresh(r, v)) S.shapes[id].push(cellShape(c, r, "#D55E00", "dot", 2)); }));
   if (showView(id)) {
-    clear(document.getElementById(`tbl-${id}`)).append(gridTable(`table-${id}`, data, {
+    putTable(document.getElementById(`tbl-${id}`), () => gridTable(`table-${id}`, data, {
       label: L(name), rowHeader: label,
       // past a row's own blocks: 0, or a stale id an earlier holder left (struck)
       cellClass: (r, c) => (!live(r, c) ? (data[r][c] ? "zero sm-stale" : "zero") : fresh(r, data[r][c]) ? "new" : ""),
@@ -89,7 +89,7 @@ export function drawAllTokenIds() {
   const label = (j) => (held.has(j) ? `${L("v2_slot")} ${j} · ${held.get(j)}` : `${L("v2_slot")} ${j}`);
   const live = (j, c) => held.has(j) && c < (len[j] || 0);
   if (showView(id)) {
-    clear(document.getElementById(`tbl-${id}`)).append(gridTable(`table-${id}`, data, {
+    putTable(document.getElementById(`tbl-${id}`), () => gridTable(`table-${id}`, data, {
       label: L("v2_all_token_ids"), rowHeader: label, cellText: (j, c) => (live(j, c) ? data[j][c] : "·"),
       cellClass: (j, c) => (live(j, c) ? "" : "empty"),
     }));

@@ -5,6 +5,7 @@ fits about one screen, in English and Chinese."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 
@@ -317,3 +318,71 @@ def test_a_checkpoint_hides_its_array_in_the_late_columns_too(hd_page: object, b
         hd_page.wait_for_timeout(200)
         cells = hd_page.locator(row).count()
         assert hd_page.locator(f"{row}.concealed").count() == cells, stage
+
+
+BLOCK_ROWS = """() => [...document.querySelectorAll('#table-block_table tbody tr')]
+  .map((tr) => [...tr.querySelectorAll('td')].map((td) => td.textContent).join(' '))"""
+
+
+def test_a_block_table_out_of_view_gets_the_steps_rows_and_the_selection_once_the_page_is_idle(
+    page: object, big_link: str
+) -> None:
+    """Below the first screen, a 128-request step's block table is built after the frame that shows
+    the step (as the heatmaps there are drawn): it ends on that step's rows, the selected request's
+    cells lit."""
+    open_big(page, big_link, "&step=2&req=r5")
+    page.wait_for_selector("body[data-painted='2']", state="attached")
+    assert page.evaluate(
+        "document.getElementById('card-block_table').getBoundingClientRect().top > innerHeight"
+    )
+    page.wait_for_selector("#table-block_table td.hl", state="attached")
+    before = page.evaluate(BLOCK_ROWS)
+    page.keyboard.press("ArrowRight")
+    page.wait_for_selector("body[data-painted='3']", state="attached")
+    want = page.evaluate(
+        """import('/static/trace.js').then((m) => m.S.trace.arrays.block_table.data.slice(0, 64)
+          .map((row) => row.slice(0, 512).join(' ')))"""
+    )
+    assert want != before  # the step changes the table
+    page.wait_for_function(f"JSON.stringify(({BLOCK_ROWS})()) === JSON.stringify({json.dumps(want)})")
+    r = page.evaluate(
+        "import('/static/trace.js').then((m) => m.S.trace.batch.req_ids.map(String).indexOf('r5'))"
+    )
+    assert r >= 0
+    lit = page.evaluate(
+        "[...document.querySelectorAll('#table-block_table td.hl')].map((td) => Number(td.dataset.r))"
+    )
+    assert lit and set(lit) == {r}
+
+
+@pytest.fixture()
+def short_page(browser: object, base_url: str) -> Iterator[object]:
+    yield from tb.watched_page(browser, base_url, 1400, 480)
+
+
+def test_the_step_sentences_below_the_first_screen_are_the_new_steps_once_the_page_is_idle(
+    short_page: object, big_link: str
+) -> None:
+    """A 128-request step's sentences (dozens, under the side panel's first screen) are written after
+    the frame that shows the step: the list ends on that step's sentences, every one."""
+    page = short_page
+    open_big(page, big_link, "&step=1")
+    page.wait_for_selector("#narr-step li", state="attached")
+    hidden = """(() => { const r = document.getElementById('narr-step').getBoundingClientRect();
+      const side = document.getElementById('teach-side').getBoundingClientRect();
+      return r.top >= Math.min(innerHeight, side.bottom); })()"""
+    assert page.evaluate(hidden)
+    keys = "[...document.querySelectorAll('#narr-step li')].map((li) => li.dataset.key)"
+    before = page.evaluate(keys)
+    page.keyboard.press("ArrowRight")
+    page.wait_for_selector("body[data-painted='2']", state="attached")
+    want = page.evaluate(
+        """import('/static/trace.js').then(async (m) => {
+          const r = await fetch(`/api/runs/${m.S.created.run_id}/steps/2/narration`);
+          const data = await r.json();
+          return (data.items || data).filter((x) => !x.stage).map((x) => x.key);
+        })"""
+    )
+    assert want and want != before
+    page.wait_for_function(f"JSON.stringify({keys}) === JSON.stringify({json.dumps(want)})")
+    assert page.locator("#narr-h").inner_text().endswith(" 2")
