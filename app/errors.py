@@ -11,6 +11,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from pagedviz.app.compute import WorkerError
 from pagedviz.app.db import StoreError
+from pagedviz.app.import_runs import ImportStopped
 from pagedviz.app.store import BusyError, RunTooLargeError
 from pagedviz.core import ScenarioError
 from pagedviz.core.device import DeviceUnavailableError
@@ -36,6 +37,10 @@ def body(error: str, items: list[tuple[str, str]]) -> dict[str, object]:
 def install(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def api_error(_: Request, e: ApiError) -> JSONResponse:
+        return JSONResponse(body(e.error, [(e.field, e.message)]), status_code=e.status)
+
+    @app.exception_handler(ImportStopped)
+    async def import_stopped(_: Request, e: ImportStopped) -> JSONResponse:
         return JSONResponse(body(e.error, [(e.field, e.message)]), status_code=e.status)
 
     @app.exception_handler(ScenarioError)

@@ -127,6 +127,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         max_db_total_bytes=settings.max_db_total_bytes,
         limits=settings.limits,
         pool=pool,
+        max_record_line_bytes=settings.max_record_line_bytes,
     )
     app.add_middleware(GZipMiddleware, minimum_size=1024)
     app.add_middleware(

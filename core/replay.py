@@ -323,15 +323,17 @@ def replay_engine(header: Header, steps: list[Step]) -> ReplayEngine:
 
 class StreamingImport:
     """A recording replayed step by step, read twice and never held whole: `first` (an iterable
-    of its steps) gives the arrivals and each request's output length; `second` is replayed, and
+    of its steps, or their Summary made before) gives the arrivals and each request's output
+    length; `second` is replayed, and
     pagedviz's own scheduler is compared with each replayed step as it comes."""
 
-    def __init__(self, header: Header, first: Iterable[Step], second: Iterator[Step]) -> None:
+    def __init__(self, header: Header, first: Iterable[Step] | Summary, second: Iterator[Step]) -> None:
         problem = replay_problem(header)
         if problem:
             raise ReplayError(f"line 1: {problem}")
         self.header = header
-        summary = summarise(first)
+        summary = first if isinstance(first, Summary) else summarise(first)
+        self.num_steps = summary.num_steps
         self.scenario = scenario_from(header, summary)
         self.engine = ReplayEngine(self.scenario, header, second)
         self.comparer = Comparer(header, scenario_from(header, summary, for_agreement=True))
