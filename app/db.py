@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import gzip
 import logging
 import os
 import shutil
@@ -263,10 +264,14 @@ class RunDB:
         return True
 
     def rec_step(self, run_id: str, n: int) -> tuple[bytes, bytes | None, str] | None:
+        """Step n of an imported run: (body, gzipped, ETag); a step kept gzipped only (its body
+        empty) is inflated here."""
         row = self._read("SELECT body, gz, etag FROM rec_steps WHERE run_id=? AND n=?", (run_id, n))
         if row is None:
             return None
-        return bytes(row[0]), (None if row[1] is None else bytes(row[1])), str(row[2])
+        gz = None if row[1] is None else bytes(row[1])
+        body = bytes(row[0]) if row[0] or gz is None else gzip.decompress(gz)
+        return body, gz, str(row[2])
 
     def rec_steps_kept(self, run_id: str) -> int:
         """How many leading steps of the imported run are kept (steps are kept in order)."""
