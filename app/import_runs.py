@@ -67,6 +67,10 @@ class ImportStopped(Exception):  # noqa: N818 - a state, like the store's RunToo
         super().__init__(message)
 
 
+def _size(n: int) -> str:
+    return f"{n >> 20} MB" if n >= 1 << 20 else f"{n >> 10} KB"
+
+
 def is_import(run_id: str) -> bool:
     return REC_ID.fullmatch(run_id) is not None
 
@@ -319,7 +323,7 @@ class Imports:
                 413,
                 "run_too_large",
                 "recording",
-                f"the imported run's steps passed {self.max_bytes >> 20} MB after {detail} steps "
+                f"the imported run's steps passed {_size(self.max_bytes)} after {detail} steps "
                 "(PAGEDVIZ_STORE_MB raises it)",
             )
         return ImportStopped(422, "invalid_recording", "recording", detail)
