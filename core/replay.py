@@ -3,8 +3,11 @@ persistent batch and prepare_inputs, V1 or V2 as recorded: each recorded step's 
 becomes the runner's input, and the recorded sampled tokens are the step's tokens, so the trace
 shows that server's steps with that server's block ids. No vLLM needed.
 
-An async-scheduling recording holds one line per scheduled batch, in the order the engine ran
-them; the replay runs each batch as one step (the model saw the batches in that order).
+An async-scheduling recording holds one line per schedule() (the engine steps that schedule a
+batch), each with the output update_from_output later received for it, in the order they were
+scheduled; the replay makes each line one step and runs them synchronously, so a step's inputs
+hold the tokens sampled the step before, where the server's runner had placeholders filled on
+the device (the page's notes say so: ASYNC_NOTE).
 
 `agreement()` then runs pagedviz's own scheduler on the same arrivals (each request's output
 length as recorded, the recorded tokens as its samples) where pagedviz models the recorded
@@ -29,6 +32,11 @@ from pagedviz.core.trace import StepTrace
 
 SYNTHETIC_NOTE = "a redacted recording: token ids are synthetic (the recording kept only their counts)"
 SEED = 0
+ASYNC_NOTE = (
+    "async scheduling: one step per recorded step (each schedule() with the output it later received), "
+    "in the order the server scheduled them, replayed synchronously: a step's inputs hold the tokens "
+    "sampled the step before, where the server's runner filled placeholders on the device"
+)
 
 
 class ReplayError(ValueError):
@@ -352,7 +360,7 @@ class StreamingImport:
             + (", async scheduling)" if h.async_scheduling else ")"),
         ]
         if h.async_scheduling:
-            notes.append("async scheduling: one step per scheduled batch, in the order the engine ran them")
+            notes.append(ASYNC_NOTE)
         if h.redacted:
             notes.append(SYNTHETIC_NOTE)
         notes.extend(self.engine.scheduler.problems[:3])  # type: ignore[attr-defined]
