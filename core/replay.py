@@ -32,6 +32,10 @@ from pagedviz.core.trace import StepTrace
 
 SYNTHETIC_NOTE = "a redacted recording: token ids are synthetic (the recording kept only their counts)"
 SEED = 0
+SPEC_NOTE = (
+    "speculative decoding: each step's drafts are the server's; target_token_ids past a request's first "
+    "rejected draft are not recorded (the server keeps the accepted prefix) and repeat its last token"
+)
 ASYNC_NOTE = (
     "async scheduling: one step per recorded step (each schedule() with the output it later received), "
     "in the order the server scheduled them, replayed synchronously: a step's inputs hold the tokens "
@@ -109,6 +113,7 @@ def scenario_from(header: Header, summary: Summary, for_agreement: bool = False)
         async_scheduling=header.async_scheduling and for_agreement,
         scheduler_reserve_full_isl=bool(getattr(header, "scheduler_reserve_full_isl", False)),
         watermark=float(getattr(header, "watermark", 0.0)),
+        num_speculative_tokens=num_spec(header),
     )
     return Scenario(
         name=f"recording of vLLM {header.vllm_version} ({header.scheduler})",
@@ -121,10 +126,31 @@ def scenario_from(header: Header, summary: Summary, for_agreement: bool = False)
     )
 
 
+def num_spec(header: Header) -> int:
+    """The recorded server's draft tokens per step (0: no speculative decoding)."""
+    return int((header.speculative or {}).get("num_speculative_tokens", 0) or 0)
+
+
 def replay_problem(header: Header) -> str | None:
     """Why pagedviz cannot replay this recording's configuration (None: it can)."""
-    if header.speculative:
-        return "speculative decoding recordings are not replayed yet"
+    if num_spec(header):
+        if header.async_scheduling:
+            return (
+                "speculative decoding with async scheduling is not replayed (the drafts of a batch "
+                "reach the scheduler a step late and are not paired with their batch in the recording); "
+                "record with async scheduling off (--no-async-scheduling)"
+            )
+        if header.runner == "v2":
+            return (
+                "speculative decoding on Model Runner V2 is not replayed: its drafts stay on the worker "
+                "(the recording holds placeholders of -1); record with the V1 runner "
+                "(VLLM_USE_V2_MODEL_RUNNER=0)"
+            )
+        if header.redacted:
+            return (
+                "a redacted recording with speculative decoding "
+                "(the drafts' token ids are needed to verify them)"
+            )
     if len(header.kv_cache_groups) != 1:
         return f"{len(header.kv_cache_groups)} KV cache groups (pagedviz models one)"
     if header.kv_cache_groups[0].block_size != header.block_size:
@@ -254,16 +280,48 @@ class RecordedScheduler:
         self.kv.num_free = s.num_free_blocks
         return out
 
-    def sampled_for(self, req_ids: list[str]) -> np.ndarray | None:
-        """The recorded token of each row (None: a redacted recording, tokens are synthetic)."""
+    def sampled_for(self, req_ids: list[str], v: dict[str, Any]) -> np.ndarray | None:
+        """The recorded token of each logits row (None: a redacted recording, tokens are
+        synthetic). With drafts a request has num_sampled_tokens rows (its drafts' and the bonus
+        row): its recorded tokens (the accepted drafts, then the recovered or bonus token) fill
+        them from the first, and the last recorded token the rest, so that greedy verification
+        accepts exactly the drafts the server accepted (the token at the first rejected draft's
+        row is the one the server sampled there, which differs from that draft)."""
         s = self.current
         assert s is not None
         if self.header.redacted:
             return None
         got = s.sampled or {}
+        per_req = [got[r] if isinstance(got.get(r), list) and got[r] else [0] for r in req_ids]
+        if "num_sampled_tokens" not in v:
+            return np.array([toks[0] for toks in per_req], dtype=np.int32)
+        rows = v["num_sampled_tokens"].tolist()
         return np.array(
-            [got[r][0] if isinstance(got.get(r), list) and got[r] else 0 for r in req_ids], dtype=np.int32
+            [t for toks, n in zip(per_req, rows) for t in (toks + toks[-1:] * n)[:n]], dtype=np.int32
         )
+
+    def update_from_spec_output(
+        self, out: SchedulerOutput, generated: dict[str, list[int]], rejected: dict[str, int]
+    ) -> None:
+        """The tokens each request generated this step (its accepted drafts and one more)."""
+        s = self.current
+        assert s is not None
+        if s.sampled is not None and set(generated) != set(s.sampled):
+            self.problems.append(
+                f"step {out.step}: pagedviz's runner samples for {sorted(generated)}, the recording for "
+                f"{sorted(s.sampled)}"
+            )
+        for rid, toks in generated.items():
+            self.tokens.setdefault(rid, []).extend(int(t) for t in toks)
+        for rid in s.finished:
+            self.done_ids.add(rid)
+
+    def next_drafts(self) -> dict[str, list[int]]:
+        """The drafts the next recorded step schedules (what the drafter proposed after this one)."""
+        nxt = self._next
+        if nxt is None:
+            return {}
+        return {r: list(t) for r, t in nxt.spec_tokens.items() if isinstance(t, list)}
 
     def update_from_output(self, out: SchedulerOutput, sampled: dict[str, int]) -> None:
         s = self.current
@@ -304,10 +362,24 @@ class ReplayEngine(Engine):
         return not self.scheduler.has_unfinished
 
     def _forward_and_sample(self, v: dict[str, Any], trace: StepTrace, timer: Any) -> np.ndarray:
-        rec = self.scheduler.sampled_for(self.runner.row_req_ids)  # type: ignore[attr-defined]
+        rec = self.scheduler.sampled_for(self.runner.row_req_ids, v)  # type: ignore[attr-defined]
         if rec is None:
             return super()._forward_and_sample(v, trace, timer)
         return rec
+
+    def _update_with_drafts(
+        self, out: SchedulerOutput, generated: dict[str, list[int]], trace: StepTrace
+    ) -> None:
+        """As the engine's: roll back the rejected drafts and append the generated tokens; the
+        next step's drafts are the recording's (the server's drafter proposed them)."""
+        drafts = {s.req_id: len(s.spec_token_ids) for s in out.scheduled}
+        rejected = {rid: drafts[rid] - (len(toks) - 1) for rid, toks in generated.items() if drafts[rid]}
+        self.scheduler.update_from_spec_output(out, generated, rejected)  # type: ignore[call-arg]
+        self.runner.append_generated(generated)  # type: ignore[attr-defined]
+        proposed = self.scheduler.next_drafts()  # type: ignore[attr-defined]
+        trace.forward["generated_token_ids"] = {rid: list(map(int, t)) for rid, t in generated.items()}
+        trace.forward["num_rejected_tokens"] = rejected
+        trace.forward["proposed_draft_token_ids"] = {r: d for r, d in proposed.items() if r in generated}
 
 
 @dataclass
@@ -363,6 +435,8 @@ class StreamingImport:
             notes.append(ASYNC_NOTE)
         if h.redacted:
             notes.append(SYNTHETIC_NOTE)
+        if num_spec(h):
+            notes.append(SPEC_NOTE)
         notes.extend(self.engine.scheduler.problems[:3])  # type: ignore[attr-defined]
         return notes
 

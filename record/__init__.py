@@ -239,7 +239,7 @@ class _Recorder:
         self.pending[id(out)] = line
         self.order.append(id(out))
 
-    def received(self, out: Any, model_output: Any) -> None:
+    def received(self, out: Any, model_output: Any, sampled_lists: list[Any]) -> None:
         key = id(out)
         if key not in self.pending:
             return
@@ -250,7 +250,7 @@ class _Recorder:
         self.order.pop(0)
         line = self.pending.pop(key)
         sampled: dict[str, Any] = {}
-        for rid, toks in zip(model_output.req_ids, model_output.sampled_token_ids):
+        for rid, toks in zip(model_output.req_ids, sampled_lists):
             if len(toks):
                 sampled[rid] = _tokens(toks, self.redact)
         line["sampled"] = sampled
@@ -285,11 +285,19 @@ class _RecordingMixin:
         return out
 
     def update_from_output(self, scheduler_output: Any, model_runner_output: Any) -> Any:
-        result = super().update_from_output(scheduler_output, model_runner_output)  # type: ignore[misc]
         rec = self._pagedviz
+        # the tokens as received: vLLM's update_from_output cuts a request's list at its stop in
+        # place, after counting its accepted drafts from the whole list
+        received = None
         if rec.active:
             try:
-                rec.received(scheduler_output, model_runner_output)
+                received = [list(t) for t in model_runner_output.sampled_token_ids]
+            except Exception as e:  # noqa: BLE001
+                rec.fail("update_from_output", e)
+        result = super().update_from_output(scheduler_output, model_runner_output)  # type: ignore[misc]
+        if rec.active and received is not None:
+            try:
+                rec.received(scheduler_output, model_runner_output, received)
             except Exception as e:  # noqa: BLE001
                 rec.fail("update_from_output", e)
         return result

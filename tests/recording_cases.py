@@ -79,7 +79,8 @@ def scenario(steps: int, every: int, max_tokens: int) -> Scenario:
 
 
 def write_recording(sc: Scenario, path: Path) -> int:
-    """pagedviz's run of `sc`, one recorder line per step; the number of steps."""
+    """pagedviz's run of `sc` (synchronous, V1), one recorder line per step; the number of steps.
+    With speculative decoding, each step's drafts and each request's generated tokens."""
     cfg = sc.config
     engine = make_engine(sc, capture=False)
     outs: list[Any] = []
@@ -109,6 +110,12 @@ def write_recording(sc: Scenario, path: Path) -> int:
         "long_prefill_token_threshold": 0,
         "kv_cache_groups": [{"kind": "FullAttentionSpec", "block_size": cfg.block_size, "num_layers": 1}],
         "vocab_size": cfg.vocab_size,
+        "speculative": {
+            "method": cfg.speculative_method,
+            "num_speculative_tokens": cfg.num_speculative_tokens,
+        }
+        if cfg.num_speculative_tokens
+        else None,
         "scheduler_reserve_full_isl": cfg.scheduler_reserve_full_isl,
         "watermark": cfg.watermark,
     }
@@ -146,10 +153,13 @@ def write_recording(sc: Scenario, path: Path) -> int:
                     if s.kind != "new"
                 ],
                 "num_scheduled_tokens": out.num_scheduled_tokens,
+                "spec_tokens": {s.req_id: list(s.spec_token_ids) for s in out.scheduled if s.spec_token_ids},
                 "preempted": sorted(out.preempted_req_ids),
                 "finished": sorted(out.finished_req_ids),
                 "num_free_blocks": len(engine.scheduler.kv.pool.free_queue),
-                "sampled": {k: [int(v)] for k, v in t.sampled_token_ids.items()},
+                # with drafts, each request's accepted drafts and one more token
+                "sampled": t.forward.get("generated_token_ids")
+                or {k: [int(v)] for k, v in t.sampled_token_ids.items()},
             }
             f.write(json.dumps(line) + "\n")
     return n
