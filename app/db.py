@@ -50,7 +50,7 @@ CREATE TABLE IF NOT EXISTS runs(run_id TEXT PRIMARY KEY, num_steps INTEGER NOT N
 CREATE TABLE IF NOT EXISTS steps(run_id TEXT NOT NULL, n INTEGER NOT NULL, body BLOB NOT NULL,
                                  gz BLOB, etag TEXT NOT NULL, PRIMARY KEY(run_id, n));
 CREATE TABLE IF NOT EXISTS recordings(run_id TEXT PRIMARY KEY, body BLOB NOT NULL, total INTEGER NOT NULL,
-                                      problem TEXT);
+                                      problem TEXT, owner TEXT, beat INTEGER);
 CREATE TABLE IF NOT EXISTS rec_steps(run_id TEXT NOT NULL, n INTEGER NOT NULL, body BLOB NOT NULL, gz BLOB,
                                      etag TEXT NOT NULL, summary BLOB NOT NULL, PRIMARY KEY(run_id, n));
 CREATE TABLE IF NOT EXISTS totals(k TEXT PRIMARY KEY, v INTEGER NOT NULL);
@@ -201,7 +201,8 @@ class RunDB:
                 now = time.time_ns()
                 c.execute("INSERT OR REPLACE INTO scenarios VALUES (?, ?, ?)", (run_id, scenario, now))
                 cur = c.execute(
-                    "INSERT INTO recordings VALUES (?, zeroblob(?), ?, NULL)", (run_id, size, total)
+                    "INSERT INTO recordings VALUES (?, zeroblob(?), ?, NULL, NULL, NULL)",
+                    (run_id, size, total),
                 )
                 rowid = cur.lastrowid
                 assert rowid is not None
@@ -232,6 +233,18 @@ class RunDB:
                     f.write(chunk)
         return True
 
+    def claim_recording(self, run_id: str, owner: str) -> None:
+        """Note that `owner` (host:pid) replays the recording now (other workers then wait for it)."""
+        with self._write() as c:
+            c.execute(
+                "UPDATE recordings SET owner=?, beat=? WHERE run_id=?", (owner, int(time.time()), run_id)
+            )
+
+    def recording_owner(self, run_id: str) -> tuple[str | None, int]:
+        """Who last replayed the recording (host:pid, or None) and when it last stored a step."""
+        row = self._read("SELECT owner, beat FROM recordings WHERE run_id=?", (run_id,))
+        return (None, 0) if row is None else (row[0], int(row[1] or 0))
+
     def set_recording_problem(self, run_id: str, problem: str) -> None:
         with self._write() as c:
             c.execute("UPDATE recordings SET problem=? WHERE run_id=?", (problem[:500], run_id))
@@ -260,6 +273,7 @@ class RunDB:
                 if cur.rowcount:
                     added += len(body) + len(gz or b"") + len(summary)
             c.execute("UPDATE totals SET v=v+? WHERE k='scenarios'", (added,))
+            c.execute("UPDATE recordings SET beat=? WHERE run_id=?", (int(time.time()), run_id))
             self._shed(c, keep=run_id)
         return True
 

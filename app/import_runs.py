@@ -10,7 +10,9 @@ many of the recording's steps are done, and nothing of a step is held after it i
 
 The recording stays in the database, so an imported run outlives eviction and restarts: a
 server that finds a recording whose replay did not end (it stopped meanwhile) replays it again,
-keeping the steps it has. The whole-run readers (metrics, figures, narration, compare) read the
+keeping the steps it has. Workers sharing a store leave a recording to the one replaying it (its
+claim in the database: host and pid, and when it last stored a step) and read its steps as they
+are stored. The whole-run readers (metrics, figures, narration, compare) read the
 steps back from the database one at a time (`StoredSteps`).
 
 Bounds: the body (PAGEDVIZ_MAX_IMPORT_MB, the route's 413), each line
@@ -27,22 +29,23 @@ import json
 import logging
 import os
 import re
+import socket
 import sqlite3
 import tempfile
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any
 
-from pagedviz.app.db import RunDB, StoreError
-from pagedviz.app.summaries import step_summary
+from pagedviz.app.db import StoreError
+from pagedviz.app.import_replay import StoredSteps, replay_into
 from pagedviz.core import Scenario, ScenarioError
 from pagedviz.core.limits import Limits
-from pagedviz.core.recording import Header, RecordingError, bounded_lines, iter_recording
-from pagedviz.core.replay import ReplayError, StreamingImport, Summary, replay_problem, summarise
+from pagedviz.core.recording import RecordingError
+from pagedviz.core.replay import ReplayError, Summary
 from pagedviz.core.trace import StepTrace
 
 if TYPE_CHECKING:
@@ -50,12 +53,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("pagedviz")
 REC_ID = re.compile(r"rec-[0-9a-f]{16}")
-# a replay writes its steps to the database every FLUSH_STEPS steps or FLUSH_S seconds
-FLUSH_STEPS = 64
-FLUSH_S = 0.25
 # an imported scenario read back is checked for its form only (its size is the recording's)
 UNBOUNDED = Limits(**{n: 1 << 62 for n in Limits.__dataclass_fields__})
-DECODED_CACHE = 4  # steps read back and decoded, kept per run for the next reader
+# the process replaying a recording (several workers share one store: one replays, the others
+# read its steps from the database); its claim lapses when it stores no step for STALE_S seconds
+OWNER = f"{socket.gethostname()}:{os.getpid()}"
+STALE_S = 60
 
 
 class ImportStopped(Exception):  # noqa: N818 - a state, like the store's RunTooLargeError
@@ -75,22 +78,6 @@ def is_import(run_id: str) -> bool:
     return REC_ID.fullmatch(run_id) is not None
 
 
-def first_pass(path: Path, line_limit: int) -> tuple[Header, Summary]:
-    """Read the recording once: the header and the summary the replay needs. Raises
-    RecordingError naming the line of the first problem, ReplayError for a configuration
-    pagedviz does not replay."""
-    with open(path, "rb") as f:
-        header, steps = iter_recording(bounded_lines(f, line_limit), line_limit)
-        problem = replay_problem(header)
-        if problem:
-            raise ReplayError(f"line 1: {problem}")
-        return header, summarise(steps)
-
-
-def scenario_bytes(scenario: Scenario) -> bytes:
-    return json.dumps(scenario.to_dict(), sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
-
-
 @dataclass
 class ImportJob:
     """A replay in flight: written by its worker thread, read by routes."""
@@ -102,91 +89,6 @@ class ImportJob:
     started: float | None = None
     steps_done: int = 0  # steps replayed and in the database
     cancel: threading.Event = field(default_factory=threading.Event)
-
-
-def replay_into(
-    db: RunDB, job: ImportJob, path: Path, line_limit: int, summary: Summary | None, max_bytes: int
-) -> None:
-    """Replay the recording at `path` into the database (in a worker thread), step by step."""
-    from pagedviz.app.store import RunTooLargeError, encode_step
-
-    with open(path, "rb") as f1, open(path, "rb") as f2:
-        header, first = iter_recording(bounded_lines(f1, line_limit), line_limit)
-        _, second = iter_recording(bounded_lines(f2, line_limit), line_limit)
-        imp = StreamingImport(header, first if summary is None else summary, second)
-        job.total = imp.num_steps
-        rows: list[tuple[int, bytes, bytes | None, str, bytes]] = []
-        nbytes, last, n = 0, time.monotonic(), 0
-
-        def flush() -> None:
-            if rows and not db.put_rec_steps(job.run_id, rows):
-                raise ReplayError("the recording was dropped from the store (PAGEDVIZ_STORE_MAX_MB)")
-            rows.clear()
-            job.steps_done = n
-
-        for t in imp.engine.run():
-            if job.cancel.is_set():
-                return
-            imp.comparer.feed(imp.engine.scheduler.current, t.scheduler)  # type: ignore[attr-defined]
-            n = t.step
-            e = encode_step(t)
-            line = json.dumps(step_summary(t), separators=(",", ":")).encode()
-            nbytes += len(e.gzipped or e.body) + len(line)
-            if nbytes > max_bytes:
-                raise RunTooLargeError(n, max_bytes)
-            # a step is kept gzipped only (a quarter of its bytes); a reader that takes no gzip
-            # gets it inflated
-            rows.append((n, b"" if e.gzipped else e.body, e.gzipped, e.etag, line))
-            del t, e
-            if n == 1 or len(rows) >= FLUSH_STEPS or time.monotonic() - last > FLUSH_S:
-                flush()
-                last = time.monotonic()
-        flush()
-        db.replace_scenario(job.run_id, scenario_bytes(imp.imported([]).scenario))
-        db.put_run(job.run_id, n, False, "cpu")
-
-
-class StoredSteps(Sequence[StepTrace]):
-    """An imported run's steps read back from the database one at a time, as they are asked
-    for (the last few decoded are kept): whole-run readers iterate it without holding it."""
-
-    def __init__(self, db: RunDB, run_id: str, num_steps: int) -> None:
-        self.db, self.run_id, self.num_steps = db, run_id, num_steps
-        self._cache: OrderedDict[int, StepTrace] = OrderedDict()
-
-    def __len__(self) -> int:
-        return self.num_steps
-
-    def _get(self, i: int) -> StepTrace:
-        if i < 0:
-            i += self.num_steps
-        if not 0 <= i < self.num_steps:
-            raise IndexError(i)
-        t = self._cache.get(i)
-        if t is None:
-            kept = self.db.rec_step(self.run_id, i + 1)
-            if kept is None:
-                raise ImportStopped(404, "not_found", "run_id", f"step {i + 1} of {self.run_id} is not kept")
-            t = StepTrace.from_dict(json.loads(kept[0]))  # rec_step inflates it
-            self._cache[i] = t
-            while len(self._cache) > DECODED_CACHE:
-                self._cache.popitem(last=False)
-        return t
-
-    @overload
-    def __getitem__(self, i: int) -> StepTrace: ...
-
-    @overload
-    def __getitem__(self, i: slice) -> list[StepTrace]: ...
-
-    def __getitem__(self, i: int | slice) -> StepTrace | list[StepTrace]:
-        if isinstance(i, slice):
-            return [self._get(j) for j in range(*i.indices(self.num_steps))]
-        return self._get(i)
-
-    def __iter__(self) -> Iterator[StepTrace]:
-        for i in range(self.num_steps):
-            yield self._get(i)
 
 
 class Imports:
@@ -262,6 +164,7 @@ class Imports:
         try:
             async with self._slots:
                 job.started = time.monotonic()
+                await asyncio.to_thread(db.claim_recording, job.run_id, OWNER)
                 await asyncio.to_thread(replay_into, db, job, path, self.line_limit, summary, self.max_bytes)
         except asyncio.CancelledError:
             job.cancel.set()
@@ -298,6 +201,8 @@ class Imports:
         kept = self._kept(run_id)
         if kept is None or kept[1] is not None or self._done_steps(run_id) is not None:
             return None
+        if self.replayed_elsewhere(run_id):
+            return None
         fd, name = tempfile.mkstemp(prefix="pagedviz-import-", suffix=".jsonl")
         os.close(fd)
         path = Path(name)
@@ -311,6 +216,25 @@ class Imports:
                 path.unlink()
             return None
         return self.start(run_id, path, None, kept[0])
+
+    def replayed_elsewhere(self, run_id: str) -> bool:
+        """Whether another process (a worker beside this one) is replaying the recording: it
+        claimed it, stored a step within STALE_S seconds and, on this host, is alive."""
+        try:
+            owner, beat = self.store.db.recording_owner(run_id)
+        except (sqlite3.Error, StoreError):
+            return False
+        if owner is None or owner == OWNER or time.time() - beat > STALE_S:
+            return False
+        host, _, pid = owner.rpartition(":")
+        if host == socket.gethostname():
+            try:
+                os.kill(int(pid), 0)
+            except (ProcessLookupError, ValueError):
+                return False
+            except PermissionError:
+                pass
+        return True
 
     def stopped(self, run_id: str) -> ImportStopped | None:
         """Why the run's replay stopped, or None."""
@@ -348,8 +272,11 @@ class Imports:
         done = self._done_steps(run_id)
         if done is not None:
             return {"state": "done", "steps_done": done, "max_steps": done}
+        kept_steps = self.store.db.rec_steps_kept(run_id)
+        if self.replayed_elsewhere(run_id):
+            return {"state": "computing", "steps_done": kept_steps, "max_steps": kept[0]}
         stopped = self.stopped(run_id)
-        out: dict[str, Any] = {"state": "refused", "steps_done": self.store.db.rec_steps_kept(run_id)}
+        out: dict[str, Any] = {"state": "refused", "steps_done": kept_steps}
         return {**out, "max_steps": kept[0], "reason": stopped.message if stopped else ""}
 
     def scenario(self, run_id: str) -> Scenario | None:
@@ -382,6 +309,18 @@ class Imports:
             await asyncio.sleep(0.01)
         if job is not None and job.steps_done >= n:
             return job.steps_done, False
+        while job is None and self.replayed_elsewhere(run_id):  # another worker replays it
+            kept = await asyncio.to_thread(self.store.db.rec_steps_kept, run_id)
+            if kept >= n:
+                return kept, False
+            if self._done_steps(run_id) is not None:
+                break
+            await asyncio.sleep(0.05)
+            job = self._job(run_id)  # taken over here if that worker has gone
+            while job is not None and job.steps_done < n and not job.done.done():
+                await asyncio.sleep(0.01)
+            if job is not None and job.steps_done >= n:
+                return job.steps_done, False
         done = self._done_steps(run_id)
         if done is not None:
             return done, True
@@ -413,6 +352,12 @@ class Imports:
         job = self._job(run_id)
         if job is not None:
             await asyncio.shield(job.done)
+        else:  # another worker replays it: wait for its end (or take it over if it goes)
+            while self.replayed_elsewhere(run_id) and self._done_steps(run_id) is None:
+                await asyncio.sleep(0.05)
+            job = self._job(run_id)
+            if job is not None:
+                await asyncio.shield(job.done)
         done = self._done_steps(run_id)
         if done is None:
             stopped = self.stopped(run_id)

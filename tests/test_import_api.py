@@ -201,8 +201,8 @@ def test_an_imported_run_outlives_eviction_from_memory_with_the_same_content() -
 def test_an_import_stopped_by_a_restart_resumes_from_the_store_and_answers_the_same(
     tmp_path: Path, long_recording: bytes
 ) -> None:
-    """A real server with --store: stopped while the import replays, the next one finds the
-    recording kept, replays it to the end and serves every step."""
+    """A real server with --store: stopped while the import replays, the next one (two workers)
+    finds the recording kept, replays it to the end and serves every step from either worker."""
     import httpx
 
     from pagedviz.app.serve import running_server
@@ -215,12 +215,19 @@ def test_an_import_stopped_by_a_restart_resumes_from_the_store_and_answers_the_s
         first = c.get(f"/api/runs/{rid}/steps/1").content
         assert c.get(f"/api/runs/{rid}/progress").json()["state"] == "computing"
     total = len(long_recording.splitlines()) - 1
-    with running_server("--store", str(store)) as server, httpx.Client(base_url=server.url, timeout=60) as c:
+    # two workers sharing the store: one resumes the replay, the other reads its steps as they come
+    with (
+        running_server("--store", str(store), "--workers", "2") as server,
+        httpx.Client(base_url=server.url, timeout=60) as c,
+    ):
         assert c.get(f"/api/runs/{rid}/progress").json()["state"] in ("queued", "computing", "done")
         assert c.get(f"/api/runs/{rid}/steps/{total}").json()["step"] == total  # waits for the replay
         assert c.get(f"/api/runs/{rid}/steps/1").content == first
         deadline = time.monotonic() + 60
         while c.get(f"/api/runs/{rid}/progress").json()["state"] != "done" and time.monotonic() < deadline:
             time.sleep(0.1)
-        ov = c.get(f"/api/runs/{rid}").json()
-        assert ov["num_steps"] == total and ov["scenario"]["notes"][0].endswith(f"up to step {total}")
+        for _ in range(4):  # new connections spread over both workers
+            with httpx.Client(base_url=server.url, timeout=60) as c:
+                ov = c.get(f"/api/runs/{rid}").json()
+                assert ov["num_steps"] == total and ov["scenario"]["notes"][0].endswith(f"up to step {total}")
+                assert c.get(f"/api/runs/{rid}/steps/{total // 2}").status_code == 200

@@ -20,7 +20,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 
 from pagedviz.app.errors import ApiError
-from pagedviz.app.import_runs import first_pass, scenario_bytes
+from pagedviz.app.import_replay import first_pass, scenario_bytes
 from pagedviz.app.links import pack
 from pagedviz.app.schemas import ErrorOut, RunCreated
 from pagedviz.app.settings import Settings
