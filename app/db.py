@@ -13,10 +13,10 @@ and that is logged. Every write is one `BEGIN IMMEDIATE` transaction that keeps 
 (table `totals`) in step with the rows, so several workers share one database safely (SQLite's
 own locking; a writer waits up to BUSY_TIMEOUT_S for another).
 
-An imported recording (run id `rec-…`, app/import_runs.py) is kept whole (table `recordings`)
-with its replayed steps, each encoded with its overview line (`rec_steps`): they cannot be
-recomputed cheaply, so they count with the scenarios (never dropped for PAGEDVIZ_STORE_MB) and
-go with their scenario past the total cap.
+An imported recording (run id `rec-…`, app/import_runs.py) is kept whole (table `recordings`;
+its replay's state, which changes, in `rec_state`) with its replayed steps, each encoded with its
+overview line (`rec_steps`): they cannot be recomputed cheaply, so they count with the scenarios
+(never dropped for PAGEDVIZ_STORE_MB) and go with their scenario past the total cap.
 
 Nothing read back is trusted blindly: the store checks that a scenario read back is valid and
 hashes to its run id, and only this file and SQLite's own -wal/-shm files are touched in the
@@ -49,8 +49,9 @@ CREATE TABLE IF NOT EXISTS runs(run_id TEXT PRIMARY KEY, num_steps INTEGER NOT N
                                 truncated INTEGER NOT NULL, device TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS steps(run_id TEXT NOT NULL, n INTEGER NOT NULL, body BLOB NOT NULL,
                                  gz BLOB, etag TEXT NOT NULL, PRIMARY KEY(run_id, n));
-CREATE TABLE IF NOT EXISTS recordings(run_id TEXT PRIMARY KEY, body BLOB NOT NULL, total INTEGER NOT NULL,
-                                      problem TEXT, owner TEXT, beat INTEGER);
+CREATE TABLE IF NOT EXISTS recordings(run_id TEXT PRIMARY KEY, body BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS rec_state(run_id TEXT PRIMARY KEY, total INTEGER NOT NULL, problem TEXT,
+                                     owner TEXT, beat INTEGER);
 CREATE TABLE IF NOT EXISTS rec_steps(run_id TEXT NOT NULL, n INTEGER NOT NULL, body BLOB NOT NULL, gz BLOB,
                                      etag TEXT NOT NULL, summary BLOB NOT NULL, PRIMARY KEY(run_id, n));
 CREATE TABLE IF NOT EXISTS totals(k TEXT PRIMARY KEY, v INTEGER NOT NULL);
@@ -196,14 +197,15 @@ class RunDB:
         size = path.stat().st_size
         try:
             with self._write() as c:
-                if c.execute("SELECT 1 FROM recordings WHERE run_id=?", (run_id,)).fetchone() is not None:
+                if c.execute("SELECT 1 FROM rec_state WHERE run_id=?", (run_id,)).fetchone() is not None:
                     return
                 now = time.time_ns()
                 c.execute("INSERT OR REPLACE INTO scenarios VALUES (?, ?, ?)", (run_id, scenario, now))
-                cur = c.execute(
-                    "INSERT INTO recordings VALUES (?, zeroblob(?), ?, NULL, NULL, NULL)",
-                    (run_id, size, total),
-                )
+                c.execute("INSERT INTO rec_state VALUES (?, ?, NULL, NULL, NULL)", (run_id, total))
+                # the blob is its row's last column (SQLite then writes the zeroblob's pages without
+                # making it in memory) and the row is never updated (that would rewrite it whole:
+                # what changes is in rec_state); the file is copied into it in chunks
+                cur = c.execute("INSERT INTO recordings VALUES (?, zeroblob(?))", (run_id, size))
                 rowid = cur.lastrowid
                 assert rowid is not None
                 with c.blobopen("recordings", "body", rowid) as blob, open(path, "rb") as f:
@@ -216,7 +218,7 @@ class RunDB:
 
     def recording(self, run_id: str) -> tuple[int, str | None] | None:
         """(number of steps, why its replay stopped or None) of a kept recording, or None."""
-        row = self._read("SELECT total, problem FROM recordings WHERE run_id=?", (run_id,))
+        row = self._read("SELECT total, problem FROM rec_state WHERE run_id=?", (run_id,))
         return None if row is None else (int(row[0]), row[1])
 
     def copy_recording(self, run_id: str, path: Path) -> bool:
@@ -237,17 +239,17 @@ class RunDB:
         """Note that `owner` (host:pid) replays the recording now (other workers then wait for it)."""
         with self._write() as c:
             c.execute(
-                "UPDATE recordings SET owner=?, beat=? WHERE run_id=?", (owner, int(time.time()), run_id)
+                "UPDATE rec_state SET owner=?, beat=? WHERE run_id=?", (owner, int(time.time()), run_id)
             )
 
     def recording_owner(self, run_id: str) -> tuple[str | None, int]:
         """Who last replayed the recording (host:pid, or None) and when it last stored a step."""
-        row = self._read("SELECT owner, beat FROM recordings WHERE run_id=?", (run_id,))
+        row = self._read("SELECT owner, beat FROM rec_state WHERE run_id=?", (run_id,))
         return (None, 0) if row is None else (row[0], int(row[1] or 0))
 
     def set_recording_problem(self, run_id: str, problem: str) -> None:
         with self._write() as c:
-            c.execute("UPDATE recordings SET problem=? WHERE run_id=?", (problem[:500], run_id))
+            c.execute("UPDATE rec_state SET problem=? WHERE run_id=?", (problem[:500], run_id))
 
     def replace_scenario(self, run_id: str, body: bytes) -> None:
         """The imported run's scenario once its replay ends (with the agreement in its notes)."""
@@ -262,7 +264,7 @@ class RunDB:
         """Keep replayed steps of an imported run: (n, body, gzipped, ETag, overview line) each.
         False when its recording is no longer kept (dropped past the total cap)."""
         with self._write() as c:
-            if c.execute("SELECT 1 FROM recordings WHERE run_id=?", (run_id,)).fetchone() is None:
+            if c.execute("SELECT 1 FROM rec_state WHERE run_id=?", (run_id,)).fetchone() is None:
                 return False
             added = 0
             for n, body, gz, etag, summary in rows:
@@ -273,7 +275,7 @@ class RunDB:
                 if cur.rowcount:
                     added += len(body) + len(gz or b"") + len(summary)
             c.execute("UPDATE totals SET v=v+? WHERE k='scenarios'", (added,))
-            c.execute("UPDATE recordings SET beat=? WHERE run_id=?", (int(time.time()), run_id))
+            c.execute("UPDATE rec_state SET beat=? WHERE run_id=?", (int(time.time()), run_id))
             self._shed(c, keep=run_id)
         return True
 
@@ -351,7 +353,7 @@ class RunDB:
                 (run_id,),
             ).fetchone()[0]
             pinned = self._recording_bytes(c, run_id)
-            for table in ("scenarios", "runs", "steps", "recordings", "rec_steps"):
+            for table in ("scenarios", "runs", "steps", "recordings", "rec_state", "rec_steps"):
                 c.execute(f"DELETE FROM {table} WHERE run_id=?", (run_id,))  # noqa: S608 - fixed names
             scen, steps = scen - size - pinned, steps - int(freed)
             self.dropped_scenarios += 1

@@ -94,7 +94,9 @@ class _Recorder:
         self.sched = sched
         self.step_no = 0
         self.arrivals: list[dict[str, Any]] = []
-        self.pending: dict[int, dict[str, Any]] = {}  # id(SchedulerOutput) -> its line, unpaired
+        # id(SchedulerOutput) -> (the output, its line), unpaired: the output is held so that its id
+        # is not reused (by a later output) while its line waits
+        self.pending: dict[int, tuple[Any, dict[str, Any]]] = {}
         self.order: list[int] = []  # the unpaired outputs, oldest first
         self.written = 0
         self.file: Any = None
@@ -236,7 +238,7 @@ class _Recorder:
             "sampled": None,
         }
         self.arrivals = []
-        self.pending[id(out)] = line
+        self.pending[id(out)] = (out, line)
         self.order.append(id(out))
 
     def received(self, out: Any, model_output: Any, sampled_lists: list[Any]) -> None:
@@ -246,9 +248,9 @@ class _Recorder:
         # batches leave the queue in order; one that never reached update_from_output is written
         # first, with `sampled: null`, so the lines keep the order of schedule()
         while self.order and self.order[0] != key and self.active:
-            self._write(self.pending.pop(self.order.pop(0)))
+            self._write(self.pending.pop(self.order.pop(0))[1])
         self.order.pop(0)
-        line = self.pending.pop(key)
+        line = self.pending.pop(key)[1]
         sampled: dict[str, Any] = {}
         for rid, toks in zip(model_output.req_ids, sampled_lists):
             if len(toks):
