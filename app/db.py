@@ -247,9 +247,10 @@ class RunDB:
         row = self._read("SELECT owner, beat FROM rec_state WHERE run_id=?", (run_id,))
         return (None, 0) if row is None else (row[0], int(row[1] or 0))
 
-    def set_recording_problem(self, run_id: str, problem: str) -> None:
+    def set_recording_problem(self, run_id: str, problem: str | None) -> None:
+        """Why the recording's replay stopped (None: it may be replayed again)."""
         with self._write() as c:
-            c.execute("UPDATE rec_state SET problem=? WHERE run_id=?", (problem[:500], run_id))
+            c.execute("UPDATE rec_state SET problem=? WHERE run_id=?", (problem and problem[:500], run_id))
 
     def replace_scenario(self, run_id: str, body: bytes) -> None:
         """The imported run's scenario once its replay ends (with the agreement in its notes)."""

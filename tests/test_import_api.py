@@ -141,7 +141,7 @@ def test_the_import_route_is_in_the_openapi_document() -> None:
     assert {"201", "413", "422"} <= set(op["responses"])
 
 
-def test_a_recording_whose_steps_outgrow_the_store_stops_and_its_run_is_a_413_naming_the_setting() -> None:
+def test_an_import_past_the_store_bound_is_a_413_naming_the_setting_and_posting_it_again_retries() -> None:
     app = create_app(Settings(max_db_bytes=1 << 10, compute_in="thread"))
     with TestClient(app, raise_server_exceptions=False) as client:
         r = client.post("/api/runs/import", content=EXAMPLE, headers=NDJSON)
@@ -152,6 +152,10 @@ def test_a_recording_whose_steps_outgrow_the_store_stops_and_its_run_is_a_413_na
         again = client.get(f"/api/runs/{rid}")
         assert again.status_code == 413 and "PAGEDVIZ_STORE_MB" in again.json()["detail"][0]["message"]
         assert client.get("/healthz").status_code == 200
+        # posted again once the bound is raised: replayed again, to its end
+        client.app.state.store.max_db_bytes = 1 << 30  # type: ignore[attr-defined]
+        assert client.post("/api/runs/import", content=EXAMPLE, headers=NDJSON).status_code in (201, 202)
+        assert finished(client, rid)["state"] == "done"
 
 
 def test_the_import_answers_at_once_and_its_steps_and_progress_are_readable_while_it_replays(

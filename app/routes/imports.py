@@ -140,6 +140,8 @@ async def import_run(
     try:
         if imports.knows(run_id):
             path.unlink(missing_ok=True)
+            if imports.stopped(run_id) is not None:  # posted again: replayed again (under today's bounds)
+                await asyncio.to_thread(store.db.set_recording_problem, run_id, None)
             imports.resume(run_id)  # a replay that a restart stopped goes on
         else:
             summary = await asyncio.to_thread(_keep, path, run_id, store, settings.max_record_line_bytes)
