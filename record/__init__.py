@@ -60,6 +60,21 @@ def _tokens(ids: Any, redact: bool) -> list[int] | int:
     return len(ids) if redact else [int(t) for t in ids]
 
 
+def _speculative(spec: Any) -> dict[str, Any]:
+    """The drafter: its method and draft count, and an n-gram drafter's lookup range (what a
+    replay needs to propose the same drafts where the recording cannot hold them: Model Runner
+    V2 keeps them on the worker)."""
+    out: dict[str, Any] = {
+        "method": str(spec.method),
+        "num_speculative_tokens": int(spec.num_speculative_tokens),
+    }
+    for key in ("prompt_lookup_min", "prompt_lookup_max"):
+        value = getattr(spec, key, None)
+        if isinstance(value, int):
+            out[key] = value
+    return out
+
+
 class _Recorder:
     """The file, its header and the pairing of scheduled batches with their outputs."""
 
@@ -144,9 +159,7 @@ class _Recorder:
             "long_prefill_token_threshold": int(sc.long_prefill_token_threshold or 0),
             "scheduler_reserve_full_isl": bool(getattr(sc, "scheduler_reserve_full_isl", False)),
             "watermark": float(getattr(sc, "watermark", 0.0) or 0.0),
-            "speculative": None
-            if spec is None
-            else {"method": str(spec.method), "num_speculative_tokens": int(spec.num_speculative_tokens)},
+            "speculative": None if spec is None else _speculative(spec),
             "kv_cache_groups": groups,
             "cudagraph_capture_sizes": None if sizes is None else sorted(int(x) for x in sizes),
             "vocab_size": vocab,

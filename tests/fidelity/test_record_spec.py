@@ -114,9 +114,12 @@ def test_a_spec_decode_recording_of_vllms_scheduler_imports_as_what_it_scheduled
     assert any(s["spec_tokens"] for s in seen), "the scenario schedules no draft"
     with open(path, "rb") as f:
         header, steps = read_recording(f)
+    cfg = scenario.config
     assert header.speculative == {
         "method": "ngram",
-        "num_speculative_tokens": scenario.config.num_speculative_tokens,
+        "num_speculative_tokens": cfg.num_speculative_tokens,
+        "prompt_lookup_min": cfg.prompt_lookup_min,
+        "prompt_lookup_max": cfg.prompt_lookup_max,
     }
     imported = import_recording(header, steps)
     assert len(imported.traces) == len(seen)
