@@ -4,7 +4,7 @@ The route streams the body to a temporary file and reads it once (`first_pass`: 
 validated, the arrivals and each request's output length summarised), so a bad recording is
 refused at once naming its line. The store then keeps the recording and the scenario it amounts
 to in its database (app/db.py), and a background task replays it (core/replay.py) in a worker
-thread, writing each step's encoded trace and its overview line to the database as it goes: a
+thread of the server's process (the compute processes take scenarios, not recordings), writing each step's encoded trace and its overview line to the database as it goes: a
 reader asks for step n and gets it from there as soon as it is replayed, the progress says how
 many of the recording's steps are done, and nothing of a step is held after it is written.
 
@@ -12,8 +12,8 @@ The recording stays in the database, so an imported run outlives eviction and re
 server that finds a recording whose replay did not end (it stopped meanwhile) replays it again,
 keeping the steps it has. Workers sharing a store leave a recording to the one replaying it (its
 claim in the database: host and pid, and when it last stored a step) and read its steps as they
-are stored. The whole-run readers (metrics, figures, narration, compare) read the
-steps back from the database one at a time (`StoredSteps`).
+are stored. The whole-run readers (metrics, figures, narration, compare) read the steps back
+from the database one at a time (`StoredSteps`, app/import_replay.py).
 
 Bounds: the body (PAGEDVIZ_MAX_IMPORT_MB, the route's 413), each line
 (PAGEDVIZ_MAX_RECORD_LINE_MB), the replayed steps' encoded bytes (PAGEDVIZ_STORE_MB: past it the

@@ -235,3 +235,25 @@ def test_an_import_stopped_by_a_restart_resumes_from_the_store_and_answers_the_s
                 ov = c.get(f"/api/runs/{rid}").json()
                 assert ov["num_steps"] == total and ov["scenario"]["notes"][0].endswith(f"up to step {total}")
                 assert c.get(f"/api/runs/{rid}/steps/{total // 2}").status_code == 200
+
+
+def test_an_imported_runs_whole_run_readers_read_its_stored_steps_as_the_replay_made_them() -> None:
+    """Metrics, narration and arrays of the stored run (each step read back from the database)
+    equal those of the same recording replayed in memory (core/replay.py, as `pagedviz import`)."""
+    from pagedviz.core.metrics import run_metrics
+    from pagedviz.core.narrate import narrate
+    from pagedviz.core.recording import read_recording
+    from pagedviz.core.replay import import_recording
+
+    imported = import_recording(*read_recording(EXAMPLE.splitlines(keepends=True)))
+    traces, cfg = imported.traces, imported.scenario.config
+    rid = CLIENT.post("/api/runs/import", content=EXAMPLE, headers=NDJSON).json()["run_id"]
+    assert finished(CLIENT, rid)["state"] == "done"
+    metrics = CLIENT.get(f"/api/runs/{rid}/metrics").json()
+    assert json.loads(json.dumps(run_metrics(traces))) == {k: v for k, v in metrics.items() if k != "run_id"}
+    for n in (1, 2, NUM_STEPS):
+        items = CLIENT.get(f"/api/runs/{rid}/steps/{n}/narration").json()["items"]
+        want = narrate(traces[n - 1], traces[n - 2] if n > 1 else None, cfg, n == NUM_STEPS)
+        assert items == json.loads(json.dumps(want)), f"step {n}"
+        arr = CLIENT.get(f"/api/runs/{rid}/steps/{n}/arrays/block_table").json()
+        assert arr["data"] == traces[n - 1].arrays["block_table"].tolist()
