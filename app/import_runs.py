@@ -4,9 +4,10 @@ The route streams the body to a temporary file and reads it once (`first_pass`: 
 validated, the arrivals and each request's output length summarised), so a bad recording is
 refused at once naming its line. The store then keeps the recording and the scenario it amounts
 to in its database (app/db.py), and a background task replays it (core/replay.py) in a worker
-thread of the server's process (the compute processes take scenarios, not recordings), writing each step's encoded trace and its overview line to the database as it goes: a
-reader asks for step n and gets it from there as soon as it is replayed, the progress says how
-many of the recording's steps are done, and nothing of a step is held after it is written.
+thread of the server's process (the compute processes take scenarios, not recordings), writing
+each step's encoded trace and its overview line to the database as it goes: a reader asks for
+step n and gets it from there as soon as it is replayed, the progress says how many of the
+recording's steps are done, and nothing of a step is held after it is written.
 
 The recording stays in the database, so an imported run outlives eviction and restarts: a
 server that finds a recording whose replay did not end (it stopped meanwhile) replays it again,
