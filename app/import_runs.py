@@ -90,6 +90,7 @@ class ImportJob:
     started: float | None = None
     steps_done: int = 0  # steps replayed and in the database
     cancel: threading.Event = field(default_factory=threading.Event)
+    path: Path | None = None  # the recording's temporary copy, removed when the replay ends
 
 
 class Imports:
@@ -149,7 +150,7 @@ class Imports:
                 path.unlink()
             raise BusyError(retry_after=5)
         loop = asyncio.get_running_loop()
-        job = ImportJob(run_id, total, time.monotonic(), loop.create_future())
+        job = ImportJob(run_id, total, time.monotonic(), loop.create_future(), path=path)
         self.jobs[run_id] = job
         task = loop.create_task(self._replay(job, path, summary))
         self._tasks.add(task)
@@ -392,5 +393,11 @@ class Imports:
         yield b"]}"
 
     def close(self) -> None:
+        """The server stops: each replay in flight stops at its next step and its temporary copy
+        of the recording goes now (the task may not get to its own cleanup; a later server
+        resumes the replay from the database)."""
         for job in self.jobs.values():
             job.cancel.set()
+            if job.path is not None:
+                with contextlib.suppress(OSError):
+                    job.path.unlink()

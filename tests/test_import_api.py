@@ -211,17 +211,23 @@ def test_an_import_stopped_by_a_restart_resumes_from_the_store_and_answers_the_s
 
     from pagedviz.app.serve import running_server
 
-    store = tmp_path / "store"
-    with running_server("--store", str(store)) as server, httpx.Client(base_url=server.url, timeout=60) as c:
+    store, spool = tmp_path / "store", tmp_path / "tmp"
+    spool.mkdir()
+    env = {"TMPDIR": str(spool)}  # where the server spools the body: nothing may be left there
+    with (
+        running_server("--store", str(store), env=env) as server,
+        httpx.Client(base_url=server.url, timeout=60) as c,
+    ):
         r = c.post("/api/runs/import", content=long_recording, headers=NDJSON)
         assert r.status_code == 202, r.text
         rid = r.json()["run_id"]
         first = c.get(f"/api/runs/{rid}/steps/1").content
         assert c.get(f"/api/runs/{rid}/progress").json()["state"] == "computing"
+    assert not list(spool.glob("pagedviz-import-*"))  # stopped mid-replay: its copy is gone
     total = len(long_recording.splitlines()) - 1
     # two workers sharing the store: one resumes the replay, the other reads its steps as they come
     with (
-        running_server("--store", str(store), "--workers", "2") as server,
+        running_server("--store", str(store), "--workers", "2", env=env) as server,
         httpx.Client(base_url=server.url, timeout=60) as c,
     ):
         assert c.get(f"/api/runs/{rid}/progress").json()["state"] in ("queued", "computing", "done")
@@ -235,6 +241,7 @@ def test_an_import_stopped_by_a_restart_resumes_from_the_store_and_answers_the_s
                 ov = c.get(f"/api/runs/{rid}").json()
                 assert ov["num_steps"] == total and ov["scenario"]["notes"][0].endswith(f"up to step {total}")
                 assert c.get(f"/api/runs/{rid}/steps/{total // 2}").status_code == 200
+    assert not list(spool.glob("pagedviz-import-*"))
 
 
 def test_an_imported_runs_whole_run_readers_read_its_stored_steps_as_the_replay_made_them() -> None:
