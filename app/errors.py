@@ -11,6 +11,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from pagedviz.app.compute import WorkerError
 from pagedviz.app.db import StoreError
+from pagedviz.app.import_replay import StepNotKeptError
+from pagedviz.app.import_runs import ImportStopped
 from pagedviz.app.store import BusyError, RunTooLargeError
 from pagedviz.core import ScenarioError
 from pagedviz.core.device import DeviceUnavailableError
@@ -37,6 +39,16 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def api_error(_: Request, e: ApiError) -> JSONResponse:
         return JSONResponse(body(e.error, [(e.field, e.message)]), status_code=e.status)
+
+    @app.exception_handler(ImportStopped)
+    async def import_stopped(_: Request, e: ImportStopped) -> JSONResponse:
+        return JSONResponse(body(e.error, [(e.field, e.message)]), status_code=e.status)
+
+    @app.exception_handler(StepNotKeptError)
+    async def step_not_kept(_: Request, e: StepNotKeptError) -> JSONResponse:
+        return JSONResponse(
+            body("not_found", [("run_id", f"{e} (import the recording again)")]), status_code=404
+        )
 
     @app.exception_handler(ScenarioError)
     async def scenario_error(_: Request, e: ScenarioError) -> JSONResponse:

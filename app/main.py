@@ -127,7 +127,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         max_db_total_bytes=settings.max_db_total_bytes,
         limits=settings.limits,
         pool=pool,
+        max_record_line_bytes=settings.max_record_line_bytes,
     )
+    # a replay in flight stops at its next step when the server stops (the next server resumes it)
+    app.router.on_shutdown.append(app.state.store.imports.close)
     app.add_middleware(GZipMiddleware, minimum_size=1024)
     app.add_middleware(
         SecurityHeaders, embed_ancestors=settings.embed_ancestors, page_ancestors=settings.page_ancestors

@@ -73,6 +73,7 @@ class RunProgress(BaseModel):
         "the server allows them, and only the oldest goes on until some end",
     )
     max_seconds: float | None = Field(default=None, description="the server's time bound per run")
+    reason: str | None = Field(default=None, description="refused: why (an import whose replay stopped)")
 
 
 class ScenarioCheck(BaseModel):
@@ -111,6 +112,9 @@ class RunOverview(BaseModel):
     flavor: str
     link: str
     upstream: str = Field(description="what this run's flavour mirrors", examples=["vLLM 0.33.0"])
+    complete: bool = Field(
+        True, description="false while an imported recording is still replayed: `steps` are those so far"
+    )
     steps: list[StepSummary]
 
 

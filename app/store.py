@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pagedviz.app.db import RunDB, StoreError, cleanup_temporary, temporary_db
+from pagedviz.app.import_runs import Imports, is_import
 from pagedviz.core import Scenario, ScenarioError, __version__, make_engine
 from pagedviz.core.config import Limits
 from pagedviz.core.engine import RunTooLongError
@@ -229,6 +230,7 @@ class RunStore:
         max_db_total_bytes: int = 4 << 30,
         limits: Limits | None = None,
         pool: ComputePool | None = None,
+        max_record_line_bytes: int = 16 << 20,
     ) -> None:
         self.max_runs, self.max_bytes, self.max_scenarios = max_runs, max_bytes, max_scenarios
         self.max_seconds, self.max_run_bytes = max_seconds, max_run_bytes
@@ -259,6 +261,8 @@ class RunStore:
         # steps being encoded (off the event loop): concurrent readers of one step share the work
         self.encoding: dict[tuple[str, int], tuple[StepTrace, asyncio.Future[EncodedStep]]] = {}
         self._background: set[asyncio.Task[Any]] = set()  # steps encoded before anyone asks
+        # imported recordings (rec- ids): kept in the database, replayed there (app/import_runs.py)
+        self.imports = Imports(self, max_record_line_bytes)
 
     @property
     def db(self) -> RunDB:
@@ -331,6 +335,8 @@ class RunStore:
         """Step n of a run not in memory, as the database keeps it encoded: (body, gzipped, ETag,
         whether the run is complete), or None (not kept: it is computed). Nothing is read for a
         run this process holds or computes, or one it refused."""
+        if is_import(run_id):  # an imported run's steps are all kept, once replayed
+            return await self.imports.step(run_id, n)
         if run_id in self.runs or run_id in self.in_flight or run_id in self.refused:
             return None
         if self._db is None or not RUN_ID.fullmatch(run_id):
@@ -350,6 +356,8 @@ class RunStore:
     def knows(self, run_id: str) -> bool:
         """Whether this server can answer for the run: computed, computing, remembered here or
         in the database (computes nothing)."""
+        if is_import(run_id):
+            return self.imports.knows(run_id)
         return run_id in self.runs or run_id in self.in_flight or self._scenario(run_id) is not None
 
     def _refuse(self, run_id: str) -> None:
@@ -360,6 +368,8 @@ class RunStore:
 
     async def get(self, run_id: str) -> Run | None:
         """The computed run, computing (once) from the remembered scenario if needed."""
+        if is_import(run_id):  # its steps are read back from the database as they are asked for
+            return await self.imports.get(run_id)  # type: ignore[no-any-return]
         run = self.runs.get(run_id)
         if run is not None:
             self.runs.move_to_end(run_id)
@@ -371,6 +381,11 @@ class RunStore:
         """Step n (from 1) as soon as it is computed, with the run if that is complete: (trace,
         None) while later steps still compute, (trace or None when n is outside the run, run)
         once it is complete; (None, None) for a run this server does not know."""
+        if is_import(run_id):
+            found = await self.imports.trace(run_id, n)
+            if found is None:
+                return None, None
+            return found[0], (await self.imports.get(run_id) if found[1] else None)
         run = self.runs.get(run_id)
         if run is None:
             fut = self._start(run_id)
@@ -525,6 +540,8 @@ class RunStore:
         """done (with its steps), computing (steps so far, seconds), queued (waiting for a slot,
         with how many are ahead), refused (over a bound), waiting (known, not computed: the next
         read computes it), or None for a run this server does not know."""
+        if is_import(run_id):
+            return self.imports.status(run_id)
         run = self.runs.get(run_id)
         if run is not None:
             return {"state": "done", "steps_done": len(run.steps), "max_steps": run.scenario.max_steps}

@@ -7,124 +7,30 @@ every `--every` steps, at most 8 running), so the import's comparison agrees to 
 does its whole work. The import reads the file twice (arrivals, then the replay) and prints each
 step as it is replayed; its peak should not grow with the number of steps beyond the requests'
 own state. Printed: steps, file size, the command's wall time and peak RSS (ru_maxrss of the
-child). Run:
+child).
 
-    .venv/bin/python benchmarks/import_memory.py [--steps 1000,10000,100000]
+`--rest`: the same recordings imported through `POST /api/runs/import` of a real server
+(`pagedviz serve` in a subprocess, a fresh one per recording, its store in a temporary folder):
+the body streamed from the file, the progress polled until the replay is done, then the overview,
+the first, middle and last steps read back. Printed: the server process's peak RSS (VmHWM) after
+all that, the time to the 202 answer and to the end of the replay, and the store's size. Run:
+
+    .venv/bin/python benchmarks/import_memory.py [--steps 1000,10000,100000] [--rest]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
-from pagedviz.core import Limits, Scenario, make_engine
-from pagedviz.core.recording import FORMAT_VERSION, HEADER_KEY
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-
-def scenario(steps: int, every: int, max_tokens: int) -> Scenario:
-    n = max(1, steps // every)
-    reqs = [
-        {"id": f"r{i}", "prompt_len": 64, "max_tokens": max_tokens, "arrival_step": 1 + i * every}
-        for i in range(n)
-    ]
-    cfg = {
-        "block_size": 16,
-        "max_model_len": 64 + max_tokens,
-        "max_num_reqs": 8,
-        "max_num_batched_tokens": 512,
-        "num_kv_blocks": 8 * ((64 + max_tokens) // 16 + 1) + 8,
-        "model": None,
-        "device": "cpu",
-        "model_runner": "v1",
-        "async_scheduling": False,
-        "cudagraph_capture_sizes": None,
-    }
-    d = {"name": "import-bench", "config": cfg, "requests": reqs, "max_steps": steps}
-    return Scenario.from_dict(d, Limits(max_requests=n + 1, max_steps=steps, max_total_tokens=1 << 30))
-
-
-def write_recording(sc: Scenario, path: Path) -> int:
-    """pagedviz's run of `sc`, one recorder line per step; the number of steps."""
-    cfg = sc.config
-    engine = make_engine(sc, capture=False)
-    outs: list[Any] = []
-    schedule = engine.scheduler.schedule
-
-    def keep_last(step: int) -> Any:  # the step's SchedulerOutput, the only one kept
-        outs[:] = [schedule(step)]
-        return outs[0]
-
-    engine.scheduler.schedule = keep_last  # type: ignore[method-assign]
-    arrivals: dict[int, list[Any]] = {}
-    for r in sc.requests:
-        arrivals.setdefault(r.arrival_step, []).append(r)
-    header = {
-        HEADER_KEY: FORMAT_VERSION,
-        "vllm_version": "0.33.0",
-        "scheduler": "pagedviz (synthetic)",
-        "runner": "v1",
-        "async_scheduling": False,
-        "block_size": cfg.block_size,
-        "max_model_len": cfg.max_model_len,
-        "max_num_batched_tokens": cfg.max_num_batched_tokens,
-        "max_num_seqs": cfg.max_num_reqs,
-        "num_kv_blocks": cfg.num_kv_blocks,
-        "enable_chunked_prefill": True,
-        "enable_prefix_caching": False,
-        "long_prefill_token_threshold": 0,
-        "kv_cache_groups": [{"kind": "FullAttentionSpec", "block_size": cfg.block_size, "num_layers": 1}],
-        "vocab_size": cfg.vocab_size,
-        "scheduler_reserve_full_isl": cfg.scheduler_reserve_full_isl,
-        "watermark": cfg.watermark,
-    }
-    n = 0
-    with open(path, "w") as f:
-        f.write(json.dumps(header) + "\n")
-        for t in engine.run():
-            out = outs[-1]
-            n = t.step
-            line = {
-                "step": t.step,
-                "arrivals": [
-                    {"id": r.id, "prompt_token_ids": list(r.prompt_token_ids), "max_tokens": r.max_tokens}
-                    for r in arrivals.get(t.step, [])
-                ],
-                "new": [
-                    {
-                        "id": s.req_id,
-                        "prompt_token_ids": s.token_ids[: s.num_prompt_tokens].tolist(),
-                        "block_ids": [list(s.block_ids)],
-                        "num_computed_tokens": s.num_computed_tokens,
-                    }
-                    for s in out.scheduled
-                    if s.kind == "new"
-                ],
-                "cached": [
-                    {
-                        "id": s.req_id,
-                        "resumed": s.kind == "resumed",
-                        "new_block_ids": [list(s.new_block_ids)],
-                        "num_computed_tokens": s.num_computed_tokens,
-                        "num_output_tokens": len(s.token_ids) - s.num_prompt_tokens,
-                    }
-                    for s in out.scheduled
-                    if s.kind != "new"
-                ],
-                "num_scheduled_tokens": out.num_scheduled_tokens,
-                "preempted": sorted(out.preempted_req_ids),
-                "finished": sorted(out.finished_req_ids),
-                "num_free_blocks": len(engine.scheduler.kv.pool.free_queue),
-                "sampled": {k: [int(v)] for k, v in t.sampled_token_ids.items()},
-            }
-            f.write(json.dumps(line) + "\n")
-    return n
+from recording_cases import scenario, write_recording  # noqa: E402 (the synthetic recordings)
 
 
 def measure(path: Path) -> tuple[float, int, str]:
@@ -147,20 +53,73 @@ def measure(path: Path) -> tuple[float, int, str]:
     return took, int(rss), text.strip()
 
 
+def measure_rest(path: Path) -> tuple[float, float, int, int, str]:
+    """(seconds to the answer, seconds to the replay's end, peak RSS KB of the server, store
+    bytes, the agreement note) of importing `path` through a fresh real server."""
+    import httpx
+
+    from pagedviz.app.serve import running_server
+
+    mb = os.path.getsize(path) // (1 << 20) + 2
+    with tempfile.TemporaryDirectory() as store:
+        env = {
+            "PAGEDVIZ_MAX_IMPORT_MB": str(mb),
+            "PAGEDVIZ_STORE_MB": "8192",
+            "PAGEDVIZ_STORE_MAX_MB": "16384",
+        }
+        with (
+            running_server("--store", store, env=env) as server,
+            httpx.Client(base_url=server.url, timeout=600) as c,
+        ):
+            start = time.monotonic()
+            with open(path, "rb") as f:
+                r = c.post("/api/runs/import", content=f, headers={"Content-Type": "application/x-ndjson"})
+            answered = time.monotonic() - start
+            if r.status_code not in (201, 202):
+                raise SystemExit(f"import failed: {r.status_code} {r.text[:300]}")
+            rid = r.json()["run_id"]
+            while c.get(f"/api/runs/{rid}/progress").json()["state"] == "computing":
+                time.sleep(1)
+            done = time.monotonic() - start
+            ov = c.get(f"/api/runs/{rid}").json()
+            n = ov["num_steps"]
+            for k in (1, n // 2, n):
+                assert c.get(f"/api/runs/{rid}/steps/{k}").status_code == 200
+            with open(f"/proc/{server.pid}/status") as st:
+                rss = next(int(x.split()[1]) for x in st if x.startswith("VmHWM:"))
+            size = sum(p.stat().st_size for p in Path(store).iterdir())
+            return answered, done, rss, size, ov["scenario"]["notes"][0][:90]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", default="1000,10000,100000")
     ap.add_argument("--every", type=int, default=50, help="a request arrives every this many steps")
     ap.add_argument("--max-tokens", type=int, default=380)
+    ap.add_argument(
+        "--rest", action="store_true", help="import through POST /api/runs/import of a real server"
+    )
     args = ap.parse_args()
-    print(f"{'steps':>8} {'file MB':>8} {'import s':>9} {'peak RSS MB':>12}  agreement")
+    if args.rest:
+        cols = f"{'answer s':>9} {'replay s':>9} {'server peak RSS MB':>19} {'store MB':>9}"
+        print(f"{'steps':>8} {'file MB':>8} {cols}  agreement")
+    else:
+        print(f"{'steps':>8} {'file MB':>8} {'import s':>9} {'peak RSS MB':>12}  agreement")
     with tempfile.TemporaryDirectory() as d:
         for steps in (int(x) for x in args.steps.split(",")):
             path = Path(d) / f"rec-{steps}.jsonl"
             n = write_recording(scenario(steps, args.every, args.max_tokens), path)
-            took, rss, text = measure(path)
             size = os.path.getsize(path) / (1 << 20)
-            print(f"{n:>8} {size:>8.1f} {took:>9.1f} {rss / 1024:>12.0f}  {text}")
+            if args.rest:
+                answered, done, rss, store, text = measure_rest(path)
+                print(
+                    f"{n:>8} {size:>8.1f} {answered:>9.1f} {done:>9.1f} {rss / 1024:>19.0f} "
+                    f"{store / (1 << 20):>9.0f}  {text}",
+                    flush=True,
+                )
+            else:
+                took, rss, text = measure(path)
+                print(f"{n:>8} {size:>8.1f} {took:>9.1f} {rss / 1024:>12.0f}  {text}", flush=True)
             path.unlink()
 
 

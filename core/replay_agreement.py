@@ -99,6 +99,14 @@ class Comparer:
             kind = group.kind if group else "no"
             self.done = Agreement(False, reason=f"{kind} KV cache (pagedviz models full attention)")
             return
+        if (header.speculative or {}).get("num_speculative_tokens"):
+            method = header.speculative.get("method", "") if header.speculative else ""
+            self.done = Agreement(
+                False,
+                reason=f"speculative decoding: the drafts are the server's {method} drafter's, "
+                "which pagedviz's scheduler does not run",
+            )
+            return
         self.redacted = header.redacted
         engine = _RecordedTokens(scenario)
         engine.outputs, engine.cursor = {}, {}

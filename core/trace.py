@@ -249,3 +249,39 @@ class StepTrace:
         if self.engine_core is not None:
             out["engine_core"] = self.engine_core
         return out
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> StepTrace:
+        """A step read back from its trace contract (to_dict's JSON, as the run store keeps an
+        imported run's steps): the same to_dict, arrays and readers' values. Padded entries keep
+        `data` as it was written (their full shape is the data's)."""
+        t = cls(
+            step=int(d["step"]),
+            idle=bool(d.get("idle", False)),
+            scheduler=dict(d.get("scheduler", {})),
+            batch=dict(d.get("batch", {})),
+            scalars=dict(d.get("scalars", {})),
+            stages=[
+                _shared_stage(s["name"], s["reads"], s["writes"], s["formula"], s.get("why", ""))
+                for s in d.get("stages", [])
+            ],
+            sampled_token_ids=dict(d.get("sampled_token_ids", {})),
+            kv_cache=dict(d.get("kv_cache", {})),
+            forward=dict(d.get("forward", {})),
+            timing_us=dict(d.get("timing_us", {})),
+            engine_core=d.get("engine_core"),
+        )
+        for name, a in d.get("arrays", {}).items():
+            data = np.asarray(a["data"], dtype=a["dtype"]).reshape(a["shape"])
+            buffer = a.get("buffer")
+            t._entries[name] = TraceArray(
+                name,
+                a["level"],
+                data,
+                a["stage"],
+                a.get("side", "cpu"),
+                None,
+                a.get("valid"),
+                None if buffer is None else np.asarray(buffer, dtype=a["dtype"]),
+            )
+        return t

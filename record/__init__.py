@@ -60,6 +60,21 @@ def _tokens(ids: Any, redact: bool) -> list[int] | int:
     return len(ids) if redact else [int(t) for t in ids]
 
 
+def _speculative(spec: Any) -> dict[str, Any]:
+    """The drafter: its method and draft count, and an n-gram drafter's lookup range (what a
+    replay needs to propose the same drafts where the recording cannot hold them: Model Runner
+    V2 keeps them on the worker)."""
+    out: dict[str, Any] = {
+        "method": str(spec.method),
+        "num_speculative_tokens": int(spec.num_speculative_tokens),
+    }
+    for key in ("prompt_lookup_min", "prompt_lookup_max"):
+        value = getattr(spec, key, None)
+        if isinstance(value, int):
+            out[key] = value
+    return out
+
+
 class _Recorder:
     """The file, its header and the pairing of scheduled batches with their outputs."""
 
@@ -94,7 +109,9 @@ class _Recorder:
         self.sched = sched
         self.step_no = 0
         self.arrivals: list[dict[str, Any]] = []
-        self.pending: dict[int, dict[str, Any]] = {}  # id(SchedulerOutput) -> its line, unpaired
+        # id(SchedulerOutput) -> (the output, its line), unpaired: the output is held so that its id
+        # is not reused (by a later output) while its line waits
+        self.pending: dict[int, tuple[Any, dict[str, Any]]] = {}
         self.order: list[int] = []  # the unpaired outputs, oldest first
         self.written = 0
         self.file: Any = None
@@ -142,9 +159,7 @@ class _Recorder:
             "long_prefill_token_threshold": int(sc.long_prefill_token_threshold or 0),
             "scheduler_reserve_full_isl": bool(getattr(sc, "scheduler_reserve_full_isl", False)),
             "watermark": float(getattr(sc, "watermark", 0.0) or 0.0),
-            "speculative": None
-            if spec is None
-            else {"method": str(spec.method), "num_speculative_tokens": int(spec.num_speculative_tokens)},
+            "speculative": None if spec is None else _speculative(spec),
             "kv_cache_groups": groups,
             "cudagraph_capture_sizes": None if sizes is None else sorted(int(x) for x in sizes),
             "vocab_size": vocab,
@@ -236,21 +251,21 @@ class _Recorder:
             "sampled": None,
         }
         self.arrivals = []
-        self.pending[id(out)] = line
+        self.pending[id(out)] = (out, line)
         self.order.append(id(out))
 
-    def received(self, out: Any, model_output: Any) -> None:
+    def received(self, out: Any, model_output: Any, sampled_lists: list[Any]) -> None:
         key = id(out)
         if key not in self.pending:
             return
         # batches leave the queue in order; one that never reached update_from_output is written
         # first, with `sampled: null`, so the lines keep the order of schedule()
         while self.order and self.order[0] != key and self.active:
-            self._write(self.pending.pop(self.order.pop(0)))
+            self._write(self.pending.pop(self.order.pop(0))[1])
         self.order.pop(0)
-        line = self.pending.pop(key)
+        line = self.pending.pop(key)[1]
         sampled: dict[str, Any] = {}
-        for rid, toks in zip(model_output.req_ids, model_output.sampled_token_ids):
+        for rid, toks in zip(model_output.req_ids, sampled_lists):
             if len(toks):
                 sampled[rid] = _tokens(toks, self.redact)
         line["sampled"] = sampled
@@ -285,11 +300,19 @@ class _RecordingMixin:
         return out
 
     def update_from_output(self, scheduler_output: Any, model_runner_output: Any) -> Any:
-        result = super().update_from_output(scheduler_output, model_runner_output)  # type: ignore[misc]
         rec = self._pagedviz
+        # the tokens as received: vLLM's update_from_output cuts a request's list at its stop in
+        # place, after counting its accepted drafts from the whole list
+        received = None
         if rec.active:
             try:
-                rec.received(scheduler_output, model_runner_output)
+                received = [list(t) for t in model_runner_output.sampled_token_ids]
+            except Exception as e:  # noqa: BLE001
+                rec.fail("update_from_output", e)
+        result = super().update_from_output(scheduler_output, model_runner_output)  # type: ignore[misc]
+        if rec.active and received is not None:
+            try:
+                rec.received(scheduler_output, model_runner_output, received)
             except Exception as e:  # noqa: BLE001
                 rec.fail("update_from_output", e)
         return result

@@ -28,7 +28,7 @@ export const STRINGS = {
     device: "device", prepare_us: "prepare_inputs", paged_dense: "paged = dense",
     help_text: "← / → step · ↑ / ↓ stage · space play/pause · p play the step's stages · Esc clear selection · ? this help",
     truncated: "The run was cut short at max_steps.", free: "free", not_run_yet: "later stage",
-    unknown_run: "Could not load the run", close: "Close", null_block: "null block", not_in_batch: "not in this step's batch", shared_block: "shared (prefix cache)", computing: "Computing the run: step {n} of at most {max} ({t} s)", more: "more",
+    unknown_run: "Could not load the run", close: "Close", null_block: "null block", not_in_batch: "not in this step's batch", shared_block: "shared (prefix cache)", computing: "Computing the run: step {n} of at most {max} ({t} s)", replaying: "Replaying the recording: step {n} of {max} ({t} s)", more: "more",
     kv_note_cap: "showing the first {n} blocks", default: "default", docs: "docs", mirrors: "mirrors",
     ax_position: "position", ax_row: "row", ax_logical: "logical block", ax_physical: "physical block",
     ax_slot: "slot in block", ax_key: "key position", more_tokens: "{n} more tokens: use the export links", refs_more: "and {n} more",
@@ -99,7 +99,7 @@ export const STRINGS = {
     device: "设备", prepare_us: "prepare_inputs", paged_dense: "分页 = 稠密",
     help_text: "← / → 切换步 · ↑ / ↓ 切换阶段 · 空格 播放/暂停 · p 逐阶段播放 · Esc 清除选择 · ? 帮助",
     truncated: "运行在 max_steps 处被截断。", free: "空闲", not_run_yet: "后续阶段",
-    unknown_run: "无法加载该运行", close: "关闭", null_block: "空块（null block）", not_in_batch: "不在本步批次中", shared_block: "共享（前缀缓存）", computing: "正在计算：第 {n} 步（最多 {max} 步，已用 {t} 秒）", more: "项未显示",
+    unknown_run: "无法加载该运行", close: "关闭", null_block: "空块（null block）", not_in_batch: "不在本步批次中", shared_block: "共享（前缀缓存）", computing: "正在计算：第 {n} 步（最多 {max} 步，已用 {t} 秒）", replaying: "正在回放录制：第 {n} 步，共 {max} 步（已用 {t} 秒）", more: "项未显示",
     kv_note_cap: "仅显示前 {n} 个块", default: "默认", docs: "文档", mirrors: "对应上游",
     ax_position: "位置", ax_row: "行", ax_logical: "逻辑块", ax_physical: "物理块",
     ax_slot: "块内槽位", ax_key: "key 位置", more_tokens: "还有 {n} 个 token：请用导出链接查看", refs_more: "另有 {n} 个",
@@ -204,8 +204,10 @@ export function t(lang, key) {
 }
 
 // The status line of a run still computing (an answer of /api/runs/{id}/progress).
+// An imported recording (run id rec-…) is replayed: its progress counts the recording's steps.
 export function progressText(lang, p) {
-  const text = t(lang, "computing").replace("{n}", p.steps_done).replace("{max}", p.max_steps).replace("{t}", Math.round(p.elapsed_s));
+  const key = String(p.run_id || "").startsWith("rec-") ? "replaying" : "computing";
+  const text = t(lang, key).replace("{n}", p.steps_done).replace("{max}", p.max_steps).replace("{t}", Math.round(p.elapsed_s));
   return p.paused ? `${text} ${t(lang, "paused_memory")}` : text;
 }
 

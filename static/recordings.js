@@ -1,6 +1,8 @@
 // The landing page's "your own vLLM server" section: the shipped recordings of vLLM 0.33.0's own
 // scheduler (GET /api/recordings) and a file picker that imports a recording made with
-// pagedviz.record (POST /api/runs/import, the file sent as it is), then opens its run.
+// pagedviz.record (POST /api/runs/import, the file sent as it is), then opens its run: the server
+// answers once every line is checked and the first step is replayed, and the run page shows the
+// replay's progress (steps done of the recording's) while the later steps come.
 
 import { errorLines, getJSON } from "./api.js";
 import { clear, el } from "./views.js";
@@ -18,7 +20,7 @@ export async function recordingsSection(list, input, out) {
     if (!file) return;
     const box = clear(out);
     box.classList.remove("bad");
-    box.append(el("span", { text: `importing ${file.name} (${Math.ceil(file.size / 1024)} KB)…` }));
+    box.append(el("span", { text: `importing ${file.name} (${Math.ceil(file.size / 1024)} KB): sending it and checking every line…` }));
     let answer;
     try {
       const resp = await fetch("/api/runs/import", {

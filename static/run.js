@@ -147,6 +147,7 @@ async function followRun(runId) {
   S.overview = ov.data;
   setStatus("");
   showUpstream(S.overview);
+  showNotes(S.overview.scenario);  // an imported recording's notes say how far pagedviz's scheduler agrees, once replayed
   drawTimeline();
   renderTimelineActive();
   document.body.dataset.complete = "1";

@@ -1,10 +1,16 @@
-"""Bad recordings for `pagedviz import` and POST /api/runs/import (issue 30): each case's bytes and
-the line its error must name. Built from the shipped example (core/recordings/)."""
+"""Recordings for `pagedviz import` and POST /api/runs/import (issue 30): bad ones, each case's
+bytes and the line its error must name, built from the shipped example (core/recordings/); and
+synthetic long ones (`write_recording`: pagedviz's own scheduler written in the recorder's format,
+also used by benchmarks/import_memory.py)."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
+from typing import Any
 
+from pagedviz.core import Limits, Scenario, make_engine
+from pagedviz.core.recording import FORMAT_VERSION, HEADER_KEY
 from pagedviz.core.recordings import example_bytes
 
 EXAMPLE = example_bytes("real-vllm-preemption")
@@ -48,3 +54,112 @@ def cases(line_limit: int) -> dict[str, tuple[bytes, str]]:
             "line 1: header: runner",
         ),
     }
+
+
+def scenario(steps: int, every: int, max_tokens: int) -> Scenario:
+    n = max(1, steps // every)
+    reqs = [
+        {"id": f"r{i}", "prompt_len": 64, "max_tokens": max_tokens, "arrival_step": 1 + i * every}
+        for i in range(n)
+    ]
+    cfg = {
+        "block_size": 16,
+        "max_model_len": 64 + max_tokens,
+        "max_num_reqs": 8,
+        "max_num_batched_tokens": 512,
+        "num_kv_blocks": 8 * ((64 + max_tokens) // 16 + 1) + 8,
+        "model": None,
+        "device": "cpu",
+        "model_runner": "v1",
+        "async_scheduling": False,
+        "cudagraph_capture_sizes": None,
+    }
+    d = {"name": "import-bench", "config": cfg, "requests": reqs, "max_steps": steps}
+    return Scenario.from_dict(d, Limits(max_requests=n + 1, max_steps=steps, max_total_tokens=1 << 30))
+
+
+def write_recording(sc: Scenario, path: Path) -> int:
+    """pagedviz's run of `sc` (synchronous, V1), one recorder line per step; the number of steps.
+    With speculative decoding, each step's drafts and each request's generated tokens."""
+    cfg = sc.config
+    engine = make_engine(sc, capture=False)
+    outs: list[Any] = []
+    schedule = engine.scheduler.schedule
+
+    def keep_last(step: int) -> Any:  # the step's SchedulerOutput, the only one kept
+        outs[:] = [schedule(step)]
+        return outs[0]
+
+    engine.scheduler.schedule = keep_last  # type: ignore[method-assign]
+    arrivals: dict[int, list[Any]] = {}
+    for r in sc.requests:
+        arrivals.setdefault(r.arrival_step, []).append(r)
+    header = {
+        HEADER_KEY: FORMAT_VERSION,
+        "vllm_version": "0.33.0",
+        "scheduler": "pagedviz (synthetic)",
+        "runner": "v1",
+        "async_scheduling": False,
+        "block_size": cfg.block_size,
+        "max_model_len": cfg.max_model_len,
+        "max_num_batched_tokens": cfg.max_num_batched_tokens,
+        "max_num_seqs": cfg.max_num_reqs,
+        "num_kv_blocks": cfg.num_kv_blocks,
+        "enable_chunked_prefill": True,
+        "enable_prefix_caching": False,
+        "long_prefill_token_threshold": 0,
+        "kv_cache_groups": [{"kind": "FullAttentionSpec", "block_size": cfg.block_size, "num_layers": 1}],
+        "vocab_size": cfg.vocab_size,
+        "speculative": {
+            "method": cfg.speculative_method,
+            "num_speculative_tokens": cfg.num_speculative_tokens,
+        }
+        if cfg.num_speculative_tokens
+        else None,
+        "scheduler_reserve_full_isl": cfg.scheduler_reserve_full_isl,
+        "watermark": cfg.watermark,
+    }
+    n = 0
+    with open(path, "w") as f:
+        f.write(json.dumps(header) + "\n")
+        for t in engine.run():
+            out = outs[-1]
+            n = t.step
+            line = {
+                "step": t.step,
+                "arrivals": [
+                    {"id": r.id, "prompt_token_ids": list(r.prompt_token_ids), "max_tokens": r.max_tokens}
+                    for r in arrivals.get(t.step, [])
+                ],
+                "new": [
+                    {
+                        "id": s.req_id,
+                        "prompt_token_ids": s.token_ids[: s.num_prompt_tokens].tolist(),
+                        "block_ids": [list(s.block_ids)],
+                        "num_computed_tokens": s.num_computed_tokens,
+                    }
+                    for s in out.scheduled
+                    if s.kind == "new"
+                ],
+                "cached": [
+                    {
+                        "id": s.req_id,
+                        "resumed": s.kind == "resumed",
+                        "new_block_ids": [list(s.new_block_ids)],
+                        "num_computed_tokens": s.num_computed_tokens,
+                        "num_output_tokens": len(s.token_ids) - s.num_prompt_tokens,
+                    }
+                    for s in out.scheduled
+                    if s.kind != "new"
+                ],
+                "num_scheduled_tokens": out.num_scheduled_tokens,
+                "spec_tokens": {s.req_id: list(s.spec_token_ids) for s in out.scheduled if s.spec_token_ids},
+                "preempted": sorted(out.preempted_req_ids),
+                "finished": sorted(out.finished_req_ids),
+                "num_free_blocks": len(engine.scheduler.kv.pool.free_queue),
+                # with drafts, each request's accepted drafts and one more token
+                "sampled": t.forward.get("generated_token_ids")
+                or {k: [int(v)] for k, v in t.sampled_token_ids.items()},
+            }
+            f.write(json.dumps(line) + "\n")
+    return n

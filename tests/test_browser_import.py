@@ -30,6 +30,7 @@ def test_the_landing_page_opens_the_shipped_recording_with_the_agreement_note(pa
     assert "a real vLLM schedule" in link.inner_text()
     link.click()
     page.wait_for_selector("body[data-ready='1']", timeout=30_000)
+    page.wait_for_selector("body[data-complete='1']", timeout=30_000)  # the replay has ended
     assert "example=real-vllm-preemption" in page.url
     assert "agrees with the recording up to step" in page.locator("#preset-notes").inner_text()
     assert page.locator("#timeline [data-step]").count() == NUM_STEPS
@@ -43,6 +44,7 @@ def test_a_picked_recording_is_imported_and_opened(page: object, tmp_path: Path)
     page.set_input_files("#recording-upload", str(path))
     page.wait_for_url("**/run?run=rec-*", timeout=30_000)
     page.wait_for_selector("body[data-ready='1']", timeout=30_000)
+    page.wait_for_selector("body[data-complete='1']", timeout=30_000)  # the replay has ended
     assert page.locator("#timeline [data-step]").count() == NUM_STEPS
     page.reload()  # the address reopens the recording's run, not a scenario
     page.wait_for_selector("body[data-ready='1']", timeout=30_000)

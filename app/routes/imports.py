@@ -1,27 +1,34 @@
 """POST /api/runs/import: a recording of a real vLLM 0.33 server (pagedviz.record's JSONL) replayed
 through pagedviz's runner (core/replay.py) into a run the page reads like any other; answered like
-POST /api/runs. The shipped recordings (core/recordings/) import by name. Bounds: the body
-(PAGEDVIZ_MAX_IMPORT_MB, a 413 naming it), each line (PAGEDVIZ_MAX_RECORD_LINE_MB), the run's
-time and bytes (as a computed run's). A bad recording is a 422 naming its line."""
+POST /api/runs?wait=first: streamed to disk, checked line by line, then replayed in the background
+into the run store's database (app/import_runs.py). The shipped recordings (core/recordings/)
+import by name. Bounds: the body (PAGEDVIZ_MAX_IMPORT_MB, a 413 naming it), each line
+(PAGEDVIZ_MAX_RECORD_LINE_MB), the replayed steps' bytes (PAGEDVIZ_STORE_MB). A bad recording is a
+422 naming its line."""
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import os
+import tempfile
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 
 from pagedviz.app.errors import ApiError
+from pagedviz.app.import_replay import first_pass, scenario_bytes
 from pagedviz.app.links import pack
 from pagedviz.app.schemas import ErrorOut, RunCreated
 from pagedviz.app.settings import Settings
-from pagedviz.app.store import Run, RunStore, measured_steps
+from pagedviz.app.store import RunStore
 from pagedviz.core import __version__
-from pagedviz.core.recording import RecordingError, iter_recording, split_lines
+from pagedviz.core.recording import RecordingError
 from pagedviz.core.recordings import EXAMPLES, example_bytes
-from pagedviz.core.replay import ReplayError, StreamingImport
+from pagedviz.core.replay import ReplayError, Summary, scenario_from
 
 router = APIRouter(prefix="/api", tags=["runs"])
 
@@ -34,7 +41,11 @@ IMPORT_BODY = {
         "content": {m: {"schema": {"type": "string"}} for m in MEDIA},
     }
 }
+REPLAYING = (
+    "the recording is being replayed: whether pagedviz's scheduler agrees with it is said once it ends"
+)
 ERRORS: dict[int | str, dict[str, Any]] = {
+    202: {"model": RunCreated, "description": "the first step is stored; the replay goes on"},
     404: {"model": ErrorOut},
     413: {"model": ErrorOut},
     415: {"model": ErrorOut},
@@ -42,39 +53,51 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 
-async def _read_body(request: Request, limit: int) -> bytes:
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise ApiError(
-                413,
-                "body_too_large",
-                "body",
-                f"the recording is over {limit >> 20} MB (PAGEDVIZ_MAX_IMPORT_MB raises the limit)",
-            )
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-def _import(body: bytes, run_id: str, settings: Settings) -> Run:
-    """Parse, replay and measure (in a worker thread: it is the CPU's work). The body is read
-    twice (the arrivals, then the replay), its steps never all parsed at once."""
-    limit = settings.max_record_line_bytes
+async def _spool(request: Request, limit: int) -> tuple[Path, str]:
+    """The body streamed to a temporary file (never whole in memory), and the run id it gets;
+    past `limit` bytes a 413 naming PAGEDVIZ_MAX_IMPORT_MB (the file is removed)."""
+    digest = hashlib.sha256(f"pagedviz {__version__}\n".encode())
+    fd, name = tempfile.mkstemp(prefix="pagedviz-import-", suffix=".jsonl")
+    path, size = Path(name), 0
     try:
-        header, first = iter_recording(split_lines(body), limit)
-        imp = StreamingImport(header, first, iter_recording(split_lines(body), limit)[1])
-        traces, nbytes = [], 0
-        for t, size in measured_steps(imp.engine, settings.max_run_seconds, settings.max_run_bytes):
-            imp.comparer.feed(imp.engine.scheduler.current, t.scheduler)  # type: ignore[attr-defined]
-            traces.append(t)
-            nbytes += size
-        imported = imp.imported(traces)
+        with os.fdopen(fd, "wb") as f:
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > limit:
+                    raise ApiError(
+                        413,
+                        "body_too_large",
+                        "body",
+                        f"the recording is over {limit >> 20} MB (PAGEDVIZ_MAX_IMPORT_MB raises the limit)",
+                    )
+                digest.update(chunk)
+                f.write(chunk)
+    except BaseException:
+        path.unlink(missing_ok=True)
+        raise
+    return path, "rec-" + digest.hexdigest()[:16]
+
+
+def _example(name: str) -> tuple[Path, str]:
+    body = example_bytes(name)
+    fd, tmp = tempfile.mkstemp(prefix="pagedviz-import-", suffix=".jsonl")
+    with os.fdopen(fd, "wb") as f:
+        f.write(body)
+    return Path(tmp), "rec-" + hashlib.sha256(f"pagedviz {__version__}\n".encode() + body).hexdigest()[:16]
+
+
+def _keep(path: Path, run_id: str, store: RunStore, line_limit: int) -> Summary:
+    """Read the recording once (in a worker thread): every line validated, a 422 naming the
+    first bad one; then kept in the store's database with the scenario it amounts to."""
+    try:
+        header, summary = first_pass(path, line_limit)
     except RecordingError as e:
         raise ApiError(422, "invalid_recording", f"line {e.line}" if e.line else "body", e.message) from None
     except ReplayError as e:
         raise ApiError(422, "invalid_recording", "recording", str(e)) from None
-    return Run(run_id, imported.scenario, traces, False, "cpu", nbytes)
+    scenario = replace(scenario_from(header, summary), notes=(REPLAYING,))
+    store.db.put_recording(run_id, scenario_bytes(scenario), path, summary.num_steps)
+    return summary
 
 
 @router.post(
@@ -88,9 +111,15 @@ async def import_run(
 ) -> JSONResponse:
     """Replay a recording of a vLLM 0.33 server (made with `--scheduler-cls
     pagedviz.record.RecordingAsyncScheduler` or `RecordingScheduler`) step by step through pagedviz's
-    runner, V1 or V2 as recorded. The run's notes say whether pagedviz's own scheduler agrees with
-    the recording and up to which step. The run id is a hash of the recording."""
+    runner, V1 or V2 as recorded. The body is streamed to disk and read once (a bad line is a 422
+    naming it); the answer comes once the replay's first step is stored (202, `complete: false`)
+    and the replay goes on in the background, each step stored on disk as it is made: its steps
+    are readable as they come, `GET /api/runs/{id}/progress` says how many of the recording's
+    steps are done. The run's notes then say whether pagedviz's own scheduler agrees with the
+    recording and up to which step. The run id is a hash of the recording; the run outlives
+    eviction and, with `--store`, restarts."""
     settings: Settings = request.app.state.settings
+    store: RunStore = request.app.state.store
     if example is not None:
         if example not in EXAMPLES:
             raise ApiError(
@@ -99,30 +128,47 @@ async def import_run(
                 "example",
                 f"unknown example {example[:60]!r} (examples: {', '.join(EXAMPLES)})",
             )
-        body = example_bytes(example)
+        path, run_id = _example(example)
     else:
         media = request.headers.get("content-type", "").split(";")[0].strip().lower()
         if media not in MEDIA:
             raise ApiError(
                 415, "unsupported_media_type", "content-type", f"send the recording as {' or '.join(MEDIA)}"
             )
-        body = await _read_body(request, settings.max_import_bytes)
-    run_id = "rec-" + hashlib.sha256(f"pagedviz {__version__}\n".encode() + body).hexdigest()[:16]
-    store: RunStore = request.app.state.store
-    run = store.runs.get(run_id)
-    if run is None:
-        run = await asyncio.to_thread(_import, body, run_id, settings)
-        store._put(run)
-    link = pack(run.scenario.to_dict())
+        path, run_id = await _spool(request, settings.max_import_bytes)
+    imports = store.imports
+    try:
+        if imports.knows(run_id):
+            path.unlink(missing_ok=True)
+            if imports.stopped(run_id) is not None:  # posted again: replayed again (under today's bounds)
+                await asyncio.to_thread(store.db.set_recording_problem, run_id, None)
+            imports.resume(run_id)  # a replay that a restart stopped goes on
+        else:
+            summary = await asyncio.to_thread(_keep, path, run_id, store, settings.max_record_line_bytes)
+            imports.start(run_id, path, summary, summary.num_steps)
+    except BaseException:
+        path.unlink(missing_ok=True)
+        raise
+    found = await imports.wait_for(run_id, 1)  # raises when the replay stopped at its first step
+    scenario = imports.scenario(run_id)
+    if found is None or scenario is None:
+        raise ApiError(404, "not_found", "run_id", f"the import {run_id} was dropped from the store")
+    count, complete = found
+    link = pack(scenario.to_dict())
     created = RunCreated(
         run_id=run_id,
-        num_steps=len(run.steps),
-        device=run.device,
-        flavor=run.scenario.flavor,
+        num_steps=max(1, count),
+        device="cpu",
+        flavor=scenario.flavor,
+        complete=complete,
         url=f"/run?run={run_id}",
         link=link,
     )
-    return JSONResponse(created.model_dump(), status_code=201, headers={"Location": f"/api/runs/{run_id}"})
+    return JSONResponse(
+        created.model_dump(),
+        status_code=201 if complete else 202,
+        headers={"Location": f"/api/runs/{run_id}"},
+    )
 
 
 @router.get("/recordings")

@@ -10,9 +10,11 @@ from typing import Any
 
 import numpy as np
 from fastapi import APIRouter, Query, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from starlette.concurrency import iterate_in_threadpool
 
 from pagedviz.app.errors import ApiError, clean_text
+from pagedviz.app.import_runs import is_import
 from pagedviz.app.links import LinkError, pack, unpack
 from pagedviz.app.schemas import (
     ArrayNamed,
@@ -28,6 +30,7 @@ from pagedviz.app.schemas import (
 )
 from pagedviz.app.settings import Settings
 from pagedviz.app.store import Run, RunStore, run_id_of
+from pagedviz.app.summaries import blocks_in_use, cached_at_admission, step_kind, step_summary  # noqa: F401 (re-exported)
 from pagedviz.core import Scenario, ScenarioError
 from pagedviz.core.device import DeviceUnavailableError, pick_device_type
 from pagedviz.core.presets import list_presets, preset_dict
@@ -261,34 +264,6 @@ async def from_link(request: Request, s: str = Query(..., description="scenario 
     return _created(run)
 
 
-def blocks_in_use(t: StepTrace) -> int:
-    """KV blocks some request holds after the step: the pool's ref counts above zero."""
-    ref = t.kv_cache.get("ref_cnt") if t.kv_cache else None
-    return int(np.count_nonzero(np.asarray(ref) > 0)) if ref is not None else 0
-
-
-def cached_at_admission(t: StepTrace) -> dict[str, int]:
-    """Each request admitted this step (new or resumed) with its tokens computed before the step,
-    which at admission are the prefix-cache hit."""
-    computed = t.arrays.get("num_computed_tokens_cpu")
-    if t.idle or computed is None:
-        return {}
-    sched = t.scheduler
-    admitted = {str(r) for r in [*sched.get("new_req_ids", []), *sched.get("resumed_req_ids", [])]}
-    return {str(rid): int(computed[r]) for r, rid in enumerate(t.batch["req_ids"]) if str(rid) in admitted}
-
-
-def step_kind(t: StepTrace) -> str:
-    if t.idle:
-        return "idle"
-    a = t.arrays
-    if "num_tokens" in a:
-        decode = (a["num_scheduled_tokens"] == 1) & (a["num_computed_tokens_cpu"] == a["num_tokens"] - 1)
-    else:  # nanovllm
-        decode = np.full(len(t.batch["req_ids"]), not t.scalars.get("is_prefill"))
-    return "decode" if decode.all() else "prefill" if not decode.any() else "mixed"
-
-
 @router.get("/runs/{run_id}/progress", response_model=RunProgress, responses=ERRORS)
 async def progress(request: Request, run_id: str) -> dict:
     """How far the run's computation has come; answers at once, computes nothing. A page polls it
@@ -300,24 +275,13 @@ async def progress(request: Request, run_id: str) -> dict:
 
 
 @router.get("/runs/{run_id}", response_model=RunOverview, responses=ERRORS)
-async def overview(request: Request, run_id: str) -> dict:
+async def overview(request: Request, run_id: str) -> Any:
+    """The run's scenario and a line per step. An imported recording answers while it is replayed
+    too (`complete: false`, the steps so far), its lines read from the store as they are sent."""
+    if is_import(run_id):
+        return await _import_overview(request, run_id)
     run = await _run(request, run_id)
-    steps = [
-        StepSummary(
-            step=t.step,
-            idle=t.idle,
-            kind=step_kind(t),
-            num_reqs=len(t.batch["req_ids"]),
-            num_tokens=int(t.scheduler.get("total_num_scheduled_tokens", 0)),
-            new_req_ids=t.scheduler.get("new_req_ids", []),
-            resumed_req_ids=t.scheduler.get("resumed_req_ids", []),
-            finished_req_ids=t.scheduler.get("finished_req_ids", []),
-            preempted_req_ids=t.scheduler.get("preempted_req_ids", []),
-            kv_blocks_in_use=blocks_in_use(t),
-            num_cached_tokens=cached_at_admission(t),
-        )
-        for t in run.steps
-    ]
+    steps = [StepSummary(**step_summary(t)) for t in run.steps]
     return RunOverview(
         run_id=run.run_id,
         scenario=run.scenario.to_dict(),
@@ -329,6 +293,31 @@ async def overview(request: Request, run_id: str) -> dict:
         upstream=describe(run.scenario.flavor, run.scenario.config.model_runner),
         steps=steps,
     ).model_dump()
+
+
+async def _import_overview(request: Request, run_id: str) -> Response:
+    imports = _store(request).imports
+    where = await imports.wait_for(run_id, 1)
+    scenario = imports.scenario(run_id)
+    if where is None or scenario is None:
+        raise _unknown_run(run_id)
+    count, complete = where
+    sc = scenario.to_dict()
+    head = RunOverview(
+        run_id=run_id,
+        scenario=sc,
+        num_steps=count,
+        truncated=False,
+        device="cpu",
+        flavor=scenario.flavor,
+        link=pack(sc),
+        upstream=describe(scenario.flavor, scenario.config.model_runner),
+        complete=complete,
+        steps=[],
+    ).model_dump()
+    del head["steps"]
+    chunks = imports.overview_chunks(run_id, head, count)
+    return StreamingResponse(iterate_in_threadpool(chunks), media_type="application/json")
 
 
 def _before_first(store: RunStore, run_id: str, n: int) -> None:

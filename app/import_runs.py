@@ -1,0 +1,403 @@
+"""Imported runs (POST /api/runs/import, run ids `rec-…`) kept on disk, never whole in memory.
+
+The route streams the body to a temporary file and reads it once (`first_pass`: every line
+validated, the arrivals and each request's output length summarised), so a bad recording is
+refused at once naming its line. The store then keeps the recording and the scenario it amounts
+to in its database (app/db.py), and a background task replays it (core/replay.py) in a worker
+thread of the server's process (the compute processes take scenarios, not recordings), writing
+each step's encoded trace and its overview line to the database as it goes: a reader asks for
+step n and gets it from there as soon as it is replayed, the progress says how many of the
+recording's steps are done, and nothing of a step is held after it is written.
+
+The recording stays in the database, so an imported run outlives eviction and restarts: a
+server that finds a recording whose replay did not end (it stopped meanwhile) replays it again,
+keeping the steps it has. Workers sharing a store leave a recording to the one replaying it (its
+claim in the database: host and pid, and when it last stored a step) and read its steps as they
+are stored. The whole-run readers (metrics, figures, narration, compare) read the steps back
+from the database one at a time (`StoredSteps`, app/import_replay.py).
+
+Bounds: the body (PAGEDVIZ_MAX_IMPORT_MB, the route's 413), each line
+(PAGEDVIZ_MAX_RECORD_LINE_MB), the replayed steps' encoded bytes (PAGEDVIZ_STORE_MB: past it the
+replay stops and the run answers 413 naming it), and how many runs and imports are in flight
+(PAGEDVIZ_MAX_IN_PROGRESS + PAGEDVIZ_MAX_QUEUED, a 503 past them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import re
+import socket
+import sqlite3
+import tempfile
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pagedviz.app.db import StoreError
+from pagedviz.app.import_replay import StoredSteps, replay_into
+from pagedviz.core import Scenario, ScenarioError
+from pagedviz.core.limits import Limits
+from pagedviz.core.recording import RecordingError
+from pagedviz.core.replay import ReplayError, Summary
+from pagedviz.core.trace import StepTrace
+
+if TYPE_CHECKING:
+    from pagedviz.app.store import RunStore
+
+log = logging.getLogger("pagedviz")
+REC_ID = re.compile(r"rec-[0-9a-f]{16}")
+# an imported scenario read back is checked for its form only (its size is the recording's)
+UNBOUNDED = Limits(**{n: 1 << 62 for n in Limits.__dataclass_fields__})
+# the process replaying a recording (several workers share one store: one replays, the others
+# read its steps from the database); its claim lapses when it stores no step for STALE_S seconds
+OWNER = f"{socket.gethostname()}:{os.getpid()}"
+STALE_S = 60
+
+
+class ImportStopped(Exception):  # noqa: N818 - a state, like the store's RunTooLargeError
+    """The imported run cannot be served: its replay stopped (a 413 past the store's bound, a 422
+    for a recording the replay cannot follow). Answered as {"error", "detail": [{field, message}]}."""
+
+    def __init__(self, status: int, error: str, field: str, message: str) -> None:
+        self.status, self.error, self.field, self.message = status, error, field, message
+        super().__init__(message)
+
+
+def _size(n: int) -> str:
+    return f"{n >> 20} MB" if n >= 1 << 20 else f"{n >> 10} KB"
+
+
+def is_import(run_id: str) -> bool:
+    return REC_ID.fullmatch(run_id) is not None
+
+
+@dataclass
+class ImportJob:
+    """A replay in flight: written by its worker thread, read by routes."""
+
+    run_id: str
+    total: int
+    queued: float
+    done: asyncio.Future[None]
+    started: float | None = None
+    steps_done: int = 0  # steps replayed and in the database
+    cancel: threading.Event = field(default_factory=threading.Event)
+    path: Path | None = None  # the recording's temporary copy, removed when the replay ends
+
+
+class Imports:
+    """The store's imported runs: the replays in flight, and reads of kept ones."""
+
+    def __init__(self, store: RunStore, line_limit: int) -> None:
+        self.store = store
+        self.line_limit = line_limit
+        self.jobs: dict[str, ImportJob] = {}
+        self.scenarios: OrderedDict[str, Scenario] = OrderedDict()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._slots: asyncio.Semaphore | None = None
+
+    @property
+    def max_bytes(self) -> int:
+        return self.store.max_db_bytes
+
+    def _kept(self, run_id: str) -> tuple[int, str | None] | None:
+        try:
+            return self.store.db.recording(run_id)
+        except (sqlite3.Error, StoreError) as e:
+            log.error("pagedviz store: cannot read the recording of run %s: %s", run_id, e)
+            return None
+
+    def _done_steps(self, run_id: str) -> int | None:
+        kept = self.store.db.run(run_id)
+        return None if kept is None else kept[0]
+
+    def _job(self, run_id: str) -> ImportJob | None:
+        """The replay in flight, resumed where none is (or where it was started in an event loop
+        that has ended: a test client's per-request loop, whose tasks ended with it)."""
+        job = self.jobs.get(run_id)
+        if job is not None and job.done.get_loop() is not asyncio.get_running_loop():
+            job.cancel.set()
+            self.jobs.pop(run_id, None)
+            job = None
+        return job or self.resume(run_id)
+
+    def knows(self, run_id: str) -> bool:
+        return run_id in self.jobs or self._kept(run_id) is not None
+
+    # --- replays ---------------------------------------------------------------------------
+
+    def start(self, run_id: str, path: Path, summary: Summary | None, total: int) -> ImportJob:
+        """Replay the recording at `path` (removed afterwards) into the database, as a task of
+        its own. Raises BusyError when every slot and queue place is taken."""
+        from pagedviz.app.store import BusyError
+
+        job = self.jobs.get(run_id)
+        if job is not None and job.done.get_loop() is asyncio.get_running_loop():
+            with contextlib.suppress(OSError):
+                path.unlink()
+            return job
+        store = self.store
+        if len(self.jobs) + len(store.in_flight) >= store.max_in_progress + store.max_queued:
+            with contextlib.suppress(OSError):
+                path.unlink()
+            raise BusyError(retry_after=5)
+        loop = asyncio.get_running_loop()
+        job = ImportJob(run_id, total, time.monotonic(), loop.create_future(), path=path)
+        self.jobs[run_id] = job
+        task = loop.create_task(self._replay(job, path, summary))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return job
+
+    async def _replay(self, job: ImportJob, path: Path, summary: Summary | None) -> None:
+        from pagedviz.app.store import RunTooLargeError
+
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(self.store.max_in_progress)
+        db = self.store.db
+        try:
+            async with self._slots:
+                job.started = time.monotonic()
+                await asyncio.to_thread(db.claim_recording, job.run_id, OWNER)
+                await asyncio.to_thread(replay_into, db, job, path, self.line_limit, summary, self.max_bytes)
+        except asyncio.CancelledError:
+            job.cancel.set()
+            job.done.cancel()
+            raise
+        except (RecordingError, ReplayError, RunTooLargeError, sqlite3.Error, StoreError, ScenarioError) as e:
+            problem = (
+                f"too_large:{e.steps_done}"
+                if isinstance(e, RunTooLargeError)
+                else f"failed:{type(e).__name__}: {e}"
+            )
+            log.warning("pagedviz import of %s stopped: %s", job.run_id, e)
+            with contextlib.suppress(sqlite3.Error, StoreError):
+                db.set_recording_problem(job.run_id, problem)
+        except Exception:
+            log.exception("pagedviz import of %s failed", job.run_id)
+            with contextlib.suppress(sqlite3.Error, StoreError):
+                db.set_recording_problem(job.run_id, "failed:the replay failed (the server's log says why)")
+        finally:
+            if self.jobs.get(job.run_id) is job:
+                del self.jobs[job.run_id]
+            self.scenarios.pop(job.run_id, None)  # its notes now hold the agreement
+            with contextlib.suppress(OSError):
+                path.unlink()
+        if not job.done.done():
+            job.done.set_result(None)
+
+    def resume(self, run_id: str) -> ImportJob | None:
+        """The replay of a kept recording whose replay did not end (the server stopped
+        meanwhile), started again from the recording kept in the database."""
+        job = self.jobs.get(run_id)
+        if job is not None and job.done.get_loop() is asyncio.get_running_loop():
+            return job
+        kept = self._kept(run_id)
+        if kept is None or kept[1] is not None or self._done_steps(run_id) is not None:
+            return None
+        if self.replayed_elsewhere(run_id):
+            return None
+        fd, name = tempfile.mkstemp(prefix="pagedviz-import-", suffix=".jsonl")
+        os.close(fd)
+        path = Path(name)
+        try:
+            if not self.store.db.copy_recording(run_id, path):
+                path.unlink()
+                return None
+        except (OSError, sqlite3.Error) as e:
+            log.error("pagedviz store: cannot read the recording of run %s: %s", run_id, e)
+            with contextlib.suppress(OSError):
+                path.unlink()
+            return None
+        return self.start(run_id, path, None, kept[0])
+
+    def replayed_elsewhere(self, run_id: str) -> bool:
+        """Whether another process (a worker beside this one) is replaying the recording: it
+        claimed it, stored a step within STALE_S seconds and, on this host, is alive."""
+        try:
+            owner, beat = self.store.db.recording_owner(run_id)
+        except (sqlite3.Error, StoreError):
+            return False
+        if owner is None or owner == OWNER or time.time() - beat > STALE_S:
+            return False
+        host, _, pid = owner.rpartition(":")
+        if host == socket.gethostname():
+            try:
+                os.kill(int(pid), 0)
+            except (ProcessLookupError, ValueError):
+                return False
+            except PermissionError:
+                pass
+        return True
+
+    def stopped(self, run_id: str) -> ImportStopped | None:
+        """Why the run's replay stopped, or None."""
+        kept = self._kept(run_id)
+        if kept is None or kept[1] is None:
+            return None
+        kind, _, detail = kept[1].partition(":")
+        if kind == "too_large":
+            return ImportStopped(
+                413,
+                "run_too_large",
+                "recording",
+                f"the imported run's steps passed {_size(self.max_bytes)} after {detail} steps "
+                "(PAGEDVIZ_STORE_MB raises it)",
+            )
+        return ImportStopped(422, "invalid_recording", "recording", detail)
+
+    # --- reads -----------------------------------------------------------------------------
+
+    def status(self, run_id: str) -> dict[str, Any] | None:
+        job = self._job(run_id)
+        if job is not None:
+            if job.started is None:
+                return {"state": "queued", "steps_done": 0, "max_steps": job.total}
+            elapsed = round(time.monotonic() - job.started, 2)
+            return {
+                "state": "computing",
+                "steps_done": job.steps_done,
+                "max_steps": job.total,
+                "elapsed_s": elapsed,
+            }
+        kept = self._kept(run_id)
+        if kept is None:
+            return None
+        done = self._done_steps(run_id)
+        if done is not None:
+            return {"state": "done", "steps_done": done, "max_steps": done}
+        kept_steps = self.store.db.rec_steps_kept(run_id)
+        if self.replayed_elsewhere(run_id):
+            return {"state": "computing", "steps_done": kept_steps, "max_steps": kept[0]}
+        stopped = self.stopped(run_id)
+        out: dict[str, Any] = {"state": "refused", "steps_done": kept_steps}
+        return {**out, "max_steps": kept[0], "reason": stopped.message if stopped else ""}
+
+    def scenario(self, run_id: str) -> Scenario | None:
+        sc = self.scenarios.get(run_id)
+        if sc is not None:
+            self.scenarios.move_to_end(run_id)
+            return sc
+        try:
+            raw = self.store.db.scenario(run_id)
+        except (sqlite3.Error, StoreError) as e:
+            log.error("pagedviz store: cannot read the scenario of run %s: %s", run_id, e)
+            return None
+        if raw is None:
+            return None
+        try:
+            sc = Scenario.from_dict(json.loads(raw), UNBOUNDED)
+        except (ScenarioError, ValueError, RecursionError):
+            return None
+        self.scenarios[run_id] = sc
+        while len(self.scenarios) > 16:
+            self.scenarios.popitem(last=False)
+        return sc
+
+    async def wait_for(self, run_id: str, n: int) -> tuple[int, bool] | None:
+        """Wait until step n is in the database or the replay has ended: (steps kept, whether
+        the run is complete); None for a run this server does not know. Raises ImportStopped
+        for a replay that stopped before step n."""
+        job = self._job(run_id)
+        while job is not None and job.steps_done < n and not job.done.done():
+            await asyncio.sleep(0.01)
+        if job is not None and job.steps_done >= n:
+            return job.steps_done, False
+        while job is None and self.replayed_elsewhere(run_id):  # another worker replays it
+            kept = await asyncio.to_thread(self.store.db.rec_steps_kept, run_id)
+            if kept >= n:
+                return kept, False
+            if self._done_steps(run_id) is not None:
+                break
+            await asyncio.sleep(0.05)
+            job = self._job(run_id)  # taken over here if that worker has gone
+            while job is not None and job.steps_done < n and not job.done.done():
+                await asyncio.sleep(0.01)
+            if job is not None and job.steps_done >= n:
+                return job.steps_done, False
+        done = self._done_steps(run_id)
+        if done is not None:
+            return done, True
+        stopped = self.stopped(run_id)
+        if stopped is not None:
+            kept = self.store.db.rec_steps_kept(run_id)
+            if n > kept:
+                raise stopped
+            return kept, False
+        return None
+
+    async def step(self, run_id: str, n: int) -> tuple[bytes, bytes | None, str, bool] | None:
+        """Step n encoded (body, gzipped, ETag, whether the run is complete), once it is replayed;
+        None for a run this server does not know. Raises ImportStopped for a step outside the run."""
+        where = await self.wait_for(run_id, n)
+        if where is None:
+            return None
+        count, complete = where
+        kept = None if n > count else await asyncio.to_thread(self.store.db.rec_step, run_id, n)
+        if kept is None:
+            raise ImportStopped(404, "not_found", "n", f"step {n} is outside 1..{count}")
+        return (*kept, complete)
+
+    async def get(self, run_id: str) -> Any:
+        """The run once its replay has ended, its steps read back as they are asked for; None
+        for a run this server does not know."""
+        from pagedviz.app.store import Run
+
+        job = self._job(run_id)
+        if job is not None:
+            await asyncio.shield(job.done)
+        else:  # another worker replays it: wait for its end (or take it over if it goes)
+            while self.replayed_elsewhere(run_id) and self._done_steps(run_id) is None:
+                await asyncio.sleep(0.05)
+            job = self._job(run_id)
+            if job is not None:
+                await asyncio.shield(job.done)
+        done = self._done_steps(run_id)
+        if done is None:
+            stopped = self.stopped(run_id)
+            if stopped is not None:
+                raise stopped
+            return None
+        scenario = self.scenario(run_id)
+        if scenario is None:
+            return None
+        return Run(run_id, scenario, StoredSteps(self.store.db, run_id, done), False, "cpu", 0)  # type: ignore[arg-type]
+
+    async def trace(self, run_id: str, n: int) -> tuple[StepTrace | None, bool] | None:
+        """Step n decoded (None outside the run) and whether the run is complete, once it is
+        replayed; None for a run this server does not know."""
+        where = await self.wait_for(run_id, n)
+        if where is None:
+            return None
+        count, complete = where
+        if not 1 <= n <= count:
+            return None, complete
+        return StoredSteps(self.store.db, run_id, count)[n - 1], complete
+
+    def overview_chunks(self, run_id: str, head: dict[str, Any], count: int) -> Iterator[bytes]:
+        """The run's overview as JSON, written in chunks: `head` and the overview lines of steps
+        1..count read from the database a thousand at a time."""
+        text = json.dumps(head, separators=(",", ":"))
+        yield text[:-1].encode() + b',"steps":['
+        for start in range(1, count + 1, 1000):
+            lines = self.store.db.rec_summaries(run_id, start, 1000)
+            yield (b"," if start > 1 and lines else b"") + b",".join(lines)
+        yield b"]}"
+
+    def close(self) -> None:
+        """The server stops: each replay in flight stops at its next step and its temporary copy
+        of the recording goes now (the task may not get to its own cleanup; a later server
+        resumes the replay from the database)."""
+        for job in self.jobs.values():
+            job.cancel.set()
+            if job.path is not None:
+                with contextlib.suppress(OSError):
+                    job.path.unlink()

@@ -1,0 +1,209 @@
+"""The recorded scheduler of a replay (core/replay.py): it stands in for pagedviz's scheduler,
+each schedule() the next recorded step of a real vLLM 0.33 server (core/recording.py) as
+pagedviz's SchedulerOutput, with that server's block ids; it hands the runner the recorded
+sampled tokens (with drafts, per logits row) and the next step's recorded drafts. It keeps each
+live request's tokens and blocks and nothing of a finished request. No vLLM needed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from pagedviz.core.recording import Header, Step
+from pagedviz.core.sampler import synthetic_tokens
+from pagedviz.core.scheduler import ScheduledRequest, SchedulerOutput
+
+SEED = 0
+
+
+class ReplayError(ValueError):
+    """A recording pagedviz cannot replay (names the step and what is wrong)."""
+
+
+def prompt_ids(req_id: str, ids: list[int] | int, vocab: int) -> np.ndarray:
+    if isinstance(ids, int):  # redacted: synthetic ids, fixed by the request id and position
+        return synthetic_tokens(SEED, [req_id] * ids, np.arange(ids), vocab)
+    return np.asarray(ids, dtype=np.int32)
+
+
+class _Blocks:
+    """The recorded server's blocks as seen from its scheduler outputs: each live request's blocks
+    and the free count (the free queue's order is not recorded)."""
+
+    def __init__(self, num_blocks: int) -> None:
+        self.req_blocks: dict[str, list[int]] = {}
+        self.num_free = num_blocks
+        self.pool = self
+        self.num_blocks = num_blocks
+
+    def snapshot(self) -> dict[str, object]:
+        ref = np.zeros(self.num_blocks, dtype=np.int64)
+        for blocks in self.req_blocks.values():
+            if blocks:
+                np.add.at(ref, np.asarray(blocks), 1)
+        free = np.flatnonzero(ref == 0)
+        return {
+            "free_block_queue": free.tolist(),
+            "ref_cnt": ref.tolist(),
+            "block_hash": {},
+            "num_free_blocks": self.num_free,
+            "free_queue_order": "not recorded (blocks in id order)",
+        }
+
+
+class RecordedScheduler:
+    """Stands in for pagedviz's scheduler: each schedule() is the next recorded step."""
+
+    def __init__(self, header: Header, steps: Iterator[Step], vocab: int) -> None:
+        self.header = header
+        self.steps = steps
+        self.vocab = vocab
+        self.kv = _Blocks(header.num_kv_blocks)
+        self.tokens: dict[str, list[int]] = {}
+        self.num_prompt: dict[str, int] = {}
+        self.live: set[str] = set()
+        self.current: Step | None = None
+        self.recorded: dict[int, Step] = {}
+        self._next: Step | None = next(self.steps, None)
+        self.problems: list[str] = []
+        self.done_ids: set[str] = set()
+
+    @property
+    def has_unfinished(self) -> bool:
+        return self._next is not None
+
+    def schedule(self, step_no: int) -> SchedulerOutput:
+        s = self._next
+        if s is None:
+            raise ReplayError(f"step {step_no}: the recording has ended")
+        self._next = next(self.steps, None)
+        self.current = s
+        for a in s.arrivals:
+            ids = prompt_ids(a.id, a.prompt_token_ids, self.vocab)
+            self.tokens[a.id] = ids.tolist()
+            self.num_prompt[a.id] = len(ids)
+        for rid in s.finished:  # nothing of a finished request is kept (a long recording's memory)
+            self.live.discard(rid)
+            self.kv.req_blocks.pop(rid, None)
+            self.tokens.pop(rid, None)
+            self.num_prompt.pop(rid, None)
+        for rid in s.preempted:
+            self.kv.req_blocks.pop(rid, None)
+        new = {n.id: n for n in s.new}
+        cached = {c.id: c for c in s.cached}
+        out = SchedulerOutput(step=step_no, runner=self.header.runner)
+        for rid, num in s.num_scheduled_tokens.items():
+            if rid in new:
+                n = new[rid]
+                if rid not in self.tokens:  # no arrival line: the new request's prompt
+                    ids = prompt_ids(rid, n.prompt_token_ids, self.vocab)
+                    self.tokens[rid] = ids.tolist()
+                    self.num_prompt[rid] = len(ids)
+                blocks = list(n.block_ids[0]) if n.block_ids else []
+                kind = "resumed" if rid in self.live else "new"  # V2: resumed requests travel as new
+                self.kv.req_blocks[rid] = blocks
+                sr = ScheduledRequest(
+                    rid,
+                    kind,
+                    n.num_computed_tokens,
+                    num,
+                    self.num_prompt[rid],
+                    np.asarray(self.tokens[rid], dtype=np.int32),
+                    blocks,
+                    list(blocks),
+                )
+            elif rid in cached:
+                c = cached[rid]
+                added = list(c.new_block_ids[0]) if c.new_block_ids else []
+                if c.resumed:
+                    blocks = added
+                    kind = "resumed"
+                else:
+                    blocks = self.kv.req_blocks.get(rid, []) + added
+                    kind = "running"
+                self.kv.req_blocks[rid] = blocks
+                sr = ScheduledRequest(
+                    rid,
+                    kind,
+                    c.num_computed_tokens,
+                    num,
+                    self.num_prompt.get(rid, 0),
+                    np.asarray(self.tokens.get(rid, []), dtype=np.int32),
+                    list(blocks),
+                    added,
+                )
+            else:
+                raise ReplayError(f"step {s.step}: {rid!r} is scheduled but neither new nor cached")
+            spec = s.spec_tokens.get(rid)
+            if isinstance(spec, list):
+                sr.spec_token_ids = list(spec)
+            out.scheduled.append(sr)
+            self.live.add(rid)
+        out.preempted_req_ids = list(s.preempted)
+        out.finished_req_ids = list(s.finished)
+        scheduled = set(s.num_scheduled_tokens)
+        out.waiting_req_ids = [
+            r for r in self.tokens if r not in scheduled and r not in self.done_ids and r not in s.finished
+        ]
+        self.kv.num_free = s.num_free_blocks
+        return out
+
+    def sampled_for(self, req_ids: list[str], v: dict[str, Any]) -> np.ndarray | None:
+        """The recorded token of each logits row (None: a redacted recording, tokens are
+        synthetic). With drafts a request has num_sampled_tokens rows (its drafts' and the bonus
+        row): its recorded tokens (the accepted drafts, then the recovered or bonus token) fill
+        them from the first, and the last recorded token the rest, so that greedy verification
+        accepts exactly the drafts the server accepted (the token at the first rejected draft's
+        row is the one the server sampled there, which differs from that draft)."""
+        s = self.current
+        assert s is not None
+        if self.header.redacted:
+            return None
+        got = s.sampled or {}
+        per_req = [got[r] if isinstance(got.get(r), list) and got[r] else [0] for r in req_ids]
+        if "num_sampled_tokens" not in v:
+            return np.array([toks[0] for toks in per_req], dtype=np.int32)
+        rows = v["num_sampled_tokens"].tolist()
+        return np.array(
+            [t for toks, n in zip(per_req, rows) for t in (toks + toks[-1:] * n)[:n]], dtype=np.int32
+        )
+
+    def update_from_spec_output(
+        self, out: SchedulerOutput, generated: dict[str, list[int]], rejected: dict[str, int]
+    ) -> None:
+        """The tokens each request generated this step (its accepted drafts and one more)."""
+        s = self.current
+        assert s is not None
+        if s.sampled is not None and set(generated) != set(s.sampled):
+            self.problems.append(
+                f"step {out.step}: pagedviz's runner samples for {sorted(generated)}, the recording for "
+                f"{sorted(s.sampled)}"
+            )
+        for rid, toks in generated.items():
+            self.tokens.setdefault(rid, []).extend(int(t) for t in toks)
+        for rid in s.finished:
+            self.done_ids.add(rid)
+
+    def next_drafts(self) -> dict[str, list[int]]:
+        """The drafts the next recorded step schedules (what the drafter proposed after this one)."""
+        nxt = self._next
+        if nxt is None:
+            return {}
+        return {r: list(t) for r, t in nxt.spec_tokens.items() if isinstance(t, list)}
+
+    def update_from_output(self, out: SchedulerOutput, sampled: dict[str, int]) -> None:
+        s = self.current
+        assert s is not None
+        recorded = set(s.sampled or {})
+        if s.sampled is not None and set(sampled) != recorded:
+            self.problems.append(
+                f"step {out.step}: pagedviz's runner samples for {sorted(sampled)}, the recording for "
+                f"{sorted(recorded)}"
+            )
+        for rid, tok in sampled.items():
+            self.tokens.setdefault(rid, []).append(int(tok))
+        for rid in s.finished:
+            self.done_ids.add(rid)
