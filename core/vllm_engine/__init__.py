@@ -36,8 +36,9 @@ What is stubbed, and why (each module's docstring has the details):
   as bool (a GPU treats any nonzero lane as on).
 - The sampler: the sampled tokens are pagedviz's (its tiny model's greedy tokens, or its
   synthetic sampler without a model); vLLM's own bookkeeping decides which rows keep one. With
-  n-gram drafts (V2 only: vLLM's V1 side runs no drafter) V2's own rejection sampler verifies the
-  drafts over one-hot logits of pagedviz's target tokens, and V2's `NgramGPUSpeculator` proposes.
+  n-gram drafts (V2 only: the engine does not drive V1's CPU `NgramProposer` yet) V2's own
+  rejection sampler verifies the drafts over one-hot logits of pagedviz's target tokens, and V2's
+  `NgramGPUSpeculator` proposes.
 - The engine core: only its step, or with async scheduling its batch-queue loop (loop.py, a batch
   queue of 2); no executor, no processes. vLLM's runner runs each batch at once, in order (as the
   device does); V1's runner runs synchronously, so under async scheduling its input ids are the
