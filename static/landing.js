@@ -17,11 +17,14 @@ const L = (k) => t(state.lang, k);
 // not listed here, so a new setting appears in the form without a change to this file.
 const KNOWN = [
   ["name", "text"], ["flavor", ["vllm", "ascend", "nanovllm"]], ["seed", "int"], ["max_steps", "int"],
+  ["engine", ["pagedviz", "vllm"]],
   ["block_size", "int"], ["max_model_len", "int"], ["max_num_reqs", "int"], ["max_num_batched_tokens", "int"],
   ["num_kv_blocks", "int"], ["long_prefill_token_threshold", "int"], ["enable_chunked_prefill", "bool"],
   ["enable_prefix_caching", "bool"], ["model", "bool"], ["device", ["auto", "cpu", "cuda", "npu"]],
 ];
-const TOP = new Set(["name", "flavor", "seed", "max_steps"]);
+const TOP = new Set(["name", "flavor", "seed", "max_steps", "engine"]);
+// the engine's default is left out of the scenario, as the server writes it (so the run id is the same)
+const LEFT_OUT = { engine: "pagedviz" };
 let fields = [];  // {key, kind, top, prop, extra}: what the form shows, in order
 // A setting only the schema lists (extra) is sent only when the loaded scenario gives it or the
 // reader sets it: left alone, the server's default applies, which may depend on the flavour
@@ -169,6 +172,7 @@ function collect() {
     const input = $(`f-${f.key}`);
     let value = f.kind === "bool" ? input.checked : isNumeric(f.kind) ? num(input, f.kind) : input.value;
     if (f.extra && ((Array.isArray(f.kind) && value === "") || (!given.has(f.key) && !input.dataset.touched))) value = undefined;
+    if (LEFT_OUT[f.key] === value) value = undefined;
     if (f.key === "model") { if (!value) config.model = null; else if (config.model === null) delete config.model; continue; }
     const into = f.top ? scenario : config;
     if (value === undefined) delete into[f.key]; else into[f.key] = value;

@@ -5,7 +5,9 @@ says nothing of the kind."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -48,3 +50,18 @@ def test_the_run_page_says_a_step_was_computed_by_vllms_own_code(page: Any) -> N
     page.goto(f"{page.base}{own['url']}&step=2&lang=en")
     page.wait_for_selector("body[data-ready='1']")
     assert page.locator("#engine-mark").is_hidden()
+
+
+def test_the_scenario_editor_chooses_the_engine_and_leaves_the_default_out(page: Any) -> None:
+    page.goto(f"{page.base}/?lang=en")
+    page.wait_for_selector("#validation.ok", timeout=60_000)
+    assert page.eval_on_selector_all("#f-engine option", "os => os.map(o => o.value)") == ["pagedviz", "vllm"]
+    assert page.input_value("#f-engine") == "pagedviz"
+    with page.expect_download() as own:
+        page.click("#btn-download")
+    assert "engine" not in json.loads(Path(own.value.path()).read_text())  # the default stays out
+    page.select_option("#f-engine", "vllm")
+    page.wait_for_selector("#validation.ok", timeout=60_000)
+    with page.expect_download() as live:
+        page.click("#btn-download")
+    assert json.loads(Path(live.value.path()).read_text())["engine"] == "vllm"
