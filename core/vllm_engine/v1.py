@@ -34,7 +34,6 @@ from pagedviz.core.vllm_engine import env as vllm_env
 vllm_env.prepare()  # before vLLM: Triton usable, V1 pinned by default (env.py)
 import torch  # noqa: E402
 from vllm.config import CacheConfig, DeviceConfig, SchedulerConfig, VllmConfig  # noqa: E402
-from vllm.sampling_params import SamplingParams  # noqa: E402
 from vllm.utils.hashing import sha256_cbor  # noqa: E402
 from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash  # noqa: E402
 from vllm.v1.core.sched.async_scheduler import AsyncScheduler  # noqa: E402
@@ -46,13 +45,13 @@ from vllm.v1.kv_cache_interface import (  # noqa: E402
 )
 from vllm.v1.outputs import EMPTY_MODEL_RUNNER_OUTPUT, ModelRunnerOutput, SamplerOutput  # noqa: E402
 from vllm.v1.pool.late_interaction_runner import LateInteractionRunner  # noqa: E402
-from vllm.v1.request import Request  # noqa: E402
 from vllm.v1.structured_output import StructuredOutputManager  # noqa: E402
 from vllm.v1.worker import gpu_model_runner  # noqa: E402
 from vllm.v1.worker.gpu_input_batch import InputBatch  # noqa: E402
 from vllm.v1.worker.gpu_model_runner import GPUModelRunner  # noqa: E402
 
 from pagedviz.core.config import Scenario  # noqa: E402
+from pagedviz.core.vllm_engine.arrivals import ArrivalFeed  # noqa: E402
 from pagedviz.core.vllm_engine.loop import EngineCoreLoop, LoopStep  # noqa: E402
 
 
@@ -89,7 +88,7 @@ def kv_cache_config(scenario: Scenario) -> KVCacheConfig:
     )
 
 
-class VllmSide:
+class VllmSide(ArrivalFeed):
     """vLLM's Scheduler for a scenario, stepped with externally chosen sampled tokens."""
 
     def __init__(self, scenario: Scenario) -> None:
@@ -105,31 +104,11 @@ class VllmSide:
             structured_output_manager=StructuredOutputManager(self.config),
             block_size=cfg.block_size,
         )
-        self.arrivals: dict[int, list[Any]] = {}
-        for spec in scenario.requests:
-            self.arrivals.setdefault(spec.arrival_step, []).append(spec)
-        self.step_no = 0
+        self.feed(scenario)
         self.loop: EngineCoreLoop | None = None
         self.runner = _Runner(self.config, scenario)
         # slot_mapping needs a GPU in 0.33 (a Triton kernel): read it off the block table instead
         self.runner.input_batch.block_table.compute_slot_mapping = lambda *a, **k: None  # type: ignore[method-assign]
-
-    def _request(self, spec: Any) -> Request:
-        params = SamplingParams(max_tokens=spec.max_tokens, ignore_eos=True, temperature=0.0)
-        return Request(
-            request_id=spec.id,
-            prompt_token_ids=list(spec.prompt_token_ids),
-            sampling_params=params,
-            pooling_params=None,
-            arrival_time=float(self.step_no),
-            block_hasher=self.block_hasher,
-        )
-
-    def schedule(self) -> Any:
-        self.step_no += 1
-        for spec in self.arrivals.pop(self.step_no, []):
-            self.scheduler.add_request(self._request(spec))
-        return self.scheduler.schedule()
 
     def async_step(self, sampled: dict[str, int]) -> tuple[LoopStep, dict[str, Any]]:
         """One `step_with_batch_queue` (loop.py): the batch, if one is scheduled, runs

@@ -71,13 +71,11 @@ from pagedviz.core.vllm_engine import v2_worker
 v2_worker.check_triton()
 import torch  # noqa: E402
 from vllm.config.compilation import CUDAGraphMode  # noqa: E402
-from vllm.sampling_params import SamplingParams  # noqa: E402
 from vllm.utils.hashing import sha256_cbor  # noqa: E402
 from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash  # noqa: E402
 from vllm.v1.core.sched.async_scheduler import AsyncScheduler  # noqa: E402
 from vllm.v1.core.sched.scheduler import Scheduler  # noqa: E402
 from vllm.v1.outputs import EMPTY_MODEL_RUNNER_OUTPUT, DraftTokenIds, ModelRunnerOutput  # noqa: E402
-from vllm.v1.request import Request  # noqa: E402
 from vllm.v1.structured_output import StructuredOutputManager  # noqa: E402
 from vllm.v1.worker.gpu.cudagraph_utils import BatchExecutionDescriptor  # noqa: E402
 from vllm.v1.worker.gpu.input_batch import get_num_sampled_and_rejected  # noqa: E402
@@ -86,6 +84,7 @@ from vllm.v1.worker.gpu.spec_decode.rejection_sampler import gather_draft_sample
 from vllm.v1.worker.gpu.spec_decode.rejection_sampler_utils import rejection_sample  # noqa: E402
 
 from pagedviz.core.config import Scenario  # noqa: E402
+from pagedviz.core.vllm_engine.arrivals import ArrivalFeed  # noqa: E402
 from pagedviz.core.vllm_engine.env import env as _env  # noqa: E402
 from pagedviz.core.vllm_engine.loop import EngineCoreLoop  # noqa: E402
 from pagedviz.core.vllm_engine.v2_worker import (  # noqa: E402
@@ -127,7 +126,7 @@ class V2Step:
     scalars: dict[str, int] = field(default_factory=dict)  # the attention metadata's counts
 
 
-class VllmV2Side:
+class VllmV2Side(ArrivalFeed):
     """vLLM's V2 scheduler and V2 worker state for a scenario, stepped with pagedviz's tokens."""
 
     def __init__(self, scenario: Scenario) -> None:
@@ -148,28 +147,8 @@ class VllmV2Side:
         assert self.scheduler.use_v2_model_runner
         self.runner = _RunnerStub(self.config, scenario)
         self.graphs = _graph_manager(self.config, cfg.cudagraph_capture_sizes, self.runner.decode_query_len)
-        self.arrivals: dict[int, list[Any]] = {}
-        for spec in scenario.requests:
-            self.arrivals.setdefault(spec.arrival_step, []).append(spec)
-        self.step_no = 0
+        self.feed(scenario)
         self.loop: Any = None
-
-    def _request(self, spec: Any) -> Request:
-        params = SamplingParams(max_tokens=spec.max_tokens, ignore_eos=True, temperature=0.0)
-        return Request(
-            request_id=spec.id,
-            prompt_token_ids=list(spec.prompt_token_ids),
-            sampling_params=params,
-            pooling_params=None,
-            arrival_time=float(self.step_no),
-            block_hasher=self.block_hasher,
-        )
-
-    def schedule(self) -> Any:
-        self.step_no += 1
-        for spec in self.arrivals.pop(self.step_no, []):
-            self.scheduler.add_request(self._request(spec))
-        return self.scheduler.schedule()
 
     def step(self, sampled: dict[str, int], targets: dict[str, list[int]] | None = None) -> V2Step:
         """One engine step: schedule, V2's state updates and input preparation, then the sampled

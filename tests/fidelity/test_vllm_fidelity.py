@@ -32,21 +32,11 @@ vllm_side = pytest.importorskip(
     "pagedviz.core.vllm_engine.v1",
     reason="the vLLM 0.33.0 wheel is not installed (run scripts/fidelity-deps.sh)",
 )
+from pagedviz.core.vllm_engine import take  # noqa: E402
 
 pytestmark = pytest.mark.fidelity
 
-ARRAYS = (
-    "num_scheduled_tokens",
-    "num_computed_tokens_cpu",
-    "req_indices",
-    "positions",
-    "input_ids",
-    "query_start_loc",
-    "seq_lens",
-    "discard_request_mask",
-    "logits_indices",
-    "slot_mapping",
-)
+ARRAYS = take.V1_ARRAYS  # the arrays of vLLM's `_prepare_inputs` the live engine reads out too
 
 
 def _vllm_new_blocks(out: Any) -> dict[str, list[int]]:
