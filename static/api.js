@@ -32,7 +32,8 @@ export async function withProgress(runId, work, onProgress, { delayMs = 400, eve
   const poll = async () => {
     runId = await (typeof runId === "function" ? runId() : runId);
     while (!done && runId) {
-      const p = await getJSON(`/api/runs/${encodeURIComponent(runId)}/progress`);
+      // a poll that got no answer is only a progress line missed: the next one asks again
+      const p = await getJSON(`/api/runs/${encodeURIComponent(runId)}/progress`).catch(() => ({ ok: false }));
       if (!done && p.ok && p.data.state === "computing") onProgress(p.data);
       await new Promise((resolve) => setTimeout(resolve, everyMs));
     }

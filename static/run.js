@@ -126,11 +126,19 @@ function drawTimeline() {
 // whole run's overview (every step's summary) once it is done
 async function followRun(runId) {
   const mine = S.created;
+  let misses = 0;  // polls in a row that got no answer (a dropped connection, a busy server)
   for (;;) {
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    await new Promise((resolve) => setTimeout(resolve, 300 * 2 ** Math.min(misses, 4)));
     if (S.created !== mine) return;  // another run was loaded in place
-    const p = await getJSON(`/api/runs/${encodeURIComponent(runId)}/progress`);
-    if (!p.ok || S.created !== mine) return;
+    const p = await getJSON(`/api/runs/${encodeURIComponent(runId)}/progress`).catch((err) => ({ ok: false, status: 0, err }));
+    if (S.created !== mine) return;
+    if (!p.ok) {
+      // a poll that failed is asked again, a few times; a run the server does not know says so
+      misses += 1;
+      if (p.status === 404 || misses > 8) { showError(p.err ? { detail: [{ field: "", message: String(p.err.message || p.err) }] } : p.data); return; }
+      continue;
+    }
+    misses = 0;
     if (p.data.state === "computing" && p.data.steps_done > S.overview.num_steps) {
       S.overview.steps.push(...pendingSteps(S.overview.num_steps + 1, p.data.steps_done));
       S.overview.num_steps = p.data.steps_done;

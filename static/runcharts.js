@@ -9,7 +9,7 @@
 
 import { ctl, onView } from "./bus.js";
 import { $, L, S, state } from "./trace.js";
-import { clear, el } from "./views.js";
+import { el } from "./views.js";
 
 const FIGURES = ["run_metrics", "timeline"];
 const QUIET_MS = 1500;  // plotly.js is loaded after this long on one step, or at once when scrolled near
@@ -72,17 +72,27 @@ async function draw() {
   await idle();
   const want = { runId: S.created.run_id, theme: dark.matches ? "dark" : "light", lang: state.lang };
   if (mine !== pending || (drawn && JSON.stringify(drawn) === JSON.stringify(want))) return;
-  let Plotly, figs;
   try {
-    [Plotly, figs] = await Promise.all([loadPlotly(), Promise.all(FIGURES.map((name) =>
-      fetch(`/api/runs/${encodeURIComponent(want.runId)}/figures/${name}?theme=${want.theme}&lang=${want.lang}`)
-        .then((r) => (r.ok ? r.json() : Promise.reject(new Error(`${name}: HTTP ${r.status}`))))))]);
+    await paint(root, mine, want);
   } catch (err) {
+    // plotly.js that did not load, a figure the server refused, a figure plotly could not draw:
+    // said in the charts' box (a later run or language draws again)
+    if (mine !== pending) return;
+    drawn = null;
+    delete root.dataset.drawn;
     root.hidden = false;
-    clear(root).append(el("p", { class: "error-text", text: `${L("run_charts")}: ${err.message}` }));
-    return;
+    for (const old of root.querySelectorAll(".rc-figure, .error-text")) old.remove();  // the heading stays
+    root.append(el("p", { class: "error-text", text: `${L("run_charts")}: ${err.message || err}` }));
   }
+}
+
+async function paint(root, mine, want) {
+  const [Plotly, figs] = await Promise.all([loadPlotly(), Promise.all(FIGURES.map((name) =>
+    fetch(`/api/runs/${encodeURIComponent(want.runId)}/figures/${name}?theme=${want.theme}&lang=${want.lang}`)
+      .then((r) => (r.ok ? r.json() : Promise.reject(new Error(`${name}: HTTP ${r.status}`))))))]);
   if (mine !== pending) return;
+  if (!Plotly) throw new Error("plotly.js did not load");
+  root.querySelector(".error-text")?.remove();
   root.hidden = false;
   root.setAttribute("aria-label", L("run_charts"));
   for (const [i, name] of FIGURES.entries()) {

@@ -351,6 +351,43 @@ def test_a_long_run_shows_its_progress_while_it_computes(page: object) -> None:
     assert page.locator("#timeline .tl-step").count() == LONG_RUN["max_steps"]
 
 
+def test_a_long_run_completes_though_some_of_its_progress_polls_get_no_answer(
+    browser: object, base_url: str
+) -> None:
+    from pagedviz.app.links import pack
+
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    problems: list[str] = []  # any console error but the dropped connections' own
+    reset = "ERR_CONNECTION_RESET"
+    page.on(
+        "console", lambda m: problems.append(m.text) if m.type == "error" and reset not in m.text else None
+    )
+    page.on("pageerror", lambda e: problems.append(str(e)))
+    dropped: list[str] = []
+    armed = [False]
+
+    def flaky(route: object) -> None:
+        # the first three progress polls once step 1 is on screen lose their connection
+        if armed[0] and len(dropped) < 3:
+            dropped.append(route.request.url)
+            route.abort("connectionreset")
+        else:
+            route.continue_()
+
+    page.route("**/progress", flaky)
+    page.goto(f"{base_url}/run?s={pack({**LONG_RUN, 'seed': 11})}")
+    page.wait_for_selector("body[data-ready='1']", timeout=60_000)
+    assert page.evaluate("document.body.dataset.complete") == "0"  # it streams
+    armed[0] = True
+    page.wait_for_selector("body[data-complete='1']", state="attached", timeout=120_000)
+    assert len(dropped) == 3
+    assert page.locator("#status").inner_text() == ""
+    assert page.locator("#timeline .tl-step").count() == LONG_RUN["max_steps"]
+    assert problems == []
+    context.close()
+
+
 def test_the_landing_run_button_shows_progress_of_a_long_run(page: object) -> None:
     import json
 

@@ -34,6 +34,11 @@ READ = """() => [...document.querySelectorAll('#run-charts .rc-figure')].map((f)
   };
 })"""
 
+WHY = """() => ({body: {...document.body.dataset}, url: location.href,
+  charts: (document.getElementById('run-charts') || {outerHTML: 'none'}).outerHTML.slice(0, 600),
+  status: (document.getElementById('status') || {textContent: ''}).textContent,
+  plotly: typeof window.Plotly})"""
+
 
 @pytest.fixture()
 def small(browser: Any, base_url: str) -> Iterator[Any]:
@@ -102,8 +107,34 @@ def test_plotly_loads_from_the_app_under_the_strict_csp(browser: Any, base_url: 
     page.on("console", lambda m: violations.append(m.text) if "Content Security Policy" in m.text else None)
     hosts: set[str] = set()
     page.on("request", lambda r: hosts.add(r.url.split("/")[2]))
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
     page.goto(f"{base_url}/run?preset=seed-000")
-    page.wait_for_selector(DRAWN, state="attached", timeout=60_000)
+    try:
+        page.wait_for_selector(DRAWN, state="attached", timeout=60_000)
+    except Exception as exc:  # what the page shows, to tell why the charts are not drawn
+        seen = page.evaluate(WHY)
+        raise AssertionError(f"run charts not drawn: {seen}; page errors: {errors}") from exc
+    assert errors == []
     assert violations == []
     assert hosts == {base_url.split("/")[2]}  # nothing from a CDN
+    context.close()
+
+
+def test_a_figure_the_server_refuses_is_said_in_the_charts_box_under_its_heading(
+    browser: Any, base_url: str
+) -> None:
+    context = browser.new_context(viewport={"width": 1280, "height": 720})
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.route("**/figures/timeline*", lambda route: route.fulfill(status=503, body="{}"))
+    page.goto(f"{base_url}/run?preset=seed-000&step=2")
+    page.wait_for_selector("body[data-first-paint='1']", state="attached", timeout=60_000)
+    page.locator("#run-charts").scroll_into_view_if_needed()
+    said = page.wait_for_selector("#run-charts .error-text", timeout=60_000)
+    assert said.inner_text().endswith(": timeline: HTTP 503")
+    assert page.locator("#run-charts h2").is_visible()  # the heading stays over what is said
+    assert page.evaluate("document.getElementById('run-charts').dataset.drawn") is None
+    assert errors == []  # said on the page, not thrown
     context.close()
