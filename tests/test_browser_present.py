@@ -92,17 +92,25 @@ def test_steps_and_stages_share_one_speed_and_stage_playback_marks_what_each_sta
     seen = page.evaluate("window.stageSeen")
     held = seen["cu_num_tokens"] - seen["req_indices"]
     assert 600 < held < 2500, (held, seen)  # the step bar's speed sets the stages' pace
-    row = page.locator("#token-table tr.current").first
-    assert "pb-new" in row.get_attribute("class")  # the rows just written flash and slide in
-    anim = row.locator("td").first.evaluate("c => getComputedStyle(c).animationName")
-    assert anim == "pb-new"
-    outline = row.locator("td").first.evaluate(
-        "c => [getComputedStyle(c).outlineStyle, getComputedStyle(c).outlineWidth]"
+    # what the stage on show marks, read at one instant (playback moves on every 800 ms, so reads
+    # one after another could see two stages)
+    marks = page.evaluate(
+        """() => {
+          const row = document.querySelector('#token-table tr.current');
+          const cell = row && row.querySelector('td');
+          const later = document.querySelector('#token-table tr.future td');
+          const cs = cell && getComputedStyle(cell);
+          return {stage: document.querySelector('.stage-btn.active').dataset.stage,
+                  cls: row ? row.className : null, anim: cs && cs.animationName,
+                  outline: cs && [cs.outlineStyle, cs.outlineWidth],
+                  hatch: later ? getComputedStyle(later).backgroundImage : null};
+        }"""
     )
-    assert outline == ["solid", "3px"]
+    assert "pb-new" in marks["cls"].split(), marks  # the rows just written flash and slide in
+    assert marks["anim"] == "pb-new", marks
+    assert marks["outline"] == ["solid", "3px"], marks
     # rows of later stages are hatched, not only slanted
-    later = page.locator("#token-table tr.future td").first
-    assert "repeating-linear-gradient" in later.evaluate("c => getComputedStyle(c).backgroundImage")
+    assert "repeating-linear-gradient" in marks["hatch"], marks
     page.screenshot(path=str(tb.ARTIFACTS / "playback-marks.png"))
     page.click("#pb-stop")
 
