@@ -191,21 +191,36 @@ const EAGER_COLS = 64;
 // last RUN_KEEP tokens around one "… N tokens …" column
 const RUN_MIN = 12;
 const RUN_KEEP = 3;
+// a batch whose columns would still be more than DENSE_AT (a big batch's many prefills) keeps one
+// token at each end of a run longer than DENSE_MIN: every request's tokens fit in a few screens,
+// where the table would otherwise be cut at MAX_TOKEN_COLS (128 prefills: 7 columns each, 896)
+const DENSE_AT = 192;
+const DENSE_MIN = 3;
+const DENSE_KEEP = 1;
 
 // The token table's columns: {t: index} for a token, {gap: [from, to], n, bounds} for a compressed
 // span (bounds: the positions inside it where a block starts). With `only` (a batch row), the
-// columns of that request alone; with `all`, every token uncompressed.
+// columns of that request alone; with `all`, every token uncompressed. `cols.dense`: each run kept
+// to its first and last token (past DENSE_AT columns).
 export function tokenColumns(T, reqOf, pos, bs, { all = false, only = -1 } = {}) {
+  const cols = runColumns(T, reqOf, pos, bs, all, only, RUN_MIN, RUN_KEEP);
+  if (all || cols.length <= DENSE_AT) return cols;
+  const dense = runColumns(T, reqOf, pos, bs, all, only, DENSE_MIN, DENSE_KEEP);
+  dense.dense = true;
+  return dense;
+}
+
+function runColumns(T, reqOf, pos, bs, all, only, min, keep) {
   const cols = [];
   let i = 0;
   while (i < T) {
     let j = i + 1;
     while (j < T && reqOf[j] === reqOf[i] && pos[j] === pos[j - 1] + 1) j++;
     if (only < 0 || reqOf[i] === only) {
-      if (all || j - i <= RUN_MIN) for (let k = i; k < j; k++) cols.push({ t: k });
+      if (all || j - i <= min) for (let k = i; k < j; k++) cols.push({ t: k });
       else {
-        for (let k = i; k < i + RUN_KEEP; k++) cols.push({ t: k });
-        const from = i + RUN_KEEP, to = j - RUN_KEEP;  // [from, to) compressed
+        for (let k = i; k < i + keep; k++) cols.push({ t: k });
+        const from = i + keep, to = j - keep;  // [from, to) compressed
         const bounds = [];
         for (let k = from; k < to; k++) if (pos[k] % bs === 0) bounds.push(pos[k]);
         cols.push({ gap: [from, to], n: to - from, bounds });
@@ -264,6 +279,7 @@ export function renderTokenTable() {
   }
   const all = Boolean(S.expandTokens);
   let cols = tokenColumns(T, reqOf, pos, bs, { all, only });
+  const dense = Boolean(cols.dense);
   // padding columns past the scheduled tokens (a CUDA graph's size), as the arrays carry them
   const width = Math.max(T, ...names.map((n) => tr.arrays[n].data.length));
   if (only < 0 && (all || width - T <= RUN_MIN)) for (let k = T; k < width; k++) cols.push({ t: k, pad: true });
@@ -284,6 +300,12 @@ export function renderTokenTable() {
   if (only >= 0) bar.append(el("span", { class: "muted", text: `${L("focus_only_of")} ${state.req}` }));
 
   const bound = (i) => i > 0 && pos[i] % bs === 0 ? " blk-bound" : "";
+  // a gap's block starts, marked in its heading: past two, the first and last (its title lists
+  // them all; a long prefill's dozen marks made its column hundreds of pixels wide)
+  const boundMark = (b) => el("span", { class: "gap-bound", title: `${L("block_starts")} ${b}`, text: `|${b}` });
+  const gapBounds = (c) => (c.bounds.length > 2
+    ? [boundMark(c.bounds[0]), el("span", { class: "gap-more", text: "…" }), boundMark(c.bounds[c.bounds.length - 1])]
+    : c.bounds.map(boundMark));
   const gapTitle = (c) => `${L("compressed_tokens").replace("{n}", c.n)}` + (c.bounds.length ? ` · ${L("block_starts")}: ${c.bounds.join(", ")}` : "");
   // a big batch's step with the same columns and rows as the table on the page (a decode step after
   // another) is drawn into that table, cell by cell: no table is torn down and built again
@@ -296,8 +318,7 @@ export function renderTokenTable() {
       const i = c.gap[0];
       return el("th", { scope: "col", class: "tok-head tok-gap", tabindex: 0, dataset: { t: i, gap: c.n },
         title: gapTitle(c), style: `background:${reqTint(tr.batch.req_ids[reqOf[i]])}` },
-        [el("span", { class: "gap-n", text: `… ${c.n} …` }),
-         ...c.bounds.map((b) => el("span", { class: "gap-bound", title: `${L("block_starts")} ${b}`, text: `|${b}` }))]);
+        [el("span", { class: "gap-n", text: `… ${c.n} …` }), ...gapBounds(c)]);
     }
     const i = c.t;
     if (c.pad) return el("th", { scope: "col", class: "pad" });
@@ -354,7 +375,7 @@ export function renderTokenTable() {
   }
   if (bigBatch() && old && old.dataset.sig === sig) { redrawInPlace(old); return; }
   clear(box);
-  const table = el("table", { class: `tok-table${compressed ? " rle" : ""}`, id: "token-table", "aria-label": L("token_level") });
+  const table = el("table", { class: `tok-table${compressed ? " rle" : ""}${dense ? " dense" : ""}`, id: "token-table", "aria-label": L("token_level") });
   table.dataset.sig = sig;
   table.append(el("caption", {}, exportMenu(names)));
   const head = el("tr", {}, [el("th", { scope: "col", text: L("token") }), ...cols.slice(0, eager).map(headCell)]);
