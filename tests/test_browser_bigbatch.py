@@ -249,6 +249,9 @@ def test_a_sentence_naming_many_requests_shows_a_few_buttons_and_a_count(
     waiting_bars = hd_page.evaluate("document.querySelectorAll('#ov-bars .ov-bar.waiting').length")
     item = hd_page.locator("#narr-step li", has_text="Still waiting").first
     buttons = item.locator(".refs button.ref-request")
+    # the sentences come with the step's narration (fetched), and at a big batch whose list is out
+    # of view, once the page is idle
+    buttons.first.wait_for(state="attached")
     assert buttons.count() == 16
     more = int(re.search(r"\d+", item.locator(".refs-more").inner_text()).group())
     assert 16 + more == waiting_bars > 16
