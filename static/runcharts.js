@@ -65,10 +65,15 @@ async function draw() {
   const root = box();
   if (!root || state.embed || !S.created) return;
   const mine = ++pending;
+  // where the draw is (data-phase): a chart that does not come says where it stopped
+  root.dataset.phase = "first-paint";
   await bodyFlag("first-paint");
+  root.dataset.phase = "complete";
   await bodyFlag("complete");
   root.hidden = false;  // its heading, below the step's panels: the box the charts will fill
+  root.dataset.phase = "near-or-quiet";
   if (!plotly) await Promise.race([nearView(root), quietFor(QUIET_MS)]);
+  root.dataset.phase = "idle";
   await idle();
   const want = { runId: S.created.run_id, theme: dark.matches ? "dark" : "light", lang: state.lang };
   if (mine !== pending || (drawn && JSON.stringify(drawn) === JSON.stringify(want))) return;
@@ -87,6 +92,7 @@ async function draw() {
 }
 
 async function paint(root, mine, want) {
+  root.dataset.phase = "loading";
   const [Plotly, figs] = await Promise.all([loadPlotly(), Promise.all(FIGURES.map((name) =>
     fetch(`/api/runs/${encodeURIComponent(want.runId)}/figures/${name}?theme=${want.theme}&lang=${want.lang}`)
       .then((r) => (r.ok ? r.json() : Promise.reject(new Error(`${name}: HTTP ${r.status}`))))))]);
@@ -103,6 +109,7 @@ async function paint(root, mine, want) {
       fig.firstChild.addEventListener("click", (e) => pick(fig.firstChild, e));
     }
     const gd = fig.firstChild;
+    root.dataset.phase = `drawing ${name}`;
     fig.setAttribute("role", "group");
     fig.setAttribute("aria-label", figs[i].layout.title ? figs[i].layout.title.text : name);
     await Plotly.react(gd, figs[i].data, figs[i].layout, { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["select2d", "lasso2d"] });
@@ -111,6 +118,7 @@ async function paint(root, mine, want) {
   }
   drawn = want;
   root.dataset.drawn = String(FIGURES.length);
+  root.dataset.phase = "drawn";
 }
 
 // the step under the pointer, from the figure's x axis (a step is a whole number)

@@ -37,7 +37,10 @@ READ = """() => [...document.querySelectorAll('#run-charts .rc-figure')].map((f)
 WHY = """() => ({body: {...document.body.dataset}, url: location.href,
   charts: (document.getElementById('run-charts') || {outerHTML: 'none'}).outerHTML.slice(0, 600),
   status: (document.getElementById('status') || {textContent: ''}).textContent,
-  plotly: typeof window.Plotly})"""
+  plotly: typeof window.Plotly,
+  phase: (document.getElementById('run-charts') || {dataset: {}}).dataset.phase,
+  scripts: [...document.scripts].map((s) => s.src.split('/').pop()),
+  idle: typeof requestIdleCallback, visibility: document.visibilityState})"""
 
 
 @pytest.fixture()
@@ -46,7 +49,10 @@ def small(browser: Any, base_url: str) -> Iterator[Any]:
 
 
 def charts(page: Any) -> list[dict[str, Any]]:
-    page.wait_for_selector(DRAWN, state="attached", timeout=60_000)
+    try:
+        page.wait_for_selector(DRAWN, state="attached", timeout=60_000)
+    except Exception as exc:  # what the page shows, to tell why the charts are not drawn
+        raise AssertionError(f"run charts not drawn: {page.evaluate(WHY)}") from exc
     page.locator("#run-charts").scroll_into_view_if_needed()
     return page.evaluate(READ)
 
