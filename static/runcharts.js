@@ -158,3 +158,5 @@ onView((what) => {
   }
 });
 dark.addEventListener("change", () => { if (drawn) draw(); });
+// this module may run after the page's run has loaded (its script came late): that run's charts
+draw();

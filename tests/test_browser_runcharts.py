@@ -144,3 +144,19 @@ def test_a_figure_the_server_refuses_is_said_in_the_charts_box_under_its_heading
     assert page.evaluate("document.getElementById('run-charts').dataset.drawn") is None
     assert errors == []  # said on the page, not thrown
     context.close()
+
+
+def test_the_charts_are_drawn_when_their_script_comes_after_the_run_has_loaded(
+    browser: Any, base_url: str
+) -> None:
+    context = browser.new_context(viewport={"width": 1280, "height": 720}, bypass_csp=True)
+    page = context.new_page()
+    held: list[Any] = []
+    page.route("**/static/runcharts.js*", lambda route: held.append(route))
+    page.goto(f"{base_url}/run?preset=seed-000&step=2", wait_until="commit")  # "load" waits for it
+    page.wait_for_selector("body[data-first-paint='1']", state="attached", timeout=60_000)
+    assert len(held) == 1  # the run is on the page, its charts' script still on its way
+    held[0].continue_()
+    page.wait_for_selector(DRAWN, state="attached", timeout=60_000)
+    assert page.evaluate(READ)[0]["marker"] == 2
+    context.close()
