@@ -58,6 +58,22 @@ class RunCreated(BaseModel):
     link: str = Field(description="the scenario packed for URLs (zlib + base64url)")
 
 
+class RecordingCut(BaseModel):
+    """A recording's last line, cut mid-write (a server killed while writing it): every line
+    before it is imported."""
+
+    line: int = Field(examples=[9], description="the cut line (1-based, the header is line 1)")
+    step: int = Field(examples=[8], description="the last whole step: where the recording stops")
+    text: dict[str, str] = Field(
+        examples=[{"en": "the last line (9) was cut: the recording stops at step 8"}],
+        description="what to say, by language (en, zh)",
+    )
+
+
+class ImportCreated(RunCreated):
+    cut: RecordingCut | None = Field(None, description="the last line, when it was cut mid-write")
+
+
 class RunProgress(BaseModel):
     """Where a run stands: done, computing (steps so far), or waiting to be computed."""
 

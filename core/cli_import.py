@@ -1,6 +1,7 @@
 """`pagedviz import FILE.jsonl [--json]`: replay a recording of a real vLLM 0.33 server
 (pagedviz.record) through pagedviz's runner (core/replay.py), and say whether pagedviz's own
-scheduler agrees with it. A bad recording is one line on stderr naming its line, exit 2."""
+scheduler agrees with it. A bad recording is one line on stderr naming its line, exit 2; a last
+line cut mid-write is left out and a line says where the recording stops (exit 0)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ def recording_dict(imp: Any) -> dict[str, Any]:
         "header": imp.header.model_dump(),
         "notes": imp.notes(),
         "agreement": imp.comparer.result().to_dict(),
+        "cut": imp.cut.to_dict() if imp.cut else None,  # the last line, cut mid-write
     }
 
 
@@ -57,6 +59,8 @@ def _print(imp: Any, args: argparse.Namespace) -> int:
         render_step(t, console, args.wide)
         console.print()
     for note in imp.notes():
+        if imp.cut is not None and note == imp.cut.text():
+            note = imp.cut.text(args.lang)
         console.print(note, highlight=False)
     return 0
 
@@ -69,6 +73,9 @@ def add_import(sub: Any) -> None:
     )
     p.add_argument("file", help="the recording, FILE.jsonl (PAGEDVIZ_MAX_RECORD_LINE_MB bounds a line)")
     p.add_argument("--json", action="store_true", help="print the trace contract as JSON")
+    p.add_argument(
+        "--lang", choices=("en", "zh"), default="en", help="language of the line on a cut recording"
+    )
     p.add_argument(
         "--wide", action="store_true", help="print tables whole, not split to the terminal's width"
     )

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from typing import IO, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -129,8 +130,11 @@ def _decode(raw: bytes | str, line: int, max_line_bytes: int) -> dict[str, Any]:
         )
     try:
         value = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise RecordingError(line, f"not JSON ({e.__class__.__name__}: {str(e)[:80]})") from None
+    except json.JSONDecodeError as e:
+        # the decoder counts lines within the line it was given: only the column is the file's
+        raise RecordingError(line, f"not JSON at column {e.colno} ({e.msg})") from None
+    except UnicodeDecodeError as e:
+        raise RecordingError(line, f"not JSON (not UTF-8 at byte {e.start + 1} of the line)") from None
     if not isinstance(value, dict):
         raise RecordingError(line, f"a JSON object was expected, not {type(value).__name__}")
     return value
@@ -151,18 +155,36 @@ def parse_header(raw: bytes | str, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES)
         raise RecordingError(1, "header: " + _problem(e)) from None
 
 
-def iter_recording(
-    lines: Iterable[bytes | str], max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
-) -> tuple[Header, Iterator[Step]]:
-    """The header, and the steps read one line at a time (each validated as it is read). A file
-    whose last line has no newline is truncated: that line is refused, naming it."""
-    it = iter(lines)
-    first = next(it, None)
-    if first is None or not (first.strip() if isinstance(first, str) else first.strip()):
-        raise RecordingError(1, "empty recording: no header line")
-    header = parse_header(first, max_line_bytes)
+@dataclass(frozen=True)
+class Cut:
+    """The last line of a recording, cut mid-write (a server killed while writing it): `line` is
+    its 1-based number, `step` the last complete step, where the recording stops."""
 
-    def steps() -> Iterator[Step]:
+    line: int
+    step: int
+
+    def text(self, lang: str = "en") -> str:
+        if lang == "zh":
+            return f"最后一行（第 {self.line} 行）被截断：记录止于第 {self.step} 步"
+        return f"the last line ({self.line}) was cut: the recording stops at step {self.step}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"line": self.line, "step": self.step, "text": {k: self.text(k) for k in ("en", "zh")}}
+
+
+class RecordingSteps(Iterator[Step]):
+    """A recording's steps, each validated as it is read. A last line that does not end (no
+    newline) and is not JSON was cut mid-write: the steps stop before it and `cut` says so once
+    they are read; any other bad line, the last included, raises RecordingError naming it."""
+
+    def __init__(self, it: Iterator[bytes | str], max_line_bytes: int) -> None:
+        self.cut: Cut | None = None
+        self._steps = self._read(it, max_line_bytes)
+
+    def __next__(self) -> Step:
+        return next(self._steps)
+
+    def _read(self, it: Iterator[bytes | str], max_line_bytes: int) -> Iterator[Step]:
         n = 1
         count = 0
         for raw in it:
@@ -171,10 +193,13 @@ def iter_recording(
             size = len(raw) if isinstance(raw, bytes) else len(raw.encode())
             if size > max_line_bytes:
                 _decode(raw, n, max_line_bytes)  # refuses it, naming the limit
-            if not text.endswith("\n") and text.strip():
-                raise RecordingError(n, "truncated: the last line does not end (the recording was cut off)")
             if not text.strip():
                 continue
+            if not text.endswith("\n") and _cut(raw) and next(it, None) is None:
+                if count == 0:
+                    raise RecordingError(n, "truncated: the last line was cut and no step before it is whole")
+                self.cut = Cut(n, count)
+                return
             value = _decode(raw, n, max_line_bytes)
             try:
                 step = Step.model_validate(value)
@@ -187,7 +212,27 @@ def iter_recording(
         if count == 0:
             raise RecordingError(n, "a header alone: the recording has no step")
 
-    return header, steps()
+
+def _cut(raw: bytes | str) -> bool:
+    """Whether a line is not JSON (for the last line, without its newline: cut mid-write)."""
+    try:
+        json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return True
+    return False
+
+
+def iter_recording(
+    lines: Iterable[bytes | str], max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+) -> tuple[Header, RecordingSteps]:
+    """The header, and the steps read one line at a time (each validated as it is read). A last
+    line cut mid-write is left out, and the steps' `cut` names it once they are read."""
+    it = iter(lines)
+    first = next(it, None)
+    if first is None or not (first.strip() if isinstance(first, str) else first.strip()):
+        raise RecordingError(1, "empty recording: no header line")
+    header = parse_header(first, max_line_bytes)
+    return header, RecordingSteps(it, max_line_bytes)
 
 
 def read_recording(

@@ -25,7 +25,7 @@ import numpy as np
 
 from pagedviz.core.config import EngineConfig, RequestSpec, Scenario
 from pagedviz.core.engine import Engine
-from pagedviz.core.recording import Header, Step
+from pagedviz.core.recording import Cut, Header, Step
 from pagedviz.core.replay_agreement import Agreement, Comparer
 from pagedviz.core.replay_scheduler import SEED, RecordedScheduler, ReplayError, prompt_ids
 from pagedviz.core.scheduler import SchedulerOutput
@@ -52,6 +52,7 @@ class Summary:
     produced: dict[str, int] = field(default_factory=dict)
     finished: set[str] = field(default_factory=set)
     num_steps: int = 0
+    cut: Cut | None = None  # the recording's last line, cut mid-write
 
 
 def summarise(steps: Iterable[Step]) -> Summary:
@@ -63,6 +64,7 @@ def summarise(steps: Iterable[Step]) -> Summary:
         for rid, toks in (step.sampled or {}).items():
             s.produced[rid] = s.produced.get(rid, 0) + (toks if isinstance(toks, int) else len(toks))
         s.finished.update(step.finished)
+    s.cut = getattr(steps, "cut", None)  # known once the steps are read
     return s
 
 
@@ -224,6 +226,7 @@ class StreamingImport:
         self.header = header
         summary = first if isinstance(first, Summary) else summarise(first)
         self.num_steps = summary.num_steps
+        self.cut = summary.cut
         self.scenario = scenario_from(header, summary)
         self.engine = ReplayEngine(self.scenario, header, second)
         self.comparer = Comparer(header, scenario_from(header, summary, for_agreement=True))
@@ -241,6 +244,8 @@ class StreamingImport:
             f"recorded by vLLM {h.vllm_version}'s {h.scheduler} ({h.runner.upper()} runner"
             + (", async scheduling)" if h.async_scheduling else ")"),
         ]
+        if self.cut is not None:
+            notes.append(self.cut.text())
         if h.async_scheduling:
             notes.append(ASYNC_NOTE)
         if h.redacted:

@@ -5,6 +5,7 @@
 // replay's progress (steps done of the recording's) while the later steps come.
 
 import { errorLines, getJSON } from "./api.js";
+import { t } from "./i18n.js";
 import { clear, el } from "./views.js";
 
 export async function recordingsSection(list, input, out) {
@@ -29,6 +30,14 @@ export async function recordingsSection(list, input, out) {
       answer = { ok: resp.ok, data: await resp.json().catch(() => null) };
     } catch (err) {
       answer = { ok: false, data: { detail: [{ field: "", message: String(err) }] } };
+    }
+    if (answer.ok && answer.data.cut) {
+      // its last line was cut mid-write: every whole line is imported, and the reader is told where it stops
+      const lang = document.documentElement.lang.startsWith("zh") ? "zh" : "en";
+      clear(box).dataset.cut = String(answer.data.cut.line);
+      box.append(el("span", { text: `${file.name}: ${answer.data.cut.text[lang] || answer.data.cut.text.en} ` }),
+        el("a", { href: answer.data.url, text: t(lang, "rec_open") }));
+      return;
     }
     if (answer.ok) { window.location.href = answer.data.url; return; }
     clear(box).classList.add("bad");

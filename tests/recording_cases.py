@@ -24,12 +24,21 @@ def _header(**changes: object) -> bytes:
     return json.dumps(h).encode() + b"\n"
 
 
+# a recording whose last line was cut mid-write (a server killed while writing line 5): the
+# header and steps 1-3 are whole
+CUT = b"".join(LINES[:4]) + LINES[4][: len(LINES[4]) // 2]
+CUT_SAYS = "the last line (5) was cut: the recording stops at step 3"
+
+
 def cases(line_limit: int) -> dict[str, tuple[bytes, str]]:
     """name -> (body, what the one-line error says); `line_limit`: the per-line limit in bytes."""
     big = json.loads(LINES[1])
     big["arrivals"] = [{"id": "x", "prompt_token_ids": [1] * (line_limit // 2), "max_tokens": 1}]
     return {
-        "truncated file": (b"".join(LINES[:4]) + LINES[4][: len(LINES[4]) // 2], "line 5: truncated"),
+        "a line cut in the middle of the file": (
+            b"".join(LINES[:4]) + LINES[4][: len(LINES[4]) // 2] + b"\n" + b"".join(LINES[5:]),
+            "line 5: not JSON at column",
+        ),
         "a line that is not JSON": (
             b"".join(LINES[:3]) + b"{not json\n" + b"".join(LINES[4:]),
             "line 4: not JSON",

@@ -21,7 +21,7 @@ from pagedviz.app.settings import Settings
 from pagedviz.core import __version__
 from pagedviz.core.presets import preset_dict
 
-from recording_cases import EXAMPLE, NUM_STEPS, cases, scenario, write_recording
+from recording_cases import CUT, CUT_SAYS, EXAMPLE, LINES, NUM_STEPS, cases, scenario, write_recording
 
 LINE_LIMIT = 1 << 20
 SETTINGS = Settings(
@@ -112,6 +112,48 @@ def test_a_bad_recording_is_a_422_naming_its_line_and_the_server_stays_up(name: 
     assert detail["field"] == line and message in detail["message"], detail
     assert CLIENT.get("/healthz").status_code == 200
     assert CLIENT.post("/api/runs/import", content=EXAMPLE, headers=NDJSON).status_code in (201, 202)
+
+
+def test_a_recording_whose_last_line_was_cut_imports_every_whole_line_and_says_where_it_stops() -> None:
+    r = CLIENT.post("/api/runs/import", content=CUT, headers=NDJSON)
+    assert r.status_code in (201, 202), r.text
+    cut = r.json()["cut"]
+    assert cut["line"] == 5 and cut["step"] == 3
+    assert cut["text"]["en"] == CUT_SAYS
+    assert cut["text"]["zh"] == "最后一行（第 5 行）被截断：记录止于第 3 步"
+    run_id = r.json()["run_id"]
+    assert finished(CLIENT, run_id)["state"] == "done"
+    ov = CLIENT.get(f"/api/runs/{run_id}").json()
+    assert ov["num_steps"] == 3 and ov["complete"] is True
+    assert CUT_SAYS in ov["scenario"]["notes"]
+    recorded = [json.loads(x) for x in LINES[1:4]]
+    for n, rec in enumerate(recorded, start=1):
+        step = CLIENT.get(f"/api/runs/{run_id}/steps/{n}").json()
+        assert step["scheduler"]["num_scheduled_tokens"] == rec["num_scheduled_tokens"]
+    # posted again, the same run says the same
+    again = CLIENT.post("/api/runs/import", content=CUT, headers=NDJSON).json()
+    assert again["run_id"] == run_id and again["cut"] == cut
+    # a whole recording has no cut
+    assert CLIENT.post("/api/runs/import", content=EXAMPLE, headers=NDJSON).json()["cut"] is None
+    assert "cut" in json.dumps(CLIENT.get("/openapi.json").json()["components"]["schemas"]["ImportCreated"])
+
+
+def test_a_line_that_is_not_json_names_one_line_number_the_files() -> None:
+    # the bad character is at column 151 of the file's line 5
+    prefix = b'{"step": 4, "arrivals": ['
+    bad = prefix + b" " * (150 - len(prefix)) + b"x]}\n"
+    assert bad.index(b"x") == 150
+    body = b"".join(LINES[:4]) + bad + b"".join(LINES[5:])
+    r = CLIENT.post("/api/runs/import", content=body, headers=NDJSON)
+    assert r.status_code == 422, r.text
+    detail = r.json()["detail"][0]
+    assert detail["field"] == "line 5"
+    assert detail["message"].startswith("not JSON at column 151 (")
+    assert "line" not in detail["message"], detail  # the decoder's own "line 1" is not the file's
+    # a cut line in the middle of the file is not the last: still an error, naming it
+    body, says = cases(LINE_LIMIT)["a line cut in the middle of the file"]
+    r = CLIENT.post("/api/runs/import", content=body, headers=NDJSON)
+    assert r.status_code == 422 and r.json()["detail"][0]["field"] == "line 5"
 
 
 def test_a_body_over_the_import_limit_is_a_413_naming_the_setting_and_leaves_no_file() -> None:

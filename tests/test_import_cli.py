@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from recording_cases import EXAMPLE, NUM_STEPS, cases
+from recording_cases import CUT, CUT_SAYS, EXAMPLE, LINES, NUM_STEPS, cases
 
 LIMIT_MB = 1
 
@@ -64,6 +65,31 @@ def test_a_bad_recording_is_one_line_naming_its_line(name: str, tmp_path: Path) 
     assert r.returncode == 2, (r.returncode, r.stderr)
     assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert says in r.stderr, r.stderr
+
+
+def test_a_recording_whose_last_line_was_cut_imports_its_whole_lines_and_says_where_it_stops(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "cut.jsonl"
+    path.write_bytes(CUT)
+    r = pagedviz("import", str(path))
+    assert r.returncode == 0, r.stderr
+    assert CUT_SAYS in r.stdout.splitlines()
+    assert "=== step 3 ===" in r.stdout and "=== step 4 ===" not in r.stdout
+    zh = pagedviz("import", str(path), "--lang", "zh")
+    assert "最后一行（第 5 行）被截断：记录止于第 3 步" in zh.stdout.splitlines()
+    out = json.loads(pagedviz("import", str(path), "--json").stdout)
+    assert [s["step"] for s in out["steps"]] == [1, 2, 3]
+    assert out["recording"]["cut"]["line"] == 5 and out["recording"]["cut"]["step"] == 3
+
+
+def test_a_bad_line_in_the_middle_is_one_line_naming_only_the_files_line(tmp_path: Path) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(b"".join(LINES[:4]) + b'{"step": 4, x}\n' + b"".join(LINES[5:]))
+    r = pagedviz("import", str(path))
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "line 5: not JSON at column 13 (" in r.stderr
+    assert len(re.findall(r"\bline \d", r.stderr)) == 1, r.stderr
 
 
 def test_the_per_line_limit_names_the_setting(tmp_path: Path) -> None:

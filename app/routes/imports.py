@@ -22,11 +22,11 @@ from fastapi.responses import JSONResponse
 from pagedviz.app.errors import ApiError
 from pagedviz.app.import_replay import first_pass, scenario_bytes
 from pagedviz.app.links import pack
-from pagedviz.app.schemas import ErrorOut, RunCreated
+from pagedviz.app.schemas import ErrorOut, ImportCreated, RecordingCut
 from pagedviz.app.settings import Settings
 from pagedviz.app.store import RunStore
 from pagedviz.core import __version__
-from pagedviz.core.recording import RecordingError
+from pagedviz.core.recording import Cut, RecordingError
 from pagedviz.core.recordings import EXAMPLES, example_bytes
 from pagedviz.core.replay import ReplayError, Summary, scenario_from
 
@@ -45,7 +45,7 @@ REPLAYING = (
     "the recording is being replayed: whether pagedviz's scheduler agrees with it is said once it ends"
 )
 ERRORS: dict[int | str, dict[str, Any]] = {
-    202: {"model": RunCreated, "description": "the first step is stored; the replay goes on"},
+    202: {"model": ImportCreated, "description": "the first step is stored; the replay goes on"},
     404: {"model": ErrorOut},
     413: {"model": ErrorOut},
     415: {"model": ErrorOut},
@@ -86,22 +86,42 @@ def _example(name: str) -> tuple[Path, str]:
     return Path(tmp), "rec-" + hashlib.sha256(f"pagedviz {__version__}\n".encode() + body).hexdigest()[:16]
 
 
-def _keep(path: Path, run_id: str, store: RunStore, line_limit: int) -> Summary:
-    """Read the recording once (in a worker thread): every line validated, a 422 naming the
-    first bad one; then kept in the store's database with the scenario it amounts to."""
+def _read(path: Path, line_limit: int) -> tuple[Any, Summary]:
+    """The recording read once (in a worker thread): every line validated, a 422 naming the
+    first bad one."""
     try:
-        header, summary = first_pass(path, line_limit)
+        return first_pass(path, line_limit)
     except RecordingError as e:
         raise ApiError(422, "invalid_recording", f"line {e.line}" if e.line else "body", e.message) from None
     except ReplayError as e:
         raise ApiError(422, "invalid_recording", "recording", str(e)) from None
-    scenario = replace(scenario_from(header, summary), notes=(REPLAYING,))
+
+
+def _cut_again(path: Path, line_limit: int) -> Cut | None:
+    """The cut last line of a recording posted again (read again only when it does not end with
+    a newline: one that does has no cut line)."""
+    with open(path, "rb") as f:
+        f.seek(0, os.SEEK_END)
+        if f.tell() == 0:
+            return None
+        f.seek(-1, os.SEEK_END)
+        if f.read(1) == b"\n":
+            return None
+    return _read(path, line_limit)[1].cut
+
+
+def _keep(path: Path, run_id: str, store: RunStore, line_limit: int) -> Summary:
+    """Read the recording once (in a worker thread), then keep it in the store's database with the
+    scenario it amounts to."""
+    header, summary = _read(path, line_limit)
+    cut = (summary.cut.text(),) if summary.cut else ()
+    scenario = replace(scenario_from(header, summary), notes=(REPLAYING, *cut))
     store.db.put_recording(run_id, scenario_bytes(scenario), path, summary.num_steps)
     return summary
 
 
 @router.post(
-    "/runs/import", status_code=201, response_model=RunCreated, responses=ERRORS, openapi_extra=IMPORT_BODY
+    "/runs/import", status_code=201, response_model=ImportCreated, responses=ERRORS, openapi_extra=IMPORT_BODY
 )
 async def import_run(
     request: Request,
@@ -115,8 +135,10 @@ async def import_run(
     naming it); the answer comes once the replay's first step is stored (202, `complete: false`)
     and the replay goes on in the background, each step stored on disk as it is made: its steps
     are readable as they come, `GET /api/runs/{id}/progress` says how many of the recording's
-    steps are done. The run's notes then say whether pagedviz's own scheduler agrees with the
-    recording and up to which step. The run id is a hash of the recording; the run outlives
+    steps are done. A last line cut mid-write (a server killed while writing it) is left out and
+    `cut` says where the recording stops; every whole line before it is imported. The run's
+    notes then say whether pagedviz's own scheduler agrees with the recording and up to which
+    step. The run id is a hash of the recording; the run outlives
     eviction and, with `--store`, restarts."""
     settings: Settings = request.app.state.settings
     store: RunStore = request.app.state.store
@@ -137,14 +159,17 @@ async def import_run(
             )
         path, run_id = await _spool(request, settings.max_import_bytes)
     imports = store.imports
+    cut: Cut | None = None
     try:
         if imports.knows(run_id):
+            cut = await asyncio.to_thread(_cut_again, path, settings.max_record_line_bytes)
             path.unlink(missing_ok=True)
             if imports.stopped(run_id) is not None:  # posted again: replayed again (under today's bounds)
                 await asyncio.to_thread(store.db.set_recording_problem, run_id, None)
             imports.resume(run_id)  # a replay that a restart stopped goes on
         else:
             summary = await asyncio.to_thread(_keep, path, run_id, store, settings.max_record_line_bytes)
+            cut = summary.cut
             imports.start(run_id, path, summary, summary.num_steps)
     except BaseException:
         path.unlink(missing_ok=True)
@@ -155,7 +180,7 @@ async def import_run(
         raise ApiError(404, "not_found", "run_id", f"the import {run_id} was dropped from the store")
     count, complete = found
     link = pack(scenario.to_dict())
-    created = RunCreated(
+    created = ImportCreated(
         run_id=run_id,
         num_steps=max(1, count),
         device="cpu",
@@ -163,6 +188,7 @@ async def import_run(
         complete=complete,
         url=f"/run?run={run_id}",
         link=link,
+        cut=RecordingCut(**cut.to_dict()) if cut else None,
     )
     return JSONResponse(
         created.model_dump(),
