@@ -103,12 +103,6 @@ def cost_problems(s: Scenario, limits: Limits) -> list[tuple[str, str]]:
     m = s.config.model
     checks = [
         (
-            "config.max_num_batched_tokens",
-            s.config.max_num_batched_tokens,
-            "max_tokens_per_step",
-            "tokens per step",
-        ),
-        (
             "config.cudagraph_capture_sizes",
             max(s.config.cudagraph_capture_sizes or (0,)),
             "max_tokens_per_step",

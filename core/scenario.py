@@ -73,7 +73,9 @@ class EngineConfig:
     max_num_reqs: int = setting(
         8, "rows of the persistent batch: at most this many requests run at once", lo=1, hi=4096
     )
-    max_num_batched_tokens: int = setting(200, "the scheduler's token budget per step", lo=1, hi=1 << 20)
+    max_num_batched_tokens: int = setting(
+        200, "the scheduler's token budget per step", lo=1, hi="max_tokens_per_step"
+    )
     num_kv_blocks: int = setting(
         64,
         "physical blocks in the KV-cache pool (vllm and ascend keep block 0 as the null block)",
@@ -81,7 +83,7 @@ class EngineConfig:
         hi="max_num_kv_blocks",
     )
     long_prefill_token_threshold: int = setting(
-        0, "cap on one request's tokens per step while others wait (0: no cap)", lo=0, hi=1 << 20
+        0, "cap on one request's tokens per step while others wait (0: no cap)", lo=0, hi="max_model_len"
     )
     enable_chunked_prefill: bool = setting(True, "a prompt may be split over several steps")
     enable_prefix_caching: bool = setting(False, "reuse full blocks whose token ids were seen before")

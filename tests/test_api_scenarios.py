@@ -106,3 +106,56 @@ def test_validate_takes_the_preset_form_too(client: TestClient) -> None:
     r = client.post("/api/scenarios/validate", json={"preset": "seed-000", "overrides": {"max_steps": 0}})
     assert r.status_code == 200
     assert r.json()["valid"] is False and r.json()["detail"][0]["field"] == "scenario.max_steps"
+
+
+def _numbers(schema: dict) -> list[tuple[str, dict]]:
+    """The scenario's number fields a form shows (top level and config), with their schema."""
+    top = schema["properties"]
+    out = [(k, p) for k, p in top.items() if p.get("type") in ("integer", "number")]
+    cfg = top["config"]["properties"]
+    return out + [(f"config.{k}", p) for k, p in cfg.items() if p.get("type") in ("integer", "number")]
+
+
+def _with(path: str, value: object) -> dict:
+    d = preset_dict("seed-001")
+    d["config"]["model"] = None
+    where, key = (d["config"], path[len("config.") :]) if path.startswith("config.") else (d, path)
+    where[key] = value
+    return d
+
+
+def test_each_number_fields_published_maximum_is_the_bound_the_validator_enforces() -> None:
+    """The form's help shows the schema's bounds: each number field's maximum is accepted for that
+    field and one more is refused naming it (max_num_batched_tokens was published as 1048576 while
+    the server refused anything over its 16384 tokens per step)."""
+    limits = Limits(max_tokens_per_step=4096)  # a server's own limit, not the default
+    with TestClient(create_app(Settings(max_runs=4, limits=limits))) as c:
+        schema = c.get("/api/schema/scenario").json()
+        fields = _numbers(schema)
+        assert {"config.max_num_batched_tokens", "config.block_size", "max_steps"} <= {f for f, _ in fields}
+        assert dict(fields)["config.max_num_batched_tokens"]["maximum"] == 4096
+        for field, prop in fields:
+            if "maximum" not in prop:
+                # bounded by another field: the description says which
+                assert "at most config." in prop["description"], field
+                continue
+            top = prop["maximum"]
+            at = c.post("/api/scenarios/validate", json=_with(field, top)).json()
+            assert not [d for d in at["detail"] if d["field"] in (field, f"scenario.{field}")], (field, at)
+            over = c.post("/api/scenarios/validate", json=_with(field, top + 1)).json()
+            assert over["valid"] is False and over["detail"][0]["field"] in (field, f"scenario.{field}"), over
+            assert str(top) in over["detail"][0]["message"], (field, over)
+
+
+def test_the_editors_validator_names_the_field_and_a_body_that_is_not_json_is_a_422(
+    client: TestClient,
+) -> None:
+    bad = client.post("/api/scenarios/validate", json=_with("config.block_size", 0)).json()
+    assert bad["valid"] is False and bad["detail"][0]["field"] == "config.block_size"
+    good = client.post("/api/scenarios/validate", json=_with("config.block_size", 4)).json()
+    assert good == {**good, "valid": True, "detail": []} and good["run_id"]
+    r = client.post(
+        "/api/scenarios/validate", content=b'{"name": "x",', headers={"Content-Type": "application/json"}
+    )
+    assert r.status_code == 422 and r.json()["detail"][0]["field"]
+    assert "/api/scenarios/validate" in client.get("/openapi.json").json()["paths"]
