@@ -26,6 +26,7 @@ import { initTeach } from "./teach.js";
 import { narrationOf } from "./narration.js";
 import { placeWindow, renderOverview } from "./overview.js";
 import { renderEngineCore } from "./enginecore.js";
+import { liveJsonEditor } from "./jsoneditor.js";
 
 // ------------------------------------------------------------------ loading
 // Each run loaded in place starts a generation: the work of an earlier one still under way (a run
@@ -451,17 +452,23 @@ function fillEditor() {
   if (!box || !box.open || !S.overview || !S.created || S.editorRun === S.created.run_id) return;
   S.editorRun = S.created.run_id;
   $("scenario-json").value = JSON.stringify(S.overview.scenario, null, 2);
+  clear($("editor-msg")).className = "validation";  // a fresh copy of the run's scenario: nothing to say yet
 }
 
+// the editor's text is checked as it is typed; its answer stands beside it (jsoneditor.js)
+let editor = null;
+
 async function rerun() {
-  const msg = clear($("editor-msg"));
-  const check = await postJSON("/api/scenarios/validate", $("scenario-json").value);
-  if (!check.ok || !check.data.valid) {
-    msg.append(el("ul", {}, errorLines(check.data).map((l) => el("li", { text: l }))));
+  if (!(await editor.check())) return;
+  const r = await postJSON("/api/runs", $("scenario-json").value);
+  if (!r.ok) {
+    const msg = clear($("editor-msg"));
+    msg.classList.remove("ok");
+    msg.classList.add("bad");
+    msg.dataset.state = "bad";
+    msg.append(el("ul", {}, errorLines(r.data).map((l) => el("li", { text: l }))));
     return;
   }
-  const r = await postJSON("/api/runs", $("scenario-json").value);
-  if (!r.ok) { msg.append(el("ul", {}, errorLines(r.data).map((l) => el("li", { text: l })))); return; }
   window.location.href = `/run?s=${encodeURIComponent(r.data.link)}${state.lang === "zh" ? "&lang=zh" : ""}`;
 }
 
@@ -504,6 +511,7 @@ function wire() {
   $("btn-help").onclick = () => { $("help").hidden = !$("help").hidden; };
   $("btn-help-close").onclick = () => { $("help").hidden = true; };
   $("btn-rerun").onclick = rerun;
+  editor = liveJsonEditor($("scenario-json"), $("editor-msg"), () => state.lang);
   $("editor-panel").querySelector("details").addEventListener("toggle", fillEditor);
   wireHover();
   document.addEventListener("keydown", onKey);

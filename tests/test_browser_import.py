@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from test_browser import CHROMIUM, base_url, browser, watched_page  # noqa: F401 (fixtures)
 
-from recording_cases import EXAMPLE, NUM_STEPS, cases
+from recording_cases import CUT, CUT_SAYS, EXAMPLE, NUM_STEPS, cases
 
 pytestmark = [
     pytest.mark.browser,
@@ -66,3 +66,20 @@ def test_a_bad_recording_says_which_line(browser: object, base_url: str, tmp_pat
     pg.wait_for_function("document.getElementById('recording-out').textContent.includes('line 4')")
     assert "not JSON" in pg.locator("#recording-out").inner_text()
     context.close()
+
+
+def test_a_recording_cut_mid_write_says_where_it_stops_and_opens_its_whole_steps(
+    page: object, tmp_path: Path
+) -> None:
+    path = tmp_path / "cut.jsonl"
+    path.write_bytes(CUT)
+    page.goto(page.base + "/")
+    page.wait_for_selector("body[data-ready='1']", timeout=30_000)
+    page.set_input_files("#recording-upload", str(path))
+    page.wait_for_selector("#recording-out[data-cut='5'] a", timeout=30_000)
+    assert page.locator("#recording-out").inner_text().startswith(f"cut.jsonl: {CUT_SAYS}")
+    page.click("#recording-out a")
+    page.wait_for_url("**/run?run=rec-*", timeout=30_000)
+    page.wait_for_selector("body[data-complete='1']", timeout=30_000)
+    assert page.locator("#timeline [data-step]").count() == 3
+    assert CUT_SAYS in page.locator("#preset-notes").inner_text()
