@@ -27,7 +27,9 @@ def page(browser: object, base_url: str) -> Iterator[object]:  # noqa: F811
 
 
 def _beside(page: object) -> None:
-    """The editor's answer is to the right of the text, level with it, and in the window."""
+    """The editor's answer is to the right of the text, level with it, and in the window with it
+    (the run's charts may still be drawn above and move the editor down)."""
+    page.locator("#scenario-json").scroll_into_view_if_needed()
     area = page.locator("#scenario-json").bounding_box()
     box = page.locator("#editor-msg").bounding_box()
     assert box["x"] >= area["x"] + area["width"] - 1, (area, box)
@@ -70,14 +72,18 @@ def test_the_json_editor_checks_as_you_type_beside_the_editor_and_the_form_shows
     scenario = json.loads(page.locator("#scenario-json").input_value())
     good = json.dumps(scenario, indent=2)
     lines = good.split("\n")
-    assert lines[2].startswith('  "flavor"') or lines[2].startswith('  "'), lines[:3]
-    # line 3 loses its closing comma: the parser stops at line 4, column 3
-    broken = "\n".join([*lines[:2], lines[2].rstrip(","), *lines[3:]])
+    # the first line that ends with a comma loses it: the parser stops at the next line's first
+    # character (line i + 2, 1-based)
+    i = next(n for n, line in enumerate(lines) if line.endswith(","))
+    broken = "\n".join([*lines[:i], lines[i][:-1], *lines[i + 1 :]])
+    col = len(lines[i + 1]) - len(lines[i + 1].lstrip()) + 1
     page.locator("#scenario-json").scroll_into_view_if_needed()
+    # the run's charts above the editor draw once near the view: the editor has its place after
+    page.wait_for_selector("#run-charts[data-phase='drawn']", state="attached", timeout=60_000)
     _edit(page, broken)
     page.wait_for_selector("#editor-msg[data-state='bad']")
     said = page.locator("#editor-msg").inner_text()
-    assert said.startswith("line 4, column 3: not JSON ("), said
+    assert said.startswith(f"line {i + 2}, column {col}: not JSON ("), said
     assert page.locator("#scenario-json").get_attribute("aria-invalid") == "true"
     _beside(page)
     shot(page, "editor-live-json-error.png")
@@ -105,4 +111,4 @@ def test_the_json_editor_checks_as_you_type_beside_the_editor_and_the_form_shows
     page.wait_for_function("document.getElementById('scenario-json').value.length > 0")
     _edit(page, broken)
     page.wait_for_selector("#editor-msg[data-state='bad']")
-    assert page.locator("#editor-msg").inner_text() == "第 4 行第 3 列：不是合法的 JSON"
+    assert page.locator("#editor-msg").inner_text() == f"第 {i + 2} 行第 {col} 列：不是合法的 JSON"
