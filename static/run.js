@@ -224,7 +224,9 @@ function showError(data) {
   setStatus("");
   const box = clear($("error"));
   box.hidden = false;
-  box.append(el("strong", { text: L("unknown_run") }), el("ul", {}, errorLines(data).map((l) => el("li", { text: l }))));
+  // the server's own lines, in English: said so in 中文, and marked as English text
+  box.append(el("strong", { text: L("unknown_run") }), state.lang === "zh" ? el("p", { text: L("server_said") }) : null,
+    el("ul", { lang: "en" }, errorLines(data).map((l) => el("li", { text: l }))));
 }
 
 // ------------------------------------------------------------------ step and stage
