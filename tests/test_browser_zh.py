@@ -164,7 +164,8 @@ def _step_count(page: Any) -> int:
     return int(m.group(2)) if m else 1
 
 
-NARRATED = "(() => { const n = document.getElementById('narr-step'); return !n || n.children.length > 0; })()"
+# the narration's heading names the step once its sentences for that step are written
+NARRATED = "(k) => document.getElementById('narr-h').textContent.trim().endsWith(` ${k}`)"
 
 
 def _walk_steps(w: Walk, label: str, most: int = 12) -> None:
@@ -176,7 +177,7 @@ def _walk_steps(w: Walk, label: str, most: int = 12) -> None:
             f"/(^|\\D){k}\\s*\\/\\s*\\d/.test(document.getElementById('step-label').textContent)"
         )
         # the step's narration is fetched with it: scanned once it is on the page
-        w.page.wait_for_function(NARRATED)
+        w.page.wait_for_function(NARRATED, arg=k)
         w.scan(f"{label} step {k}")
 
 
