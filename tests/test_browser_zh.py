@@ -3,9 +3,9 @@ shows no English phrase of three or more words outside code and names. One serve
 one walk: the landing page, run pages of V1, V2, ascend, nano-vllm and the feature presets (every
 step, and every stage of one step), every compare link of the landing page, the shipped recording
 and the import flow (a good file and a bad one), error pages, every section of every shipped lesson
-(Next through all, each checkpoint's hint and answer, the wrap-up), present mode, and the documents
-(/docs-md/NAME?lang=zh, reached from the footer's link). Every phrase found is listed with where
-it was, then the test fails."""
+(Next through all, each checkpoint's hint and answer, the wrap-up), present mode, embedded figures,
+the keyboard help, and the documents (/docs-md/NAME?lang=zh, reached from the footer's link). Every
+phrase found is listed with where it was, then the test fails."""
 
 from __future__ import annotations
 
@@ -64,7 +64,7 @@ PAGE_TEXT = """(rootSel) => {
   }
   const out = [...chunks].map(([b, text]) => [where(b), text]);
   for (const e of root.querySelectorAll('[title], [aria-label], [placeholder], [alt]')) {
-    if (e.closest('script, style, [hidden], [lang="en"]')) continue;
+    if (e.closest('script, style, [lang="en"]') || !shown(e)) continue;  // no tooltip on what is not shown
     for (const a of ['title', 'aria-label', 'placeholder', 'alt']) {
       const v = e.getAttribute(a);
       if (v && v.trim() && !e.closest('code, pre')) out.push([`${where(e)} @${a}`, v]);
@@ -276,6 +276,9 @@ def test_every_page_and_lesson_section_in_chinese_has_no_english_phrase(zh_page:
     w.scan("keyboard help", root="#help")
     w.goto("/run?preset=demo-v2-slots&present=1&step=6")
     w.scan("present mode")
+    for card in ("kv", "narration", "slots"):  # a figure alone, for a lecturer's slides
+        w.goto(f"/run?preset=demo-v2-slots&step=6&embed={card}")
+        w.scan(f"embedded {card}")
 
     # every compare link of the landing page, at its first difference and at every step after
     for href in contrasts:
