@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from urllib.parse import parse_qsl
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Query
 from fastapi.middleware.gzip import GZipMiddleware
 from fastapi.responses import PlainTextResponse
 from fastapi_offline import FastAPIOffline
@@ -32,12 +32,24 @@ stage by stage.
 Every error has one shape: `{"error": ..., "detail": [{"field": ..., "message": ...}]}`."""
 
 
-def docs_md(name: str) -> PlainTextResponse:
-    """One of the project's documents (docs/NAME.md), as text."""
+# what a document in English says first when the page asked for 中文 and docs/zh/ has no version
+ZH_NOTE = "（本文档目前只有英文版，以下是英文原文。其中的数组名、代码和命令与页面上的相同。）\n\n"
+
+
+def docs_md(
+    name: str, lang: str = Query("en", pattern="^(en|zh)$", description="en or zh")
+) -> PlainTextResponse:
+    """One of the project's documents (docs/NAME.md), as text; with lang=zh its Chinese version
+    (docs/zh/NAME.md), or the English text under a note in Chinese that says so."""
     known = sorted(p.name for p in DOCS_DIR.glob("*.md")) if DOCS_DIR.is_dir() else []
     if name not in known:
         listed = ", ".join(known) or "none here (they are in the repository's docs/ folder)"
         raise ApiError(404, "not_found", "name", f"no document {name[:60]!r}; documents: {listed}")
+    if lang == "zh":
+        local = DOCS_DIR / "zh" / name
+        if local.is_file():
+            return PlainTextResponse(local.read_text(encoding="utf-8"))
+        return PlainTextResponse(ZH_NOTE + (DOCS_DIR / name).read_text(encoding="utf-8"))
     return PlainTextResponse((DOCS_DIR / name).read_text(encoding="utf-8"))
 
 

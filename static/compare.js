@@ -239,8 +239,10 @@ async function render() {
   panel.hidden = false;
   document.body.dataset.compare = String(n);
   $("cmp-title").textContent = `${L("cmp_title")} · ${L("step")} ${n}`;
-  const [titleA, titleB] = await Promise.all([localTitleOf(C.a.scenario), localTitleOf(C.b.scenario)]);
+  const titleA = await localTitleOf(C.a.scenario);
   if (mine !== C.going) return;
+  // B is A changed by C.pairs: A's title in the page's language, then the change as settings
+  const titleB = L("cmp_b_with").replace("{title}", titleA).replace("{changes}", C.pairs.map(([k, v]) => `${k} = ${v}`).join(", "));
   const sideName = (x, title, tag) => `${tag}: ${title} (${runnerOf(x.scenario)})`;
   $("cmp-heads").textContent = "";
   $("cmp-heads").append(el("span", { class: "cmp-a", text: sideName(C.a, titleA, "A") }),

@@ -165,7 +165,7 @@ function pane(side, label, me, you) {
     el("h3", { class: "cp-head" }, [el("span", { class: "cp-tag", text: side.toUpperCase() }), " ", label]),
     el("h4", { text: L("queue") }), queuePart(mine.lanes, theirs.lanes),
     el("h4", {}, [L("cmp_block_table"), " ", el("code", { class: "t-block_table", text: me.trace.arrays.input_block_tables ? "input_block_tables" : me.trace.arrays.block_table ? "block_table" : "block_tables" })]),
-    blockPart(mine.bt, theirs.bt, side, typeof me.trace.scalars.block_tables === "string" ? me.trace.scalars.block_tables : ""),
+    blockPart(mine.bt, theirs.bt, side, typeof me.trace.scalars.block_tables === "string" && me.trace.scalars.block_tables !== "passed" ? L("bt_none") : ""),
     el("h4", { text: `${L("pool")} · ${mine.kv.length} ${L("cmp_blocks")}` }), kvPart(mine.kv, theirs.kv, side),
     el("h4", { text: `${L("cmp_token_row")} · T = ${T}` }), tokenPart(mine.tok, theirs.tok, side),
   ]);

@@ -9,7 +9,7 @@
 // step was computed by vLLM's own code.
 
 import { getJSON } from "./api.js";
-import { stageText } from "./i18n.js";
+import { serverText, stageText } from "./i18n.js";
 import { $, A, L, S, reqOfTokens, stageFlavor, state, tokenCount } from "./trace.js";
 import { clear, el, heatmap } from "./views.js";
 import { isRerun } from "./whatif.js";
@@ -323,7 +323,7 @@ function ascendCard() {
   const head = S.trace.scalars.attn_mask_head;
   return featCard("ascend", "f_ascend", [el("p", { class: "value-line" }, [el("code", { text: "attn_state" }), ` = ${st}`,
     S.trace.scalars.attn_state_source ? ` (${S.trace.scalars.attn_state_source})` : ""]), tbl,
-    head ? el("p", { class: "muted", text: `HEAD: ${head}` }) : null, el("p", { class: "expl", text: L("as_decode_claim") }),
+    head ? el("p", { class: "muted", text: `HEAD: ${headText(head)}` }) : null, el("p", { class: "expl", text: L("as_decode_claim") }),
     el("pre", { class: "formula", text: (S.trace.stages.find((s) => s.name === "attn_mask") || {}).formula || "" })]);
 }
 
@@ -376,6 +376,12 @@ function engineMark() {
       text: ` ${fill("engine_vllm_diff", { names: names.join(", ") })}` }) : "");
 }
 
+// vllm-ascend's HEAD mask, as the trace says it (core/flavors/ascend.py), in the page's language
+function headText(head) {
+  if (state.lang !== "zh" || !head.startsWith("triu(ones(2048, 2048), 1) int8")) return head;
+  return L("as_head_mask") + (head.includes("_npu_paged_attention") ? L("as_head_decode") : "");
+}
+
 // the preset's notes (say, where its document has a typo), in the page's language
 let zhPresets = null;
 
@@ -398,6 +404,7 @@ export async function showNotes(sc) {
     const [en, zh] = await zhPresets;
     const i = en.ok && zh.ok ? en.data.findIndex((p) => p.id === sc.name && JSON.stringify(p.notes) === JSON.stringify(notes)) : -1;
     if (i >= 0 && zh.data[i].notes && zh.data[i].notes.length) notes = zh.data[i].notes;
+    else notes = notes.map((n) => serverText("zh", n));  // an imported recording's notes (core/replay.py)
   }
   // a what-if rerun carries its baseline's notes, which its changed settings may make false: they
   // are marked as the baseline's

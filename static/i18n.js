@@ -230,6 +230,7 @@ export function applyI18n(root, lang) {
     el.setAttribute("aria-label", label);
     el.title = label;
   });
+  root.querySelectorAll("a[href^='/docs-md/']").forEach((a) => { a.href = docHref(lang, a.getAttribute("href")); });
 }
 
 // The feature views' strings and the stages that appear only when their feature is on (the what-if,
@@ -495,3 +496,102 @@ export function formulaText(lang, formula) {
   for (const [en, local] of FORMULA_WORDS[lang] || []) out = out.split(en).join(local);
   return out;
 }
+
+// 中文 complete (issue 37): the page's frame (skip link, brand, heatmap labels), the landing page's
+// "your own vLLM server" section (recordings.js), the compare view's B head, the server's error
+// lines, vllm-ascend's HEAD mask line, the scenario form's field help (landing.js, in place of the
+// schema's English description), and the documents' links (?lang=zh)
+Object.assign(STRINGS.en, {
+  skip: "Skip to content", home: "pagedviz home", hm_label: "{title}: {rows} × {cols} heatmap; the Table button shows the numbers",
+  rec_h: "Your own vLLM server", rec_text_a: "Steps recorded from a real vLLM 0.33 scheduler (", rec_text_b: "), replayed here.",
+  rec_import: "Import a recording (JSONL)", rec_sending: "importing {name} ({kb} KB): sending it and checking every line…",
+  cmp_b_with: "{title}, with {changes}", server_said: "The server said:",
+});
+Object.assign(STRINGS.zh, {
+  skip: "跳到正文", home: "pagedviz 首页", hm_label: "{title}：{rows} × {cols} 热力图；点“表格”按钮查看数值",
+  rec_h: "你自己的 vLLM 服务器", rec_text_a: "由真实的 vLLM 0.33 调度器录制的步骤（", rec_text_b: "），在这里回放。",
+  rec_import: "导入录制文件（JSONL）", rec_sending: "正在导入 {name}（{kb} KB）：上传并逐行检查…",
+  cmp_b_with: "{title}，改为 {changes}", server_said: "服务器的说明（英文）：",
+  as_head_mask: "triu(ones(2048, 2048), 1) int8，所有因果状态共用一个掩码；算子（sparse_mode=3）按每个请求的最后一个 key 对齐它",
+  as_head_decode: "；运行 _npu_paged_attention 时不用掩码",
+});
+
+// The field help of the scenario form in 中文 (landing.js: shown in place of the schema's English
+// description; the bounds and the default still come from the schema), by field name
+Object.assign(STRINGS.zh, {
+  fh_name: "简短的名称", fh_flavor: "采用哪种引擎的规则",
+  fh_engine: "由谁计算各步：pagedviz（它自己对该实现的模型）或 vllm（在 CPU 上进程内运行 vLLM 0.33.0 自己的调度器、块池和输入准备；需要 pip install 'pagedviz[vllm]'）",
+  fh_seed: "用于生成 prompt_len 提示词和模型权重的随机种子", fh_max_steps: "运行最多这么多步后停止（并会说明）（不超过服务器的 max_steps）",
+  fh_title: "页面显示的标题", fh_summary: "场景展示的内容", fh_document: "场景复现其示例的文档",
+  fh_notes: "随场景显示的一行说明（例如文档中印错的数字）",
+  fh_block_size: "每个 KV cache 块的 token 数（不超过服务器的 max_block_size）",
+  fh_max_model_len: "一个请求的最长序列（提示词 + 输出）：token_ids_cpu 的宽度",
+  fh_max_num_reqs: "持久化批次的行数：同时运行的请求最多这么多个",
+  fh_max_num_batched_tokens: "调度器每步的 token 预算",
+  fh_num_kv_blocks: "KV cache 池中的物理块数（vllm 和 ascend 把块 0 留作空块）（不超过服务器的 max_num_kv_blocks）",
+  fh_long_prefill_token_threshold: "有其他请求等待时，单个请求每步 token 数的上限（0：不限）",
+  fh_enable_chunked_prefill: "提示词可以分到多步处理", fh_enable_prefix_caching: "复用 token ID 之前出现过的满块",
+  fh_cudagraph_capture_sizes: "num_input_tokens 补齐到的 CUDA Graph 大小：null（eager）、\"default\"（vLLM 的列表）或一组大小",
+  fh_device: "prepare_inputs 和模型在哪里运行",
+  fh_vocab_size: "token ID 的取值范围 [0, vocab_size)，有无模型都适用（也是模型的词表大小）；文本提示词至少需要 259",
+  fh_model: "小型 transformer 的尺寸，或 null 表示快速模拟（不做前向计算）",
+  fh_num_speculative_tokens: "n-gram（prompt lookup）草稿器每步给出的草稿 token 数；0：不用",
+  fh_speculative_method: "草稿方法：ngram（vLLM 的 prompt lookup）；mtp（仅 ascend：vllm-ascend 因此选择 SpecDecoding 注意力状态；由 n-gram 的提议代替 MTP 头的草稿）",
+  fh_prompt_lookup_min: "草稿器查找的最短 n-gram", fh_prompt_lookup_max: "草稿器查找的最长 n-gram",
+  fh_model_runner: "vllm 实现：由 vLLM 0.33 的哪个 GPU 模型运行器准备输入：v2（模型运行器 V2，vllm/v1/worker/gpu/，0.33 的默认）或 v1（gpu_model_runner.py，文档所讲的）；ascend 和 nanovllm 只有 v1",
+  fh_async_scheduling: "在第 n 步的输出到达调度器之前调度第 n+1 步（AsyncScheduler 和引擎核心的批次队列；vllm 实现上是 vLLM 0.33 的默认，V1 运行器开启投机解码时默认关闭，vLLM 0.33 拒绝把它与 n-gram 草稿器一起用）；ascend 和 nanovllm 同步运行",
+  fh_scheduler_reserve_full_isl: "只有整个序列都放得进空闲块时才接纳等待中的请求（0.33）；false：只看它的第一块",
+  fh_watermark: "有其他请求运行时接纳等待请求，块池中保留为空闲的比例",
+  fh_free_queue_order: "lifo：没有哈希的释放块放到空闲队列头部（0.33）；fifo：全部放到尾部（旧版 vLLM）",
+  fh_long_prefill_cap_lone_request: "即使只有一个运行或等待中的请求，也应用 long_prefill_token_threshold（旧版 vLLM）",
+  fh_id: "唯一的请求 ID（数字按字符串处理；默认：列表中的下标）",
+  fh_prompt_token_ids: "以 token ID 给出的提示词，取值在 [0, vocab_size) 内，最多 max_model_len 个",
+  fh_prompt: "以文本给出的提示词（字节级分词器：每个 UTF-8 字节一个 token）",
+  fh_prompt_len: "由种子生成这么多个 ID 的提示词（不超过 config.max_model_len）",
+  fh_max_tokens: "要生成的 token 数（不超过 config.max_model_len）",
+  fh_arrival_step: "请求到达的步（不超过服务器的 max_steps）",
+  fh_image: "提示词中图像的占位 token：从 offset 开始的 t*h*w 个 token（M-RoPE，同 Qwen2-VL）",
+});
+
+// Words of the server's own lines in 中文: the upstream the footer names (GET /healthz, a run's
+// overview) and an imported recording's notes (core/replay.py); a line not listed stays as written
+const SERVER_WORDS = {
+  zh: [
+    [/ by default, /g, "（默认）、"], [/ on request\b/g, "（可选）"],
+    [/\bModel Runner V2\b/g, "模型运行器 V2"], [/\bV1 runner\b/g, "V1 模型运行器"],
+    [/^pagedviz's scheduler agrees with the recording up to step (\d+)$/, "pagedviz 的调度器与录制一致，直到第 $1 步"],
+    [/^pagedviz's scheduler diverges at step (\d+): /, "pagedviz 的调度器在第 $1 步与录制不同："],
+    [/^pagedviz's scheduler was not compared: /, "没有与 pagedviz 的调度器对比："],
+    [/^recorded by vLLM (\S+)'s (\w+) \((V1|V2) runner, async scheduling\)$/, "由 vLLM $1 的 $2 录制（$3 运行器，异步调度）"],
+    [/^recorded by vLLM (\S+)'s (\w+) \((V1|V2) runner\)$/, "由 vLLM $1 的 $2 录制（$3 运行器）"],
+    [/^a redacted recording: token ids are synthetic \(the recording kept only their counts\)$/, "脱敏的录制：token ID 是合成的（录制只保留了它们的数量）"],
+    [/^speculative decoding: each step's drafts are the server's; .*$/, "投机解码：每一步的草稿来自服务器；请求第一个被拒绝的草稿之后的 target_token_ids 没有录制（服务器只保留被接受的前缀），以它的最后一个 token 重复填充"],
+    [/^async scheduling: one step per recorded step .*$/, "异步调度：每个录制的步对应一步（每次 schedule() 及它之后收到的输出），按服务器调度的顺序同步回放：一步的输入里是前一步采样出的 token，而服务器的运行器是在设备上填入占位的"],
+  ],
+};
+export function serverText(lang, text) {
+  let out = String(text || "");
+  for (const [re, local] of SERVER_WORDS[lang] || []) out = out.replace(re, local);
+  return out;
+}
+
+// a document's link (/docs-md/NAME) in the page's language: 中文 asks for ?lang=zh (its Chinese
+// version, or the English text under a note in Chinese that says so)
+export function docHref(lang, href) {
+  const path = String(href).split("?")[0];
+  return lang === "zh" ? `${path}?lang=zh` : path;
+}
+
+// plotly.js's own words on the run charts (its mode bar), as a locale for Plotly.react's config
+export const PLOTLY_LOCALES = {
+  zh: {
+    "zh-CN": {
+      dictionary: {
+        "Download plot as a PNG": "下载为 PNG 图片", "Download plot": "下载图表", "Zoom": "缩放", "Pan": "平移",
+        "Zoom in": "放大", "Zoom out": "缩小", "Autoscale": "自动缩放", "Reset axes": "重置坐标轴",
+        "Double-click to zoom back out": "双击恢复缩放", "Box Select": "框选", "Lasso Select": "套索选择",
+      },
+      format: {},
+    },
+  },
+};

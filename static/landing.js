@@ -1,7 +1,7 @@
 // The landing page: the preset gallery and a scenario editor checked live by the API.
 
 import { errorLines, getJSON, postJSON, withProgress } from "./api.js";
-import { applyI18n, progressText, t } from "./i18n.js";
+import { applyI18n, docHref, progressText, t } from "./i18n.js";
 import { readState, writeState } from "./state.js";
 import { clear, el, showUpstream } from "./views.js";
 import { lessonGallery, wireLessonLoader } from "./lesson.js";
@@ -75,14 +75,20 @@ function buildFields() {
 
 const isNumeric = (kind) => kind === "int" || kind === "number";
 
-// a field's help: its description, bounds and default, from the schema
-function helpOf(prop) {
+// a field's help: its description (in 中文 from i18n.js's fh_<key>), bounds and default, from the schema
+function helpOf(prop, key) {
   if (!prop) return "";
+  const description = localHelp(key) || prop.description || "";
   const lo = prop.minimum ?? prop.exclusiveMinimum, hi = prop.maximum ?? prop.exclusiveMaximum;
   const bounds = lo !== undefined && hi !== undefined ? `${lo} … ${hi}` : lo !== undefined ? `≥ ${lo}` : hi !== undefined ? `≤ ${hi}` : "";
   const def = prop.default !== undefined && prop.default !== null ? `${L("default")} ${JSON.stringify(prop.default)}` : "";
   const facts = [bounds, def].filter(Boolean).join("; ");
-  return [prop.description || "", facts ? `(${facts})` : ""].filter(Boolean).join(" ");
+  return [description, facts ? `(${facts})` : ""].filter(Boolean).join(" ");
+}
+// the field's description in the page's language where i18n.js has one ("" in English: the schema's)
+function localHelp(key) {
+  const k = `fh_${key}`;
+  return state.lang === "zh" && key && t("zh", k) !== k ? t("zh", k) : "";
 }
 
 // a number as typed; undefined when empty (not sent: the server's default applies), anything else as typed (the API names it)
@@ -97,7 +103,7 @@ function buildConfigFields() {
   const box = clear($("config-fields"));
   for (const f of fields) {
     const id = `f-${f.key}`;
-    const help = helpOf(f.prop);
+    const help = helpOf(f.prop, f.key);
     let input;
     if (Array.isArray(f.kind)) {
       const opts = f.kind.map((v) => el("option", { value: v, text: v }));
@@ -121,7 +127,7 @@ function buildConfigFields() {
   const reqProps = schema ? resolve(resolve(resolve(schema).properties?.requests).items).properties || {} : {};
   document.querySelectorAll(".req-edit th[data-field]").forEach((th) => {
     const names = th.dataset.field.split(" ");
-    const help = names.map((n) => (reqProps[n] ? `${n}: ${helpOf(resolve(reqProps[n]))}` : "")).filter(Boolean).join("\n");
+    const help = names.map((n) => (reqProps[n] ? `${n}: ${helpOf(resolve(reqProps[n]), n)}` : "")).filter(Boolean).join("\n");
     if (help) th.title = help;
   });
 }
@@ -311,7 +317,7 @@ async function gallery() {
       el("p", { class: "meta" }, [el("code", { text: p.id }), " · ", el("span", { class: "badge", text: p.flavor }),
         // the worked example of a course document: its name (students hold it), and this project's guide
         ...(p.document ? [` · ${L("follows")} `, el("code", { text: p.document }), " · ",
-          el("a", { href: "/docs-md/arrays.md", text: L("array_guide") })] : [])]),
+          el("a", { href: docHref(state.lang, "/docs-md/arrays.md"), text: L("array_guide") })] : [])]),
       el("p", { text: p.summary }),
       el("div", { class: "card-actions" }, [
         el("a", { class: "button primary", href: `/run?preset=${encodeURIComponent(p.id)}${lang}`, text: L("open") }),
@@ -349,7 +355,7 @@ async function boot() {
   getJSON("/healthz").then((h) => showUpstream(h.data));
   wireLessonLoader($("lesson-upload"), $("lesson-file-out"), state.lang);
   contrastLinks($("contrasts"), state.lang);
-  recordingsSection($("recording-list"), $("recording-upload"), $("recording-out"));
+  recordingsSection($("recording-list"), $("recording-upload"), $("recording-out"), state.lang);
   await lessonGallery($("lessons"), state.lang);
   await gallery();
   const first = await getJSON("/api/presets/seed-001");

@@ -8,12 +8,12 @@ import { errorLines, getJSON } from "./api.js";
 import { t } from "./i18n.js";
 import { clear, el } from "./views.js";
 
-export async function recordingsSection(list, input, out) {
-  const r = await getJSON("/api/recordings");
+export async function recordingsSection(list, input, out, lang = "en") {
+  const r = await getJSON(`/api/recordings?lang=${lang === "zh" ? "zh" : "en"}`);
   if (r.ok) {
     clear(list);
     for (const x of r.data) {
-      list.append(el("li", {}, [el("a", { href: x.url, text: x.title })]));
+      list.append(el("li", {}, [el("a", { href: x.url + (lang === "zh" ? "&lang=zh" : ""), text: x.title })]));
     }
   }
   input.onchange = async () => {
@@ -21,7 +21,7 @@ export async function recordingsSection(list, input, out) {
     if (!file) return;
     const box = clear(out);
     box.classList.remove("bad");
-    box.append(el("span", { text: `importing ${file.name} (${Math.ceil(file.size / 1024)} KB): sending it and checking every line…` }));
+    box.append(el("span", { text: t(lang, "rec_sending").replace("{name}", file.name).replace("{kb}", Math.ceil(file.size / 1024)) }));
     let answer;
     try {
       const resp = await fetch("/api/runs/import", {
@@ -33,14 +33,16 @@ export async function recordingsSection(list, input, out) {
     }
     if (answer.ok && answer.data.cut) {
       // its last line was cut mid-write: every whole line is imported, and the reader is told where it stops
-      const lang = document.documentElement.lang.startsWith("zh") ? "zh" : "en";
+      const url = answer.data.url + (lang === "zh" ? "&lang=zh" : "");
       clear(box).dataset.cut = String(answer.data.cut.line);
       box.append(el("span", { text: `${file.name}: ${answer.data.cut.text[lang] || answer.data.cut.text.en} ` }),
-        el("a", { href: answer.data.url, text: t(lang, "rec_open") }));
+        el("a", { href: url, text: t(lang, "rec_open") }));
       return;
     }
-    if (answer.ok) { window.location.href = answer.data.url; return; }
+    if (answer.ok) { window.location.href = answer.data.url + (lang === "zh" ? "&lang=zh" : ""); return; }
     clear(box).classList.add("bad");
-    box.append(el("span", { text: `${file.name}: ${errorLines(answer.data).join("; ")}` }));
+    // the server's own lines, in English: said so in 中文, and marked as English text
+    box.append(el("span", { text: `${file.name}: ${lang === "zh" ? t(lang, "server_said") : ""}` }),
+      el("span", { lang: "en", text: errorLines(answer.data).join("; ") }));
   };
 }

@@ -7,7 +7,7 @@
 import { errorLines, getJSON, postJSON, unpackLink, withProgress } from "./api.js";
 import { stagesUrl, startRun, takeEarlyRun } from "./boot.js";
 import { copyLink } from "./export.js";
-import { renderFeatures, showNotes } from "./features.js";
+import { localTitleOf, renderFeatures, showNotes } from "./features.js";
 import { card, drawBlockTable, drawMask, drawTokenIds } from "./heatmaps.js";
 import { applySelection, lightArray, select, selectionFromState, wireHover } from "./hover.js";
 import { applyI18n, progressText } from "./i18n.js";
@@ -67,8 +67,7 @@ async function loadRun() {
   S.stages = stages.data;
   document.body.dataset.complete = streaming ? "0" : "1";
   const sc = ov.data.scenario;
-  $("run-title").textContent = $("run-title").title = sc.title || sc.name;
-  if (state.lang === "zh") localTitle(sc);
+  showTitle(sc);
   showNotes(sc);
   $("flavor-badge").textContent = sc.flavor;
   S.editorRun = null;
@@ -178,12 +177,13 @@ async function loadInPlace(src, at = {}) {
   showUpstream(S.overview);  // another run may have another runner (a lesson's section, a what-if on model_runner)
 }
 
-// a preset's own title in Chinese, when the scenario is a preset's (same name and title)
-async function localTitle(sc) {
-  const [en, zh] = await Promise.all([getJSON("/api/presets"), getJSON("/api/presets?lang=zh")]);
-  if (!en.ok || !zh.ok) return;
-  const i = en.data.findIndex((p) => p.id === sc.name && p.title === sc.title);
-  if (i >= 0) $("run-title").textContent = $("run-title").title = zh.data[i].title;
+// the run's title in the page's language: in 中文 a preset's own Chinese title (same name and
+// title), written once known; its English title is not shown first
+function showTitle(sc) {
+  const put = (text) => { $("run-title").textContent = $("run-title").title = text; };
+  if (state.lang !== "zh") { put(sc.title || sc.name); return; }
+  put("");
+  localTitleOf(sc).then((text) => { if (S.overview && S.overview.scenario === sc) put(text); });
 }
 
 // a step's trace, fetched once (a fetch under way is shared, not repeated). It is kept in the cache
@@ -225,7 +225,9 @@ function showError(data) {
   setStatus("");
   const box = clear($("error"));
   box.hidden = false;
-  box.append(el("strong", { text: L("unknown_run") }), el("ul", {}, errorLines(data).map((l) => el("li", { text: l }))));
+  // the server's own lines, in English: said so in 中文, and marked as English text
+  box.append(el("strong", { text: L("unknown_run") }), state.lang === "zh" ? el("p", { text: L("server_said") }) : null,
+    el("ul", { lang: "en" }, errorLines(data).map((l) => el("li", { text: l }))));
 }
 
 // ------------------------------------------------------------------ step and stage
@@ -422,8 +424,7 @@ function setLang(lang) {
   document.querySelectorAll("[data-lang]").forEach((b) => b.setAttribute("aria-pressed", b.dataset.lang === lang ? "true" : "false"));
   if (S.overview) {
     const sc = S.overview.scenario;
-    $("run-title").textContent = $("run-title").title = sc.title || sc.name;
-    if (lang === "zh") localTitle(sc);
+    showTitle(sc);
     showNotes(sc);
     drawTimeline();
     renderStep();

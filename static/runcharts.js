@@ -8,6 +8,7 @@
 // opens the step under the pointer. Listens through bus.js; run.js does not know this module.
 
 import { ctl, onView } from "./bus.js";
+import { PLOTLY_LOCALES } from "./i18n.js";
 import { $, L, S, state } from "./trace.js";
 import { el } from "./views.js";
 
@@ -112,7 +113,8 @@ async function paint(root, mine, want) {
     root.dataset.phase = `drawing ${name}`;
     fig.setAttribute("role", "group");
     fig.setAttribute("aria-label", figs[i].layout.title ? figs[i].layout.title.text : name);
-    await Plotly.react(gd, figs[i].data, figs[i].layout, { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["select2d", "lasso2d"] });
+    await Plotly.react(gd, figs[i].data, figs[i].layout, { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["select2d", "lasso2d"],
+      ...(state.lang === "zh" ? { locale: "zh-CN", locales: PLOTLY_LOCALES.zh } : {}) });
     if (!gd.dataset.wired) { gd.on("plotly_afterplot", () => moveMarker(fig)); gd.dataset.wired = "1"; }
     moveMarker(fig);
   }

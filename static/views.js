@@ -2,6 +2,7 @@
 // names and prompts are shown as the user typed them and never run as markup.
 
 import { drawHeatmap, drawOverlay, onCell } from "./canvasmap.js";
+import { serverText, t } from "./i18n.js";
 
 // Okabe-Ito: a palette that stays distinct for colour-blind viewers and on a projector. Its eighth
 // colour, grey, is kept for "not one request": blocks of several owners, and every request of a
@@ -110,7 +111,7 @@ export function heatmap(div, z, { title, colorscale = "Blues", reversescale = fa
     // presentation keeps the figures short (a big batch's shorter still, under its overview)
     height: height || Math.max(140, Math.min(presentHeight(), 28 * rows + 80)),
   };
-  div.setAttribute("aria-label", `${title}: ${rows} × ${cols} heatmap; the Table button shows the numbers`);
+  div.setAttribute("aria-label", t(pageLang(), "hm_label").replace("{title}", title).replace("{rows}", rows).replace("{cols}", cols));
   // the figure stays readable where Plotly kept it: the trace as data[0], shapes in layout
   div.data = [fig];
   div.layout = { shapes, annotations, title: { text: title } };
@@ -161,5 +162,8 @@ export function upstreamText(u) {
 export function showUpstream(...answers) {
   const text = answers.map((a) => (a && typeof a === "object" ? upstreamText(a.upstream) : "")).find(Boolean);
   const span = document.getElementById("upstream");
-  if (text && span) span.textContent = text;
+  if (text && span) span.textContent = serverText(pageLang(), text);
 }
+
+// the page's language, as applyI18n set it on <html>
+export function pageLang() { return document.documentElement.lang === "zh-CN" ? "zh" : "en"; }

@@ -221,7 +221,7 @@ def test_a_compare_link_keeps_words_and_booleans_and_refuses_a_malformed_value(p
     open_run(page, f"preset={PRESET}&vs=model_runner:v1,async_scheduling:true")
     page.wait_for_selector("#cmp-batch-table", timeout=60_000)
     heads = page.locator("#cmp-heads").inner_text()
-    assert "model_runner v1, async_scheduling true" in heads and re.search(r"B: .*v1\)", heads)
+    assert "with model_runner = v1, async_scheduling = true" in heads and re.search(r"B: .*v1\)", heads)
     # a number that is not one is refused here, naming the form a spec takes
     open_run(page, f"preset={PRESET}&vs=block_size:big")
     page.wait_for_function("document.getElementById('cmp-msg').textContent.length > 0")

@@ -17,6 +17,8 @@ from pagedviz.core.config import scenario_schema
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = sorted((ROOT / "docs").glob("*.md"))
+ZH_DOCS = sorted((ROOT / "docs" / "zh").glob("*.md"))  # the Chinese versions (?lang=zh)
+HAN = re.compile(r"[\u4e00-\u9fff]")
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 
 
@@ -36,6 +38,27 @@ def test_documents_are_served_as_text(client: TestClient) -> None:
         assert r.text == doc.read_text(encoding="utf-8")
 
 
+def test_documents_in_chinese_are_their_chinese_version_or_say_in_chinese_that_they_are_english(
+    client: TestClient,
+) -> None:
+    assert {p.name for p in ZH_DOCS} <= {p.name for p in DOCS}  # a version of a document, no other
+    assert ZH_DOCS, "docs/zh/ has no Chinese version"
+    for doc in DOCS:
+        r = client.get(f"/docs-md/{doc.name}?lang=zh")
+        assert r.status_code == 200 and r.headers["content-type"].startswith("text/plain")
+        assert HAN.search(r.text.splitlines()[0]), (doc.name, r.text[:120])  # its first line is Chinese
+        local = ROOT / "docs" / "zh" / doc.name
+        if local.is_file():
+            assert r.text == local.read_text(encoding="utf-8")
+            # the same code blocks as the English text: the diagrams and examples are not retyped
+            fences = re.compile(r"```.*?```", re.S)
+            assert fences.findall(r.text) == fences.findall(doc.read_text(encoding="utf-8")), doc.name
+        else:
+            assert r.text.endswith(doc.read_text(encoding="utf-8"))
+    assert client.get("/docs-md/arrays.md?lang=fr").status_code == 422
+    assert client.get("/docs-md/nope.md?lang=zh").status_code == 404
+
+
 @pytest.mark.parametrize("name", ["nope.md", "..%2Fpyproject.toml", "%2E%2E%2FREADME.md", "arrays"])
 def test_only_documents_are_served(client: TestClient, name: str) -> None:
     r = client.get(f"/docs-md/{name}")
@@ -52,7 +75,9 @@ def _target_exists(source: Path, target: str) -> bool:
     return (source.parent / target).exists()
 
 
-@pytest.mark.parametrize("source", [ROOT / "README.md", *DOCS], ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "source", [ROOT / "README.md", *DOCS, *ZH_DOCS], ids=lambda p: str(p.relative_to(ROOT))
+)
 def test_relative_links_point_at_files_in_the_repository(source: Path) -> None:
     text = source.read_text(encoding="utf-8")
     links = [t for t in LINK.findall(text) if not t.startswith(("http://", "https://", "#"))]

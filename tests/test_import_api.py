@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -92,6 +93,10 @@ def test_the_same_recording_as_text_plain_is_the_same_run() -> None:
 def test_the_shipped_example_imports_by_name_and_is_listed() -> None:
     listed = CLIENT.get("/api/recordings").json()
     assert [x["id"] for x in listed] == ["real-vllm-preemption"]
+    # in 中文 the same list, titled in Chinese
+    zh = CLIENT.get("/api/recordings?lang=zh").json()
+    assert [x["id"] for x in zh] == ["real-vllm-preemption"] and zh[0]["title"] != listed[0]["title"]
+    assert re.search(r"[\u4e00-\u9fff]", zh[0]["title"]) and zh[0]["url"] == listed[0]["url"]
     r = CLIENT.post("/api/runs/import?example=real-vllm-preemption")
     assert r.status_code in (201, 202)
     assert finished(CLIENT, r.json()["run_id"]) == {

@@ -198,6 +198,12 @@ async def import_run(
 
 
 @router.get("/recordings")
-async def recordings() -> list[dict[str, str]]:
+async def recordings(
+    lang: str = Query("en", pattern="^(en|zh)$", description="en or zh: the language of the titles"),
+) -> list[dict[str, str]]:
     """The shipped recordings of vLLM 0.33.0's own scheduler (open one: /run?example=ID)."""
-    return [{"id": k, "title": v["title"], "url": f"/run?example={k}"} for k, v in EXAMPLES.items()]
+    key = "title_zh" if lang == "zh" else "title"
+    return [
+        {"id": k, "title": str(v.get(key) or v["title"]), "url": f"/run?example={k}"}
+        for k, v in EXAMPLES.items()
+    ]

@@ -16,6 +16,7 @@ EXAMPLES: dict[str, dict[str, Any]] = {
         "file": "real-vllm-preemption.jsonl",
         "preset": "demo-preemption",
         "title": "a real vLLM schedule: vLLM 0.33.0's own Scheduler, recorded (preemption)",
+        "title_zh": "真实的 vLLM 调度：vLLM 0.33.0 自己的 Scheduler 录制的运行（含抢占）",
     },
 }
 
