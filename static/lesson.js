@@ -233,9 +233,12 @@ export function goSection(k) {
   return opening;
 }
 
-// a section asked for again while it was opening: it is on show, ready
+// a section asked for again (while it was opening, or from the list while on show): it is on
+// show, ready, its panel from the top and its views in sight again
 function finishIfShown(k) {
-  if (LS.want === k && LS.opened === k) document.body.dataset.lessonReady = "1";
+  if (LS.want !== k || LS.opened !== k) return;
+  bringIntoView(LS.lesson.sections[k]);
+  document.body.dataset.lessonReady = "1";
 }
 
 async function openSection(k) {
