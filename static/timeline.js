@@ -138,7 +138,8 @@ export function renderChanges() {
 const LANE_MAX = 24;
 const VLLM_QUEUES = new Set(["waiting", "running"]);
 
-// the requests whose status is PREEMPTED after this step: preempted, not scheduled since
+// the requests whose status is PREEMPTED after this step: preempted, not scheduled since (this
+// step's own preemptions from its trace: a streaming run's overview may not have its steps yet)
 function preemptedBy(step) {
   const out = new Set();
   for (const s of S.overview.steps) {
@@ -146,6 +147,7 @@ function preemptedBy(step) {
     for (const r of [...(s.new_req_ids || []), ...(s.resumed_req_ids || [])]) out.delete(String(r));
     for (const r of s.preempted_req_ids || []) out.add(String(r));
   }
+  for (const r of S.trace.scheduler.preempted_req_ids || []) out.add(String(r));
   return out;
 }
 
