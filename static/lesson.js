@@ -10,6 +10,7 @@
 import { errorLines, getJSON, postJSON } from "./api.js";
 import { ctl, onView } from "./bus.js";
 import { lightArray, select } from "./hover.js";
+import { bringIntoView, viewNode } from "./lessonlook.js";
 import { stageText, t } from "./i18n.js";
 import { refButton, refSelection } from "./narration.js";
 import { openCheckpoint } from "./predict.js";
@@ -117,69 +118,6 @@ function clearView() {
   S.hover = null;
   S.focusOnly = false;
   lightArray(null);
-}
-
-// where an array shows in the middle column: its token-table row, its request-table column, its
-// line under the request table, its card; else wherever it is labelled
-function arrayNode(a, card) {
-  const e = CSS.escape(a), q = (sel) => document.querySelector(sel);
-  return q(`#token-table tr[data-array="${e}"]`) || q(`#request-table th[title="${e}"]`) || q(`#req-table [data-array="${e}"]`)
-    || card || q(`.panels [data-array="${e}"]:not(.term)`) || q(`[data-array="${e}"]:not(.term)`);
-}
-
-// The views a section talks about, as the page's nodes: its own `views` (a panel by name, or an
-// array), its checkpoint's array, the view of its selection. Those drawn (a flavour or present
-// mode may not show one) are brought onto the first screen together.
-export const LOOK_PANELS = {
-  queue: "#queue", block_table: "#card-block_table", kv: "#card-kv", attn_mask: "#card-attn_mask",
-  slots: "#slotmap", requests: "#request-table", tokens: "#token-table",
-};
-
-const cardOf = (a) => $(a === "block_table" || a === "block_tables" ? "card-block_table" : `card-${a}`);
-const viewNode = (name) => (LOOK_PANELS[name] ? document.querySelector(LOOK_PANELS[name]) : arrayNode(name, cardOf(name)));
-
-function selectionNode(sec) {
-  const q = (sel) => document.querySelector(sel);
-  const s = sec.selection;
-  if (s && s.kind === "block") return $("card-block_table") || $("card-kv");
-  if (s && s.kind === "token") return q(`#token-table [data-t="${Number(s.id)}"]`) || $("tok-table");
-  if (s && (s.kind === "request" || s.kind === "row") && sec.stage !== "update_states") return q("#request-table tr.hl");
-  return null;
-}
-
-// the panels a section looks at, on the body (data-look): present mode, which keeps some panels
-// off its one screen, shows those (lesson.css)
-function markLook(sec) {
-  const names = new Set(sec.views || []);
-  const asked = sec.checkpoint && viewNode(sec.checkpoint.array);
-  if (asked && asked.closest(".req-panel")) names.add("requests");
-  if (asked && asked.closest("#card-attn_mask")) names.add("attn_mask");
-  document.body.dataset.look = [...names].join(" ");
-}
-
-function lookNodes(sec) {
-  const nodes = [...(sec.views || []).map(viewNode)];
-  if (sec.checkpoint) nodes.push(viewNode(sec.checkpoint.array));
-  nodes.push(selectionNode(sec));
-  return nodes.filter((n, i) => n && n.getClientRects().length && nodes.indexOf(n) === i);
-}
-
-// the section's view brought into sight: the lesson panel from its top, the page scrolled so that
-// every view the section talks about lies on the screen (at the page's top where they fit under
-// it, else centred together; when they cannot all fit, from the first one's top)
-function bringIntoView(sec) {
-  const side = $("teach-side");
-  if (side) side.scrollTop = 0;
-  markLook(sec);
-  const nodes = lookNodes(sec);
-  if (!nodes.length) { window.scrollTo(0, 0); return; }
-  const boxes = nodes.map((n) => n.getBoundingClientRect());
-  const top = Math.min(...boxes.map((r) => r.top)) + window.scrollY;
-  const bottom = Math.max(...boxes.map((r) => r.bottom)) + window.scrollY;
-  const room = window.innerHeight, pad = 6;
-  // the page's top (the step bar and all) where they fit under it
-  const y = bottom <= room - pad ? 0 : bottom - top <= room - 2 * pad ? top - (room - (bottom - top)) / 2 : boxes[0].top + window.scrollY - pad;
-  window.scrollTo(0, Math.max(0, Math.round(y)));
 }
 
 // ------------------------------------------------------------------ the section's address
@@ -353,7 +291,7 @@ function linkedText(text) {
 // an array named in the text: lit in every view and scrolled to
 function showArray(name) {
   lightArray(name);
-  const n = arrayNode(name, $(name === "block_table" || name === "block_tables" ? "card-block_table" : `card-${name}`));
+  const n = viewNode(name);
   if (n) n.scrollIntoView({ block: "center", inline: "nearest", behavior: "smooth" });
 }
 
