@@ -3,11 +3,12 @@
 A lesson is a JSON file (`core/lessons/*.json` ships with the package; a lecturer can write their
 own): a title in English and 简体中文, and a list of sections. Each section names a scenario (a
 preset id or an inline scenario), the step and the stage of prepare_inputs to show, an optional
-selection (a request, block, token or row to light up, as narration refs do), a paragraph in both
-languages and, optionally, a checkpoint `{array, indices}`: the entries a student predicts before
-the page reveals them (checked by core/check.py). A paragraph's numbers that the engine computes
-are placeholders (`{{batch.slots.c}}`, core/lesson_text.py) that `fill_lesson` fills in from the
-section's run before the lesson is served.
+selection (a request, block, token or row to light up, as narration refs do), the views its text
+talks about (`views`: panels such as "queue" or "slots", or arrays; the page brings them onto the
+first screen), a paragraph in both languages and, optionally, a checkpoint `{array, indices}`: the
+entries a student predicts before the page reveals them (checked by core/check.py). A paragraph's
+numbers that the engine computes are placeholders (`{{batch.slots.c}}`, core/lesson_text.py) that
+`fill_lesson` fills in from the section's run before the lesson is served.
 
 `validate_lesson` checks the shape and every field, and collects every problem as (field, message)
 pairs in one LessonError, as core/scenario.py's ScenarioError does; `check_lesson_against_runs` then
@@ -38,7 +39,12 @@ MAX_SECTIONS = 200
 MAX_TITLE = 200
 MAX_PARAGRAPH = 4000
 MAX_CHECKPOINT = 256
-SECTION_KEYS = {"title", "scenario", "step", "stage", "selection", "paragraph", "checkpoint"}
+SECTION_KEYS = {"title", "scenario", "step", "stage", "selection", "paragraph", "checkpoint", "views"}
+# the views a section's text talks about, brought onto the student's first screen with its
+# checkpoint's array (static/lesson.js): a panel of the run page by name, or an array (its
+# token-table row, request-table column or card)
+PANEL_VIEWS = ("queue", "block_table", "kv", "attn_mask", "slots", "requests", "tokens")
+MAX_VIEWS = 4
 LESSON_KEYS = {"id", "title", "summary", "minutes", "sections"}
 # update_states writes these (the runner records them; flavours without a persistent batch lack it)
 UPDATE_STATES_WRITES = (
@@ -175,6 +181,7 @@ class _Checker:
         checkpoint = s.get("checkpoint")
         if checkpoint is not None:
             self.checkpoint(checkpoint, f"{loc}.checkpoint", stages)
+        views = self.views(s.get("views"), f"{loc}.views", stages)
         paragraph = self.text(s.get("paragraph"), f"{loc}.paragraph", MAX_PARAGRAPH)
         raw = s.get("paragraph") if paragraph is not None else None
         for lang, text in raw.items() if isinstance(raw, dict) else ():
@@ -188,7 +195,24 @@ class _Checker:
             "selection": selection,
             "paragraph": paragraph,
             "checkpoint": checkpoint,
+            "views": views,
         }
+
+    def views(self, v: Any, loc: str, stages: dict[str, tuple[str, ...]] | None) -> list[str]:
+        if v is None:
+            return []
+        if not isinstance(v, list) or len(v) > MAX_VIEWS:
+            self.err(loc, f"must be a list of at most {MAX_VIEWS} view names")
+            return []
+        arrays = {a for w in stages.values() for a in w} if stages is not None else None
+        for k, name in enumerate(v):
+            if not isinstance(name, str):
+                self.err(f"{loc}[{k}]", "must be a view name")
+            elif name not in PANEL_VIEWS and arrays is not None and name not in arrays:
+                panels = ", ".join(PANEL_VIEWS)
+                msg = f"unknown view {name[:40]!r} (views: {panels}, or an array of the stages)"
+                self.err(f"{loc}[{k}]", msg)
+        return [x for x in v if isinstance(x, str)]
 
     def checkpoint(self, c: Any, loc: str, stages: dict[str, tuple[str, ...]] | None) -> None:
         if not isinstance(c, dict) or set(c) != {"array", "indices"}:

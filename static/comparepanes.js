@@ -52,12 +52,14 @@ function ownersOf(t) {
   return out;
 }
 
-// where each request stands in this step: {req: "running 44" | "waiting" | "preempted" | "finished"}
+// where each request stands in this step, in vLLM's queues: {req: "running 44" | "waiting" |
+// "waiting preempted" | "finished"} (vLLM 0.33 puts a preempted request back at the front of
+// `waiting`, with the status PREEMPTED: there is no queue of preempted requests)
 export function lanesOf(t) {
   const sch = t.scheduler || {};
   const out = new Map();
   for (const r of sch.waiting_req_ids || []) out.set(String(r), "waiting");
-  for (const r of sch.preempted_req_ids || []) out.set(String(r), "preempted");
+  for (const r of sch.preempted_req_ids || []) out.set(String(r), "waiting preempted");
   for (const r of sch.finished_req_ids || []) out.set(String(r), "finished");
   const n = sch.num_scheduled_tokens || {};
   for (const r of t.batch.req_ids || []) out.set(String(r), `running ${n[r] ?? n[String(r)] ?? ""}`.trim());
@@ -67,15 +69,16 @@ export function lanesOf(t) {
 function reqStyle(rid) { return `background:${reqTint(rid)};border-left-color:${reqColor(rid)}`; }
 
 function queuePart(mine, other) {
-  const lanes = ["running", "waiting", "preempted", "finished"];
+  const lanes = ["running", "waiting", "finished"];
   const box = el("div", { class: "cp-queue" });
   for (const lane of lanes) {
     const ids = [...mine.entries()].filter(([, v]) => v.split(" ")[0] === lane);
     if (!ids.length) continue;
     box.append(el("span", { class: "cp-lane-h", text: L(`q_${lane}`) }));
     for (const [rid, v] of ids) {
-      const count = v.split(" ")[1];
-      box.append(el("span", { class: `cp-chip q-${lane}${other.get(rid) !== v ? " cp-diff" : ""}`, dataset: { req: rid }, style: reqStyle(rid),
+      const extra = v.split(" ")[1];
+      const count = extra === "preempted" ? L("preempted") : extra;  // a running request's tokens, a waiting one's status
+      box.append(el("span", { class: `cp-chip q-${lane}${extra === "preempted" ? " q-preempted" : ""}${other.get(rid) !== v ? " cp-diff" : ""}`, dataset: { req: rid }, style: reqStyle(rid),
         title: `${rid}: ${L(`q_${lane}`)}${count ? ` · ${count}` : ""}` }, [el("b", { text: rid }), count ? el("span", { class: "cp-count", text: `·${count}` }) : null]));
     }
   }

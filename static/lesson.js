@@ -10,10 +10,11 @@
 import { errorLines, getJSON, postJSON } from "./api.js";
 import { ctl, onView } from "./bus.js";
 import { lightArray, select } from "./hover.js";
+import { bringIntoView, viewNode } from "./lessonlook.js";
 import { stageText, t } from "./i18n.js";
 import { refButton, refSelection } from "./narration.js";
 import { openCheckpoint } from "./predict.js";
-import { writeState } from "./state.js";
+import { toSearch, writeState } from "./state.js";
 import { $, L, S, stageFlavor, state } from "./trace.js";
 import { clear, el } from "./views.js";
 
@@ -110,41 +111,45 @@ async function runIdOf(ref) {
 function clearView() {
   ctl.stopPlay();
   openCheckpoint(null);
-  Object.assign(state, { req: "", pos: -1, block: -1, slot: -1, tok: -1, array: "", note: "" });
+  // (a link to this section's own note keeps it: it is the section's "#" link, opened)
+  const note = state.note === `lesson-${LS.want}` ? state.note : "";
+  Object.assign(state, { req: "", pos: -1, block: -1, slot: -1, tok: -1, array: "", note });
   S.sel = null;
   S.hover = null;
   S.focusOnly = false;
   lightArray(null);
 }
 
-// where an array shows in the middle column: its token-table row, its request-table column, its
-// line under the request table, its card; else wherever it is labelled
-function arrayNode(a, card) {
-  const e = CSS.escape(a), q = (sel) => document.querySelector(sel);
-  return q(`#token-table tr[data-array="${e}"]`) || q(`#request-table th[title="${e}"]`) || q(`#req-table [data-array="${e}"]`)
-    || card || q(`.panels [data-array="${e}"]:not(.term)`) || q(`[data-array="${e}"]:not(.term)`);
+// ------------------------------------------------------------------ the section's address
+// The one place the lesson writes the address bar: the section's own view (run, step, stage, its
+// selection, sec), written at once. What a checkpoint must not give away before Check is to be
+// taken out here, in addressState(), and the section's "#" link is made from the same state.
+function addressState() { return state; }
+
+function writeSectionAddress() {
+  writeState(addressState(), { settled: true });
+  refreshNoteLink();
 }
 
-// the view a section talks about: its checkpoint's array, else its selection, else its stage's array
-function targetOf(sec) {
-  const q = (sel) => document.querySelector(sel);
-  const card = (a) => $(a === "block_table" || a === "block_tables" ? "card-block_table" : `card-${a}`);
-  const arrayView = (a) => arrayNode(a, card(a));
-  if (sec.checkpoint) { const n = arrayView(sec.checkpoint.array); if (n) return n; }
-  const s = sec.selection;
-  if (s && s.kind === "block") return $("card-block_table") || $("card-kv");
-  if (s && s.kind === "token") return q(`#token-table [data-t="${Number(s.id)}"]`) || $("tok-table");
-  if (s && (s.kind === "request" || s.kind === "row") && sec.stage !== "update_states") return q("#request-table tr.hl") || $("req-table");
-  return null;
+// the section's "#" link: this section's address with note=lesson-<section>
+const noteId = () => `lesson-${state.sec}`;
+const noteHref = () => window.location.pathname + toSearch({ ...addressState(), note: noteId() });
+
+function refreshNoteLink() {
+  const a = $("lesson-note");
+  if (a) { a.href = noteHref(); a.title = L("note_link"); a.setAttribute("aria-label", L("note_link")); }
 }
 
-// the section's view brought into sight: the lesson panel from its top, the page at what it talks about
-function bringIntoView(sec) {
-  const side = $("teach-side");
-  if (side) side.scrollTop = 0;
-  const target = targetOf(sec);
-  if (target) target.scrollIntoView({ block: "center", inline: "nearest" });
-  else window.scrollTo(0, 0);
+function noteLink() {
+  return el("a", { id: "lesson-note", class: "note-link", href: noteHref(), title: L("note_link"), "aria-label": L("note_link"), text: "#",
+    onmouseenter: refreshNoteLink, onfocus: refreshNoteLink,
+    onclick: (e) => {
+      e.preventDefault();
+      state.note = noteId();
+      writeSectionAddress();
+      document.querySelectorAll(".note-target").forEach((n) => n.classList.remove("note-target"));
+      $("lesson-text").classList.add("note-target");
+    } });
 }
 
 // open section k: its run (in place), step, stage and selection, then its checkpoint. One section
@@ -166,9 +171,12 @@ export function goSection(k) {
   return opening;
 }
 
-// a section asked for again while it was opening: it is on show, ready
+// a section asked for again (while it was opening, or from the list while on show): it is on
+// show, ready, its panel from the top and its views in sight again
 function finishIfShown(k) {
-  if (LS.want === k && LS.opened === k) document.body.dataset.lessonReady = "1";
+  if (LS.want !== k || LS.opened !== k) return;
+  bringIntoView(LS.lesson.sections[k]);
+  document.body.dataset.lessonReady = "1";
 }
 
 async function openSection(k) {
@@ -188,11 +196,9 @@ async function openSection(k) {
   if (LS.want !== k || !S.trace) return;  // another section was asked for meanwhile: it opens next
   if (state.stage !== sec.stage) ctl.setStage(sec.stage);
   LS.runId = S.created.run_id;
-  const sel = sec.selection ? refSelection(sec.selection) : null;
-  select(sel);
-  if (S.onFocusChange) S.onFocusChange();  // the focus box and the views that put the focus first
+  applySectionSelection(sec);
   // the section's own address at once, even after a burst of writes (Next and Back in quick succession)
-  writeState(state, { settled: true });
+  writeSectionAddress();
   renderLesson();
   openCheckpoint(sec.checkpoint ? { ...sec.checkpoint, step: sec.step, container: $("lesson-check"), source: "lesson" } : null);
   bringIntoView(sec);
@@ -201,20 +207,37 @@ async function openSection(k) {
   document.body.dataset.lessonReady = "1";
 }
 
+// The section's selection, lit up and in the address. A request that is not in this step's batch
+// (preempted, waiting, finished) is focused all the same, as the focus box does: the queue, the
+// overview and the focus box show it, and req=<id> names it.
+function applySectionSelection(sec) {
+  const s = sec.selection;
+  const sel = s ? refSelection(s) : null;
+  select(sel);
+  if (!sel && s && s.kind === "request" && S.overview.scenario.requests.some((r) => String(r.id) === String(s.id))) {
+    state.req = String(s.id);
+    S.sel = null;
+  }
+  if (S.onFocusChange) S.onFocusChange();  // the focus box and the views that mark the focus
+}
+
 // whether the page shows the section's own view (its run and step)
 function atSection() {
   const sec = LS.lesson && LS.lesson.sections[state.sec];
   return Boolean(sec && S.created && S.created.run_id === LS.runId && state.step === sec.step);
 }
 
-// "run title · step 2 / 5 · stage": what the page shows, wherever it is scrolled; and, when the
+// "step 2 / 5 · stage · run title": what the page shows, wherever it is scrolled; and, when the
 // student has stepped away from the section's step, a line that says so with the way back
 function renderWhere() {
   const L_ = LS.lesson;
   if (!L_ || !$("lesson-where") || !S.overview) return;
   const sec = L_.sections[state.sec];
   const [stageTitle] = stageText(state.lang, state.stage, stageFlavor());
-  $("lesson-where").textContent = `${$("run-title").textContent} · ${L("step")} ${state.step} / ${S.overview.num_steps} · ${stageTitle}`;
+  // the step and stage first: the line is cut at its end when the run's title is long (whole in its title)
+  const where = $("lesson-where");
+  where.textContent = `${L("step")} ${state.step} / ${S.overview.num_steps} · ${stageTitle} · ${$("run-title").textContent}`;
+  where.parentElement.title = where.textContent;
   const away = $("lesson-away");
   const off = document.body.dataset.lessonReady === "1" && !atSection();
   away.hidden = !off;
@@ -268,7 +291,7 @@ function linkedText(text) {
 // an array named in the text: lit in every view and scrolled to
 function showArray(name) {
   lightArray(name);
-  const n = arrayNode(name, $(name === "block_table" || name === "block_tables" ? "card-block_table" : `card-${name}`));
+  const n = viewNode(name);
   if (n) n.scrollIntoView({ block: "center", inline: "nearest", behavior: "smooth" });
 }
 
@@ -307,7 +330,10 @@ function renderLesson() {
   $("lesson-pos").textContent = `${L("section")} ${k + 1} / ${L_.sections.length}`;
   $("lesson-sec-title").textContent = pick(sec.title, lang) || `${L("section")} ${k + 1}`;
   const text = pick(sec.paragraph, lang);
-  clear($("lesson-text")).append(...(S.created && S.created.run_id === LS.runId ? linkedText(text) : [text]));
+  const body = $("lesson-text");
+  clear(body).append(...(S.created && S.created.run_id === LS.runId ? linkedText(text) : [text]));
+  body.dataset.note = noteId();
+  refreshNoteLink();
   $("lesson-prev").disabled = k === 0;
   const last = k >= L_.sections.length - 1;
   const next = $("lesson-next");
@@ -323,21 +349,26 @@ function renderLesson() {
   renderEnd();
 }
 
+// The panel, laid out for one screen at 1280 x 720: Back and Next at its top (never below the
+// fold, however long the paragraph), the run on show in one line, the section's title with its "#"
+// link, the paragraph, the checkpoint; sharing and the list of sections below.
 function buildPanel() {
   const section = el("section", { id: "lesson", class: "lesson", "aria-labelledby": "lesson-title" }, [
-    el("p", { class: "lesson-kicker muted" }, [el("span", { dataset: { i18n: "lesson" }, text: L("lesson") }), " · ", el("span", { id: "lesson-pos" })]),
-    el("h2", { id: "lesson-title" }),
+    el("div", { class: "lesson-nav" }, [
+      el("button", { type: "button", id: "lesson-prev", class: "small", dataset: { i18n: "prev_section" }, text: L("prev_section"), onclick: () => goSection(state.sec - 1) }),
+      el("span", { id: "lesson-pos", class: "lesson-pos" }),
+      el("button", { type: "button", id: "lesson-next", class: "primary", dataset: { i18n: "next_section" }, text: L("next_section"), onclick: () => (state.sec >= LS.lesson.sections.length - 1 ? finish() : goSection(state.sec + 1)) }),
+    ]),
+    el("div", { class: "lesson-kicker muted" }, [el("span", { dataset: { i18n: "lesson" }, text: L("lesson") }), " · ", el("h2", { id: "lesson-title" })]),
     el("p", { class: "lesson-where muted" }, [el("span", { dataset: { i18n: "lesson_where" }, text: L("lesson_where") }), ": ", el("span", { id: "lesson-where" })]),
-    el("h3", { id: "lesson-sec-title" }),
+    el("div", { class: "lesson-sec-head" }, [el("h3", { id: "lesson-sec-title" }), noteLink()]),
     el("p", { id: "lesson-text", class: "lesson-text", "aria-live": "polite" }),
     el("p", { id: "lesson-away", class: "lesson-away", role: "status", hidden: true }),
     el("div", { id: "lesson-check", class: "lesson-check" }),
-    el("div", { class: "controls" }, [
-      el("button", { type: "button", id: "lesson-prev", dataset: { i18n: "prev_section" }, text: L("prev_section"), onclick: () => goSection(state.sec - 1) }),
-      el("button", { type: "button", id: "lesson-next", class: "primary", dataset: { i18n: "next_section" }, text: L("next_section"), onclick: () => (state.sec >= LS.lesson.sections.length - 1 ? finish() : goSection(state.sec + 1)) }),
+    el("div", { id: "lesson-end", class: "lesson-end", role: "status", hidden: true }),
+    el("div", { class: "controls lesson-foot" }, [
       el("button", { type: "button", id: "lesson-share", class: "small", dataset: { i18n: "share_link" }, text: L("share_link"), onclick: share }),
     ]),
-    el("div", { id: "lesson-end", class: "lesson-end", role: "status", hidden: true }),
     el("input", { id: "lesson-link", class: "link-out", readonly: true, hidden: true, "aria-label": L("share_link") }),
     el("details", { class: "lesson-toc-box" }, [el("summary", { dataset: { i18n: "sections_all" }, text: L("sections_all") }),
       el("ol", { id: "lesson-toc", class: "lesson-toc" })]),

@@ -189,19 +189,19 @@ export function initNarration() {
 }
 
 // ------------------------------------------------------------------ links to a note
-// Every note of the page -- a preset's notes (note-<n>), a narration sentence (narr:<key>), the
-// lesson's step on show (lesson-<section>) -- carries a small "#" link whose URL is this view plus
+// Every note of the page -- a preset's notes (note-<n>), a narration sentence (narr:<key>) -- and
+// the lesson's section on show (lesson-<section>, its link made by lesson.js) carries a small "#" link whose URL is this view plus
 // note=<id>; opening it scrolls to the note, marks it and selects what its refs name.
 let pending = false;
 let noteDone = false;  // the URL's note was shown once (a later step change drops it)
 
 const noteHref = (id) => window.location.pathname + toSearch({ ...state, note: id });
 
-function noted(node, id, refs = [], { after = false } = {}) {
+function noted(node, id, refs = []) {
   node.dataset.note = id;
   node.noteRefs = refs;
   const a = noteAnchor(() => node.dataset.note);
-  if (after) node.after(a); else node.append(" ", a);
+  node.append(" ", a);
   return node;
 }
 
@@ -224,12 +224,7 @@ function noteAnchor(idOf) {
 
 function decorateNotes() {
   document.querySelectorAll("#preset-notes > li").forEach((li, i) => { if (!li.querySelector(".note-link")) noted(li, `note-${i}`); });
-  const lesson = $("lesson-text");
-  if (lesson) {
-    // the lesson rewrites its text's content: the link sits after it
-    if (!lesson.nextElementSibling || !lesson.nextElementSibling.classList.contains("note-link")) noted(lesson, `lesson-${state.sec}`, [], { after: true });
-    lesson.dataset.note = `lesson-${state.sec}`;
-  }
+  // (the lesson's text has its own "#" link, beside its section's title: lesson.js)
   if (state.note && !noteDone) showNote();
 }
 

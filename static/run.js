@@ -18,7 +18,7 @@ import { noteRowTops, renderRequestTable, renderTokenTable, slidePendingRows } f
 import { $, L, S, bigBatch, btName, isV2, stageNames, state } from "./trace.js";
 import { renderSlots } from "./slots.js";
 import { drawAllTokenIds, drawInputBlockTables, drawSlotBlockTables } from "./v2tables.js";
-import { buildTimeline, renderBadges, renderChanges, renderQueue, renderTimelineActive } from "./timeline.js";
+import { buildTimeline, markQueueFocus, renderBadges, renderChanges, renderQueue, renderTimelineActive } from "./timeline.js";
 import { clear, el, showUpstream } from "./views.js";
 import { deferDraws, whenIdle } from "./canvasmap.js";
 import { ctl, emitView } from "./bus.js";
@@ -340,12 +340,13 @@ function pickRequest(rid) {
   refocus();
 }
 
-// the views that put the focused request first redraw around it
+// the views that mark the focused request (or keep its rows alone) redraw around it
 function refocus() {
   renderRequestTable();
   slidePendingRows();
   renderTokenTable();
   renderOverview(pickRequest);
+  markQueueFocus();
   applySelection({ plots: false });
 }
 

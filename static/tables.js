@@ -144,10 +144,11 @@ export function renderRequestTable() {
     ...names.map((n) => el("th", { title: n, dataset: { array: n } }, [el("code", { text: n })]))])));
   const body = el("tbody");
   const inPrev = S.prev && S.prev.batch ? new Set(S.prev.batch.req_ids.map(String)) : null;
+  // the rows in batch order, always (query_start_loc and friends are sums in this order): the
+  // focused request's row is marked where it is, or kept alone with "only this request"
   const focus = focusRow();
-  const rows = ids.map((rid, r) => [rid, r]);
-  if (focus >= 0) { rows.splice(focus, 1); rows.unshift([ids[focus], focus]); if (S.focusOnly) rows.length = 1; }
-  else if (S.focusOnly && state.req) rows.length = 0;
+  let rows = ids.map((rid, r) => [rid, r]);
+  if (S.focusOnly && state.req) rows = focus >= 0 ? [rows[focus]] : [];
   box.classList.toggle("big-box", bigBatch());
   const rowOf = ([rid, r]) => {
     const move = moved.get(String(rid));
@@ -165,12 +166,18 @@ export function renderRequestTable() {
   // a big batch's table scrolls in its own box: the rows it shows are drawn before the frame, the
   // rest once the page is idle (all at once where the reader has scrolled the box)
   const first = shown(box, "height", 20, EAGER_ROWS);
-  const eager = bigBatch() && rows.length > first && !scrolled(box, "scrollTop") ? first : rows.length;
+  const at = rows.findIndex(([, r]) => r === focus);  // the focused row is drawn at once
+  const eager = bigBatch() && rows.length > first && !scrolled(box, "scrollTop") ? Math.max(first, at + 1) : rows.length;
   body.append(...rows.slice(0, eager).map(rowOf));
   table.dataset.whole = "1";
   if (eager < rows.length) addLater(box, table, () => body.append(...rows.slice(eager).map(rowOf)));
   table.append(body);
   box.append(table);
+  // a big batch's table scrolls in its own box: the focused row is brought into that box's view
+  if (at > 0 && box.classList.contains("big-box")) {
+    const row = body.children[at];
+    if (row) requestAnimationFrame(() => { box.scrollTop = Math.max(0, row.offsetTop - row.offsetHeight * 2); });
+  }
   if (!rows.length) box.append(el("p", { class: "muted", text: `${state.req}: ${L("not_in_batch")}` }));
   for (const n of extra) box.append(el("p", { class: "value-line", dataset: { array: n } }, [el("code", { text: n }), " = ", fmtList(tr.arrays[n].data, 64)]));
   slides = moved.size && before.size ? [table, before, [...moved.keys()]] : null;

@@ -127,11 +127,34 @@ export function renderChanges() {
 }
 
 // ------------------------------------------------------------------ queue, budget and pool
-// Where every request of the scenario stands at this step (not arrived, waiting, running,
-// preempted, finished), the scheduler's token budget and the KV pool's occupancy. A running
-// request's chip carries a bar of its tokens: computed before this step, scheduled in it, still to
-// come. Chips select their request (onPick(rid)).
+// Where every request of the scenario stands at this step, in vLLM's own queues: `waiting` (head
+// first, as the scheduler pops it) and `running`, then the requests not arrived yet and those
+// finished; the scheduler's token budget and the KV pool's occupancy. vLLM 0.33 has no queue of
+// preempted requests: _preempt_request sets the request's status to PREEMPTED and puts it back at
+// the front of `waiting` (scheduler.py), so a preempted request is a chip of the waiting lane,
+// marked "preempted", until it is scheduled again. A running request's chip carries a bar of its
+// tokens: computed before this step, scheduled in it, still to come. Chips select their request
+// (onPick(rid)); the focused request's chip is marked.
 const LANE_MAX = 24;
+const VLLM_QUEUES = new Set(["waiting", "running"]);
+
+// the requests whose status is PREEMPTED after this step: preempted, not scheduled since (this
+// step's own preemptions from its trace: a streaming run's overview may not have its steps yet)
+function preemptedBy(step) {
+  const out = new Set();
+  for (const s of S.overview.steps) {
+    if (s.step > step) break;
+    for (const r of [...(s.new_req_ids || []), ...(s.resumed_req_ids || [])]) out.delete(String(r));
+    for (const r of s.preempted_req_ids || []) out.add(String(r));
+  }
+  for (const r of S.trace.scheduler.preempted_req_ids || []) out.add(String(r));
+  return out;
+}
+
+// the focused request's chip, marked (the queue is drawn per step; the focus changes between)
+export function markQueueFocus() {
+  document.querySelectorAll("#queue .qchip").forEach((c) => c.classList.toggle("focus", c.dataset.req === state.req));
+}
 
 function finishedBy(step) {
   const out = [];
@@ -149,16 +172,17 @@ export function renderQueue(onPick) {
   const box = clear($("queue"));
   const tr = S.trace, sch = tr.scheduler, cfg = S.overview.scenario.config;
   const arrival = new Map(S.overview.scenario.requests.map((r) => [String(r.id), r.arrival_step || 0]));
-  const preempted = (sch.preempted_req_ids || []).map(String);
+  const preempted = preemptedBy(state.step);
   const finished = finishedBy(state.step);
   const running = tr.batch.req_ids.map(String);
-  const waiting = (sch.waiting_req_ids || []).map(String).filter((r) => !preempted.includes(r));
+  const waiting = (sch.waiting_req_ids || []).map(String);
   const arriving = scenarioReqIds().filter((r) => arrival.get(r) > state.step);
   const computed = A("num_computed_tokens_cpu"), scheduled = A("num_scheduled_tokens"), total = A("num_tokens");
   const maxLen = cfg.max_model_len;
   const chip = (rid, lane) => {
     const r = running.indexOf(rid);
-    const kids = [el("span", { text: rid })];
+    const was = lane === "waiting" && preempted.has(rid);
+    const kids = [el("span", { text: rid }), was ? el("small", { class: "q-status", text: L("preempted") }) : null];
     if (lane === "running" && computed && scheduled && r >= 0) {
       const w = (n) => `${((100 * n) / maxLen).toFixed(1)}%`;
       const rest = Math.max(0, (total ? total[r] : 0) - computed[r] - scheduled[r]);
@@ -166,17 +190,20 @@ export function renderQueue(onPick) {
         el("span", { class: "tb-computed", style: `width:${w(computed[r])}` }), el("span", { class: "tb-scheduled", style: `width:${w(scheduled[r])}` }),
         el("span", { class: "tb-rest", style: `width:${w(rest)}` })]));
     }
-    return el("button", { class: `qchip q-${lane}`, dataset: { req: rid }, style: `background:${reqTint(rid)};border-left-color:${reqColor(rid)}`,
-      title: `${rid}: ${L("q_" + lane)}` + (r >= 0 && computed ? ` · computed ${computed[r]}, scheduled ${scheduled[r]}` : ""),
+    return el("button", { class: `qchip q-${lane}${was ? " q-preempted" : ""}${rid === state.req ? " focus" : ""}`, dataset: { req: rid },
+      style: `background:${reqTint(rid)};border-left-color:${reqColor(rid)}`,
+      title: `${rid}: ${L("q_" + lane)}${was ? ` · ${L("preempted")}` : ""}` + (r >= 0 && computed ? ` · computed ${computed[r]}, scheduled ${scheduled[r]}` : ""),
       onclick: () => onPick(rid) }, kids);
   };
   const lane = (key, ids) => {
     const shown = ids.slice(0, LANE_MAX).map((rid) => chip(rid, key));
     if (ids.length > LANE_MAX) shown.push(el("span", { class: "muted", text: `+${ids.length - LANE_MAX} ${L("more")}` }));
-    return el("div", { class: `qlane lane-${key}`, dataset: { count: ids.length } }, [el("span", { class: "qlane-h", text: `${L("q_" + key)} (${ids.length})` }), ...shown]);
+    // vLLM's queues by vLLM's names (in 中文 beside the word)
+    const name = VLLM_QUEUES.has(key) ? (state.lang === "en" ? [el("code", { text: key })] : [`${L("q_" + key)} `, el("code", { text: key })]) : [L("q_" + key)];
+    return el("div", { class: `qlane lane-${key}`, dataset: { count: ids.length } }, [el("span", { class: "qlane-h" }, [...name, ` (${ids.length})`]), ...shown]);
   };
   box.append(el("h2", { id: "queue-h", class: "visually-hidden", text: L("queue") }));
-  const lanes = el("div", { class: "qlanes" }, [lane("waiting", waiting), lane("running", running), lane("preempted", preempted)]);
+  const lanes = el("div", { class: "qlanes" }, [lane("waiting", waiting), lane("running", running)]);
   if (arriving.length) lanes.append(lane("arriving", arriving));
   lanes.append(lane("finished", finished));
   const used = tr.kv_cache && tr.kv_cache.ref_cnt ? tr.kv_cache.ref_cnt.filter((c) => c > 0).length : 0;

@@ -72,9 +72,14 @@ def test_a_128_request_step_has_a_bar_per_request_step_bars_and_a_minimap(
     pool = hd_page.locator(".tl-step[data-step='1'] .tl-pool")
     assert int(pool.get_attribute("data-of")) == 4096 and int(pool.get_attribute("data-n")) > 0
     assert hd_page.locator("#minimap").bounding_box()["width"] > 500
-    # clicking a bar focuses its request: the request table puts it first
+    # clicking a bar focuses its request: the request table marks its row and keeps batch order
     hd_page.locator("#ov-bars .ov-bar[data-req='r3'] .ov-hit").click()
-    assert hd_page.locator("#request-table tbody tr").first.get_attribute("data-req") == "r3"
+    row = hd_page.locator("#request-table tbody tr.focus-row")
+    assert row.get_attribute("data-req") == "r3"
+    rows = hd_page.evaluate(
+        "[...document.querySelectorAll('#request-table tbody tr')].map(r => +r.dataset.r)"
+    )
+    assert rows == sorted(rows) and rows[0] == 0
 
 
 def test_focus_on_r77_survives_the_next_step(hd_page: object, big_link: str) -> None:
@@ -87,7 +92,15 @@ def test_focus_on_r77_survives_the_next_step(hd_page: object, big_link: str) -> 
     assert "req=r77" in hd_page.url
     assert hd_page.locator("#ov-bars .ov-bar.focus").get_attribute("data-req") == "r77"
     if hd_page.locator("#request-table tr[data-req='r77']").count():
-        assert hd_page.locator("#request-table tbody tr").first.get_attribute("data-req") == "r77"
+        # its row is marked where the batch has it, and scrolled into the table's box
+        row = hd_page.locator("#request-table tbody tr.focus-row")
+        assert row.get_attribute("data-req") == "r77"
+        hd_page.wait_for_function(
+            """() => {
+              const r = document.querySelector('#request-table tr.focus-row').getBoundingClientRect();
+              const b = document.getElementById('req-table').getBoundingClientRect();
+              return r.top >= b.top && r.bottom <= b.bottom; }"""
+        )
     # only this request: the token table keeps r77's tokens alone
     hd_page.check("#focus-only")
     rows = hd_page.evaluate(

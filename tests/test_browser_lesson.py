@@ -210,8 +210,8 @@ def _expected_selection(lesson: str, k: int) -> dict[str, str]:
     if sel is None:
         return want
     ids = [str(x) for x in t.batch["req_ids"]]
-    if sel["kind"] == "request" and str(sel["id"]) in ids:
-        want["req"] = str(sel["id"])
+    if sel["kind"] == "request":
+        want["req"] = str(sel["id"])  # in the batch or not (preempted, waiting): focused all the same
     elif sel["kind"] == "row":
         want["req"] = ids[int(sel["id"])]
     elif sel["kind"] == "block":

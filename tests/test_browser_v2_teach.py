@@ -206,7 +206,7 @@ def test_the_v2_lesson_asks_for_idx_mapping_and_the_page_tells_it_only_after_che
     assert "ok" in classes(page, "#predict-result p")
     seen = visible(page)
     assert all(f"→ {v}" in seen for v in answer)
-    # by batch row (the section's request, in focus, is drawn first)
+    # by batch row (the rows in batch order, the section's request marked)
     by_row = [
         page.locator(f"#request-table tbody tr[data-r='{i}'] td:nth-child({col})").inner_text() for i in rows
     ]

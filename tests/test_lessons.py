@@ -130,12 +130,21 @@ def test_every_checkpoint_answer_is_the_documents_number() -> None:
         ({"checkpoint": {"array": "slot_mapping", "indices": [-1]}}, "sections[0].checkpoint.indices[0]"),
         ({"checkpoint": {"array": "slot_mapping"}}, "sections[0].checkpoint"),
         ({"typo": 1}, "sections[0].typo"),
+        ({"views": "queue"}, "sections[0].views"),
+        ({"views": ["nope"]}, "sections[0].views[0]"),
+        ({"views": ["queue", 3]}, "sections[0].views[1]"),
     ],
 )
 def test_a_bad_section_is_refused_naming_its_field(change: dict[str, Any], field: str) -> None:
     with pytest.raises(LessonError) as e:
         validate_lesson(_minimal(**change))
     assert field in [f for f, _ in e.value.errors], e.value.errors
+
+
+def test_a_sections_views_name_panels_or_arrays_of_its_stages() -> None:
+    lesson = validate_lesson(_minimal(views=["queue", "slot_mapping"]))
+    assert lesson["sections"][0]["views"] == ["queue", "slot_mapping"]
+    assert validate_lesson(_minimal())["sections"][0]["views"] == []  # views are optional
 
 
 def test_every_problem_is_reported_at_once() -> None:
