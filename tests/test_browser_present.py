@@ -143,7 +143,8 @@ def test_a_lesson_in_present_mode_keeps_its_question_on_screen_and_its_answers_m
 
 
 # what each figure's numbers are drawn at: the token table's and the block tables' cells, the KV
-# pool's heatmap labels (the size canvasmap.js drew them at) and its legend's block numbers
+# pool's heatmap labels (the size canvasmap.js drew them at), its legend's block numbers and the
+# queue's pool bar ("KV pool 8 / 15 blocks in use")
 SIZES = """() => {
   const shown = (sel) => [...document.querySelectorAll(sel)].filter((n) => n.getClientRects().length);
   const size = (n) => parseFloat(getComputedStyle(n).fontSize);
@@ -152,6 +153,7 @@ SIZES = """() => {
   return { tokens: px('#tok-table .tok-table td'), blocks: px('#sys-grid .grid-table td'),
            kv_labels: kv && kv.layout && kv.layout.font ? [kv.layout.font.size] : [],
            kv_legend: px('#card-kv .mark-legend strong'), kv_table: shown('#table-kv td').map(size),
+           pool_bar: px('#queue .qbar.pool'),
            body: parseFloat(getComputedStyle(document.body).fontSize) };
 }"""
 
@@ -159,7 +161,7 @@ SIZES = """() => {
 def test_present_mode_draws_the_arrays_block_tables_and_kv_pool_at_the_texts_size(page: Any) -> None:
     """At 1280x720 in present mode the body is 20 px, and so are the numbers a room reads: the
     token table, the block table(s) (V1, nano-vllm, Model Runner V2's two) and the KV pool (its
-    heatmap's labels and legend, and its table view)."""
+    heatmap's labels and legend, its table view, the queue's pool bar)."""
     # (the run, its block tables, whether the step changes the pool: its legend then names blocks)
     for query, tables, changes in (
         ("preset=seed-001&step=2", ["table-block_table"], True),
@@ -172,7 +174,7 @@ def test_present_mode_draws_the_arrays_block_tables_and_kv_pool_at_the_texts_siz
             assert page.locator(f"#{t}").is_visible(), t
         sizes = page.evaluate(SIZES)
         assert sizes["body"] == 20
-        for part in ("tokens", "blocks", "kv_labels", *(["kv_legend"] if changes else [])):
+        for part in ("tokens", "blocks", "kv_labels", "pool_bar", *(["kv_legend"] if changes else [])):
             assert sizes[part] and min(sizes[part]) >= 20, (query, part, sizes[part])
         assert bool(sizes["kv_legend"]) == changes
         page.screenshot(path=str(tb.ARTIFACTS / f"present-numbers-{query.split('&')[0].split('=')[1]}.png"))
