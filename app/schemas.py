@@ -56,6 +56,11 @@ class RunCreated(BaseModel):
     )
     url: str = Field(description="the run page", examples=["/run?s=eNqr..."])
     link: str = Field(description="the scenario packed for URLs (zlib + base64url)")
+    upstream: str = Field(
+        "",
+        description="what this run's flavour mirrors, as the run overview says it (the run page's header)",
+        examples=["vLLM 0.33.0 · Model Runner V2 (vllm/v1/worker/gpu/)"],
+    )
 
 
 class RecordingCut(BaseModel):

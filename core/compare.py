@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from pagedviz.core.config import EngineConfig
+from pagedviz.core.kernel_reads import read_mask, stale_entries
 from pagedviz.core.metrics import STEP_FIELDS, run_metrics
 from pagedviz.core.narrate import narrate
 from pagedviz.core.trace import StepTrace
@@ -30,8 +31,12 @@ ALIGNED_TOKEN = ("positions", "input_ids", "slot_mapping")
 ALIGNED_REQUEST = ("num_scheduled_tokens", "seq_lens")
 
 
-def _diff_array(x: np.ndarray, y: np.ndarray) -> dict[str, Any] | None:
-    """None when equal; else where they differ (flat index for 1-D, [row, col] for tables)."""
+def _diff_array(
+    x: np.ndarray, y: np.ndarray, read_x: np.ndarray | None = None, read_y: np.ndarray | None = None
+) -> dict[str, Any] | None:
+    """None when equal; else where they differ (flat index for 1-D, [row, col] for tables). With
+    `read_x` / `read_y` (core/kernel_reads.py), an entry neither side's kernels read is stale on
+    both and not a difference."""
     if x.shape == y.shape:
         if np.array_equal(x, y):
             return None
@@ -41,7 +46,15 @@ def _diff_array(x: np.ndarray, y: np.ndarray) -> dict[str, Any] | None:
             return {"status": "shape", "shape_a": list(x.shape), "shape_b": list(y.shape), "num_diff": None}
         status = "shape"
         region = tuple(slice(0, min(p, q)) for p, q in zip(x.shape, y.shape))
-    where = np.argwhere(x[region] != y[region])
+    differs = x[region] != y[region]
+    if read_x is not None or read_y is not None:
+        read = np.zeros(differs.shape, dtype=bool)
+        for m in (read_x, read_y):
+            read |= np.ones(differs.shape, dtype=bool) if m is None else m[region]
+        differs &= read
+        if status == "differ" and not differs.any():
+            return None
+    where = np.argwhere(differs)
     out: dict[str, Any] = {"status": status, "num_diff": int(len(where))}
     idx = where[:MAX_INDICES]
     out["indices"] = idx[:, 0].tolist() if x.ndim == 1 else idx.tolist()
@@ -125,7 +138,7 @@ def compare_runs(
             xa, xb = ta.arrays, tb.arrays
             differ = {}
             for name in sorted(set(xa) & set(xb)):
-                d = _diff_array(xa[name], xb[name])
+                d = _diff_array(xa[name], xb[name], read_mask(ta, name), read_mask(tb, name))
                 if d is not None:
                     differ[name] = d
             entry["arrays"] = differ
@@ -136,6 +149,8 @@ def compare_runs(
                 for s in sorted(set(ta.scalars) | set(tb.scalars))
                 if ta.scalars.get(s) != tb.scalars.get(s)
             }
+            # the kernel's block-table entries the compare ignores: stale, never read
+            entry["stale"] = [stale_entries(ta), stale_entries(tb)]
             entry["kv_cache"] = _diff_kv(ta.kv_cache, tb.kv_cache)
             entry["batch"] = _diff_batch(ta, tb)
             sa, sb = ma["steps"][k], mb["steps"][k]

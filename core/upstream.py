@@ -35,13 +35,17 @@ RUNNERS = {
 
 def describe(flavor: str | None = None, runner: str | None = None) -> str:
     """In words, what a flavour mirrors ("vLLM 0.33.0 · V1 runner (gpu_model_runner.py)",
-    "vLLM 0.33.0 · vllm-ascend 182b75e"), or every flavour and both of vLLM's runners."""
+    "vLLM 0.33.0 · V1 runner (gpu_model_runner.py) · vllm-ascend 182b75e": the ascend flavour
+    prepares its inputs with vLLM's V1 runner, core/engine.py), or every flavour and both of
+    vLLM's runners."""
     keys = {"vllm": ["vllm"], "ascend": ["vllm", "ascend"], "nanovllm": ["nanovllm"]}.get(
         flavor or "", list(UPSTREAM)
     )
     parts = [f"{NAMES[k]} {UPSTREAM[k].get('version') or UPSTREAM[k]['commit'][:7]}" for k in keys]
     if flavor == "vllm" and runner in RUNNERS:
         parts.insert(1, RUNNERS[runner])
+    elif flavor == "ascend":
+        parts.insert(1, RUNNERS["v1"])
     elif flavor is None:
         parts.insert(1, f"{RUNNERS['v2']} by default, {RUNNERS['v1']} on request")
     return " · ".join(parts)

@@ -226,6 +226,12 @@ function cellAt(cm, x, y) {
   return v === null || v === undefined ? null : [r, c];
 }
 
+// the heatmaps' label size in px: the page's --heatmap-text where set (present mode), else 11
+function textPx(div) {
+  const v = parseFloat(getComputedStyle(div).getPropertyValue("--heatmap-text"));
+  return Number.isFinite(v) && v > 0 ? v : 11;
+}
+
 function sizeCanvas(canvas, W, H) {
   const dpr = window.devicePixelRatio || 1;
   if (canvas.width !== Math.round(W * dpr) || canvas.height !== Math.round(H * dpr)) {
@@ -270,11 +276,16 @@ function draw(div) {
   const H = fig.height;
   const fg = cssVar("--fg", "#111111"), plotBg = cssVar("--plot-bg", "#ffffff");
   const ctx = sizeCanvas(cm.cells, W, H);
-  ctx.font = `11px ${FONT}`;
+  // the labels' size: 11 px, or the page's --heatmap-text (present mode sets it to the body's text
+  // size, style.css), the margins and title sizes scaled with it
+  const px = textPx(div), k = px / 11;
+  // titles grow less than the numbers (the card's own header names the figure)
+  const titlePx = Math.max(13, Math.round(px * 0.75)), axisPx = Math.max(12, Math.round(px * 0.7));
+  ctx.font = `${px}px ${FONT}`;
   // margins: the y tick labels and title on the left, the legend on the right
   const yLabels = fig.yTicktext ? fig.yTicktext.map(String) : [String(Math.max(0, rows - 1))];
   const yw = Math.max(...yLabels.map((s) => ctx.measureText(s).width));
-  const l = Math.ceil(yw) + (fig.yTitle ? 26 : 10);
+  const l = Math.ceil(yw) + (fig.yTitle ? axisPx + 14 : 10);
   let legend = null, r = 8;
   if (fig.showscale) {
     legend = legendOf(fig);
@@ -282,7 +293,7 @@ function draw(div) {
     const lw = Math.min(160, Math.max(24, ...labels.map((s) => ctx.measureText(s).width), legend.title ? ctx.measureText(legend.title).width - 16 : 0));
     r = 8 + 12 + 6 + lw + 6;
   }
-  const t = fig.title ? 26 : 8, b = fig.xTitle ? 38 : 22;
+  const t = fig.title ? titlePx + 13 : 8, b = px + 11 + (fig.xTitle ? axisPx + 5 : 0);
   const pw = Math.max(10, W - l - r), ph = Math.max(10, H - t - b);
   const cw = pw / Math.max(1, cols), ch = ph / Math.max(1, rows);
   cm.geo = { W, H, l, t, pw, ph, cw, ch };
@@ -332,7 +343,7 @@ function draw(div) {
   }
   // numbers in their cells, where they fit
   if (fig.texttemplate && fig.text) {
-    const size = fig.textSize;
+    const size = Math.round(fig.textSize * k);
     ctx.font = `${size}px ${FONT}`;
     ctx.fillStyle = "#111111";
     ctx.textAlign = "center";
@@ -354,40 +365,41 @@ function draw(div) {
   // axes: ticks at integers (every k-th where crowded), the ticktext the view gave, and titles
   ctx.fillStyle = fg;
   ctx.strokeStyle = fg;
-  ctx.font = `11px ${FONT}`;
+  ctx.font = `${px}px ${FONT}`;
   ctx.textBaseline = "top";
   ctx.textAlign = "center";
   const xticks = [], yticks = [];
-  const xs = tickStep(cols, pw, 28);
+  const xs = tickStep(cols, pw, 28 * k);
   for (let j = 0; j < cols; j += xs) { xticks.push(String(j)); ctx.fillText(String(j), l + (j + 0.5) * cw, t + ph + 4); }
   ctx.textAlign = "right";
   ctx.textBaseline = "middle";
   if (fig.yTicktext) fig.yTickvals.forEach((v, k) => { yticks.push(String(fig.yTicktext[k])); ctx.fillText(String(fig.yTicktext[k]), l - 5, t + (v + 0.5) * ch); });
-  else { const ys = tickStep(rows, ph, 14); for (let i = 0; i < rows; i += ys) { yticks.push(String(i)); ctx.fillText(String(i), l - 5, t + (i + 0.5) * ch); } }
+  else { const ys = tickStep(rows, ph, 14 * k); for (let i = 0; i < rows; i += ys) { yticks.push(String(i)); ctx.fillText(String(i), l - 5, t + (i + 0.5) * ch); } }
   // what was drawn, readable beside the figure's arguments (axis ranges as Plotly named them)
   div.layout = { ...div.layout, xaxis: { range: [-0.5, cols - 0.5], ticktext: xticks }, yaxis: { range: [rows - 0.5, -0.5], ticktext: yticks },
-                 legend: legend ? (legend.cats ? legend.cats.map((c) => c.label) : legend.vals.map(String)) : [] };
-  ctx.font = `12px ${FONT}`;
+                 legend: legend ? (legend.cats ? legend.cats.map((c) => c.label) : legend.vals.map(String)) : [], font: { size: px } };
+  ctx.font = `${axisPx}px ${FONT}`;
   if (fig.xTitle) { ctx.textAlign = "center"; ctx.textBaseline = "bottom"; ctx.fillText(fig.xTitle, l + pw / 2, H - 2); }
   if (fig.yTitle) {
-    ctx.save(); ctx.translate(11, t + ph / 2); ctx.rotate(-Math.PI / 2);
+    ctx.save(); ctx.translate(axisPx - 1, t + ph / 2); ctx.rotate(-Math.PI / 2);
     ctx.textAlign = "center"; ctx.textBaseline = "middle"; ctx.fillText(fig.yTitle, 0, 0); ctx.restore();
   }
-  if (fig.title) { ctx.font = `13px ${FONT}`; ctx.textAlign = "left"; ctx.textBaseline = "top"; ctx.fillText(fig.title, 4, 6); }
-  if (legend) drawLegend(ctx, fig, legend, colour, l + pw + 8, t, ph, fg);
+  if (fig.title) { ctx.font = `${titlePx}px ${FONT}`; ctx.textAlign = "left"; ctx.textBaseline = "top"; ctx.fillText(fig.title, 4, 6); }
+  if (legend) drawLegend(ctx, fig, legend, colour, l + pw + 8, t, ph, fg, px);
   sizeCanvas(cm.over, W, H);
   drawOverlay(div);
 }
 
-function drawLegend(ctx, fig, legend, colour, x, t, ph, fg) {
-  ctx.font = `11px ${FONT}`;
+function drawLegend(ctx, fig, legend, colour, x, t, ph, fg, px = 11) {
+  const k = px / 11;
+  ctx.font = `${px}px ${FONT}`;
   ctx.textAlign = "left";
   ctx.textBaseline = "middle";
   let y = t;
-  if (legend.title) { ctx.fillStyle = fg; ctx.fillText(legend.title, x, y + 5); y += 16; }
+  if (legend.title) { ctx.fillStyle = fg; ctx.fillText(legend.title, x, y + 5 * k); y += 16 * k; }
   if (legend.cats) {
-    const step = Math.min(18, Math.max(12, (ph - (y - t)) / Math.max(1, legend.cats.length)));
-    ctx.font = `${step < 14 ? 10 : 11}px ${FONT}`;
+    const step = Math.min(18 * k, Math.max(12 * k, (ph - (y - t)) / Math.max(1, legend.cats.length)));
+    ctx.font = `${Math.round((step < 14 * k ? 10 : 11) * k)}px ${FONT}`;
     for (const c of legend.cats) {
       ctx.fillStyle = colour(c.v);
       ctx.fillRect(x, y + 1, 12, step - 3);

@@ -77,6 +77,8 @@ export function contrastLinks(box, lang) {
   }
 }
 
+const fmt = (key, vals) => Object.entries(vals).reduce((s, [k, v]) => s.replaceAll(`{${k}}`, String(v)), L(key));
+
 // start comparing with B = A changed by `spec`
 export async function compareWith(spec) {
   const pairs = parseSpec(spec);
@@ -216,14 +218,19 @@ function renderView(entry, ta, tb, na, nb) {
   const differs = stepDiffers(entry);
   const lead = n === C.first ? L("cmp_first") : differs ? L("cmp_at") : L("cmp_no_diff");
   line.append(el("strong", { text: lead.replace("{n}", n) }), " ");
-  if (differs || n === C.first) line.append(el("span", { class: "cmp-what", text: whatDiffers(entry).join(L("cmp_sep")) }));
+  if (differs || n === C.first) line.append(el("span", { class: "cmp-what", text: whatDiffers(entry, ta, tb).join(L("cmp_sep")) }));
   if (n !== C.first) {
     line.append(" ", el("button", { type: "button", class: "small", id: "cmp-go-first", text: L("cmp_go_first").replace("{n}", C.first),
       onclick: () => { ctl.stopPlay(); ctl.showStep(C.first); } }));
   }
-  const why = whyDiffers(entry, na, nb, C.pairs);
+  const why = whyDiffers(entry, na, nb, C.pairs, ta, tb);
   const whyBox = clear($("cmp-why"));
   if (why.length && (differs || n === C.first)) whyBox.append(el("strong", { text: L("cmp_why") }), " ", why.join(" "));
+  // the stale block-table entries the compare ignores (the server's, core/kernel_reads.py)
+  const stale = clear($("cmp-stale"));
+  const items = (entry.stale || [[], []]).flatMap((xs, i) => xs.map((x) => fmt("cmp_stale_item", { side: i ? "B" : "A", ...x })));
+  stale.hidden = !items.length;
+  if (items.length) stale.append(el("span", { text: L("cmp_stale_h") }), " ", el("span", { class: "cmp-stale-list", text: items.join(L("cmp_sep")) }));
   renderPanes($("cmp-panes"), { label: sideLabel(C.a), trace: ta, flavor: C.a.scenario.flavor }, { label: sideLabel(C.b), trace: tb, flavor: C.b.scenario.flavor });
 }
 
@@ -307,6 +314,7 @@ function build() {
       el("button", { type: "button", class: "small", dataset: { i18n: "cmp_close" }, text: L("cmp_close"), onclick: stopCompare })]),
     el("p", { id: "cmp-line", class: "cmp-line", "aria-live": "polite" }),
     el("p", { id: "cmp-why", class: "cmp-why" }),
+    el("p", { id: "cmp-stale", class: "cmp-stale muted", hidden: true }),
     el("div", { id: "cmp-panes", class: "cmp-panes" }),
   ]);
   $("stepbar").after(view);

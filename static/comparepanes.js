@@ -6,6 +6,7 @@
 // shown compressed: a run of tokens of one request with consecutive positions and slots is one
 // cell ("0–15" over "32–47").
 
+import { gatheredReads } from "./kernelreads.js";
 import { L, reqColor, reqTint, state } from "./trace.js";
 import { clear, el } from "./views.js";
 
@@ -29,18 +30,23 @@ export function tokensOf(t) {
   return out;
 }
 
-// the table the kernel reads, one row per batch row: {req: [blocks]} with the padding cut off
-export function blockRowsOf(t, flavor) {
+// the table the kernel reads, one row per batch row: {req: [blocks]} with the padding cut off;
+// Model Runner V2's gathered rows up to num_blocks (kernelreads.js, the main view's rule): the
+// stale entries past them, never read, go to `stale` ({req: [[col, block]]}), struck, not compared
+export function blockRowsOf(t, flavor, stale = new Map()) {
   const bt = arr(t, "input_block_tables") || arr(t, "block_table") || arr(t, "block_tables");
   const ids = (t.batch.req_ids || []).map(String);
   const pad = flavor === "nanovllm" ? -1 : 0;
+  const reads = arr(t, "input_block_tables") ? gatheredReads(t) : null;
   const out = new Map();
   if (!bt || bt.shape.length !== 2) return out;
   ids.forEach((rid, r) => {
     const row = bt.data[r] || [];
     let end = row.length;
-    while (end > 0 && row[end - 1] === pad) end--;
+    while (end > 0 && (row[end - 1] === pad || (reads && !reads(r, end - 1)))) end--;
     out.set(rid, row.slice(0, end));
+    const left = reads ? row.map((v, c) => [c, v]).filter(([c, v]) => c >= end && v !== pad) : [];
+    if (left.length) stale.set(rid, left);
   });
   return out;
 }
@@ -86,7 +92,7 @@ function queuePart(mine, other) {
   return box;
 }
 
-function blockPart(mine, other, side, note) {
+function blockPart(mine, other, side, note, stale) {
   const rows = [...mine.entries()];
   const table = el("table", { class: "cp-bt", dataset: { side } });
   const body = el("tbody");
@@ -98,6 +104,10 @@ function blockPart(mine, other, side, note) {
     const tr = el("tr", { dataset: { req: rid } }, [el("td", { class: `cp-row${moved ? " cp-diff" : ""}`, text: String(r) }),
       el("th", { scope: "row", class: "cp-req", style: reqStyle(rid), text: rid })]);
     blocks.forEach((b, c) => tr.append(el("td", { class: !theirs || theirs[c] !== b ? "cp-diff" : "", dataset: { c }, text: String(b) })));
+    // stale cells past the row's own blocks: shown struck, as the main view does, and never outlined
+    for (const [c, b] of stale.get(rid) || []) {
+      tr.append(el("td", { class: "sm-stale", dataset: { c, stale: "1" }, title: L("cmp_stale_cell"), text: String(b) }));
+    }
     body.append(tr);
   });
   if (!rows.length) body.append(el("tr", {}, el("td", { class: "muted", text: note || "–" })));
@@ -159,18 +169,48 @@ function tokenPart(mine, other, side) {
   return box;
 }
 
+const MASK_ROWS = 16, MASK_COLS = 40;  // an attn_mask bigger than this shows its top-left corner
+
+// the attention state and attn_mask a side builds (vllm-ascend's; vLLM's runners build neither):
+// the state's name and the mask drawn cell by cell (1 = masked, filled), each outlined where the
+// other side has another one or none
+function attnPart(me, you, side) {
+  const st = (t) => (t.scalars.attn_state === undefined || t.scalars.attn_state === null ? null : String(t.scalars.attn_state));
+  const mask = (t) => t.arrays.attn_mask || null;
+  const key = (m) => (m ? `${m.shape.join("x")}:${m.data.map((row) => row.join("")).join("/")}` : "");
+  const mine = mask(me), state2 = st(me);
+  const box = el("div", { class: "cp-attn", dataset: { side } }, [
+    el("span", { class: `cp-attn-state${state2 !== st(you) ? " cp-diff" : ""}`, dataset: { state: state2 || "" } }, [
+      el("code", { text: "attn_state" }), " ", el("b", { text: state2 || L("cmp_attn_none") })]),
+    el("span", { class: `cp-attn-mask${key(mine) !== key(mask(you)) ? " cp-diff" : ""}` }, [
+      el("code", { text: "attn_mask" }), " ", el("b", { text: mine ? `[${mine.shape.join(" × ")}]` : L("cmp_attn_none") })]),
+  ]);
+  if (mine && mine.shape.length === 2) {
+    const rows = mine.data.slice(0, MASK_ROWS).map((row) => el("tr", {}, row.slice(0, MASK_COLS).map((v) => el("td", { class: v ? "m" : "" }))));
+    box.append(el("table", { class: "cp-mask", "aria-label": `attn_mask ${mine.shape.join(" × ")}` }, el("tbody", {}, rows)));
+    if (mine.shape[0] > MASK_ROWS || mine.shape[1] > MASK_COLS) {
+      box.append(el("span", { class: "muted small-text", text: L("cmp_mask_cap").replace("{r}", Math.min(mine.shape[0], MASK_ROWS)).replace("{c}", Math.min(mine.shape[1], MASK_COLS)) }));
+    }
+  }
+  return box;
+}
+
+const hasAttn = (t) => (t.scalars.attn_state !== undefined && t.scalars.attn_state !== null) || Boolean(t.arrays.attn_mask);
+
 // one side's pane; `me` and `you` are {trace, flavor}, `label` its heading
 function pane(side, label, me, you) {
-  const mine = { lanes: lanesOf(me.trace), bt: blockRowsOf(me.trace, me.flavor), kv: ownersOf(me.trace), tok: tokensOf(me.trace) };
+  const stale = new Map();
+  const mine = { lanes: lanesOf(me.trace), bt: blockRowsOf(me.trace, me.flavor, stale), kv: ownersOf(me.trace), tok: tokensOf(me.trace) };
   const theirs = { lanes: lanesOf(you.trace), bt: blockRowsOf(you.trace, you.flavor), kv: ownersOf(you.trace), tok: tokensOf(you.trace) };
   const T = me.trace.scalars.total_num_scheduled_tokens ?? mine.tok.length;
   return el("section", { class: `cp-pane cp-${side}`, dataset: { side }, "aria-label": label }, [
     el("h3", { class: "cp-head" }, [el("span", { class: "cp-tag", text: side.toUpperCase() }), " ", label]),
     el("h4", { text: L("queue") }), queuePart(mine.lanes, theirs.lanes),
     el("h4", {}, [L("cmp_block_table"), " ", el("code", { class: "t-block_table", text: me.trace.arrays.input_block_tables ? "input_block_tables" : me.trace.arrays.block_table ? "block_table" : "block_tables" })]),
-    blockPart(mine.bt, theirs.bt, side, typeof me.trace.scalars.block_tables === "string" && me.trace.scalars.block_tables !== "passed" ? L("bt_none") : ""),
+    blockPart(mine.bt, theirs.bt, side, typeof me.trace.scalars.block_tables === "string" && me.trace.scalars.block_tables !== "passed" ? L("bt_none") : "", stale),
     el("h4", { text: `${L("pool")} · ${mine.kv.length} ${L("cmp_blocks")}` }), kvPart(mine.kv, theirs.kv, side),
     el("h4", { text: `${L("cmp_token_row")} · T = ${T}` }), tokenPart(mine.tok, theirs.tok, side),
+    ...(hasAttn(me.trace) || hasAttn(you.trace) ? [el("h4", { text: L("cmp_attn") }), attnPart(me.trace, you.trace, side)] : []),
   ]);
 }
 

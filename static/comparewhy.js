@@ -15,7 +15,21 @@ export function stepDiffers(e) {
   const arrays = Object.values(e.arrays || {}).some((d) => d.status === "shape" || d.num_diff > 0);
   const kv = e.kv_cache && (e.kv_cache.owners.length || e.kv_cache.ref_cnt.length);
   const batch = e.batch && (!e.batch.same_order || !e.batch.same_requests);
-  return Boolean(arrays || kv || batch);
+  return Boolean(arrays || kv || batch || attnDiffers(e));
+}
+
+// whether the attention state (vllm-ascend's attn_state) or attn_mask differs: one side builds
+// one the other has not, or another one
+export function attnDiffers(e) {
+  const st = (e.scalars || {}).attn_state;
+  const mask = [...(e.only_a || []), ...(e.only_b || [])].includes("attn_mask") || Boolean((e.arrays || {}).attn_mask);
+  return Boolean((st && st[0] !== st[1]) || mask);
+}
+
+// an attn_mask's shape in words ("5 × 8"), or "none" where the step has none
+export function maskShape(t) {
+  const m = t && t.arrays.attn_mask;
+  return m ? m.shape.join(" × ") : L("cmp_attn_none");
 }
 
 // the first step whose entry differs; else the first step where only one run has some array
@@ -31,8 +45,9 @@ export function firstDiffStep(cmp) {
 const fmt = (key, vals) => Object.entries(vals).reduce((s, [k, v]) => s.replaceAll(`{${k}}`, String(v)), L(key));
 const list = (xs, max = 8) => (xs.length > max ? `${xs.slice(0, max).join(", ")}, …` : xs.join(", "));
 
-// the facts of one step: [text], each short
-export function whatDiffers(e) {
+// the facts of one step: [text], each short (`ta`, `tb`: the two steps' traces, for the shapes
+// of what only one side has)
+export function whatDiffers(e, ta = null, tb = null) {
   if (!e.in_b) return [L("cmp_b_ended")];
   const out = [];
   const sched = (e.scalars || {}).total_num_scheduled_tokens;
@@ -45,21 +60,34 @@ export function whatDiffers(e) {
   if (named.length) out.push(`${L("cmp_w_arrays")} ${list(named, 4)}${named.length > 4 ? ` (+${named.length - 4})` : ""}`);
   const kv = e.kv_cache ? e.kv_cache.owners : [];
   if (kv.length) out.push(fmt("cmp_w_kv", { blocks: list(kv) }));
-  if (!named.length && ((e.only_a || []).length || (e.only_b || []).length)) {
+  // the attention state and mask (vllm-ascend builds them, vLLM's runners do not): from the traces
+  const st = (e.scalars || {}).attn_state;
+  const attn = attnDiffers(e);
+  if (st && st[0] !== st[1]) out.push(fmt("cmp_w_attn", { a: st[0] ?? L("cmp_attn_none"), b: st[1] ?? L("cmp_attn_none") }));
+  if (attn && ta && tb && maskShape(ta) !== maskShape(tb)) out.push(fmt("cmp_w_mask", { a: maskShape(ta), b: maskShape(tb) }));
+  const shown = (xs) => xs.filter((x) => !(attn && ta && tb && x === "attn_mask"));
+  const onlyA = shown(e.only_a || []), onlyB = shown(e.only_b || []);
+  if (!named.length && (onlyA.length || onlyB.length)) {
     const side = (xs, tag) => (xs.length ? `${fmt("cmp_w_only", { side: tag })} ${list(xs, 4)}` : "");
-    out.push(...[side(e.only_a || [], "A"), side(e.only_b || [], "B")].filter(Boolean));
+    out.push(...[side(onlyA, "A"), side(onlyB, "B")].filter(Boolean));
   }
   return out;
 }
 
 // the why: the step's sentences only one side says (its own words, from the trace), then what the
 // setting B changes does
-export function whyDiffers(e, na, nb, pairs) {
+export function whyDiffers(e, na, nb, pairs, ta = null, tb = null) {
   const nd = e.narration || { only_a: [], only_b: [] };
   const own = (items, keys, tag) => items.filter((it) => !it.stage && keys.includes(it.key)).slice(0, 1)
     .map((it) => `${tag}: ${it.text[state.lang] || it.text.en}`);
   const out = [...own(na, nd.only_a, "A"), ...own(nb, nd.only_b, "B")];
-  for (const [k] of pairs || []) {
+  // the side that is vllm-ascend: its attention state at this step, from its trace
+  const asc = [ta, tb].find((t) => t && t.scalars && t.scalars.attn_state);
+  for (const [k, v] of pairs || []) {
+    if (k === "flavor" && asc && (v === "ascend" || v === "vllm")) {
+      out.push(fmt("cmp_why_flavor_ascend", { state: asc.scalars.attn_state, mask: maskShape(asc) }));
+      continue;
+    }
     const text = L(`cmp_why_${k}`);
     if (text && text !== `cmp_why_${k}`) out.push(text);
   }

@@ -459,6 +459,27 @@ Object.assign(STRINGS.zh, {
   wi_note_baseline: "属于基线（what-if 之前）：在这些设置下可能不再成立",
 });
 
+// The lecturer's views (issue 37, point 7): what a compare ignores (stale entries no kernel reads),
+// the attention state and mask a compare with vllm-ascend shows, the run page's header
+Object.assign(STRINGS.en, {
+  hdr_v1: "V1 runner", hdr_v2: "Model Runner V2",
+  cmp_stale_h: "Not compared (stale, never read: past the row's num_blocks, struck out as in the main view):",
+  cmp_stale_item: "{side} {req}: {array}[{row}][{col}] = {value}",
+  cmp_stale_cell: "stale: past this row's num_blocks, never read by attention; not compared",
+  cmp_attn: "Attention", cmp_attn_none: "none", cmp_mask_cap: "first {r} × {c} shown",
+  cmp_w_attn: "attention state A {a}, B {b}", cmp_w_mask: "attn_mask A {a}, B {b}",
+  cmp_why_flavor_ascend: "vllm-ascend schedules the same requests and prepares the same inputs as vLLM's V1 runner, then picks an attention state for the step ({state} here) and builds the attn_mask that state reads ({mask}); vLLM's runner builds neither (its attention kernel applies causality itself).",
+});
+Object.assign(STRINGS.zh, {
+  hdr_v1: "V1 运行器", hdr_v2: "模型运行器 V2",
+  cmp_stale_h: "未比较（陈旧条目，从不读取：超出该行 num_blocks，与主视图一样划掉）：",
+  cmp_stale_item: "{side} {req}：{array}[{row}][{col}] = {value}",
+  cmp_stale_cell: "陈旧：超出本行 num_blocks，注意力从不读取；不参与比较",
+  cmp_attn: "注意力", cmp_attn_none: "无", cmp_mask_cap: "仅显示前 {r} × {c}",
+  cmp_w_attn: "注意力状态 A {a}，B {b}", cmp_w_mask: "attn_mask A {a}，B {b}",
+  cmp_why_flavor_ascend: "vllm-ascend 与 vLLM 的 V1 运行器调度相同的请求、准备相同的输入，然后为这一步选一个注意力状态（这里是 {state}），并构建该状态读取的 attn_mask（{mask}）；vLLM 的运行器两者都不构建（它的注意力内核自己实现因果关系）。",
+});
+
 // the lesson as a student uses it (lesson.js, predict.js): where the section looks, the way back,
 // the hint before the answer, the wrap-up
 Object.assign(STRINGS.en, {

@@ -19,7 +19,7 @@ import { $, L, S, bigBatch, btName, isV2, stageNames, state } from "./trace.js";
 import { renderSlots } from "./slots.js";
 import { drawAllTokenIds, drawInputBlockTables, drawSlotBlockTables } from "./v2tables.js";
 import { buildTimeline, markQueueFocus, renderBadges, renderChanges, renderQueue, renderTimelineActive } from "./timeline.js";
-import { clear, el, showUpstream } from "./views.js";
+import { clear, el, runHeaderText, showUpstream } from "./views.js";
 import { deferDraws, whenIdle } from "./canvasmap.js";
 import { ctl, emitView } from "./bus.js";
 import { initTeach } from "./teach.js";
@@ -70,6 +70,7 @@ async function loadRun() {
   showTitle(sc);
   showNotes(sc);
   $("flavor-badge").textContent = sc.flavor;
+  showRunHeader();
   S.editorRun = null;
   fillEditor();
   $("truncated").hidden = !ov.data.truncated;
@@ -95,7 +96,7 @@ async function partialOverview(created) {
   const scenario = await unpackLink(created.link);
   if (!scenario) return getJSON(`/api/runs/${created.run_id}`);  // no inflater: wait for the whole run
   return { ok: true, data: { run_id: created.run_id, scenario, num_steps: created.num_steps, truncated: false, device: created.device,
-    flavor: created.flavor, link: created.link, upstream: "", complete: false, steps: pendingSteps(1, created.num_steps) } };
+    flavor: created.flavor, link: created.link, upstream: created.upstream || "", complete: false, steps: pendingSteps(1, created.num_steps) } };
 }
 
 function pendingSteps(from, to) {
@@ -155,6 +156,7 @@ async function followRun(runId) {
   S.overview = ov.data;
   setStatus("");
   showUpstream(S.overview);
+  showRunHeader();
   showNotes(S.overview.scenario);  // an imported recording's notes say how far pagedviz's scheduler agrees, once replayed
   drawTimeline();
   renderTimelineActive();
@@ -175,6 +177,15 @@ async function loadInPlace(src, at = {}) {
   clear($("error")).hidden = true;
   await loadRun();
   showUpstream(S.overview);  // another run may have another runner (a lesson's section, a what-if on model_runner)
+  showRunHeader();
+}
+
+// the header names what the run mirrors: vLLM's version and runner, nano-vllm's or vllm-ascend's commit
+function showRunHeader() {
+  const box = $("run-upstream");
+  if (!box || !S.overview) return;
+  box.textContent = runHeaderText(S.overview.upstream, { v1: L("hdr_v1"), v2: L("hdr_v2") });
+  box.title = S.overview.upstream || "";
 }
 
 // the run's title in the page's language: in 中文 a preset's own Chinese title (same name and
@@ -426,6 +437,7 @@ function setLang(lang) {
   if (S.overview) {
     const sc = S.overview.scenario;
     showTitle(sc);
+    showRunHeader();
     showNotes(sc);
     drawTimeline();
     renderStep();

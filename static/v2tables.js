@@ -9,6 +9,7 @@
 //   total_len.
 
 import { onCellClick, putTable, showView } from "./heatmaps.js";
+import { gatheredReads, slotHolders, slotReads } from "./kernelreads.js";
 import { shapesFor } from "./hover.js";
 import { A, L, S, bigBatch, reqOrder, reqTint, scenarioReqIds } from "./trace.js";
 import { GREY_TINT, cellShape, discreteScale, gridTable, heatmap } from "./views.js";
@@ -23,9 +24,7 @@ function identityScale() {
 const cellNumbers = (rows, cols) => (rows * cols <= 800 && cols <= 32 ? "%{text}" : undefined);
 
 // slot -> the request holding it after this step's frees and adds
-function occupants() {
-  return new Map(Object.entries(S.trace.batch.slots || {}).map(([rid, j]) => [j, String(rid)]));
-}
+const occupants = () => slotHolders(S.trace);
 
 // one table drawn as a heatmap or a grid: `owner(r)` is the request of row r (or undefined),
 // `live(r, c)` whether the cell is the request's own, `fresh(r, v)` whether block v is new to row r
@@ -56,11 +55,11 @@ function freshFor(rid) {
 
 export function drawSlotBlockTables() {
   const data = S.trace.arrays.block_tables.data.slice(0, MAX_ROWS);
-  const held = occupants(), nb = A("num_blocks") || [];
+  const held = occupants();
   const fresh = data.map((_, j) => (held.has(j) ? freshFor(held.get(j)) : new Set()));
   drawTable("block_table", "block_tables", data, {
     owner: (j) => held.get(j),
-    live: (j, c) => held.has(j) && c < (nb[j] || 0),
+    live: slotReads(S.trace, "block_tables") || (() => false),
     fresh: (j, v) => fresh[j].has(v),
     label: (j) => (held.has(j) ? `${L("v2_slot")} ${j} · ${held.get(j)}` : `${L("v2_slot")} ${j}`),
     yTitle: L("v2_slot"),
@@ -70,11 +69,11 @@ export function drawSlotBlockTables() {
 
 export function drawInputBlockTables() {
   const data = S.trace.arrays.input_block_tables.data.slice(0, MAX_ROWS);
-  const ids = S.trace.batch.req_ids.map(String), idx = A("idx_mapping") || [], nb = A("num_blocks") || [];
+  const ids = S.trace.batch.req_ids.map(String), idx = A("idx_mapping") || [];
   const fresh = data.map((_, r) => (r < ids.length ? freshFor(ids[r]) : new Set()));
   drawTable("input_block_tables", "input_block_tables", data, {
     owner: (r) => ids[r],
-    live: (r, c) => r < ids.length && c < (nb[idx[r]] || 0),
+    live: gatheredReads(S.trace) || (() => false),
     fresh: (r, v) => fresh[r].has(v),
     label: (r) => (r < ids.length ? `${L("row")} ${r} · ${ids[r]} → ${idx[r]}` : `${L("row")} ${r} (${L("v2_padding")})`),
     yTitle: L("ax_row"),
@@ -83,11 +82,11 @@ export function drawInputBlockTables() {
 }
 
 export function drawAllTokenIds() {
-  const held = occupants(), len = A("total_len") || [];
+  const held = occupants();
   const data = S.trace.arrays.all_token_ids.data.slice(0, MAX_ROWS);
   const id = "all_token_ids";
   const label = (j) => (held.has(j) ? `${L("v2_slot")} ${j} · ${held.get(j)}` : `${L("v2_slot")} ${j}`);
-  const live = (j, c) => held.has(j) && c < (len[j] || 0);
+  const live = slotReads(S.trace, "all_token_ids") || (() => false);
   if (showView(id)) {
     putTable(document.getElementById(`tbl-${id}`), () => gridTable(`table-${id}`, data, {
       label: L("v2_all_token_ids"), rowHeader: label, cellText: (j, c) => (live(j, c) ? data[j][c] : "·"),

@@ -158,6 +158,14 @@ export function upstreamText(u) {
   return upstreamText(Object.entries(u).map(([k, v]) => (typeof v === "string" && !/\s/.test(v) ? `${k} ${v}` : v)));
 }
 
+// the run page's header: what the run mirrors, short, from the run's `upstream` (the footer's
+// source) with vLLM's runner named in the page's language (`words`: {v1, v2}): "vLLM 0.33.0 ·
+// Model Runner V2", "vLLM 0.33.0 · V1 runner · vllm-ascend 182b75e", "nano-vllm bb823b3"
+export function runHeaderText(upstream, words) {
+  return upstreamText(upstream).split(" · ").filter(Boolean)
+    .map((p) => (/^Model Runner V2\b/.test(p) ? words.v2 : /^V1 runner\b/.test(p) ? words.v1 : p)).join(" · ");
+}
+
 // the footer names what the server says the engine mirrors; its own text stays where nothing is said
 export function showUpstream(...answers) {
   const text = answers.map((a) => (a && typeof a === "object" ? upstreamText(a.upstream) : "")).find(Boolean);

@@ -346,6 +346,24 @@ def test_health_and_run_overview_name_the_upstream_the_engine_mirrors(client: Te
         assert client.get(f"/api/runs/{run_id}").json()["upstream"] == want
 
 
+def test_a_created_run_names_what_it_mirrors_as_its_overview_does(client: TestClient) -> None:
+    """The run page's header is filled from POST /api/runs's answer (a streaming run's overview
+    comes later): it says the same upstream as the overview, vLLM's runner included, and the
+    ascend flavour names vLLM's V1 runner it prepares its inputs with."""
+    for body, want in (
+        ({"preset": "seed-001"}, "vLLM 0.33.0 · V1 runner (gpu_model_runner.py)"),
+        ({"preset": "demo-v2-slots"}, "vLLM 0.33.0 · Model Runner V2 (vllm/v1/worker/gpu/)"),
+        ({"preset": "seed-004"}, "nano-vllm bb823b3"),
+        (
+            {**preset_dict("seed-001"), "flavor": "ascend"},
+            "vLLM 0.33.0 · V1 runner (gpu_model_runner.py) · vllm-ascend 182b75e",
+        ),
+    ):
+        created = client.post("/api/runs", json=body).json()
+        assert created["upstream"] == want
+        assert client.get(f"/api/runs/{created['run_id']}").json()["upstream"] == want
+
+
 def test_run_overview_carries_pool_occupancy_and_prefix_cache_hits_per_step(client: TestClient) -> None:
     rid = post(client, preset_dict("demo-prefix-cache")).json()["run_id"]
     ov = client.get(f"/api/runs/{rid}").json()

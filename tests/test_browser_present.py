@@ -140,3 +140,87 @@ def test_a_lesson_in_present_mode_keeps_its_question_on_screen_and_its_answers_m
     )
     assert colours and all(c == "rgba(0, 0, 0, 0)" for c in colours), colours  # drawn in no colour
     page.screenshot(path=str(tb.ARTIFACTS / f"present-lesson-{lang}.png"))
+
+
+# what each figure's numbers are drawn at: the token table's and the block tables' cells, the KV
+# pool's heatmap labels (the size canvasmap.js drew them at), its legend's block numbers and the
+# queue's pool bar ("KV pool 8 / 15 blocks in use")
+SIZES = """() => {
+  const shown = (sel) => [...document.querySelectorAll(sel)].filter((n) => n.getClientRects().length);
+  const size = (n) => parseFloat(getComputedStyle(n).fontSize);
+  const px = (sel) => shown(sel).filter((n) => /\\d/.test(n.textContent)).map(size);
+  const kv = document.getElementById('hm-kv');
+  return { tokens: px('#tok-table .tok-table td'), blocks: px('#sys-grid .grid-table td'),
+           kv_labels: kv && kv.layout && kv.layout.font ? [kv.layout.font.size] : [],
+           kv_legend: px('#card-kv .mark-legend strong'), kv_table: shown('#table-kv td').map(size),
+           pool_bar: px('#queue .qbar.pool'),
+           body: parseFloat(getComputedStyle(document.body).fontSize) };
+}"""
+
+
+def test_present_mode_draws_the_arrays_block_tables_and_kv_pool_at_the_texts_size(page: Any) -> None:
+    """At 1280x720 in present mode the body is 20 px, and so are the numbers a room reads: the
+    token table, the block table(s) (V1, nano-vllm, Model Runner V2's two) and the KV pool (its
+    heatmap's labels and legend, its table view, the queue's pool bar)."""
+    # (the run, its block tables, whether the step changes the pool: its legend then names blocks)
+    for query, tables, changes in (
+        ("preset=seed-001&step=2", ["table-block_table"], True),
+        ("preset=demo-v2-slots&step=8", ["table-block_table", "table-input_block_tables"], True),
+        ("preset=seed-004&step=2", ["table-block_table"], False),
+    ):
+        open_run(page, f"{query}&present=1")
+        page.wait_for_selector("#hm-kv canvas")
+        for t in tables:
+            assert page.locator(f"#{t}").is_visible(), t
+        sizes = page.evaluate(SIZES)
+        assert sizes["body"] == 20
+        for part in ("tokens", "blocks", "kv_labels", "pool_bar", *(["kv_legend"] if changes else [])):
+            assert sizes[part] and min(sizes[part]) >= 20, (query, part, sizes[part])
+        assert bool(sizes["kv_legend"]) == changes
+        page.screenshot(path=str(tb.ARTIFACTS / f"present-numbers-{query.split('&')[0].split('=')[1]}.png"))
+        # the KV pool as a table: its cells too
+        page.locator("#card-kv .card-tools button", has_text="Table").click()
+        page.wait_for_selector("#table-kv td")
+        kv_table = page.evaluate(SIZES)["kv_table"]
+        assert kv_table and min(kv_table) >= 20, (query, kv_table)
+        page.locator("#card-kv .card-tools button", has_text="Heatmap").click()  # as it was
+        page.wait_for_selector("#hm-kv canvas")
+    # out of present mode the numbers keep their own size (smaller than the body's 15 px)
+    open_run(page, "preset=seed-001&step=2")
+    page.wait_for_selector("#hm-kv canvas")
+    sizes = page.evaluate(SIZES)
+    assert sizes["kv_labels"] == [11] and max(sizes["blocks"]) < 15
+
+
+def test_the_run_header_names_the_upstream_its_version_and_vllms_runner(page: Any) -> None:
+    """The header says what the footer says, 2,700 px higher: 'vLLM 0.33.0 · Model Runner V2' or
+    '· V1 runner', nano-vllm's and vllm-ascend's commits, in English and in 中文."""
+    from pagedviz.app.links import pack
+    from pagedviz.core.presets import preset_dict
+    from pagedviz.core.upstream import UPSTREAM
+
+    vllm = f"vLLM {UPSTREAM['vllm']['version']}"
+    nano = f"nano-vllm {UPSTREAM['nanovllm']['commit'][:7]}"
+    ascend = f"vllm-ascend {UPSTREAM['ascend']['commit'][:7]}"
+    on_ascend = {**preset_dict("seed-001"), "flavor": "ascend"}
+    cases = [
+        ("preset=demo-v2-slots", {"en": f"{vllm} · Model Runner V2", "zh": f"{vllm} · 模型运行器 V2"}),
+        ("preset=seed-001", {"en": f"{vllm} · V1 runner", "zh": f"{vllm} · V1 运行器"}),
+        ("preset=seed-004", {"en": nano, "zh": nano}),
+        (
+            f"s={pack(on_ascend)}",
+            {"en": f"{vllm} · V1 runner · {ascend}", "zh": f"{vllm} · V1 运行器 · {ascend}"},
+        ),
+    ]
+    for query, want in cases:
+        for lang in ("en", "zh"):
+            open_run(page, f"{query}&lang={lang}")
+            head = page.locator("#run-upstream")
+            assert head.inner_text() == want[lang], (query, lang, head.inner_text())
+            box = head.bounding_box()
+            assert box and box["y"] < 60 and box["x"] + box["width"] <= 1280  # in the header, in view
+    # the language switch renames the runner in place
+    open_run(page, "preset=demo-v2-slots&lang=en")
+    page.click("[data-lang='zh']")
+    assert page.locator("#run-upstream").inner_text() == f"{vllm} · 模型运行器 V2"
+    page.screenshot(path=str(tb.ARTIFACTS / "run-header-zh.png"))

@@ -68,6 +68,7 @@ def test_a_recording_imports_into_a_run_with_one_step_per_recorded_step() -> Non
     assert finished(CLIENT, created["run_id"])["state"] == "done"
     ov = CLIENT.get(f"/api/runs/{created['run_id']}").json()
     assert ov["num_steps"] == NUM_STEPS and ov["complete"] is True
+    assert created["upstream"] == ov["upstream"] and ov["upstream"].startswith("vLLM 0.33.0")  # the header's
     assert any("agrees with the recording up to step" in n for n in ov["scenario"]["notes"])
     recorded = [json.loads(x) for x in EXAMPLE.splitlines()[1:]]
     for n, rec in enumerate(recorded, start=1):

@@ -245,3 +245,58 @@ def test_compare_model_runner_v2_with_v1_aligns_the_batches_by_request(client: T
     resumed = [n for n, s in steps.items() if not s["batch"]["same_order"]]
     assert resumed and all("slot_mapping" in steps[n]["arrays"] for n in resumed)
     assert runs[v2]["num_steps"] == runs[v1]["num_steps"] == len(steps)
+
+
+def test_compare_v2_with_v1_says_which_stale_entries_it_ignores(client: TestClient) -> None:
+    """Step 8 of demo-v2-slots: d's gathered row on V2 is [3, 6, 1, 4] with num_blocks 3 (its
+    slot's 4 was left by an earlier holder): stale, never read, and listed as ignored."""
+    v2 = _run_id(client, _fast("demo-v2-slots"))
+    v1 = _run_id(client, _fast("demo-v2-slots", model_runner="v1"))
+    c = client.get("/api/compare", params={"a": v2, "b": v1}).json()
+    t = client.get(f"/api/runs/{v2}/steps/8").json()
+    row = t["batch"]["req_ids"].index("d")
+    slot = t["arrays"]["idx_mapping"]["data"][row]
+    nb = t["arrays"]["num_blocks"]["data"][slot]
+    gathered = t["arrays"]["input_block_tables"]["data"][row]
+    assert gathered[:4] == [3, 6, 1, 4] and nb == 3
+    assert c["steps"][7]["stale"] == [
+        [{"array": "input_block_tables", "req": "d", "row": row, "col": 3, "value": 4}],
+        [],  # V1 zeroes a row's tail: nothing stale
+    ]
+    # every listed entry lies past its row's num_blocks and holds a block id (never 0)
+    for s in c["steps"]:
+        for e in s["stale"][0]:
+            tr = client.get(f"/api/runs/{v2}/steps/{s['step']}").json()["arrays"]
+            own = tr["num_blocks"]["data"][tr["idx_mapping"]["data"][e["row"]]]
+            assert e["col"] >= own and e["value"] == tr["input_block_tables"]["data"][e["row"]][e["col"]] != 0
+
+
+def test_compare_ignores_a_difference_in_entries_no_kernel_reads() -> None:
+    """Two V2 runs that differ only in a stale cell (past num_blocks) do not differ; a cell
+    attention reads does. The engine's own traces, one copy with one cell written."""
+    import copy
+
+    from pagedviz.core import Scenario, make_engine
+    from pagedviz.core.compare import compare_runs
+    from pagedviz.core.kernel_reads import read_mask
+
+    a = list(make_engine(Scenario.from_dict(_fast("demo-v2-slots"))).run())
+    t = a[7]
+    mask = read_mask(t, "input_block_tables")
+    assert mask is not None
+    idx, nb = t.arrays["idx_mapping"], t.arrays["num_blocks"]
+    want = [[c < nb[idx[r]] for c in range(mask.shape[1])] for r in range(len(idx))]
+    assert mask.tolist() == want  # the main view's rule: row r up to num_blocks[idx_mapping[r]]
+    for name in ("input_block_tables", "block_tables"):
+        m = read_mask(t, name)
+        assert m is not None
+        stale = tuple(int(i) for i in next(iter(zip(*(~m).nonzero(), strict=True))))
+        read = tuple(int(i) for i in next(iter(zip(*m.nonzero(), strict=True))))
+        for cell, counts in ((stale, False), (read, True)):
+            b = copy.deepcopy(a)
+            b[7].arrays[name] = b[7].arrays[name].copy()
+            b[7].arrays[name][cell] += 100
+            got = compare_runs(a, b)["steps"][7]["arrays"]
+            assert (name in got) == counts, (name, cell, got)
+            if counts:
+                assert got[name]["indices"] == [list(cell)]

@@ -29,6 +29,7 @@ from pagedviz.core import __version__
 from pagedviz.core.recording import Cut, RecordingError
 from pagedviz.core.recordings import EXAMPLES, example_bytes
 from pagedviz.core.replay import ReplayError, Summary, scenario_from
+from pagedviz.core.upstream import describe
 
 router = APIRouter(prefix="/api", tags=["runs"])
 
@@ -189,6 +190,7 @@ async def import_run(
         url=f"/run?run={run_id}",
         link=link,
         cut=RecordingCut(**cut.to_dict()) if cut else None,
+        upstream=describe(scenario.flavor, scenario.config.model_runner),
     )
     return JSONResponse(
         created.model_dump(),

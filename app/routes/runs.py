@@ -172,6 +172,7 @@ def _created(run: Run) -> dict[str, Any]:
         truncated=run.truncated,
         url=f"/run?s={link}",
         link=link,
+        upstream=describe(run.scenario.flavor, run.scenario.config.model_runner),
     ).model_dump()
 
 
@@ -214,6 +215,7 @@ async def create_run(
                 complete=False,
                 url=f"/run?s={pack(scenario.to_dict())}",
                 link=pack(scenario.to_dict()),
+                upstream=describe(scenario.flavor, scenario.config.model_runner),
             )
             # the page asks for step 1 next: its encoding starts now, while this answer goes back
             store.encode_soon(run_id, 1, first)
