@@ -118,6 +118,11 @@ class StepSummary(BaseModel):
     finished_req_ids: list[str]
     preempted_req_ids: list[str]
     kv_blocks_in_use: int = Field(0, description="KV blocks with a reference after the step (ref_cnt > 0)")
+    kv_pool_blocks: int = Field(
+        0,
+        description="the pool's usable KV blocks, vLLM's count: num_kv_blocks less the null block "
+        "(nano-vllm: all of them)",
+    )
     num_cached_tokens: dict[str, int] = Field(
         default_factory=dict,
         description="tokens each request admitted this step (new or resumed) found in the prefix cache",

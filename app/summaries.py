@@ -16,6 +16,12 @@ def blocks_in_use(t: StepTrace) -> int:
     return int(np.count_nonzero(np.asarray(ref) > 0)) if ref is not None else 0
 
 
+def pool_blocks(t: StepTrace) -> int:
+    """The pool's usable blocks, as vLLM counts them (the null block left out): the trace's
+    `kv_cache.num_usable_blocks` (core/kv_cache.py `usable_blocks`)."""
+    return int(t.kv_cache.get("num_usable_blocks", 0)) if t.kv_cache else 0
+
+
 def cached_at_admission(t: StepTrace) -> dict[str, int]:
     """Each request admitted this step (new or resumed) with its tokens computed before the step,
     which at admission are the prefix-cache hit."""
@@ -51,5 +57,6 @@ def step_summary(t: StepTrace) -> dict[str, Any]:
         "finished_req_ids": t.scheduler.get("finished_req_ids", []),
         "preempted_req_ids": t.scheduler.get("preempted_req_ids", []),
         "kv_blocks_in_use": blocks_in_use(t),
+        "kv_pool_blocks": pool_blocks(t),
         "num_cached_tokens": cached_at_admission(t),
     }

@@ -243,6 +243,8 @@ def render_step(t: StepTrace, console: Console, wide: bool = False) -> None:
         f"free_block_queue (head first): {kv['free_block_queue'][:24]}"
         + (" ..." if len(kv["free_block_queue"]) > 24 else "")
     )
+    if "num_usable_blocks" in kv:
+        say(f"KV pool: {len(kv['free_block_queue'])} of {kv['num_usable_blocks']} usable blocks free")
     if t.forward:
         say(f"forward: {t.forward}")
     say(f"sampled: {t.sampled_token_ids}")

@@ -17,6 +17,7 @@ from pagedviz.core.async_scheduler import AsyncScheduler
 from pagedviz.core.config import DENSE_CHECK_MAX_TOKENS, Scenario
 from pagedviz.core.device import StageTimer, resolve_device
 from pagedviz.core.engine_core import BatchQueueLoop, QueuedBatch
+from pagedviz.core.kv_cache import usable_blocks
 from pagedviz.core.model import ForwardInputs, TinyTransformer
 from pagedviz.core.ngram_v2 import gather_draft_sampled, greedy_verify
 from pagedviz.core.registry import register_flavor
@@ -433,6 +434,7 @@ class Engine:
             **snapshot,
             "owners": owners,
             "num_blocks": num_blocks,
+            "num_usable_blocks": usable_blocks(self.flavor, num_blocks),
             "block_size": cfg.block_size,
             "layout": KV_LAYOUTS.get(self.flavor, KV_LAYOUTS["vllm"]),
         }

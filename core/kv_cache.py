@@ -18,6 +18,14 @@ import numpy as np
 NULL_BLOCK = 0
 
 
+def usable_blocks(flavor: str, num_kv_blocks: int) -> int:
+    """The pool's size as vLLM counts it: the physical blocks less the null block, which
+    `BlockPool` takes off the free queue when it is built and never hands out (`get_usage` divides
+    by `num_gpu_blocks - 1`). nano-vllm has no null block: all its blocks. Every view's pool size
+    (the trace's `kv_cache.num_usable_blocks`, the run charts, the metrics) is this number."""
+    return num_kv_blocks if flavor == "nanovllm" else max(num_kv_blocks - 1, 0)
+
+
 def hash_block(parent: str | None, token_ids: np.ndarray) -> str:
     """Chained hash of one full block: parent hash, then the block's token ids."""
     h = hashlib.sha256((parent or "root").encode())

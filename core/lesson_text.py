@@ -6,8 +6,9 @@ serves the lesson. `{{@3:batch.free_slots}}` reads step 3 instead. A path starts
 the step's trace and goes down by `.key` and `[index]`:
 
 - `arrays.NAME`: an array of the step (`arrays.idx_mapping`, `arrays.slot_mapping[7]`);
-- `batch.…`, `scheduler.…`, `scalars.…`, `sampled_token_ids.…`: the step's trace as the API
-  serves it (`batch.req_ids`, `scheduler.num_scheduled_tokens.c`, `batch.slot_events[0].slot`);
+- `batch.…`, `scheduler.…`, `scalars.…`, `sampled_token_ids.…`, `kv_cache.…`: the step's trace
+  as the API serves it (`batch.req_ids`, `scheduler.num_scheduled_tokens.c`,
+  `batch.slot_events[0].slot`, `kv_cache.num_usable_blocks`: the pool's size as vLLM counts it);
 - `config.NAME`: a setting of the scenario (`config.max_num_reqs`).
 
 A number or a word is written as it is, a list as its items joined by ", " (the text adds the
@@ -28,7 +29,7 @@ from pagedviz.core.trace import StepTrace
 PLACEHOLDER = re.compile(r"\{\{(.{0,200}?)\}\}")
 _PATH = re.compile(r"^\s*(?:@(\d{1,5}):)?\s*([a-z_]{1,40})((?:\.[A-Za-z0-9_-]{1,64}|\[\d{1,7}\])*)\s*$")
 _STEP = re.compile(r"\.([A-Za-z0-9_-]{1,64})|\[(\d{1,7})\]")
-ROOTS = ("arrays", "batch", "scheduler", "scalars", "sampled_token_ids", "config")
+ROOTS = ("arrays", "batch", "scheduler", "scalars", "sampled_token_ids", "kv_cache", "config")
 MAX_ITEMS = 64  # a list longer than this is cut with "…"
 # what else says a checkpoint array's entries at its step
 REVEALS: dict[str, tuple[str, ...]] = {

@@ -1,6 +1,7 @@
 """Run metrics for what-if and compare: per step and totals, from the traces alone.
 
-Per step: blocks used (blocks with a reference), blocks free, slots allocated (blocks used times
+Per step: blocks used (blocks with a reference), blocks free (the free queue's length: vLLM's
+`get_num_free_blocks()`, the null block never in it), slots allocated (blocks used times
 block size), tokens held in those blocks, internal fragmentation (slots allocated minus tokens
 held: the empty tail of each request's last block), blocks shared through the prefix cache,
 preemptions, tokens scheduled, padded tokens (CUDA-graph padding) and requests in the batch.
@@ -9,6 +10,9 @@ Tokens held are counted per block, so a block shared by several requests counts 
 request holding `L` tokens of KV fills its j-th block with `min(block_size, L - j * block_size)`
 tokens. `L` is the request's `seq_lens` in a step that schedules it and carries over from its
 last scheduled step otherwise (a running request the budget skipped keeps its blocks).
+
+Totals: `num_blocks` is the physical pool, `num_usable_blocks` the pool as vLLM counts it (less the
+null block); blocks used plus blocks free is always `num_usable_blocks`.
 """
 
 from __future__ import annotations
@@ -104,6 +108,7 @@ def run_metrics(steps: Sequence[StepTrace]) -> dict[str, Any]:
         "mean_internal_fragmentation": mean("internal_fragmentation"),
         "peak_shared_blocks": peak("shared_blocks"),
         "num_blocks": int(kv.get("num_blocks", 0)),
+        "num_usable_blocks": int(kv.get("num_usable_blocks", 0)),
         "block_size": int(kv.get("block_size", 0)),
     }
     return {"steps": per, "totals": totals}

@@ -10,7 +10,8 @@ were redacted (then every token list is written as its length).
 
 Step: what `schedule()` returned (new requests with their prompt token ids and block ids, cached
 requests with their new block ids and whether they resumed, preempted and finished ids,
-`num_scheduled_tokens`, draft tokens, the free-block count after scheduling), the requests that
+`num_scheduled_tokens`, draft tokens, the free-block count after scheduling: vLLM's
+`get_num_free_blocks()`, without the null block 0), the requests that
 arrived before it (`add_request`: id, prompt, max_tokens), and what `update_from_output()` received
 for it (`sampled`: each request's sampled tokens; null if it never reached update_from_output).
 """

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from pagedviz.core.kv_cache import NULL_BLOCK
 from pagedviz.core.recording import Header, Step
 from pagedviz.core.sampler import synthetic_tokens
 from pagedviz.core.scheduler import ScheduledRequest, SchedulerOutput
@@ -31,13 +32,17 @@ def prompt_ids(req_id: str, ids: list[int] | int, vocab: int) -> np.ndarray:
 
 class _Blocks:
     """The recorded server's blocks as seen from its scheduler outputs: each live request's blocks
-    and the free count (the free queue's order is not recorded)."""
+    and the free count (the free queue's order is not recorded). Block 0 is vLLM's null block
+    (`BlockPool.null_block`, taken off the free queue when the pool is built): never free, never
+    handed out, not in `get_num_free_blocks()`, so the free queue here leaves it out too."""
 
-    def __init__(self, num_blocks: int) -> None:
+    def __init__(self, num_blocks: int, problems: list[str]) -> None:
         self.req_blocks: dict[str, list[int]] = {}
-        self.num_free = num_blocks
+        self.num_free = num_blocks - 1
         self.pool = self
         self.num_blocks = num_blocks
+        self.step = 0
+        self.problems = problems
 
     def snapshot(self) -> dict[str, object]:
         ref = np.zeros(self.num_blocks, dtype=np.int64)
@@ -45,6 +50,12 @@ class _Blocks:
             if blocks:
                 np.add.at(ref, np.asarray(blocks), 1)
         free = np.flatnonzero(ref == 0)
+        free = free[free != NULL_BLOCK]
+        if len(free) != self.num_free and len(self.problems) < 8:
+            self.problems.append(
+                f"step {self.step}: the recording says {self.num_free} free blocks, its block lists "
+                f"leave {len(free)} (the free queue shows those)"
+            )
         return {
             "free_block_queue": free.tolist(),
             "ref_cnt": ref.tolist(),
@@ -61,14 +72,14 @@ class RecordedScheduler:
         self.header = header
         self.steps = steps
         self.vocab = vocab
-        self.kv = _Blocks(header.num_kv_blocks)
+        self.problems: list[str] = []
+        self.kv = _Blocks(header.num_kv_blocks, self.problems)
         self.tokens: dict[str, list[int]] = {}
         self.num_prompt: dict[str, int] = {}
         self.live: set[str] = set()
         self.current: Step | None = None
         self.recorded: dict[int, Step] = {}
         self._next: Step | None = next(self.steps, None)
-        self.problems: list[str] = []
         self.done_ids: set[str] = set()
 
     @property
@@ -149,6 +160,7 @@ class RecordedScheduler:
             r for r in self.tokens if r not in scheduled and r not in self.done_ids and r not in s.finished
         ]
         self.kv.num_free = s.num_free_blocks
+        self.kv.step = s.step
         return out
 
     def sampled_for(self, req_ids: list[str], v: dict[str, Any]) -> np.ndarray | None:

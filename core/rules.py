@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from pagedviz.core.fields import fields_of
+from pagedviz.core.kv_cache import usable_blocks
 from pagedviz.core.limits import Limits, raised_by
 from pagedviz.core.scenario import (
     PROMPT_FIELDS,
@@ -40,7 +41,7 @@ def pool_too_small(max_model_len: int, block_size: int, num_kv_blocks: int) -> s
     the pool less the null block that BlockPool holds back; it raises with the estimated longest
     model length the pool could serve. Here the memory is counted in blocks."""
     need = math.ceil(max_model_len / block_size)
-    usable = num_kv_blocks - 1  # the null block
+    usable = usable_blocks("vllm", num_kv_blocks)  # less the null block
     if need <= usable:
         return None
     estimate = usable * block_size  # the longest max_model_len whose blocks fit the usable ones
@@ -323,7 +324,7 @@ class Rules:
                 f"{cfg.max_num_batched_tokens}",
             )
         need = math.ceil((len(ids) + max_tokens) / cfg.block_size)
-        usable = cfg.num_kv_blocks - (0 if self.flavor == "nanovllm" else 1)
+        usable = usable_blocks(self.flavor, cfg.num_kv_blocks)
         if need > usable:
             self.err(
                 loc,

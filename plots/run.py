@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from pagedviz.core import StepTrace
+from pagedviz.core.kv_cache import usable_blocks
 from pagedviz.core.narrate_facts import Facts
 from pagedviz.plots.source import Source, resolve
 from pagedviz.plots.style import Identity, apply_theme, label, theme_vars
@@ -57,22 +58,32 @@ def series(steps: tuple[StepTrace, ...] | list[StepTrace]) -> dict[str, list[int
     return out
 
 
+def pool_size(src: Source) -> int:
+    """The pool's usable blocks, vLLM's count (the null block left out): the steps'
+    `kv_cache.num_usable_blocks`, else the scenario's (core/kv_cache.py `usable_blocks`)."""
+    for t in src.steps:
+        if "num_usable_blocks" in t.kv_cache:
+            return int(t.kv_cache["num_usable_blocks"])
+    assert src.scenario is not None
+    return usable_blocks(src.scenario.flavor, int(src.scenario.config.num_kv_blocks))
+
+
 def _limits(src: Source) -> tuple[int, int]:
     if src.scenario is None:
         raise ValueError(
             "scenario: a list of step traces carries no token budget; pass a preset id, a scenario,"
             " or the run with scenario=..."
         )
-    cfg = src.scenario.config
-    return int(cfg.max_num_batched_tokens), int(cfg.num_kv_blocks)
+    return int(src.scenario.config.max_num_batched_tokens), pool_size(src)
 
 
 def run_metrics(
     run: Any, *, scenario: Any = None, theme: str = "light", lang: str = "en", height: int = 560
 ) -> go.Figure:
     """How the run evolves, step by step, in four rows sharing the step axis: tokens scheduled
-    with the token budget, KV blocks in use with the pool, waiting / running / preempted requests,
-    and prefix-cache hit tokens. `run` is a preset id, a scenario, or a run with `scenario=`."""
+    with the token budget, KV blocks in use with the pool (its usable blocks, `pool_size`),
+    waiting / running / preempted requests, and prefix-cache hit tokens. `run` is a preset id, a
+    scenario, or a run with `scenario=`."""
     src = resolve(run, scenario)
     budget, pool = _limits(src)
     s = series(src.steps)

@@ -119,8 +119,10 @@ def kv_pool(
     lang: str = "en",
 ) -> go.Figure:
     """The KV cache's physical blocks after the step, coloured by owner (grey: shared by several
-    requests or a batch with more requests than colours), with the blocks allocated this step,
-    reused from the prefix cache and freed since the step before (`prev`, found in a run) marked."""
+    requests or a batch with more requests than colours; vLLM's block 0 is the null block, never
+    free, and the title counts the usable blocks: `kv_cache.num_usable_blocks`), with the blocks
+    allocated this step, reused from the prefix cache and freed since the step before (`prev`,
+    found in a run) marked."""
     t, before, src = one_step(step, n, scenario, prev)
     ident = Identity(src.req_ids())
     kv = t.kv_cache
@@ -128,6 +130,8 @@ def kv_pool(
     if num_blocks <= 0:
         raise ValueError(f"step: step {t.step} has no KV cache (kv_cache.num_blocks)")
     owners = {int(b): [str(r) for r in o] for b, o in kv.get("owners", {}).items()}
+    usable = int(kv.get("num_usable_blocks", num_blocks))
+    has_null = usable < num_blocks  # vLLM's block 0: never free, never handed out
     ref = np.asarray(kv.get("ref_cnt", np.zeros(num_blocks)), dtype=np.int64)
     v = theme_vars(theme)
     colours = [v["panel"], ident.grey]  # 0 free, 1 shared
@@ -145,7 +149,7 @@ def kv_pool(
         o = owners.get(b, [])
         z[r, c] = 0 if not o else 1 if len(o) > 1 or ident.big else code.get(o[0], 1)
         text[r][c] = str(b)
-        held = ", ".join(o) if o else label("free", lang)
+        held = ", ".join(o) if o else label("null_block" if has_null and b == 0 else "free", lang)
         refs = int(ref[b]) if b < len(ref) else 0
         hover[r][c] = f"{label('block', lang)} {b} · {label('owner', lang)}: {held} · ref_cnt {refs}"
     for r in range(rows):  # cells past the pool: nothing
@@ -194,7 +198,7 @@ def kv_pool(
         )
     fig.update_xaxes(showticklabels=False, showgrid=False, zeroline=False)
     fig.update_yaxes(showticklabels=False, showgrid=False, zeroline=False, autorange="reversed")
-    size = f"{num_blocks} × block_size {kv.get('block_size')}"
+    size = f"{num_blocks} × block_size {kv.get('block_size')}, {usable} {label('usable', lang)}"
     title = f"{label('kv_pool', lang)} · {label('step', lang)} {t.step} ({size})"
     return apply_theme(fig, theme, title, height=max(200, 90 + 34 * rows))
 

@@ -51,6 +51,9 @@ export function blockRowsOf(t, flavor, stale = new Map()) {
   return out;
 }
 
+// the pool's usable blocks (vLLM's count, the null block left out; nano-vllm: all)
+const usableOf = (t) => (t.kv_cache || {}).num_usable_blocks ?? (t.kv_cache || {}).num_blocks ?? 0;
+
 function ownersOf(t) {
   const kv = t.kv_cache || {};
   const out = [];
@@ -208,7 +211,7 @@ function pane(side, label, me, you) {
     el("h4", { text: L("queue") }), queuePart(mine.lanes, theirs.lanes),
     el("h4", {}, [L("cmp_block_table"), " ", el("code", { class: "t-block_table", text: me.trace.arrays.input_block_tables ? "input_block_tables" : me.trace.arrays.block_table ? "block_table" : "block_tables" })]),
     blockPart(mine.bt, theirs.bt, side, typeof me.trace.scalars.block_tables === "string" && me.trace.scalars.block_tables !== "passed" ? L("bt_none") : "", stale),
-    el("h4", { text: `${L("pool")} · ${mine.kv.length} ${L("cmp_blocks")}` }), kvPart(mine.kv, theirs.kv, side),
+    el("h4", { text: `${L("pool")} · ${usableOf(me.trace)} ${L("cmp_blocks")}` }), kvPart(mine.kv, theirs.kv, side),
     el("h4", { text: `${L("cmp_token_row")} · T = ${T}` }), tokenPart(mine.tok, theirs.tok, side),
     ...(hasAttn(me.trace) || hasAttn(you.trace) ? [el("h4", { text: L("cmp_attn") }), attnPart(me.trace, you.trace, side)] : []),
   ]);

@@ -4,7 +4,7 @@
 // (new, resumed, preempted and finished requests, new blocks, rows moved in the persistent batch).
 
 import { moveLabel } from "./tables.js";
-import { $, A, L, S, reqColor, reqTint, rowMoves, scenarioReqIds, state } from "./trace.js";
+import { $, A, L, S, poolBlocks, reqColor, reqTint, rowMoves, scenarioReqIds, state } from "./trace.js";
 import { clear, el } from "./views.js";
 
 // one button per step, marked with its kind, preemptions and finishes; onPick(step) opens one
@@ -27,7 +27,7 @@ export function buildTimeline(onPick) {
 
 // two tiny bars under a step: tokens scheduled of the budget, KV blocks in use of the pool
 function stepBars(s, cfg) {
-  const budget = cfg.max_num_batched_tokens || 0, pool = cfg.num_kv_blocks || 0;
+  const budget = cfg.max_num_batched_tokens || 0, pool = s.kv_pool_blocks || poolBlocks(null);
   const bar = (cls, n, of, label) => {
     const f = of ? Math.min(1, n / of) : 0;
     return el("span", { class: `tl-bar ${cls}`, title: `${label}: ${n} / ${of}`, dataset: { n, of } },
@@ -207,7 +207,7 @@ export function renderQueue(onPick) {
   if (arriving.length) lanes.append(lane("arriving", arriving));
   lanes.append(lane("finished", finished));
   const used = tr.kv_cache && tr.kv_cache.ref_cnt ? tr.kv_cache.ref_cnt.filter((c) => c > 0).length : 0;
-  const usable = tr.kv_cache ? tr.kv_cache.num_blocks - (S.overview.flavor === "nanovllm" ? 0 : 1) : 0;
+  const usable = tr.kv_cache ? poolBlocks(tr.kv_cache) : 0;
   const spent = tr.scalars.total_num_scheduled_tokens || 0;
   box.append(lanes, el("div", { class: "qbars" }, [
     bar("budget", spent, cfg.max_num_batched_tokens, `${L("budget")} ${spent} / ${cfg.max_num_batched_tokens}`),

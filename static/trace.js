@@ -29,6 +29,14 @@ export const A = (name) => (S.trace && S.trace.arrays[name] ? S.trace.arrays[nam
 export const tokenCount = () => (S.trace ? (S.trace.scalars.total_num_scheduled_tokens || 0) : 0);
 export const blockSize = () => S.overview.scenario.config.block_size;
 export const btName = () => (S.trace.arrays.block_table ? "block_table" : "block_tables");
+// the KV pool's size as vLLM counts it (num_kv_blocks less the null block; nano-vllm: all): the
+// trace's kv_cache.num_usable_blocks, the one number every view shows (a run stored before the
+// field: the same rule, core/kv_cache.py usable_blocks)
+export function poolBlocks(kv) {
+  if (kv && kv.num_usable_blocks != null) return kv.num_usable_blocks;
+  const n = (S.overview.scenario.config || {}).num_kv_blocks || 0;
+  return S.overview.flavor === "nanovllm" ? n : Math.max(0, n - 1);
+}
 
 // vLLM's model runner for the run on show ("v1" | "v2"; "" for the other flavours): Model Runner V2
 // keeps requests in state slots and re-sorts the batch every step, V1 keeps a persistent batch

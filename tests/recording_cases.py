@@ -93,10 +93,13 @@ def write_recording(sc: Scenario, path: Path) -> int:
     cfg = sc.config
     engine = make_engine(sc, capture=False)
     outs: list[Any] = []
+    free: list[int] = []
     schedule = engine.scheduler.schedule
 
     def keep_last(step: int) -> Any:  # the step's SchedulerOutput, the only one kept
         outs[:] = [schedule(step)]
+        # the free count right after schedule(), as the recorder reads get_num_free_blocks()
+        free[:] = [len(engine.scheduler.kv.pool.free_queue)]
         return outs[0]
 
     engine.scheduler.schedule = keep_last  # type: ignore[method-assign]
@@ -165,7 +168,7 @@ def write_recording(sc: Scenario, path: Path) -> int:
                 "spec_tokens": {s.req_id: list(s.spec_token_ids) for s in out.scheduled if s.spec_token_ids},
                 "preempted": sorted(out.preempted_req_ids),
                 "finished": sorted(out.finished_req_ids),
-                "num_free_blocks": len(engine.scheduler.kv.pool.free_queue),
+                "num_free_blocks": free[0],
                 # with drafts, each request's accepted drafts and one more token
                 "sampled": t.forward.get("generated_token_ids")
                 or {k: [int(v)] for k, v in t.sampled_token_ids.items()},

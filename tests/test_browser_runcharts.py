@@ -5,6 +5,7 @@ on a figure opens the step under it."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -160,3 +161,34 @@ def test_the_charts_are_drawn_when_their_script_comes_after_the_run_has_loaded(
     page.wait_for_selector(DRAWN, state="attached", timeout=60_000)
     assert page.evaluate(READ)[0]["marker"] == 2
     context.close()
+
+
+# the pool as each view shows it: the queue bar's text, the step button's tooltip and the run
+# chart's pool line and blocks-in-use point at the step (plotly's own data on the page)
+POOL_VIEWS = """(n) => {
+  const q = document.querySelector('#queue .qbar.pool .qbar-text').textContent;
+  const tip = document.querySelector(`#timeline .tl-step[data-step='${n}'] .tl-pool`).title;
+  const gd = document.querySelector("[data-figure='run_metrics']").firstChild;
+  // the blocks row's two traces: the blocks in use, and the pool's dashed line
+  const row = gd.data.filter((d) => d.yaxis === 'y2');
+  const line = row.find((d) => d.line && d.line.dash === 'dash'), blocks = row.find((d) => d !== line);
+  const at = (d) => Array.from(d.y)[Array.from(d.x).indexOf(n)];
+  return {queue: q, tooltip: tip, line: [...new Set(Array.from(line.y))], name: line.name, used: at(blocks)};
+}"""
+
+
+def test_the_queue_bar_the_step_tooltip_and_the_run_chart_show_one_pool_size(small: Any) -> None:
+    """seed-001 said "KV pool 6 / 15", "6 / 16" and a pool line at 16; demo-v2-slots drew its line
+    at 9 beside "8 / 8 blocks in use" (step 5, full before step 6's preemption). One number now:
+    num_kv_blocks less the null block."""
+    for preset, n, pool in (("seed-001", 1, 15), ("demo-v2-slots", 5, 8)):
+        tb.open_run(small, f"preset={preset}&step={n}")
+        charts(small)
+        got = small.evaluate(POOL_VIEWS, n)
+        used, of = map(int, re.search(r"(\d+) / (\d+)", got["queue"]).groups())
+        assert of == pool, got
+        assert got["tooltip"].endswith(f": {used} / {pool}"), got
+        assert got["line"] == [pool] and got["used"] == used, got
+        if preset == "demo-v2-slots":
+            assert used == pool  # the pool is full: no free block drawn that does not exist
+    tb.shot(small, "runcharts-pool-demo-v2-slots.png")

@@ -77,6 +77,9 @@ def check_figure(fig: dict[str, Any], runs: list[list[StepTrace]]) -> str:
         tokens = next(d for d in data if d["name"] == "tokens scheduled")
         got_tokens = values(tokens["y"]).tolist()
         assert any(got_tokens == [t.scheduler["total_num_scheduled_tokens"] for t in r] for r in runs)
+        # the pool line is the pool as vLLM counts it, the number every view shows
+        pool = next(d for d in data if d["name"] == "KV pool (usable blocks)")
+        assert set(values(pool["y"]).tolist()) == {runs[0][0].kv_cache["num_usable_blocks"]}
         return "run_metrics"
     if title == "Each request's life":
         got: dict[str, int] = {}
@@ -93,6 +96,7 @@ def check_figure(fig: dict[str, Any], runs: list[list[StepTrace]]) -> str:
     m = re.match(r"KV pool · step (\d+)", title)
     if m:
         t = runs[0][int(m.group(1)) - 1]
+        assert f", {t.kv_cache['num_usable_blocks']} usable)" in title
         owners = {int(b) for b in t.kv_cache["owners"]}
         heat = data[0]
         z = values(heat["z"])

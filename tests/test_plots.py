@@ -71,7 +71,8 @@ def test_run_metrics_series_are_the_traces_numbers(seed000):
     assert list(by_name["KV blocks in use"].y) == [blocks_in_use(t) for t in run]
     assert list(by_name["running (scheduled)"].y) == [len(t.scheduler["num_scheduled_tokens"]) for t in run]
     assert set(by_name["token budget (max_num_batched_tokens)"].y) == {sc.config.max_num_batched_tokens}
-    assert set(by_name["KV pool (num_kv_blocks)"].y) == {sc.config.num_kv_blocks}
+    # the pool as vLLM counts it: num_kv_blocks less the null block
+    assert set(by_name["KV pool (usable blocks)"].y) == {sc.config.num_kv_blocks - 1}
     assert list(by_name["tokens scheduled"].x) == [t.step for t in run]
 
 

@@ -112,6 +112,10 @@ def check_import(scenario: Scenario, path: Path, seen: list[dict[str, Any]]) -> 
         assert sorted(s["preempted_req_ids"]) == vs["preempted_req_ids"], where
         assert sorted(s["finished_req_ids"]) == vs["finished_req_ids"], where
         assert s["new_block_ids"] == vs["new_block_ids"], where
+        # vLLM's get_num_free_blocks() at that schedule(): the null block 0 is never free
+        free = t.kv_cache["free_block_queue"]
+        assert len(free) == steps[t.step - 1].num_free_blocks and 0 not in free, where
+        assert t.kv_cache["num_usable_blocks"] == header.num_kv_blocks - 1, where
     # the arrays equal pagedviz's own trace of the scenario (synchronous: step for step)
     if not scenario.config.async_scheduling:
         own = list(make_engine(scenario).run())

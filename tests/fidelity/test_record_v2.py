@@ -81,6 +81,9 @@ def check_v2_import(scenario: Scenario, path: Path, outs: list[Any]) -> None:
         assert sorted(s["preempted_req_ids"]) == sorted(out.preempted_req_ids or ()), where
         assert sorted(s["finished_req_ids"]) == sorted(out.finished_req_ids), where
         assert s["new_block_ids"] == _vllm_new_blocks(out), where
+        # vLLM's get_num_free_blocks() at that schedule(): the null block 0 is never free
+        free = t.kv_cache["free_block_queue"]
+        assert len(free) == steps[t.step - 1].num_free_blocks and 0 not in free, where
     if not scenario.config.async_scheduling:
         own = list(make_engine(scenario).run())
         assert len(own) == len(imported.traces)
