@@ -241,7 +241,11 @@ class Scheduler:
                 if added is None:
                     victim = self._preempt_last()
                     out.preempted_req_ids.append(victim.req_id)
-                    out.preemption_causes[victim.req_id] = {"cause": "kv_pool", "for": req.req_id}
+                    out.preemption_causes[victim.req_id] = {
+                        "cause": "kv_pool",
+                        "for": req.req_id,
+                        **self.kv.last_refusal,
+                    }
                     if victim is req:
                         break
             if added is None:

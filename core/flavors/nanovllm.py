@@ -217,11 +217,16 @@ class NanoEngine(Engine):
 
     # ------------------------------------------------------------------ scheduler
     def _preempt(self, seq: Request, sched: dict[str, Any], for_seq: Request) -> None:
+        sched["preemption_causes"][seq.req_id] = {
+            "cause": "kv_pool",
+            "for": for_seq.req_id,
+            "blocks_needed": 1,  # can_append: the one block a decode at k * block_size + 1 opens
+            "blocks_free": len(self.bm.free_block_ids),
+        }
         seq.status = Status.PREEMPTED
         self.bm.deallocate(seq)
         self.waiting.appendleft(seq)
         sched["preempted_req_ids"].append(seq.req_id)
-        sched["preemption_causes"][seq.req_id] = {"cause": "kv_pool", "for": for_seq.req_id}
 
     def schedule(self, sched: dict[str, Any]) -> tuple[list[Request], bool]:
         """`Scheduler.schedule`: prefill the waiting queue's head while it fits, else decode."""
