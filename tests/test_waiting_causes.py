@@ -6,6 +6,8 @@ random scenarios."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -351,3 +353,21 @@ def scenarios(draw: st.DrawFn) -> Scenario:
 @given(scenarios())
 def test_random_scenarios_keep_the_contract(s: Scenario) -> None:
     check_causes(list(make_engine(s).run()))
+
+
+def test_pagedviz_run_file_json_carries_both_keys_on_every_step(tmp_path: Any) -> None:
+    d = preset_dict("seed-000")
+    d["config"].update(enable_chunked_prefill=False, max_num_batched_tokens=240, model=None)
+    path = tmp_path / "chunked-off.json"
+    path.write_text(json.dumps(d))
+    run = [sys.executable, "-m", "pagedviz.app.cli", "run", str(path)]
+    r = subprocess.run([*run, "--json"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    steps = json.loads(r.stdout)["steps"]
+    assert all({"waiting_causes", "preemption_causes"} <= set(s["scheduler"]) for s in steps)
+    assert steps[1]["scheduler"]["waiting_causes"] == {
+        "4": {"cause": "token_budget", "tokens_needed": 120, "tokens_left": 70}
+    }
+    text = subprocess.run([*run, "--step", "2"], capture_output=True, text=True, timeout=120).stdout
+    want = "waiting_causes: {'4': {'cause': 'token_budget', 'tokens_needed': 120, 'tokens_left': 70}}"
+    assert want in " ".join(text.split())  # the console may wrap the line
