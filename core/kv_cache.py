@@ -128,6 +128,7 @@ class KVCacheManager:
         self.pool = BlockPool(num_blocks, enable_prefix_caching, free_queue_order)
         self.req_blocks: dict[str, list[int]] = {}
         self.req_hashes: dict[str, list[str]] = {}
+        self.prefix_hashes: dict[str, list[str]] = {}  # computed_blocks' hashes, per request
         # why the last allocate_slots returned None: blocks_needed, blocks_free (+ watermark_blocks)
         self.last_refusal: dict[str, object] = {}
 
@@ -146,8 +147,12 @@ class KVCacheManager:
         if not self.enable_prefix_caching:
             return []
         max_blocks = (len(token_ids) - 1) // self.block_size
-        hashes = self.block_hashes(token_ids, max_blocks, [])
-        return self.pool.lookup(hashes)
+        # a request's leading tokens never change, so its block hashes are computed once (vLLM
+        # keeps them on the request too) and extended as it grows
+        known = self.prefix_hashes.get(req_id, [])
+        if len(known) < max_blocks:
+            known = self.prefix_hashes[req_id] = self.block_hashes(token_ids, max_blocks, known)
+        return self.pool.lookup(known[:max_blocks])
 
     def allocate_slots(
         self,
@@ -219,3 +224,4 @@ class KVCacheManager:
     def free(self, req_id: str) -> None:
         self.pool.free(self.req_blocks.pop(req_id, []))
         self.req_hashes.pop(req_id, None)
+        self.prefix_hashes.pop(req_id, None)

@@ -83,8 +83,9 @@ class SchedulerOutput:
             "preempted_req_ids": list(self.preempted_req_ids),
             "finished_req_ids": list(self.finished_req_ids),
             "waiting_req_ids": list(self.waiting_req_ids),
-            "waiting_causes": {r: dict(c) for r, c in self.waiting_causes.items()},
-            "preemption_causes": {r: dict(c) for r, c in self.preemption_causes.items()},
+            # the requests behind one head share one cause object (read-only)
+            "waiting_causes": dict(self.waiting_causes),
+            "preemption_causes": dict(self.preemption_causes),
             "new_block_ids": {s.req_id: list(s.new_block_ids) for s in self.scheduled if s.new_block_ids},
             "scheduled_spec_decode_tokens": {
                 s.req_id: list(s.spec_token_ids) for s in self.scheduled if s.spec_token_ids
@@ -351,10 +352,37 @@ class Scheduler:
         whose stale output is in flight was skipped (`output_in_flight`); the first other request
         (the head) carries what stopped the loop at it -- `stop`, or, when the loop ended on an
         empty budget before it, `token_budget` with what it would need; the rest wait `behind` it.
-        One dict per waiting request, no per-token work."""
-        causes: dict[str, dict[str, object]] = {}
-        if not self.waiting:
+        No per-token work, and no Python loop over the waiting requests in synchronous runs: the
+        entries behind the head share one object (built by dict.fromkeys)."""
+        ids = out.waiting_req_ids
+        if not ids:
+            return {}
+        if out.preempted_req_ids:
+            # one object shared by every entry: dict.fromkeys runs in C, no Python loop per request
+            return dict.fromkeys(ids, {"cause": "preemption", "preempted": list(out.preempted_req_ids)})
+        # a stale output exists only with async scheduling (a preemption while a step is in flight)
+        stale = (
+            {r.req_id: r.num_stale_output_tokens for r in self.waiting if r.num_stale_output_tokens}
+            if self.config.async_scheduling
+            else {}
+        )
+        head = next((rid for rid in ids if rid not in stale), None)
+        causes: dict[str, dict[str, object]] = dict.fromkeys(ids, {"cause": "behind", "behind": head})
+        for rid, n in stale.items():
+            causes[rid] = {"cause": "output_in_flight", "tokens_in_flight": n}
+        if head is None:
             return causes
+        if stop is None:
+            # the loop ran out of budget before it reached the head
+            req = self.requests[head]
+            hits = self.kv.computed_blocks(req.req_id, req.all_token_ids)
+            computed = len(hits) * self.config.block_size
+            n, padded = self._admission_tokens(req, computed, prefill_scheduled, scheduled_running, cap)
+            stop = {"cause": "token_budget", "tokens_needed": n, "tokens_left": max(budget, 0)}
+            if padded:
+                stop["padded"] = True
+        causes[head] = stop
+        return causes
         if out.preempted_req_ids:
             preemption: dict[str, object] = {"cause": "preemption", "preempted": list(out.preempted_req_ids)}
             return {r.req_id: dict(preemption) for r in self.waiting}

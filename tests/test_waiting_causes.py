@@ -15,10 +15,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pagedviz.core import Scenario, make_engine
+from pagedviz.core.async_scheduler import AsyncScheduler
 from pagedviz.core.presets import list_presets, preset_dict
 from pagedviz.core.recording import read_recording
 from pagedviz.core.replay import import_recording
-from pagedviz.core.scheduler import Scheduler
 
 from conftest import make_scenario, run_all
 from recording_cases import LINES, write_recording
@@ -192,8 +192,8 @@ def test_spec_decode_padding_that_does_not_fit_is_the_token_budget_padded(asynch
 
 def test_a_preempted_request_with_output_in_flight_is_skipped_and_the_next_is_the_head() -> None:
     # the scheduler on its own: B was preempted while its output was in flight (async scheduling)
-    sc = make_scenario(two(2, third=True), max_num_reqs=1, num_kv_blocks=16)
-    sched = Scheduler(sc.config, sc.requests)
+    sc = make_scenario(two(2, third=True), max_num_reqs=1, num_kv_blocks=16, async_scheduling=True)
+    sched = AsyncScheduler(sc.config, sc.requests)
     sched.admit_arrivals(1)
     b = sched.waiting[1]
     b.num_stale_output_tokens = 1
