@@ -383,32 +383,6 @@ class Scheduler:
                 stop["padded"] = True
         causes[head] = stop
         return causes
-        if out.preempted_req_ids:
-            preemption: dict[str, object] = {"cause": "preemption", "preempted": list(out.preempted_req_ids)}
-            return {r.req_id: dict(preemption) for r in self.waiting}
-        head: str | None = None
-        for req in self.waiting:
-            if req.num_stale_output_tokens:
-                causes[req.req_id] = {
-                    "cause": "output_in_flight",
-                    "tokens_in_flight": req.num_stale_output_tokens,
-                }
-            elif head is not None:
-                causes[req.req_id] = {"cause": "behind", "behind": head}
-            else:
-                head = req.req_id
-                if stop is None:
-                    # the loop ran out of budget before it reached this request
-                    hits = self.kv.computed_blocks(req.req_id, req.all_token_ids)
-                    computed = len(hits) * self.config.block_size
-                    n, padded = self._admission_tokens(
-                        req, computed, prefill_scheduled, scheduled_running, cap
-                    )
-                    stop = {"cause": "token_budget", "tokens_needed": n, "tokens_left": max(budget, 0)}
-                    if padded:
-                        stop["padded"] = True
-                causes[req.req_id] = dict(stop)
-        return causes
 
     def _update_after_schedule(self, out: SchedulerOutput) -> None:
         """Advance each scheduled request's num_computed_tokens (and its tokens in flight) now,
