@@ -181,6 +181,9 @@ def render_step(t: StepTrace, console: Console, wide: bool = False) -> None:
             say(f"{key}: {sch[key]}")
     if sch.get("new_block_ids"):
         say(f"new_block_ids: {sch['new_block_ids']}")
+    for key in ("waiting_causes", "preemption_causes"):  # why each waits / was preempted
+        if sch.get(key):
+            say(f"{key}: {sch[key]}")
     for m in t.batch.get("moves", []):
         say(f"condense: request {m['req_id']} moved from row {m['from']} to row {m['to']}")
     if t.idle:

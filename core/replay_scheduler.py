@@ -14,6 +14,7 @@ import numpy as np
 
 from pagedviz.core.kv_cache import NULL_BLOCK
 from pagedviz.core.recording import Header, Step
+from pagedviz.core.replay_causes import RecordedCauses
 from pagedviz.core.sampler import synthetic_tokens
 from pagedviz.core.scheduler import ScheduledRequest, SchedulerOutput
 
@@ -81,6 +82,7 @@ class RecordedScheduler:
         self.recorded: dict[int, Step] = {}
         self._next: Step | None = next(self.steps, None)
         self.done_ids: set[str] = set()
+        self.causes = RecordedCauses(header)  # the causes derived from the recorded numbers
 
     @property
     def has_unfinished(self) -> bool:
@@ -161,6 +163,7 @@ class RecordedScheduler:
         ]
         self.kv.num_free = s.num_free_blocks
         self.kv.step = s.step
+        self.causes.fill(s, out, self.tokens)
         return out
 
     def sampled_for(self, req_ids: list[str], v: dict[str, Any]) -> np.ndarray | None:
