@@ -51,11 +51,15 @@ The numbers each cause carries (the contract's keys):
   budget and the input budget less the drafting slots, from the step's scheduled tokens; 0 when
   the running requests used it all); `tokens_needed`, the token count the copy with the budget
   lifted passed to `allocate_slots` for the head (after its prefix hit and the long-prefill cap,
-  padded to 1 + num_speculative_tokens where vLLM pads it). Where no copy reached the allocation,
-  its uncomputed tokens after the prefix hit vLLM's `get_computed_blocks` finds, capped by the
-  step's long-prefill threshold.
-- `kv_pool`: `blocks_needed` (excluding the watermark), `blocks_free`, and `watermark_blocks`
-  when the watermark held it back (the blocks needed fit the free ones, not with the watermark).
+  padded to 1 + num_speculative_tokens where vLLM pads it: then also `padded: true`, read off the
+  same call, which asked for more tokens than the request has left to compute). Where no copy
+  reached the allocation, its uncomputed tokens after the prefix hit vLLM's
+  `_get_local_prefix_cache_hit` finds, capped by the step's long-prefill threshold.
+- `kv_pool`: `blocks_needed` (the coordinator's count of the check that failed, without the
+  watermark), `blocks_free`; `watermark_blocks` when `allocate_slots` added the watermark (a
+  waiting or preempted request while some request runs, its own condition on the call's
+  `has_scheduled_reqs` and the request's status); `full_sequence: true` when the refusal came from
+  the full-sequence check (`scheduler_reserve_full_isl`: the first of its two counts).
 - `max_num_seqs`: `running` (running requests, plus paused streaming sessions, as the check
   counts them) and `max_num_seqs` (`max_num_active_reqs`).
 - `preemption`: `preempted`, the victims in order. `behind`: `behind`, the head.
@@ -69,12 +73,21 @@ import copy
 import dataclasses
 from typing import Any
 
-from pagedviz.core.vllm_engine.sched_copy import copy_scheduler
+from pagedviz.core.vllm_engine import env as vllm_env
+
+vllm_env.prepare()  # before vLLM: Triton usable, V1 pinned by default (env.py)
+from vllm.v1.request import RequestStatus  # noqa: E402
+
+from pagedviz.core.vllm_engine.sched_copy import copy_scheduler  # noqa: E402
 
 UNBOUNDED = 1 << 40
 
 # how far the waiting loop got with a request, in one schedule()
 NOT_REACHED, PEEKED, ALLOCATING, ADMITTED = range(4)
+
+
+# the statuses allocate_slots applies the watermark to
+WAITING = (RequestStatus.WAITING, RequestStatus.PREEMPTED)
 
 
 class UndeterminedCauseError(RuntimeError):
@@ -129,13 +142,23 @@ class _Watch:
                 result = allocate(request, num_new_tokens, *args, **kwargs)
             finally:
                 del coordinator.get_num_blocks_to_allocate
-            rec: dict[str, Any] = {"tokens": int(num_new_tokens), "ok": result is not None}
+            hit = kwargs.get("num_new_computed_tokens", 0) + kwargs.get("num_external_computed_tokens", 0)
+            uncomputed = request.num_tokens - request.num_computed_tokens - hit
+            rec: dict[str, Any] = {
+                "tokens": int(num_new_tokens),
+                "ok": result is not None,
+                "padded": num_new_tokens > uncomputed,  # placeholder drafts past its known tokens
+            }
             if result is None:
-                rec.update(
-                    blocks_needed=int(needs[-1]),
-                    blocks_free=int(pool.get_num_free_blocks()),
-                    watermark_blocks=int(manager.watermark_blocks),
-                )
+                # allocate_slots adds the watermark for a waiting or preempted request while
+                # some request runs; a refusal after one count is the full-sequence check's
+                applied = kwargs.get("has_scheduled_reqs", True) and request.status in WAITING
+                rec["refusal"] = {
+                    "blocks_needed": int(needs[-1]),
+                    "blocks_free": int(pool.get_num_free_blocks()),
+                    "watermark_blocks": int(manager.watermark_blocks) if applied else 0,
+                    "full_sequence": bool(kwargs.get("full_sequence_must_fit")) and len(needs) == 1,
+                }
                 self.last_failed = request.request_id
             self.allocs.setdefault(request.request_id, []).append(rec)
             return result
@@ -240,10 +263,12 @@ class CausesOracle:
         s = self.scheduler
         allocs = w.allocs.get(rid)
         if allocs and not allocs[-1]["ok"]:
-            a = allocs[-1]
+            a = allocs[-1]["refusal"]
             cause = {"cause": "kv_pool", "blocks_needed": a["blocks_needed"], "blocks_free": a["blocks_free"]}
-            if a["blocks_needed"] <= a["blocks_free"]:
+            if a["watermark_blocks"]:
                 cause["watermark_blocks"] = a["watermark_blocks"]
+            if a["full_sequence"]:
+                cause["full_sequence"] = True
             return cause, "allocate_slots returned None"
         if before is None:
             raise UndeterminedCauseError(f"{rid} waits, and no copy was taken before the step")
@@ -256,34 +281,34 @@ class CausesOracle:
         got = self._counterfactual(before, rid, args, kwargs, seqs=True)
         if got[0] > real:
             return {"cause": "max_num_seqs", **seqs}, "copy with max_num_seqs unbounded"
-        budget = self._counterfactual(before, rid, args, kwargs, budget=True)
-        if budget[0] > real:
-            needed = budget[1] if budget[1] is not None else self._wanted(before, rid)
-            return (
-                {"cause": "token_budget", "tokens_needed": needed, "tokens_left": left},
-                "copy with the token budget unbounded",
-            )
-        both = self._counterfactual(before, rid, args, kwargs, seqs=True, budget=True)
-        if both[0] > real:
+        got = self._counterfactual(before, rid, args, kwargs, budget=True)
+        if got[0] > real:
+            return self._budget(before, rid, got[1], left), "copy with the token budget unbounded"
+        got = self._counterfactual(before, rid, args, kwargs, seqs=True, budget=True)
+        if got[0] > real:
             if left == 0:
-                needed = both[1] if both[1] is not None else self._wanted(before, rid)
-                return (
-                    {"cause": "token_budget", "tokens_needed": needed, "tokens_left": 0},
-                    "copy with both unbounded; no budget left (the loop's first check)",
-                )
+                how = "copy with both unbounded; no budget left (the loop's first check)"
+                return self._budget(before, rid, got[1], 0), how
             return {"cause": "max_num_seqs", **seqs}, "copy with both unbounded; max_num_seqs checked first"
         if left == 0 and real == NOT_REACHED:
-            return (
-                {"cause": "token_budget", "tokens_needed": self._wanted(before, rid), "tokens_left": 0},
-                "the loop's condition: no budget left",
-            )
+            return self._budget(before, rid, None, 0), "the loop's condition: no budget left"
         raise UndeterminedCauseError(f"no counterfactual admits {rid} (it got to stage {real})")
+
+    def _budget(self, before: Any, rid: str, alloc: dict[str, Any] | None, left: int) -> dict[str, Any]:
+        """`token_budget` with the tokens the copy asked `allocate_slots` for (`padded` when they
+        are 1 + num_speculative_tokens for a request with fewer known tokens to compute)."""
+        if alloc is None:
+            return {"cause": "token_budget", "tokens_needed": self._wanted(before, rid), "tokens_left": left}
+        cause = {"cause": "token_budget", "tokens_needed": alloc["tokens"], "tokens_left": left}
+        if alloc["padded"]:
+            cause["padded"] = True
+        return cause
 
     def _counterfactual(
         self, before: Any, rid: str, args: Any, kwargs: Any, seqs: bool = False, budget: bool = False
-    ) -> tuple[int, int | None]:
-        """Schedule a fresh copy of `before` with the limits lifted: how far `rid` got, and the
-        token count its first allocate_slots call asked for (None: none was made)."""
+    ) -> tuple[int, dict[str, Any] | None]:
+        """Schedule a fresh copy of `before` with the limits lifted: how far `rid` got, and its
+        first allocate_slots call (None: none was made)."""
         c = copy_scheduler(before)
         if seqs:
             c.max_num_running_reqs = c.max_num_active_reqs = UNBOUNDED
@@ -294,7 +319,7 @@ class CausesOracle:
         with _Watch(c) as w:
             out = type(c).schedule(c, *args, **kwargs)
         allocs = w.allocs.get(rid)
-        return w.progress(rid, out), (allocs[0]["tokens"] if allocs else None)
+        return w.progress(rid, out), (allocs[0] if allocs else None)
 
     def _wanted(self, before: Any, rid: str) -> int:
         """The tokens `rid` would schedule with budget to spare, where no copy got it to the

@@ -101,6 +101,10 @@ def test_a_tiny_pool_leaves_the_head_waiting_for_blocks_with_vllms_counts() -> N
         {"id": "b", "prompt_len": 4, "max_tokens": 2},
     ]
     steps = oracle_run(_scenario(reqs, num_kv_blocks=6, max_model_len=20))
+    # vLLM 0.33's default scheduler_reserve_full_isl checks the whole sequence first
+    want = {"cause": "kv_pool", "blocks_needed": 1, "blocks_free": 0, "full_sequence": True}
+    assert steps[0].waiting == {"b": want}
+    steps = oracle_run(_scenario(reqs, num_kv_blocks=6, max_model_len=20, scheduler_reserve_full_isl=False))
     assert steps[0].waiting == {"b": {"cause": "kv_pool", "blocks_needed": 1, "blocks_free": 0}}
 
 
@@ -115,9 +119,8 @@ def test_a_watermark_that_holds_the_head_back_is_named_with_its_blocks() -> None
         _scenario(reqs, num_kv_blocks=21, max_model_len=80, max_num_batched_tokens=80, watermark=0.1)
     )
     # a takes 16 blocks, b 2 of the 4 left (2 + 2 <= 4); c needs 1 of the 2 free, not 1 + 2
-    assert steps[0].waiting == {
-        "c": {"cause": "kv_pool", "blocks_needed": 1, "blocks_free": 2, "watermark_blocks": 2}
-    }
+    want = {"cause": "kv_pool", "blocks_needed": 1, "blocks_free": 2, "watermark_blocks": 2}
+    assert steps[0].waiting == {"c": {**want, "full_sequence": True}}
 
 
 def test_max_num_seqs_1_keeps_the_second_request_waiting_and_the_third_behind_it() -> None:
@@ -162,7 +165,9 @@ def test_placeholder_drafts_that_do_not_fit_keep_a_one_token_request_waiting_v2(
     cfg = {"model_runner": "v2", "num_speculative_tokens": 3, "max_num_batched_tokens": 6}
     steps = oracle_run(_scenario(reqs, block_size=2, **cfg))
     # step 3: a decodes with 3 placeholder drafts (4 tokens), 2 left; b padded would need 4
-    assert steps[2].waiting == {"b": {"cause": "token_budget", "tokens_needed": 4, "tokens_left": 2}}
+    assert steps[2].waiting == {
+        "b": {"cause": "token_budget", "tokens_needed": 4, "tokens_left": 2, "padded": True}
+    }
 
 
 def test_watching_changes_nothing_vllm_schedules() -> None:
