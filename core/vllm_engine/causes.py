@@ -52,9 +52,12 @@ The numbers each cause carries (the contract's keys):
   the running requests used it all); `tokens_needed`, the token count the copy with the budget
   lifted passed to `allocate_slots` for the head (after its prefix hit and the long-prefill cap,
   padded to 1 + num_speculative_tokens where vLLM pads it: then also `padded: true`, read off the
-  same call, which asked for more tokens than the request has left to compute). Where no copy
-  reached the allocation, its uncomputed tokens after the prefix hit vLLM's
-  `_get_local_prefix_cache_hit` finds, capped by the step's long-prefill threshold.
+  same call, which asked for more tokens than the request has left to compute). With no budget
+  left (the loop never reached the head), or where no copy reached the allocation, its uncomputed
+  tokens after the prefix hit vLLM's `_get_local_prefix_cache_hit` finds on the step's real state
+  (a copy taken just after `schedule()`: a copy with the budget lifted may have let a request
+  before it take more tokens and cache blocks the head would hit), capped by the step's
+  long-prefill threshold.
 - `kv_pool`: `blocks_needed` (the coordinator's count of the check that failed, without the
   watermark), `blocks_free`; `watermark_blocks` when `allocate_slots` added the watermark (a
   waiting or preempted request while some request runs, its own condition on the call's
@@ -103,6 +106,7 @@ class StepCauses:
     preemption: dict[str, dict[str, Any]]
     head: str | None = None
     how: dict[str, str] = dataclasses.field(default_factory=dict)
+    problem: str | None = None  # why a cause could not be named (that request's cause: unknown)
 
 
 class _Watch:
@@ -233,14 +237,29 @@ class CausesOracle:
         head = next((r for r in waiting if r not in skipped), None)
         causes: dict[str, dict[str, Any]] = {}
         how: dict[str, str] = {}
+        problem = None
         for rid in waiting:
-            if rid in skipped:
-                causes[rid], how[rid] = self._skipped(before, rid), "skip_request"
-            elif rid == head:
-                causes[rid], how[rid] = self._head(before, w, out, rid, args, kwargs)
-            else:
-                causes[rid], how[rid] = {"cause": "behind", "behind": head}, "queue order"
-        return StepCauses(causes, preemption, head, how)
+            try:
+                if rid in skipped:
+                    causes[rid], how[rid] = self._skipped(before, rid), "skip_request"
+                elif rid == head:
+                    causes[rid], how[rid] = self._head(before, w, out, rid, args, kwargs)
+                else:
+                    causes[rid], how[rid] = {"cause": "behind", "behind": head}, "queue order"
+            except UndeterminedCauseError as e:
+                causes[rid], how[rid], problem = self._unknown(out), "undetermined", str(e)
+        return StepCauses(causes, preemption, head, how, problem)
+
+    def _unknown(self, out: Any) -> dict[str, Any]:
+        """`unknown`, with the step's numbers: what the loop had left when it stopped."""
+        s = self.scheduler
+        return {
+            "cause": "unknown",
+            "tokens_left": self._tokens_left(out),
+            "blocks_free": int(s.kv_cache_manager.block_pool.get_num_free_blocks()),
+            "running": len(s.running),
+            "max_num_seqs": s.max_num_active_reqs,
+        }
 
     def _skipped(self, before: Any, rid: str) -> dict[str, Any]:
         req = before.requests[rid] if before is not None else None
@@ -296,8 +315,11 @@ class CausesOracle:
 
     def _budget(self, before: Any, rid: str, alloc: dict[str, Any] | None, left: int) -> dict[str, Any]:
         """`token_budget` with the tokens the copy asked `allocate_slots` for (`padded` when they
-        are 1 + num_speculative_tokens for a request with fewer known tokens to compute)."""
-        if alloc is None:
+        are 1 + num_speculative_tokens for a request with fewer known tokens to compute). With no
+        budget left the loop never reached the head, and a copy with the budget lifted may have
+        let a request before it take more (and cache more blocks it would hit): then the tokens
+        are counted on the step's real state, as the loop would have found it."""
+        if alloc is None or left == 0:
             return {"cause": "token_budget", "tokens_needed": self._wanted(before, rid), "tokens_left": left}
         cause = {"cause": "token_budget", "tokens_needed": alloc["tokens"], "tokens_left": left}
         if alloc["padded"]:
@@ -322,15 +344,16 @@ class CausesOracle:
         return w.progress(rid, out), (allocs[0] if allocs else None)
 
     def _wanted(self, before: Any, rid: str) -> int:
-        """The tokens `rid` would schedule with budget to spare, where no copy got it to the
-        allocation: its uncomputed tokens after vLLM's prefix hit, capped by the step's
-        long-prefill threshold (none for a lone request)."""
-        c = copy_scheduler(before)
+        """The tokens `rid` would schedule with budget to spare, on the step's real state (a copy
+        of the scheduler just after its `schedule()`): its uncomputed tokens after the prefix hit
+        vLLM's `_get_local_prefix_cache_hit` finds, capped by the step's long-prefill threshold
+        (none for a lone request, counted before the step as `schedule()` counts it)."""
+        c = copy_scheduler(self.scheduler)
         req = c.requests[rid]
         hit = 0
         if req.num_computed_tokens == 0:
             _, hit, _, _ = c._get_local_prefix_cache_hit(req)
         n = req.num_tokens - req.num_computed_tokens - hit
-        running, waiting = c.get_request_counts()
+        running, waiting = before.get_request_counts()
         cap = c.scheduler_config.long_prefill_token_threshold if running + waiting > 1 else 0
         return int(min(n, cap) if 0 < cap < n else n)

@@ -63,6 +63,7 @@ def oracle_run(scenario: Scenario) -> list[StepCauses]:
         else:
             side.step(t.sampled_token_ids)
         assert oracle.last is not None, f"step {t.step}"
+        assert oracle.last.problem is None, f"step {t.step}: {oracle.last.problem}"
         steps.append(oracle.last)
     return steps
 
