@@ -167,6 +167,16 @@ class SchedulerOut(BaseModel):
     preempted_req_ids: list[str] = []
     finished_req_ids: list[str] = []
     waiting_req_ids: list[str] = []
+    waiting_causes: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="why each waiting request waits (docs/arrays.md, 'Why requests wait')",
+        examples=[{"4": {"cause": "token_budget", "tokens_needed": 120, "tokens_left": 70}}],
+    )
+    preemption_causes: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="for whom each preempted request was preempted",
+        examples=[{"c": {"cause": "kv_pool", "for": "a"}}],
+    )
     new_block_ids: dict[str, list[int]] = Field(default_factory=dict, examples=[{"1": [7], "2": [8]}])
 
 

@@ -128,6 +128,8 @@ class KVCacheManager:
         self.pool = BlockPool(num_blocks, enable_prefix_caching, free_queue_order)
         self.req_blocks: dict[str, list[int]] = {}
         self.req_hashes: dict[str, list[str]] = {}
+        # why the last allocate_slots returned None: blocks_needed, blocks_free (+ watermark_blocks)
+        self.last_refusal: dict[str, object] = {}
 
     def blocks_of(self, req_id: str) -> list[int]:
         return self.req_blocks.get(req_id, [])
@@ -169,10 +171,13 @@ class KVCacheManager:
             full = math.ceil(full_sequence_tokens / self.block_size)
             needed = self.pool.num_needed(hits, max(0, full - len(held) - len(hits)))
             if needed + watermark_blocks > self.pool.num_free:
+                self._refuse(needed, watermark_blocks, full_sequence=True)
                 return None
         need = math.ceil((num_computed_tokens + num_new_tokens) / self.block_size)
         num_new_blocks = max(0, need - len(held) - len(hits))
-        if self.pool.num_needed(hits, num_new_blocks) + watermark_blocks > self.pool.num_free:
+        needed = self.pool.num_needed(hits, num_new_blocks)
+        if needed + watermark_blocks > self.pool.num_free:
+            self._refuse(needed, watermark_blocks)
             return None
         if hits:
             self.pool.touch(hits)
@@ -186,6 +191,15 @@ class KVCacheManager:
                 req_id, token_ids, min(num_computed_tokens + num_new_tokens, len(token_ids))
             )
         return added
+
+    def _refuse(self, needed: int, watermark_blocks: int, full_sequence: bool = False) -> None:
+        """Record why the last allocate_slots returned None (the trace's `kv_pool` cause)."""
+        refusal: dict[str, object] = {"blocks_needed": needed, "blocks_free": self.pool.num_free}
+        if watermark_blocks:
+            refusal["watermark_blocks"] = watermark_blocks
+        if full_sequence:
+            refusal["full_sequence"] = True
+        self.last_refusal = refusal
 
     def cache_full_blocks(self, req_id: str, token_ids: np.ndarray, num_tokens: int) -> None:
         """Hash the request's blocks that the first `num_tokens` tokens fill (vLLM's

@@ -51,7 +51,7 @@ def narrate(
         return narrate_v2(f, prev, config, last)
     items = _finishes(f, prev)
     if t.idle:
-        return items + (_engine_core(f) or _idle(f))
+        return items + (_engine_core(f) or _idle(f)) + _waiting(f, config)
     items += _engine_core(f)
     items += _preemptions(f, prev)
     items += _admissions(f)

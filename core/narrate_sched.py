@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from pagedviz.core.config import EngineConfig
+from pagedviz.core.narrate_causes import preempted_for, waiting_items
 from pagedviz.core.narrate_facts import (
     Facts,
     Item,
@@ -129,22 +130,17 @@ def _preemptions(f: Facts, prev: StepTrace | None) -> list[Item]:
     if not victims:
         return []
     items = []
-    free_before = len(prev.kv_cache.get("free_block_queue", [])) if prev else None
     running = _running_order(prev)
     for k, rid in enumerate(victims):
         blocks = _blocks_of(prev, rid)
         refs: list[tuple[str, Any]] = [("request", rid), *(("block", b) for b in blocks)]
-        if k == 0 and free_before is not None:
-            en = (
-                f"The KV pool ran out: {_plural(free_before, 'block')} were free after step {f.t.step - 1}, "
-                "too few for the running requests' next tokens. "
-            )
-            zh = (
-                f"KV 块池不够用了：第 {f.t.step - 1} 步后只剩 {free_before} 个空闲块，"
-                "装不下运行中请求的下一个 token。"
-            )
+        why = preempted_for(f, rid)  # from scheduler.preemption_causes, or no reason at all
+        if why is None:
+            en, zh = "", ""
+        elif k == 0:
+            en, zh = "The KV pool ran out: " + why[0] + ". ", "KV 块池不够用了：" + why[1] + "。"
         else:
-            en, zh = "The pool is still short. ", "块池仍然不够。"
+            en, zh = "The pool is still short: " + why[0] + ". ", "块池仍然不够：" + why[1] + "。"
         last = f" (running queue: {', '.join(running)})" if running else ""
         lastz = f"（运行队列：{', '.join(running)}）" if running else ""
         en += (
@@ -160,6 +156,9 @@ def _preemptions(f: Facts, prev: StepTrace | None) -> list[Item]:
             "num_computed_tokens 归零，它被放到等待队列最前面；恢复时要从头重新计算所有 token。"
         )
         items.append(_item(f"preempt:{rid}", _text(en, zh), refs))
+    causes = (f.sched.get("waiting_causes") or {}).values()
+    if f.nano or not any(c.get("cause") == "preemption" for c in causes):
+        return items  # nano-vllm preempts in a decode step, which admits no prefill anyway
     items.append(
         _item(
             "preempt:no_admission",
@@ -317,21 +316,6 @@ def _budget(f: Facts, config: EngineConfig | None) -> list[Item]:
 
 
 def _waiting(f: Facts, config: EngineConfig | None) -> list[Item]:
-    waiting = [str(r) for r in f.sched.get("waiting_req_ids", [])]
-    if not waiting:
-        return []
-    en = f"Still waiting: {_join_en(waiting)}"
-    zh = f"仍在等待：{_join_zh(waiting)}"
-    if f.sched.get("preempted_req_ids"):
-        en += ", because a preemption in this step stops admissions"
-        zh += "，因为这一步发生了抢占，不再接纳"
-    elif config is not None and config.max_num_batched_tokens <= f.T:
-        en += ", because the token budget is used up"
-        zh += "，因为 token 预算已经用完"
-    elif config is not None and len(f.rows) >= config.max_num_reqs:
-        en += f", because max_num_reqs = {config.max_num_reqs} requests are already running"
-        zh += f"，因为已有 max_num_reqs = {config.max_num_reqs} 个请求在运行"
-    else:
-        en += ", because the free blocks cannot hold the next one (admission checks the pool)"
-        zh += "，因为空闲块放不下下一个请求（接纳时会检查块池）"
-    return [_item("waiting", _text(en + ".", zh + "。"), [("request", r) for r in waiting])]
+    """The "Still waiting" sentence and why, rendered only from `scheduler.waiting_causes`
+    (core/narrate_causes.py)."""
+    return waiting_items(f, config)

@@ -368,7 +368,7 @@ def narrate_v2(
     resumed = _resumed(f, s, prev)
     items = _finishes(f, prev)
     if t.idle:
-        return items + _slot_events(f, s, resumed) + (_engine_core(f) or _idle(f))
+        return items + _slot_events(f, s, resumed) + (_engine_core(f) or _idle(f)) + _waiting(f, config)
     items += _engine_core(f)
     items += _preemptions(f, prev)
     items += [it for it in _admissions(f) if it["key"].split(":", 1)[1] not in resumed]

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from pagedviz.core.recording import Header, Step
+from pagedviz.core.replay_causes import RecordedCauses
 from pagedviz.core.sampler import synthetic_tokens
 from pagedviz.core.scheduler import ScheduledRequest, SchedulerOutput
 
@@ -70,6 +71,7 @@ class RecordedScheduler:
         self._next: Step | None = next(self.steps, None)
         self.problems: list[str] = []
         self.done_ids: set[str] = set()
+        self.causes = RecordedCauses(header)  # the causes derived from the recorded numbers
 
     @property
     def has_unfinished(self) -> bool:
@@ -149,6 +151,7 @@ class RecordedScheduler:
             r for r in self.tokens if r not in scheduled and r not in self.done_ids and r not in s.finished
         ]
         self.kv.num_free = s.num_free_blocks
+        self.causes.fill(s, out, self.tokens)
         return out
 
     def sampled_for(self, req_ids: list[str], v: dict[str, Any]) -> np.ndarray | None:

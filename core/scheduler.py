@@ -46,6 +46,9 @@ class SchedulerOutput:
     preempted_req_ids: list[str] = field(default_factory=list)
     finished_req_ids: list[str] = field(default_factory=list)
     waiting_req_ids: list[str] = field(default_factory=list)
+    # why each waiting request waits / each preempted one was preempted (docs/arrays.md)
+    waiting_causes: dict[str, dict[str, object]] = field(default_factory=dict)
+    preemption_causes: dict[str, dict[str, object]] = field(default_factory=dict)
 
     @property
     def num_scheduled_tokens(self) -> dict[str, int]:
@@ -80,6 +83,8 @@ class SchedulerOutput:
             "preempted_req_ids": list(self.preempted_req_ids),
             "finished_req_ids": list(self.finished_req_ids),
             "waiting_req_ids": list(self.waiting_req_ids),
+            "waiting_causes": {r: dict(c) for r, c in self.waiting_causes.items()},
+            "preemption_causes": {r: dict(c) for r, c in self.preemption_causes.items()},
             "new_block_ids": {s.req_id: list(s.new_block_ids) for s in self.scheduled if s.new_block_ids},
             "scheduled_spec_decode_tokens": {
                 s.req_id: list(s.spec_token_ids) for s in self.scheduled if s.spec_token_ids
@@ -236,6 +241,11 @@ class Scheduler:
                 if added is None:
                     victim = self._preempt_last()
                     out.preempted_req_ids.append(victim.req_id)
+                    out.preemption_causes[victim.req_id] = {
+                        "cause": "kv_pool",
+                        "for": req.req_id,
+                        **self.kv.last_refusal,
+                    }
                     if victim is req:
                         break
             if added is None:
@@ -248,8 +258,15 @@ class Scheduler:
         prefill_scheduled = any(self.requests[s.req_id].is_prefill_chunk for s in out.scheduled)
         scheduled_running = bool(out.scheduled)
         skipped: list[Request] = []
+        # why the FCFS loop stopped, for the request it stopped at (see _waiting_causes)
+        stop: dict[str, object] | None = None
         while not out.preempted_req_ids and self.waiting and budget > 0:
             if len(self.running) >= self.config.max_num_reqs:
+                stop = {
+                    "cause": "max_num_seqs",
+                    "running": len(self.running),
+                    "max_num_seqs": self.config.max_num_reqs,
+                }
                 break
             req = self.waiting[0]
             if req.num_stale_output_tokens:
@@ -260,20 +277,17 @@ class Scheduler:
                 continue
             hits = self.kv.computed_blocks(req.req_id, req.all_token_ids)
             computed = len(hits) * self.config.block_size
-            req.num_computed_tokens = computed
-            n = req.num_tokens - computed
-            if self._pads_spec_decode(n, computed, prefill_scheduled, scheduled_running):
-                if 1 + self.config.num_speculative_tokens > budget:
-                    req.num_computed_tokens = 0
-                    break  # vLLM prefers not scheduling it to scheduling it unpadded
-                n = 1 + self.config.num_speculative_tokens
-                req.spec_token_ids = [-1] * self.config.num_speculative_tokens
-            if cap > 0:
-                n = min(n, cap)
+            n, padded = self._admission_tokens(req, computed, prefill_scheduled, scheduled_running, cap)
+            if padded and 1 + self.config.num_speculative_tokens > budget:
+                # vLLM prefers not scheduling it to scheduling it unpadded
+                need = 1 + self.config.num_speculative_tokens
+                stop = {"cause": "token_budget", "tokens_needed": need, "tokens_left": budget, "padded": True}
+                break
             if n > budget and not self.config.enable_chunked_prefill:
-                req.num_computed_tokens = 0
+                stop = {"cause": "token_budget", "tokens_needed": n, "tokens_left": budget}
                 break
             n = min(n, budget)
+            req.num_computed_tokens = computed
             added = self.kv.allocate_slots(
                 req.req_id,
                 req.all_token_ids,
@@ -290,8 +304,10 @@ class Scheduler:
             )
             if added is None:
                 req.num_computed_tokens = 0
-                req.spec_token_ids = []
+                stop = {"cause": "kv_pool", **self.kv.last_refusal}
                 break
+            if padded:
+                req.spec_token_ids = [-1] * self.config.num_speculative_tokens
             self.waiting.popleft()
             kind = "resumed" if req.status is Status.PREEMPTED else "new"
             req.status = Status.RUNNING
@@ -302,7 +318,69 @@ class Scheduler:
 
         self._update_after_schedule(out)
         out.waiting_req_ids = [r.req_id for r in self.waiting]
+        out.waiting_causes = self._waiting_causes(
+            out, stop, budget, prefill_scheduled, scheduled_running, cap
+        )
         return out
+
+    def _admission_tokens(
+        self, req: Request, computed: int, prefill_scheduled: bool, scheduled_running: bool, cap: int
+    ) -> tuple[int, bool]:
+        """The tokens the waiting loop would schedule for `req` before the budget clips them (its
+        uncomputed tokens after `computed` prefix-hit tokens, spec-decode padding, the long-prefill
+        cap), and whether they are padded to 1 + num_speculative_tokens. Changes nothing."""
+        n = req.num_tokens - computed
+        padded = self._pads_spec_decode(n, computed, prefill_scheduled, scheduled_running)
+        if padded:
+            n = 1 + self.config.num_speculative_tokens
+        if cap > 0:
+            n = min(n, cap)
+        return n, padded
+
+    def _waiting_causes(
+        self,
+        out: SchedulerOutput,
+        stop: dict[str, object] | None,
+        budget: int,
+        prefill_scheduled: bool,
+        scheduled_running: bool,
+        cap: int,
+    ) -> dict[str, dict[str, object]]:
+        """`scheduler.waiting_causes` (docs/arrays.md): why each request still waiting was not
+        scheduled, in waiting order. A step that preempted admits nobody (`preemption`); a request
+        whose stale output is in flight was skipped (`output_in_flight`); the first other request
+        (the head) carries what stopped the loop at it -- `stop`, or, when the loop ended on an
+        empty budget before it, `token_budget` with what it would need; the rest wait `behind` it.
+        One dict per waiting request, no per-token work."""
+        causes: dict[str, dict[str, object]] = {}
+        if not self.waiting:
+            return causes
+        if out.preempted_req_ids:
+            preemption: dict[str, object] = {"cause": "preemption", "preempted": list(out.preempted_req_ids)}
+            return {r.req_id: dict(preemption) for r in self.waiting}
+        head: str | None = None
+        for req in self.waiting:
+            if req.num_stale_output_tokens:
+                causes[req.req_id] = {
+                    "cause": "output_in_flight",
+                    "tokens_in_flight": req.num_stale_output_tokens,
+                }
+            elif head is not None:
+                causes[req.req_id] = {"cause": "behind", "behind": head}
+            else:
+                head = req.req_id
+                if stop is None:
+                    # the loop ran out of budget before it reached this request
+                    hits = self.kv.computed_blocks(req.req_id, req.all_token_ids)
+                    computed = len(hits) * self.config.block_size
+                    n, padded = self._admission_tokens(
+                        req, computed, prefill_scheduled, scheduled_running, cap
+                    )
+                    stop = {"cause": "token_budget", "tokens_needed": n, "tokens_left": max(budget, 0)}
+                    if padded:
+                        stop["padded"] = True
+                causes[req.req_id] = dict(stop)
+        return causes
 
     def _update_after_schedule(self, out: SchedulerOutput) -> None:
         """Advance each scheduled request's num_computed_tokens (and its tokens in flight) now,

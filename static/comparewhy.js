@@ -56,8 +56,14 @@ export function whatDiffers(e) {
 // setting B changes does
 export function whyDiffers(e, na, nb, pairs) {
   const nd = e.narration || { only_a: [], only_b: [] };
-  const own = (items, keys, tag) => items.filter((it) => !it.stage && keys.includes(it.key)).slice(0, 1)
-    .map((it) => `${tag}: ${it.text[state.lang] || it.text.en}`);
+  // a side's own sentence: why a request waits or was preempted first (rendered from the trace's
+  // waiting_causes / preemption_causes), else its first own sentence
+  const causal = (it) => it.key === "waiting" || /^preempt:(?!no_admission)/.test(it.key);
+  const own = (items, keys, tag) => {
+    const mine = items.filter((it) => !it.stage && keys.includes(it.key));
+    return [...mine.filter(causal), ...mine.filter((it) => !causal(it))].slice(0, 1)
+      .map((it) => `${tag}: ${it.text[state.lang] || it.text.en}`);
+  };
   const out = [...own(na, nd.only_a, "A"), ...own(nb, nd.only_b, "B")];
   for (const [k] of pairs || []) {
     const text = L(`cmp_why_${k}`);

@@ -67,6 +67,7 @@ class NanoBlockManager:
         self.free_block_ids: deque[int] = deque(range(num_blocks))
         self.used_block_ids: set[int] = set()
         self.block_tables: dict[str, list[int]] = {}
+        self.last_refusal: dict[str, object] = {}  # why can_allocate last returned -1
 
     def num_blocks_of(self, seq: Request) -> int:
         return -(-seq.num_tokens // self.block_size)
@@ -101,9 +102,9 @@ class NanoBlockManager:
             b = -1
         return h2, b
 
-    def can_allocate(self, seq: Request) -> int:
-        """Leading full blocks found in the cache (the last block is never looked up), or -1 when
-        the free blocks cannot hold the rest; a hit on a free block still takes a free block."""
+    def probe(self, seq: Request) -> tuple[int, int]:
+        """(leading full blocks found in the cache -- the last block is never looked up --, free
+        blocks the sequence would take); a hit on a free block still takes a free block."""
         h: str | None = None
         num_cached_blocks = 0
         num_new_blocks = self.num_blocks_of(seq)
@@ -114,7 +115,14 @@ class NanoBlockManager:
             num_cached_blocks += 1
             if b in self.used_block_ids:
                 num_new_blocks -= 1
+        return num_cached_blocks, num_new_blocks
+
+    def can_allocate(self, seq: Request) -> int:
+        """Leading full blocks found in the cache, or -1 when the free blocks cannot hold the rest
+        (`last_refusal` then says how many it needs and how many are free)."""
+        num_cached_blocks, num_new_blocks = self.probe(seq)
         if len(self.free_block_ids) < num_new_blocks:
+            self.last_refusal = {"blocks_needed": num_new_blocks, "blocks_free": len(self.free_block_ids)}
             return -1
         return num_cached_blocks
 
@@ -208,7 +216,13 @@ class NanoEngine(Engine):
         return not (self.arrivals or self.waiting or self.running)
 
     # ------------------------------------------------------------------ scheduler
-    def _preempt(self, seq: Request, sched: dict[str, Any]) -> None:
+    def _preempt(self, seq: Request, sched: dict[str, Any], for_seq: Request) -> None:
+        sched["preemption_causes"][seq.req_id] = {
+            "cause": "kv_pool",
+            "for": for_seq.req_id,
+            "blocks_needed": 1,  # can_append: the one block a decode at k * block_size + 1 opens
+            "blocks_free": len(self.bm.free_block_ids),
+        }
         seq.status = Status.PREEMPTED
         self.bm.deallocate(seq)
         self.waiting.appendleft(seq)
@@ -221,20 +235,29 @@ class NanoEngine(Engine):
         seqs: list[Request] = []
         n_sched = self.num_scheduled
         batched = 0
+        stop: dict[str, Any] | None = None  # why the prefill loop stopped, at waiting[0]
         while self.waiting and len(seqs) < cfg.max_num_reqs:
             seq = self.waiting[0]
             remaining = cfg.max_num_batched_tokens - batched
             if remaining == 0:
+                stop = {"cause": "token_budget", "tokens_needed": self._prefill_tokens(seq), "tokens_left": 0}
                 break
             has_table = bool(self.bm.block_tables.get(seq.req_id))
             if not has_table:
                 num_cached_blocks = self.bm.can_allocate(seq)
                 if num_cached_blocks == -1:
+                    stop = {"cause": "kv_pool", **self.bm.last_refusal}
                     break
                 num_tokens = seq.num_tokens - num_cached_blocks * bs
             else:
                 num_tokens = seq.num_tokens - seq.num_computed_tokens
             if remaining < num_tokens and seqs:  # only the first sequence may take a chunk
+                stop = {
+                    "cause": "token_budget",
+                    "tokens_needed": num_tokens,
+                    "tokens_left": remaining,
+                    "first_seq_only_chunks": True,
+                }
                 break
             if not has_table:
                 self.bm.allocate(seq, num_cached_blocks)
@@ -249,15 +272,19 @@ class NanoEngine(Engine):
                 self.waiting.popleft()
                 self.running.append(seq)
             seqs.append(seq)
+        else:
+            if self.waiting:
+                stop = {"cause": "max_num_seqs", "running": len(seqs), "max_num_seqs": cfg.max_num_reqs}
         if seqs:
+            sched["waiting_causes"] = self._waiting_causes(seqs, stop, sched)
             return seqs, True
         while self.running and len(seqs) < cfg.max_num_reqs:
             seq = self.running.popleft()
             while not self.bm.can_append(seq):
                 if self.running:
-                    self._preempt(self.running.pop(), sched)
+                    self._preempt(self.running.pop(), sched, seq)
                 else:
-                    self._preempt(seq, sched)
+                    self._preempt(seq, sched, seq)
                     break
             else:
                 n_sched[seq.req_id] = 1
@@ -266,7 +293,44 @@ class NanoEngine(Engine):
                     sched["new_block_ids"][seq.req_id] = added
                 seqs.append(seq)
         self.running.extendleft(reversed(seqs))
+        sched["waiting_causes"] = self._waiting_causes(seqs, stop, sched)
         return seqs, False
+
+    def _prefill_tokens(self, seq: Request) -> int:
+        """The tokens a waiting sequence still has to prefill (after its cache hits)."""
+        if self.bm.block_tables.get(seq.req_id):
+            return seq.num_tokens - seq.num_computed_tokens
+        return seq.num_tokens - self.bm.probe(seq)[0] * self.scenario.config.block_size
+
+    def _waiting_causes(
+        self, seqs: list[Request], stop: dict[str, Any] | None, sched: dict[str, Any]
+    ) -> dict[str, dict[str, Any]]:
+        """`scheduler.waiting_causes` under nano-vllm's rules (docs/arrays.md): a sequence this
+        step preempted: `preemption`; a sequence whose prefill this step chunked (nano-vllm keeps
+        it in `waiting` until its prompt is done): `prefill_chunk`; the head the prefill loop
+        stopped at: `stop`; the rest wait `behind` that head."""
+        causes: dict[str, dict[str, Any]] = {}
+        preempted = sched["preempted_req_ids"]
+        head: str | None = None
+        scheduled = {s.req_id for s in seqs}
+        for seq in self.waiting:
+            rid = seq.req_id
+            if rid in sched["preemption_causes"]:
+                causes[rid] = {"cause": "preemption", "preempted": list(preempted)}
+            elif head is not None:
+                causes[rid] = {"cause": "behind", "behind": head}
+            elif rid in scheduled:
+                head = rid
+                n = self.num_scheduled[rid]
+                causes[rid] = {
+                    "cause": "prefill_chunk",
+                    "tokens_scheduled": n,
+                    "tokens_remaining": seq.num_tokens - seq.num_computed_tokens - n,
+                }
+            else:
+                head = rid
+                causes[rid] = dict(stop) if stop is not None else {"cause": "unknown"}
+        return causes
 
     def postprocess(self, seqs: list[Request], sampled: dict[str, int], is_prefill: bool) -> list[str]:
         """`Scheduler.postprocess`: hash the filled blocks, advance, append the token, finish."""
@@ -404,6 +468,8 @@ class NanoEngine(Engine):
             "preempted_req_ids": [],
             "finished_req_ids": self.finished_last,
             "new_block_ids": {},
+            "waiting_causes": {},
+            "preemption_causes": {},
         }
         self.finished_last = []
         with timer.cpu("schedule"):
