@@ -67,7 +67,8 @@ The numbers each cause carries (the contract's keys):
   counts them) and `max_num_seqs` (`max_num_active_reqs`).
 - `preemption`: `preempted`, the victims in order. `behind`: `behind`, the head.
   `output_in_flight`: `tokens_in_flight`, the stale output tokens still to arrive.
-- `preemption_causes`: `{"cause": "kv_pool", "for": R}` per victim.
+- `preemption_causes`: `{"cause": "kv_pool", "for": R}` per victim, with the numbers of R's
+  allocation that failed just before that victim was preempted (`blocks_needed`, `blocks_free`).
 """
 
 from __future__ import annotations
@@ -117,8 +118,9 @@ class _Watch:
         self.peeked: list[str] = []
         self.popped: list[str] = []
         self.allocs: dict[str, list[dict[str, Any]]] = {}
-        self.preempted: list[tuple[str, str | None]] = []
+        self.preempted: list[tuple[str, str | None, dict[str, Any]]] = []
         self.last_failed: str | None = None
+        self.last_refusal: dict[str, Any] = {}
         self._set: list[tuple[Any, str]] = []
 
     def _patch(self, obj: Any, name: str, fn: Any) -> None:
@@ -163,12 +165,12 @@ class _Watch:
                     "watermark_blocks": int(manager.watermark_blocks) if applied else 0,
                     "full_sequence": bool(kwargs.get("full_sequence_must_fit")) and len(needs) == 1,
                 }
-                self.last_failed = request.request_id
+                self.last_failed, self.last_refusal = request.request_id, rec["refusal"]
             self.allocs.setdefault(request.request_id, []).append(rec)
             return result
 
         def _preempt_request(request: Any, *args: Any, **kwargs: Any) -> Any:
-            self.preempted.append((request.request_id, self.last_failed))
+            self.preempted.append((request.request_id, self.last_failed, self.last_refusal))
             return preempt(request, *args, **kwargs)
 
         def peek_request() -> Any:
@@ -200,6 +202,17 @@ class _Watch:
         return PEEKED if rid in self.peeked else NOT_REACHED
 
 
+def _pool_numbers(refusal: dict[str, Any]) -> dict[str, Any]:
+    """A refused allocation's numbers as the trace carries them (watermark and full-sequence
+    only where they applied)."""
+    out = {"blocks_needed": refusal["blocks_needed"], "blocks_free": refusal["blocks_free"]}
+    if refusal["watermark_blocks"]:
+        out["watermark_blocks"] = refusal["watermark_blocks"]
+    if refusal["full_sequence"]:
+        out["full_sequence"] = True
+    return out
+
+
 class CausesOracle:
     """Watches every `schedule()` of `scheduler` (a `schedule` set on the instance); after each,
     `last` holds that step's causes. `close()` gives the scheduler its own method back."""
@@ -225,10 +238,10 @@ class CausesOracle:
     # ------------------------------------------------------------------ derivation
     def _derive(self, before: Any, w: _Watch, out: Any, args: Any, kwargs: Any) -> StepCauses:
         s = self.scheduler
-        preemption = {v: {"cause": "kv_pool", "for": f} for v, f in w.preempted}
+        preemption = {v: {"cause": "kv_pool", "for": f, **_pool_numbers(r)} for v, f, r in w.preempted}
         waiting = [r.request_id for r in s.waiting]
         if w.preempted:
-            victims = [v for v, _ in w.preempted]
+            victims = [v for v, _, _ in w.preempted]
             stopped: dict[str, dict[str, Any]] = {
                 r: {"cause": "preemption", "preempted": victims} for r in waiting
             }
@@ -282,12 +295,7 @@ class CausesOracle:
         s = self.scheduler
         allocs = w.allocs.get(rid)
         if allocs and not allocs[-1]["ok"]:
-            a = allocs[-1]["refusal"]
-            cause = {"cause": "kv_pool", "blocks_needed": a["blocks_needed"], "blocks_free": a["blocks_free"]}
-            if a["watermark_blocks"]:
-                cause["watermark_blocks"] = a["watermark_blocks"]
-            if a["full_sequence"]:
-                cause["full_sequence"] = True
+            cause = {"cause": "kv_pool", **_pool_numbers(allocs[-1]["refusal"])}
             return cause, "allocate_slots returned None"
         if before is None:
             raise UndeterminedCauseError(f"{rid} waits, and no copy was taken before the step")

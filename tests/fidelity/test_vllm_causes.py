@@ -77,10 +77,11 @@ def check_narration(t: Any, prev: Any, config: Any, theirs: StepCauses, where: s
     if cause["cause"] == "behind":  # a skipped request at the front, the head behind it
         return
     texts = [item["text"] for item in narrate(t, prev, config)]
-    for lang, opener in ((0, f"request {head} "), (1, f"请求 {head} ")):
+    for lang, opener in ((0, f"request {head} ".lower()), (1, f"请求 {head} ")):
         key = ("en", "zh")[lang]
-        clauses = [c for c in (_clause(x[key], opener) for x in texts) if c is not None]
-        word = WORDS[cause["cause"]][lang]
+        # en: "Request 4 waits ..." at a sentence's start, "request 4 waits ..." inside one
+        clauses = [c for c in (_clause(x[key].lower() if lang == 0 else x[key], opener) for x in texts) if c]
+        word = WORDS[cause["cause"]][lang].lower() if lang == 0 else WORDS[cause["cause"]][lang]
         said = [c for c in clauses if word in c]
         assert said, f"{where}: no {key} sentence says {head} waits for {cause}: {clauses}"
         for name in NUMBERS.get(cause["cause"], ()):

@@ -148,9 +148,10 @@ def test_a_preemption_names_its_victim_and_for_whom_and_admits_nobody() -> None:
     d["config"] = {**d["config"], "model": None, "device": "cpu"}
     steps = oracle_run(Scenario.from_dict(d))
     # step 3: a (first in running order) needs a block, the pool is empty, c (last) goes
-    assert steps[2].preemption == {"c": {"cause": "kv_pool", "for": "a"}}
+    pool = {"blocks_needed": 1, "blocks_free": 0}
+    assert steps[2].preemption == {"c": {"cause": "kv_pool", "for": "a", **pool}}
     assert steps[2].waiting == {"c": {"cause": "preemption", "preempted": ["c"]}}
-    assert steps[5].preemption == {"c": {"cause": "kv_pool", "for": "b"}}
+    assert steps[5].preemption == {"c": {"cause": "kv_pool", "for": "b", **pool}}
     # the other steps preempt nobody
     assert [i + 1 for i, s in enumerate(steps) if s.preemption] == [3, 6]
 

@@ -91,25 +91,25 @@ def test_padding_that_does_not_fit_is_the_token_budget_padded_as_vllm_says() -> 
     assert t.scheduler["waiting_causes"]["b"] == want
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios())
 def test_random_scenarios_causes_are_vllms_v2(scenario: Scenario) -> None:
     run_causes(scenario)
 
 
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios(spec=True))
 def test_random_scenarios_with_ngram_drafts_causes_are_vllms_v2(scenario: Scenario) -> None:
     run_causes(scenario)
 
 
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios(async_scheduling=True))
 def test_random_scenarios_causes_are_vllms_v2_with_async_scheduling(scenario: Scenario) -> None:
     run_causes(scenario)
 
 
-@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios(async_scheduling=True, spec=True))
 def test_random_scenarios_with_ngram_drafts_causes_are_vllms_v2_with_async_scheduling(
     scenario: Scenario,
