@@ -21,7 +21,10 @@ What follows from them (vLLM 0.33 scheduler.py, `schedule()`'s waiting loop):
   (`num_stale_output_tokens and not drop_stale_output`: async scheduling, a request preempted with
   a step in flight) is `output_in_flight`; the loop goes on to the next one. No other skip rule of
   the loop applies to the scenarios pagedviz runs (structured output, LoRA, KV connectors, encoder
-  inputs, streaming input: none); one would raise `UndeterminedCauseError`.
+  inputs, streaming input: none); one would be `unknown` (below). With the engine core's batch
+  queue of 2 the stale output is consumed before the next `schedule()`, so in practice the loop
+  never skips; a stale request the loop never reached is `behind` (or the head), as vLLM never
+  checked it.
 - The head: the first waiting request after the step that the loop did not skip; the requests
   after it are `behind` it.
 - The head's cause: `kv_pool` if `allocate_slots` returned None for it. Else counterfactuals, each
@@ -44,7 +47,9 @@ What follows from them (vLLM 0.33 scheduler.py, `schedule()`'s waiting loop):
   the budget ran out before the head (nothing is cut otherwise), and then the loop's own first
   check is the budget: with no copy getting further and no budget left, the cause is
   `token_budget`, read off vLLM's loop condition with vLLM's numbers. Nothing else is inferred;
-  a head no copy explains raises `UndeterminedCauseError`.
+  a head no copy explains is `unknown`, with the step's numbers (`tokens_left`, `blocks_free`,
+  `running`, `max_num_seqs`), and `StepCauses.problem` says why (the live engine puts it among the
+  step's differences from vLLM); vLLM's `schedule()` itself is never disturbed.
 
 The numbers each cause carries (the contract's keys):
 - `token_budget`: `tokens_left`, the budget left when the loop stopped (min of the scheduler's
