@@ -18,7 +18,10 @@ Modules, one concept each:
 - loop.py: the engine core's batch-queue loop (`EngineCore.step_with_batch_queue`).
 - v1.py: vLLM's scheduler and V1 runner methods for a scenario.
 - v2_worker.py, v2.py: the scheduler built for Model Runner V2, and V2's worker state and kernels.
-- live.py: the engine itself, a pagedviz `Engine` whose scheduler and final arrays are vLLM's.
+- causes.py: the causes oracle, why each request waits and for whom each was preempted, from
+  vLLM's own scheduler (watched calls and counterfactual copies; sched_copy.py copies a scheduler).
+- live.py: the engine itself, a pagedviz `Engine` whose scheduler, causes and final arrays are
+  vLLM's.
 
 What is stubbed, and why (each module's docstring has the details):
 - `ModelConfig` (env.TinyModelConfig): a real one needs Hugging Face files; the scheduler and the

@@ -12,7 +12,12 @@ Each step:
 3. vLLM's runner takes the same output: V1's `_update_states` / `_prepare_inputs`, or V2's state
    updates, `prepare_inputs`, `prepare_attn` and `postprocess_sampled` with Triton's interpreter;
    pagedviz's sampled tokens go through vLLM's own bookkeeping into `update_from_output`.
-4. The trace's final arrays (input ids, positions, slot_mapping, query_start_loc, seq_lens, the
+4. The step's causes (`scheduler.waiting_causes`, `scheduler.preemption_causes`) are vLLM's own
+   answer, not pagedviz's rules: the causes oracle (causes.py) watches vLLM's `schedule()` and
+   runs its counterfactual copies. Where it cannot name a cause, that request's cause is
+   `unknown` with the step's numbers, and `forward["vllm_differences"]["waiting_causes"]` says
+   why.
+5. The trace's final arrays (input ids, positions, slot_mapping, query_start_loc, seq_lens, the
    block table, logits indices, ...) are replaced by vLLM's. Where pagedviz's replay had computed
    something else, the step says so (`forward["vllm_differences"]`: the array and its first
    difference). The KV cache view is vLLM's block pool (free queue order, ref counts, which blocks
@@ -59,6 +64,11 @@ class LiveScheduler:
 
             self.side = VllmSide(scenario)
         self.vllm = self.side.scheduler
+        from pagedviz.core.vllm_engine.causes import CausesOracle
+
+        # why requests wait and for whom each was preempted, from vLLM's own scheduler (causes.py)
+        self.oracle = CausesOracle(self.vllm)
+        self.cause_problem: str | None = None  # the oracle could not name a cause this step
         self.seen: set[str] = set()  # requests scheduled before (V2 sends resumed ones as new)
         self.current: Any = None  # vLLM's SchedulerOutput of this step
         self.got: dict[str, Any] = {}  # what vLLM's runner made of it (arrays, V2Step, samples)
@@ -116,6 +126,11 @@ class LiveScheduler:
         out.preempted_req_ids = sorted(vout.preempted_req_ids or ())
         out.finished_req_ids = sorted(vout.finished_req_ids)
         out.waiting_req_ids = [r.request_id for r in self.vllm.waiting]
+        causes = self.oracle.last
+        if causes is not None:
+            out.waiting_causes = dict(causes.waiting)
+            out.preemption_causes = dict(causes.preemption)
+            self.cause_problem = causes.problem
         return out
 
     def execute(self, sampled: dict[str, int]) -> Any:
@@ -299,8 +314,9 @@ class LiveEngine(Engine):
         return self.kv_view(kv.snapshot(), kv.req_blocks, kv.num_blocks)
 
     def step(self) -> StepTrace:
-        trace = super().step()
         live: LiveScheduler = self.scheduler  # type: ignore[assignment]
+        live.cause_problem = None
+        trace = super().step()
         diffs: dict[str, str] = {}
         taken: list[str] = []
         if self.capture:
@@ -313,6 +329,8 @@ class LiveEngine(Engine):
                 f"vLLM's bookkeeping keeps {sorted(live.got.get('sampled', {}))}, "
                 f"pagedviz's runner {sorted(trace.sampled_token_ids)}"
             )
+        if live.cause_problem:
+            diffs["waiting_causes"] = f"vLLM's scheduler leaves a cause unnamed: {live.cause_problem}"
         trace.forward["engine"] = ENGINE_LABEL
         trace.forward["vllm_arrays"] = taken
         if diffs:

@@ -197,3 +197,48 @@ def test_an_image_request_is_refused_naming_it() -> None:
     with pytest.raises(ScenarioError) as e:
         Scenario.from_dict({**preset_dict("demo-mrope"), "engine": "vllm"})
     assert any(loc.endswith(".image") for loc, _ in e.value.errors), e.value.errors
+
+
+def _chunking_off() -> dict[str, Any]:
+    """The issue's "Chunked prefill on vs off" B side (static/compare.js), simulated."""
+    d = preset_dict("seed-000")
+    cfg = {**d["config"], "enable_chunked_prefill": False, "max_num_batched_tokens": 240, "model": None}
+    return {**d, "config": cfg}
+
+
+def test_the_live_engines_causes_are_vllms_own_and_pagedvizs() -> None:
+    """The engine vllm's waiting and preemption causes come from vLLM's own scheduler (the causes
+    oracle): step 2 of "Chunked prefill on vs off" says request 4 waits for the token budget, 120
+    tokens needed and 70 left, as pagedviz's own engine does, and the whole trace is pagedviz's."""
+    own, live = _both(_chunking_off())
+    want = {"cause": "token_budget", "tokens_needed": 120, "tokens_left": 70}
+    assert live[1].scheduler["waiting_causes"] == {"4": want}
+    assert_same_trace(own, live)
+    # a preemption: for whom, with the failed allocation's numbers
+    d = preset_dict("demo-preemption")
+    own, live = _both({**d, "config": {**d["config"], "model": None}})
+    assert live[2].scheduler["preemption_causes"]["c"]["for"] == "a"
+    assert live[2].scheduler["waiting_causes"] == {"c": {"cause": "preemption", "preempted": ["c"]}}
+    assert_same_trace(own, live)
+
+
+def test_a_cause_vllms_scheduler_leaves_unnamed_is_said(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the oracle cannot name a cause, the request's cause is `unknown` with the step's
+    numbers, and the step says so among its differences from vLLM."""
+    from pagedviz.core.vllm_engine import causes
+
+    def unnamed(self: Any, before: Any, w: Any, out: Any, rid: str, *args: Any) -> Any:
+        raise causes.UndeterminedCauseError(f"no counterfactual admits {rid}")
+
+    monkeypatch.setattr(causes.CausesOracle, "_head", unnamed)
+    live = list(make_engine(Scenario.from_dict({**_chunking_off(), "engine": "vllm"})).run())
+    got = live[1].scheduler["waiting_causes"]["4"]
+    assert got == {
+        "cause": "unknown",
+        "tokens_left": 70,
+        "blocks_free": got["blocks_free"],
+        "running": 4,
+        "max_num_seqs": 8,
+    }
+    assert "no counterfactual admits 4" in live[1].forward["vllm_differences"]["waiting_causes"]
+    assert "vllm_differences" not in live[0].forward  # nothing waits in step 1
