@@ -324,6 +324,7 @@ export function initPredict() {
   buildChooser();
   document.addEventListener("pagedviz:narrated", applyConceal);
   document.addEventListener("pagedviz:late-cells", applyConceal);
+  document.addEventListener("pagedviz:refocused", applyConceal);
   // entering or leaving presentation redraws the step's views (run.js's setPresent): hidden again
   let present = document.body.classList.contains("present");
   new MutationObserver(() => {

@@ -344,6 +344,8 @@ function refocus() {
   renderTokenTable();
   renderOverview(pickRequest);
   applySelection({ plots: false });
+  // the tables are drawn anew: a checkpoint open hides its answer in them again (predict.js)
+  document.dispatchEvent(new Event("pagedviz:refocused"));
 }
 
 // ------------------------------------------------------------------ system level
