@@ -172,7 +172,7 @@ function renderForm() {
     // a first wrong answer: which entries are wrong, the values still hidden; the array's rule once,
     // then each wrong entry's own hint
     out.append(el("p", { class: "bad", text: L("predict_hint_h").replace("{n}", res.num_correct).replace("{total}", res.total) }));
-    if (res.rule) out.append(el("p", { class: "predict-rule" }, [el("code", { text: say(res.rule) })]));
+    if (res.rule) out.append(el("p", { class: "predict-rule", text: say(res.rule) }));
     out.append(hintList(cp.array, shape, res.entries.filter((x) => !x.correct)));
   }
   form.append(out);

@@ -1,8 +1,10 @@
 """The lesson as a student uses it (issue 29), in a real Chromium against a real uvicorn at 1280x720,
-in English and 中文: at every checkpoint of every shipped lesson the page's visible text tells none
-of the asked values before "Check"; each section sets its whole view (run, step, stage, selection,
-focus, scroll) whichever section it is reached from; a wrong answer gets a hint first, the cause
-from the trace when revealed, and "Just show me" shows the answer in the checkpoint itself.
+in English and 中文: at every checkpoint of every shipped lesson nothing tells the asked values before
+"Check" (issue 37, point 4): not the visible text, the accessibility tree, the address, a hover on
+any token, nor what stands where a card or a value is concealed (a grey placeholder, no colour); a
+wrong answer's hints are one per entry (point 6); each section sets its whole view (run, step,
+stage, selection, focus, scroll) whichever section it is reached from; a wrong answer gets a hint
+first, the cause from the trace when revealed, and "Just show me" shows the answer in the checkpoint itself.
 Every expected number comes from the engine's own run. Screenshots land in test-artifacts/."""
 
 from __future__ import annotations
