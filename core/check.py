@@ -12,9 +12,10 @@ scenario errors do.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
-from pagedviz.core.check_why import hint, why
+from pagedviz.core.check_why import hint, rule, why
 from pagedviz.core.trace import StepTrace
 
 MAX_ENTRIES = 4096
@@ -34,8 +35,12 @@ def _number(v: Any) -> float | None:
     return None
 
 
-def check_entries(t: StepTrace, array: Any, indices: Any, values: Any) -> dict[str, Any]:
-    """`indices` count into the flattened array; `values` are the student's, one per index."""
+def check_entries(
+    t: StepTrace, array: Any, indices: Any, values: Any, history: Sequence[StepTrace] = ()
+) -> dict[str, Any]:
+    """`indices` count into the flattened array; `values` are the student's, one per index.
+    `history`: the run's steps (a cause may lie in an earlier one: a preemption). A wrong answer
+    gets the array's `rule` once and each wrong entry its own `hint`."""
     if not isinstance(array, str) or array not in t.array_entries:
         known = ", ".join(sorted(t.array_entries)) or "none (idle step)"
         raise CheckError("array", f"step {t.step} has no array {str(array)[:60]!r}; it has {known}")
@@ -68,7 +73,7 @@ def check_entries(t: StepTrace, array: Any, indices: Any, values: Any) -> dict[s
                 "expected": expected,
                 "correct": right,
                 "hint": None if right else hint(t, array, i),
-                "explanation": None if right else why(t, array, i),
+                "explanation": None if right else why(t, array, i, history),
             }
         )
     n_right = sum(e["correct"] for e in entries)
@@ -78,5 +83,6 @@ def check_entries(t: StepTrace, array: Any, indices: Any, values: Any) -> dict[s
         "num_correct": n_right,
         "total": len(entries),
         "all_correct": n_right == len(entries),
+        "rule": None if n_right == len(entries) else rule(t, array),
         "entries": entries,
     }

@@ -7,6 +7,7 @@
 // so it survives a step change and a link reopens it.
 
 import { blockRefs, findWriter, slotReaders } from "./kvrefs.js";
+import { concealing } from "./predict.js";
 import { renderSubstituted } from "./stages.js";
 import { writeState } from "./state.js";
 import { $, A, L, S, blockSize, btName, isV2, reqOfTokens, rowBlocks, slotOfRow, state, tokenCount } from "./trace.js";
@@ -66,6 +67,26 @@ export function kernelReads(i) {
   return out;
 }
 function targets(sel) {
+  const all = touched(sel);
+  return concealing() ? guarded(sel, all) : all;
+}
+
+// While a checkpoint hides its array, a hover or a selection outlines only what was pointed at: a
+// token's column and its request's row, a request's row and its tokens, a block or a slot itself.
+// Nothing read off the step's arrays is outlined (a token's cell in token_ids_cpu is its position,
+// its block-table cell its block, the KV slots its kernel reads its position, a block's tokens
+// their slots, a row's state slot its idx_mapping): the outline would say the asked values.
+function guarded(sel, all) {
+  const out = touched(null);
+  if (!sel) return out;
+  if (sel.kind === "token" || sel.kind === "request") { all.tokens.forEach((i) => out.tokens.add(i)); all.rows.forEach((r) => out.rows.add(r)); }
+  else if (sel.kind === "block") out.kvBlocks.add(sel.index);
+  else if (sel.kind === "slot") out.kvSlots.push(sel.index);
+  out.guarded = true;
+  return out;
+}
+
+function touched(sel) {
   // what a selection touches: token indices, request rows, (row, col) cells and KV slots/blocks
   const out = { tokens: new Set(), rows: new Set(), tokCells: [], btCells: [], kvSlots: [], kvBlocks: new Set(), maskRows: new Set(), reads: [], refs: [], readers: [] };
   if (!sel || !S.trace || S.trace.idle) return out;
@@ -126,7 +147,7 @@ export function applySelection({ plots = true } = {}) {
   mark("table-block_table", slotCells(tg.btCells));
   mark("table-input_block_tables", tg.btCells);
   // Model Runner V2's slot panel: a batch row, its idx_mapping arrow and its state slot
-  if ($("slotmap")) {
+  if ($("slotmap") && !tg.guarded) {
     tg.rows.forEach((r) => document.querySelectorAll(`#slotmap [data-r="${r}"], #slotmap [data-slot="${slotOfRow(r)}"], #slot-state [data-slot="${slotOfRow(r)}"]`)
       .forEach((n) => n.classList.add("hl")));
   }
@@ -140,7 +161,7 @@ export function applySelection({ plots = true } = {}) {
   const maskTable = $("table-attn_mask");
   if (maskTable) tg.maskRows.forEach((r) => { const row = maskTable.querySelector(`tr[data-r="${r}"]`); if (row) row.classList.add("hl"); });
   if (plots) relayoutShapes(tg);
-  renderSelection(sel, tg);
+  renderSelection(sel, tg.guarded ? touched(sel) : tg);  // (hidden while a checkpoint is open: WORKED in predict.js)
   renderSubstituted();
 }
 
@@ -272,6 +293,8 @@ export function lightArray(name) {
 
 // hover and click in the token table and clicks in the system-level tables
 export function wireHover() {
+  // a checkpoint opened or checked: the outlines follow what it hides
+  document.addEventListener("pagedviz:conceal", () => applySelection());
   const formula = $("slot-formula");
   formula.addEventListener("mouseover", (e) => { const t = e.target.closest(".term"); lightArray(t ? t.dataset.array : null); });
   formula.addEventListener("mouseleave", () => lightArray(state.array || null));

@@ -9,6 +9,7 @@
 
 import { errorLines, postJSON } from "./api.js";
 import { onView } from "./bus.js";
+import { withholdKeys, writeState } from "./state.js";
 import { $, L, S, state } from "./trace.js";
 import { clear, el } from "./views.js";
 
@@ -56,6 +57,27 @@ export function hiddenArrays(a) {
 }
 
 export const predicting = () => Boolean(P.cp && !P.revealed);
+
+// the checkpoint's array is hidden on the page now (its step is on show)
+export const concealing = () => predicting() && Boolean(S.trace) && state.step === P.cp.step;
+
+// The page's state keys a checkpoint withholds from the address until Check: the ones a selection
+// reads off the step's arrays (a token's position, a block, a KV slot), which would say the
+// asked entries or what they are computed from (&block=4 is block_table[2][0], &pos=0 is
+// positions[5]). The request (req=...) stays: the question names it. Every other key, the
+// section's own selection among them, is written as usual; the withheld ones once it is checked
+// (state.js's writeState asks this function at every write).
+export const WITHHELD = ["pos", "block", "slot", "tok"];
+export function withheldKeys() {
+  return predicting() ? WITHHELD : [];
+}
+
+// the views that outline a selection redraw theirs (hover.js listens): a checkpoint opened or
+// checked changes what a selection may outline
+function concealChanged() {
+  writeState(state, { settled: true });
+  document.dispatchEvent(new CustomEvent("pagedviz:conceal"));
+}
 
 // the name of flat entry i of an array of this shape: a[7] or a[2][1]
 function entryName(array, shape, i) {
@@ -147,13 +169,32 @@ function renderForm() {
       ]))));
     }
   } else if (res) {
-    // a first wrong answer: which entries are wrong and a hint each, the values still hidden
+    // a first wrong answer: which entries are wrong, the values still hidden; the array's rule once,
+    // then each wrong entry's own hint
     out.append(el("p", { class: "bad", text: L("predict_hint_h").replace("{n}", res.num_correct).replace("{total}", res.total) }));
-    out.append(el("ul", { class: "predict-hints" }, res.entries.filter((x) => !x.correct).map((x) => el("li", { dataset: { index: x.index } }, [
-      el("code", { text: entryName(cp.array, shape, x.index) }), ": ", say(x.hint)]))));
+    if (res.rule) out.append(el("p", { class: "predict-rule", text: say(res.rule) }));
+    out.append(hintList(cp.array, shape, res.entries.filter((x) => !x.correct)));
   }
   form.append(out);
   box.append(form);
+}
+
+// Each wrong entry's hint, once: entries whose hints read the same (a server's rule said per
+// entry) share one line that names them all.
+function hintList(array, shape, wrong) {
+  const groups = new Map();
+  for (const x of wrong) {
+    const h = say(x.hint);
+    if (!groups.has(h)) groups.set(h, []);
+    groups.get(h).push(x);
+  }
+  return el("ul", { class: "predict-hints" }, [...groups].map(([h, xs]) => {
+    const names = xs.map((x) => entryName(array, shape, x.index));
+    // a hint that starts with its entry's name ("positions[5]: token 5 is ...") is not prefixed twice
+    const own = names.length === 1 && h.startsWith(names[0]);
+    return el("li", { dataset: { index: xs.map((x) => x.index).join(" ") } }, [
+      ...names.flatMap((n, j) => [j ? ", " : "", el("code", { text: n })]), own ? h.slice(names[0].length) : h ? `: ${h}` : ""]);
+  }));
 }
 
 async function check() {
@@ -199,6 +240,7 @@ async function showMe() {
 function reveal() {
   P.revealed = true;
   applyConceal();
+  concealChanged();
   renderForm();
   document.body.dataset.predict = "revealed";
 }
@@ -213,6 +255,7 @@ export function openCheckpoint(cp) {
   P.revealed = !cp;
   document.body.dataset.predict = cp ? "open" : "";
   applyConceal();
+  concealChanged();
   if (cp) renderForm();
 }
 
@@ -277,9 +320,11 @@ function buildChooser() {
 }
 
 export function initPredict() {
+  withholdKeys(withheldKeys);
   buildChooser();
   document.addEventListener("pagedviz:narrated", applyConceal);
   document.addEventListener("pagedviz:late-cells", applyConceal);
+  document.addEventListener("pagedviz:refocused", applyConceal);
   // entering or leaving presentation redraws the step's views (run.js's setPresent): hidden again
   let present = document.body.classList.contains("present");
   new MutationObserver(() => {

@@ -359,6 +359,8 @@ function refocus() {
   renderOverview(pickRequest);
   markQueueFocus();
   applySelection({ plots: false });
+  // the tables are drawn anew: a checkpoint open hides its answer in them again (predict.js)
+  document.dispatchEvent(new Event("pagedviz:refocused"));
 }
 
 // ------------------------------------------------------------------ system level

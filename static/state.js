@@ -54,10 +54,25 @@ function rememberLang(lang) {
   try { if (storedLang() !== lang) window.localStorage.setItem(LANG_KEY, lang); } catch (_) { /* not remembered */ }
 }
 
+// Keys the page keeps out of the address for now (a checkpoint withholds what would tell its
+// answer until Check: predict.js's withheldKeys); they are written again at the next write.
+// Every address the page writes or links to goes through toSearch.
+let withheld = () => [];
+export function withholdKeys(fn) { withheld = fn; }
+
+function addressed(state) {
+  const keys = withheld();
+  if (!keys.length) return state;
+  const out = { ...state };
+  for (const f of FIELDS) if (keys.includes(f.key)) out[f.key] = f.def;
+  return out;
+}
+
 export function toSearch(state) {
   const params = new URLSearchParams();
+  const shown = addressed(state);
   for (const f of FIELDS) {
-    const v = state[f.key];
+    const v = shown[f.key];
     if (v === f.def || v === undefined || v === null) continue;
     params.set(f.key, f.type === "bool" ? (v ? "1" : "0") : String(v));
   }

@@ -1,8 +1,10 @@
 """The lesson as a student uses it (issue 29), in a real Chromium against a real uvicorn at 1280x720,
-in English and 中文: at every checkpoint of every shipped lesson the page's visible text tells none
-of the asked values before "Check"; each section sets its whole view (run, step, stage, selection,
-focus, scroll) whichever section it is reached from; a wrong answer gets a hint first, the cause
-from the trace when revealed, and "Just show me" shows the answer in the checkpoint itself.
+in English and 中文: at every checkpoint of every shipped lesson nothing tells the asked values before
+"Check" (issue 37, point 4): not the visible text, the accessibility tree, the address, a hover on
+any token, nor what stands where a card or a value is concealed (a grey placeholder, no colour); a
+wrong answer's hints are one per entry (point 6); each section sets its whole view (run, step,
+stage, selection, focus, scroll) whichever section it is reached from; a wrong answer gets a hint
+first, the cause from the trace when revealed, and "Just show me" shows the answer in the checkpoint itself.
 Every expected number comes from the engine's own run. Screenshots land in test-artifacts/."""
 
 from __future__ import annotations
@@ -126,29 +128,178 @@ def open_section(page: Any, lesson: str, k: int, lang: str) -> None:
 
 
 # ------------------------------------------------------------------ 1. no answer before "Check"
+# What stands where a concealed answer was (issue 37, point 4): every concealed value and card body
+# is hidden from drawing, find-in-page and the accessibility tree (visibility), every element in
+# it too (a canvas, a bar, a number), and the placeholder over it is grey stripes: no colour.
+CONCEALED = """() => {
+  const out = { areas: 0, shown: [], coloured: [] };
+  const grey = (c) => {
+    const m = c.match(/\\d+(\\.\\d+)?/g);
+    return !m || (m[0] === m[1] && m[1] === m[2]);
+  };
+  for (const a of document.querySelectorAll('.concealed, .concealed-card .card-body')) {
+    if (a.closest('[hidden]') || !a.isConnected) continue;
+    out.areas += 1;
+    const id = a.id || a.closest('[id]')?.id || a.tagName;
+    for (const n of [a, ...a.querySelectorAll('*')]) {
+      if (n.checkVisibility({ visibilityProperty: true })) {
+        out.shown.push(`${id}: ${n.tagName} ${n.textContent.slice(0, 30)}`);
+      }
+    }
+    const after = getComputedStyle(a, '::after');
+    const paint = `${after.backgroundColor} ${after.backgroundImage}`;
+    const colours = paint.match(/rgba?\\([^)]*\\)/g) || [];
+    const bad = colours.filter((c) => !grey(c));
+    // (content: none: nothing drawn in its place, as for the export links)
+    if (after.content !== 'none' && (!colours.length || bad.length)) {
+      out.coloured.push(`${id}: ${after.content} ${colours.join(' ')}`);
+    }
+  }
+  return out;
+}"""
+
+# Hovering each token of the step (the asked row's among them): what the hover outlines beyond the
+# token's own column and its request's row. A heatmap's outlines (its overlay's shapes), a lit cell
+# in any other view, the kernel's reads on the KV card: none may come while the answer is hidden.
+HOVER_EVERY_TOKEN = """() => {
+  const beyond = () => [...document.querySelectorAll('.hl, .read')].filter(
+    (n) => !n.closest('#token-table, #request-table, #predict-form'))
+    .map((n) => n.closest('[id]')?.id || n.tagName);
+  const shapes = () => Object.fromEntries([...document.querySelectorAll('.heatmap')]
+    .filter((d) => d.layout && !d.closest('.concealed-card, [hidden]'))
+    .map((d) => [d.id, (d.layout.shapes || []).length + (d.layout.annotations || []).length]));
+  const before = shapes(), base = beyond().length, out = [];
+  const cells = [...document.querySelectorAll('#token-table [data-t]')];
+  const tokens = [...new Set(cells.map((c) => c.dataset.t))];
+  for (const t of tokens) {
+    const c = cells.find((n) => n.dataset.t === t && !n.closest('.concealed'));
+    if (!c) continue;
+    c.dispatchEvent(new MouseEvent('mouseover', { bubbles: true }));
+    const now = shapes();
+    for (const [id, n] of Object.entries(now)) {
+      if (n > (before[id] || 0)) out.push(`token ${t}: ${n - (before[id] || 0)} outline(s) on ${id}`);
+    }
+    const lit = beyond();
+    if (lit.length > base) out.push(`token ${t}: lit ${lit.join(', ')}`);
+  }
+  document.getElementById('tok-table').dispatchEvent(new MouseEvent('mouseleave'));
+  return { hovered: tokens.length, out };
+}"""
+
+# the address's keys a checkpoint withholds until Check (predict.js WITHHELD)
+WITHHELD = ("pos", "block", "slot", "tok")
+ADDRESS = "() => Object.fromEntries(new URLSearchParams(location.search))"
+
+
+def aria_text(page: Any) -> str:
+    """What a screen reader gets: the names of the page's accessibility tree (Chromium's, through
+    CDP: Playwright's aria snapshot takes minutes on a 200-token table), one chunk per node,
+    without the checkpoint's own form (its entry names are the question)."""
+    cdp = page.context.new_cdp_session(page)
+    try:
+        nodes = cdp.send("Accessibility.getFullAXTree")["nodes"]
+    finally:
+        cdp.detach()
+    by_id = {n["nodeId"]: n for n in nodes}
+    form = page.locator("#predict-h").inner_text()
+    skip: set[str] = set()
+    name_of = lambda n: str((n.get("name") or {}).get("value", "")).strip()  # noqa: E731
+    for n in nodes:  # the form's subtree
+        if (n.get("role") or {}).get("value") == "form" and form in name_of(n):
+            todo = [n["nodeId"]]
+            while todo:
+                x = todo.pop()
+                skip.add(x)
+                todo += by_id[x].get("childIds", []) if x in by_id else []
+    out = []
+    for n in nodes:
+        if n["nodeId"] in skip or n.get("ignored"):
+            continue
+        name = name_of(n)
+        # a table's index row ("index 0 1 2 3 4"): a run, as tells() says, is no answer
+        run = re.fullmatch(r"[^\d]+ ((?:\d+ ?)+)", name)
+        if run:
+            xs = [int(x) for x in run.group(1).split()]
+            if xs == list(range(xs[0], xs[0] + len(xs))):
+                continue
+        if name:
+            out.append(name)
+    return " ¦ ".join(out)
+
+
 @pytest.mark.parametrize("lang", ["en", "zh"])
-@pytest.mark.parametrize(("lesson", "k"), _checkpoints())
-def test_no_view_tells_a_checkpoints_answer_before_check(page: Any, lesson: str, k: int, lang: str) -> None:
-    array, indices, values, shape = answer(lesson, k)
-    pats = tells(array, indices, values, shape)
-    open_section(page, lesson, k, lang)
-    page.wait_for_selector("#predict-form")
-    page.wait_for_timeout(400)  # the narration and the late cells are concealed as they come
-    # the views that would tell it are on the page, in the DOM, hidden
-    seen = visible(page)
-    leaks = [seen[max(0, m.start() - 80) : m.end() + 40] for p in pats for m in [p.search(seen)] if m]
-    assert leaks == [], (k, lang, leaks)
-    # and no view that labels its values with the array shows one (a table row, a value line)
-    labelled = page.evaluate(LABELLED, array)
-    assert labelled == [], (k, lang, labelled)
-    if k in (2, 4, 8) and lang == "en":
-        shot(page, f"lesson-checkpoint-{k}.png")
-    # checked: the views tell it again
-    for j, v in enumerate(values):
-        page.fill(f"#predict-{j}", str(v))
-    page.click("#predict-check")
-    page.wait_for_selector("body[data-predict='revealed']")
-    assert page.locator("#lesson .concealed, #main .concealed").count() == 0
+def test_no_view_tells_a_checkpoints_answer_before_check(page: Any, lang: str) -> None:
+    """Every checkpoint of every shipped lesson, walked in one page: before Check, none of the asked
+    values is in the visible text, the accessibility tree or the address; hovering any token outlines
+    nothing that tells them; what is concealed is hidden and stands as a grey placeholder. Checked,
+    the views and the section's selection in the address come back."""
+    for lesson, k in _checkpoints():
+        sec = load_lesson(lesson)["sections"][k]
+        array, indices, values, shape = answer(lesson, k)
+        pats = tells(array, indices, values, shape)
+        open_section(page, lesson, k, lang)
+        page.wait_for_selector("#predict-form")
+        page.wait_for_timeout(400)  # the narration and the late cells are concealed as they come
+        # the views that would tell it are on the page, in the DOM, hidden
+        seen = visible(page)
+        leaks = [seen[max(0, m.start() - 80) : m.end() + 40] for p in pats for m in [p.search(seen)] if m]
+        assert leaks == [], (k, lang, leaks)
+        # and no view that labels its values with the array shows one (a table row, a value line)
+        labelled = page.evaluate(LABELLED, array)
+        assert labelled == [], (k, lang, labelled)
+        # nor a screen reader (or find-in-page: the same hidden nodes)
+        heard = aria_text(page)
+        leaks = [heard[max(0, m.start() - 80) : m.end() + 40] for p in pats for m in [p.search(heard)] if m]
+        assert leaks == [], (k, lang, "accessibility tree", leaks)
+        # what is concealed is hidden, element by element, under a placeholder with no colour
+        conc = page.evaluate(CONCEALED)
+        assert conc["areas"] > 0 and conc["shown"] == [] and conc["coloured"] == [], (k, lang, conc)
+        # the address withholds what the section's selection reads off the step's arrays
+        address = page.evaluate(ADDRESS)
+        assert not set(WITHHELD) & set(address), (k, lang, address)
+        # hovering each token outlines its column and its row, nothing more
+        hover = page.evaluate(HOVER_EVERY_TOKEN)
+        assert hover["hovered"] > 0 and hover["out"] == [], (k, lang, hover)
+        # "only this request" draws the tables anew: the answer stays hidden in them
+        only = page.locator("#focus-only")
+        if only.count() and only.is_visible() and only.is_enabled():
+            only.check()
+            assert page.evaluate(LABELLED, array) == [], (k, lang, "only this request")
+            only.uncheck()
+        if k in (2, 4, 8, 12) and lang == "en":
+            shot(page, f"lesson-checkpoint-{k}.png")
+        # a wrong answer (issue 37, point 6): the rule once, then one hint per entry, each its own,
+        # none with a "?" standing for what the trace did not name; the answer still hidden
+        for j, v in enumerate(values):
+            page.fill(f"#predict-{j}", str(v + 1000))
+        page.click("#predict-check")
+        page.wait_for_selector("body[data-predict='hint']")
+        assert page.locator("#predict-result .predict-rule").count() == 1, k
+        hints = page.locator("#predict-result li").all_inner_texts()
+        assert len(hints) == len(values) == len(set(hints)), (k, lang, hints)
+        placeholder = re.compile(r"(?:request|请求|row|行|token) \?|\?'s")
+        assert not any(placeholder.search(h) for h in hints), (k, lang, hints)
+        assert page.locator("#lesson .concealed, #main .concealed").count() > 0
+        if array == "idx_mapping":
+            # "Just show me": the slot each row reads, with the slot stack that handed it out
+            page.click("#predict-reveal")
+            page.wait_for_selector("body[data-predict='revealed']")
+            shown = page.locator("#predict-result").inner_text()
+            stack = "on top of the free slot stack" if lang == "en" else "空闲槽位栈"
+            assert stack in shown and ("popped the top" if lang == "en" else "弹出栈顶") in shown, shown
+        else:  # checked right: the views tell it again
+            for j, v in enumerate(values):
+                page.fill(f"#predict-{j}", str(v))
+            page.click("#predict-check")
+            page.wait_for_selector("body[data-predict='revealed']")
+        # revealed: nothing concealed, and the address says the section's whole selection
+        assert page.locator("#lesson .concealed, #main .concealed").count() == 0
+        address = page.evaluate(ADDRESS)
+        sel = sec["selection"] or {}
+        if sel.get("kind") == "block":
+            assert address.get("block") == str(sel["id"]), (k, address)
+        if sel.get("kind") == "token":
+            assert address.get("pos", "") != "", (k, address)
 
 
 def test_presentation_keeps_the_checkpoints_answer_hidden(page: Any) -> None:
@@ -238,6 +389,8 @@ def _check_view(page: Any, lesson: str, k: int, came_from: int) -> None:
     ctx = (k, "from", came_from, got)
     assert got["step"] == str(s["step"]) and got["stage"] == s["stage"], ctx
     want = _expected_selection(lesson, k)
+    if s["checkpoint"]:  # the keys a checkpoint withholds from the address until Check
+        want.update({x: "" for x in WITHHELD if x in want})
     assert {x: got[x] for x in want} == want, ctx
     # nothing of the section before: no focus it did not ask for, no array in focus, no stale selection
     assert (

@@ -237,7 +237,10 @@ def test_the_landing_page_starts_with_the_lesson_and_its_panel_drives_the_view(p
     # a first wrong answer: a hint for the wrong entry, not its value; the block table still hidden
     page.wait_for_selector("body[data-predict='hint']")
     assert page.locator("#predict-result p").first.inner_text().startswith("Not yet: 2 of 3 right.")
-    assert "free queue" in page.locator("#predict-result li").inner_text()
+    # the array's rule once, and the wrong entry's own hint (its request and logical block)
+    assert "free queue" in page.locator("#predict-result .predict-rule").inner_text()
+    assert page.locator("#predict-result li").count() == 1
+    assert "request 2's logical block 1" in page.locator("#predict-result li").inner_text()
     assert "concealed-card" in classes(page, "#card-block_table")
     page.click("#predict-check")  # wrong again: revealed, with the cause from the trace
     page.wait_for_selector("body[data-predict='revealed']")

@@ -3,6 +3,7 @@ predict-then-reveal check."""
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
 import pytest
@@ -164,7 +165,13 @@ def test_a_wrong_answer_gets_a_hint_without_the_value_and_a_cause_from_the_trace
         assert "5" not in wrong["hint"][lang].replace(
             f"[{2}][1]", ""
         )  # the hint names the entry, not its value
-        assert "free" in wrong["hint"]["en"] and "空闲队列" in wrong["hint"]["zh"]
+    # the rule is said once for the array; the entry's hint says where it looks
+    out = client.post(f"/api/runs/{rid}/steps/1/check", json=body).json()
+    assert "free queue" in out["rule"]["en"] and "空闲队列" in out["rule"]["zh"]
+    assert (
+        "request 2's logical block 1" in wrong["hint"]["en"]
+        and "请求 2 的第 1 个逻辑块" in wrong["hint"]["zh"]
+    )
     # the cause: the free queue's order, not the stage's generic text
     assert "new blocks [4, 5, 6]" in wrong["explanation"]["en"] and "0 → [1, 2]" in wrong["explanation"]["en"]
     assert "condense" not in wrong["explanation"]["en"] and "condense" not in wrong["explanation"]["zh"]
@@ -180,6 +187,101 @@ def test_a_preempted_requests_computed_tokens_are_explained_by_the_preemption(cl
     assert "preempted" in wrong["explanation"]["en"] and "reset" in wrong["explanation"]["en"]
     assert "抢占" in wrong["explanation"]["zh"] and "condense" not in wrong["explanation"]["zh"]
     assert "preempted" in wrong["hint"]["en"] and "0" not in wrong["hint"]["en"].replace("[0]", "")
+
+
+@cache
+def _lesson_checks() -> list[tuple[int, dict[str, Any], Any]]:
+    """Every checkpoint of the shipped lessons, checked wrong through the API: (section, its
+    section, the response)."""
+    from pagedviz.core.lesson import list_lessons, load_lesson, scenario_of
+
+    app = TestClient(create_app(Settings(max_runs=16)))
+    out = []
+    for x in list_lessons():
+        for k, sec in enumerate(load_lesson(x["id"])["sections"]):
+            cp = sec["checkpoint"]
+            if not cp:
+                continue
+            rid = _run_id(app, scenario_of(sec).to_dict())
+            body = {"array": cp["array"], "indices": cp["indices"], "values": [-7] * len(cp["indices"])}
+            r = app.post(f"/api/runs/{rid}/steps/{sec['step']}/check", json=body)
+            assert r.status_code == 200, r.text
+            out.append((k, sec, r.json()))
+    return out
+
+
+def test_every_checkpoints_hints_are_one_per_entry_with_the_rule_once_and_no_placeholder() -> None:
+    """Issue 37 point 6: a wrong answer's hints differ from entry to entry (the array's rule comes
+    once, in `rule`), name no "?", and give no expected value the student has not typed."""
+    for k, _, out in _lesson_checks():
+        wrong = [e for e in out["entries"] if not e["correct"]]
+        assert out["rule"] and out["rule"]["en"] and out["rule"]["zh"], k
+        for lang in ("en", "zh"):
+            hints = [e["hint"][lang] for e in wrong]
+            assert len(set(hints)) == len(hints), (k, lang, hints)  # one line per entry, none twice
+            assert not any("?" in h.replace("？", "").split(":")[0] for h in hints)
+            assert not any(" ?" in h or "?'" in h or "请求 ?" in h for h in hints), (k, lang, hints)
+            assert out["rule"][lang] not in " ".join(hints), (k, lang)  # the rule is not repeated per entry
+
+
+def test_v2_slot_reveal_says_the_freed_slot_was_on_top_of_the_stack() -> None:
+    """Section 13's misconception: c does not get its old slot back; the slot a freed this step was
+    on top of the free slot stack, and c popped it. Every number from the run's trace."""
+    from pagedviz.core import make_engine
+
+    (k, sec, out) = next(x for x in _lesson_checks() if x[1]["checkpoint"]["array"] == "idx_mapping")
+    from pagedviz.core.lesson import scenario_of
+
+    t = list(make_engine(scenario_of(sec)).run())[sec["step"] - 1]
+    freed = next(e for e in t.batch["slot_events"] if e["event"] == "freed")
+    added = next(e for e in t.batch["slot_events"] if e["event"] == "added")
+    assert freed["slot"] == added["slot"]  # the scenario's point: the freed slot is handed out next
+    row = t.batch["req_ids"].index(added["req_id"])
+    why = next(e for e in out["entries"] if e["index"] == row)["explanation"]
+    slot, by, rid = added["slot"], freed["req_id"], added["req_id"]
+    assert f"{by} left this step and its slot {slot} went back on top of the free slot stack" in why["en"], (
+        why
+    )
+    assert f"{rid}, sent as a new request, popped the top: slot {slot}" in why["en"], why
+    assert f"它的槽位 {slot} 回到空闲槽位栈" in why["zh"] and "弹出栈顶" in why["zh"], why
+    # the stack before the pop, top first: the freed slot, then the free slots after the step
+    stack = [slot, *t.batch["free_slots"]]
+    assert f"top first [{', '.join(map(str, stack))}]" in why["en"], why
+    # the request that kept its slot says so
+    kept = next(e for e in out["entries"] if e["index"] != row)["explanation"]
+    assert "when it arrived and keeps it" in kept["en"] and "直到离开都不变" in kept["zh"], kept
+
+
+def test_a_prefix_hit_and_a_preemption_are_the_causes_the_reveal_gives() -> None:
+    checks = _lesson_checks()
+    # prefix caching: b's first position is where its cached full blocks end
+    k, sec, out = next(x for x in checks if x[1]["scenario"] == "demo-prefix-cache")
+    why = out["entries"][0]["explanation"]
+    assert "hit the prefix cache" in why["en"] and "命中前缀缓存" in why["zh"], why
+    assert f"start at {out['entries'][0]['expected']}" in why["en"], why
+    # the preempted request's computed tokens: reset by the preemption, in the step that did it
+    k, sec, out = next(x for x in checks if x[1]["checkpoint"]["array"] == "num_computed_tokens_cpu")
+    why = out["entries"][0]["explanation"]
+    assert "preempted in step 3" in why["en"] and "第 3 步" in why["zh"], why
+
+
+def test_a_preemption_told_from_an_earlier_step_names_whom_it_was_for_when_the_trace_records_it() -> None:
+    """scheduler.preemption_causes (issue 37 point 1, the engine's part) is read where it exists:
+    a step that records it names the request the victim made way for; one without it still says
+    the step."""
+    from pagedviz.core import load_preset, make_engine
+    from pagedviz.core.check_why import why
+
+    steps = list(make_engine(load_preset("demo-preemption")).run())
+    at = next(s for s in steps if "c" in map(str, s.scheduler.get("resumed_req_ids") or []))
+    before = [s for s in steps if s.step < at.step]
+    pre = next(s for s in before if "c" in map(str, s.scheduler.get("preempted_req_ids") or []))
+    row = list(map(str, at.batch["req_ids"])).index("c")
+    plain = why(at, "num_computed_tokens_cpu", row, before)
+    assert plain and f"preempted in step {pre.step}" in plain["en"]
+    pre.scheduler.setdefault("preemption_causes", {})["c"] = {"cause": "kv_pool", "for": "a"}
+    told = why(at, "num_computed_tokens_cpu", row, before)
+    assert told and f"in step {pre.step}, for request a" in told["en"] and "为请求 a 让路" in told["zh"], told
 
 
 def test_null_values_show_every_answer_with_its_explanation(client: TestClient) -> None:

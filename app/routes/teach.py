@@ -80,7 +80,9 @@ class CheckEntry(BaseModel):
     expected: Any
     correct: bool
     hint: Text | None = Field(
-        None, description="for a wrong answer: the rule and where to look, without the value"
+        None,
+        description="for a wrong answer: where this entry looks (its request, block or token), "
+        "without the value",
     )
     explanation: Text | None = Field(
         description="for a wrong answer: the cause from the trace, or the formula with this entry's numbers"
@@ -93,6 +95,11 @@ class CheckOut(BaseModel):
     num_correct: int
     total: int
     all_correct: bool
+    rule: Text | None = Field(
+        None,
+        description="for a wrong answer: the array's rule, said once for all its entries "
+        "(each has its own hint)",
+    )
     entries: list[CheckEntry]
 
 
@@ -187,7 +194,8 @@ async def check(request: Request, run_id: str, n: int) -> dict[str, Any]:
     """Predict, then reveal: which of the given values are right; each wrong one comes back with
     the expected value, a hint without it, and its cause or formula with this entry's numbers.
     `values: null` shows the answers. Indices count into the flattened array (row-major for tables)."""
-    t = _step(await _run(request, run_id), n)
+    run = await _run(request, run_id)
+    t = _step(run, n)
     data = await read_json(request)
     if not isinstance(data, dict):
         shape = '{"array": ..., "indices": [...], "values": [...]}'
@@ -195,7 +203,7 @@ async def check(request: Request, run_id: str, n: int) -> dict[str, Any]:
     try:
         # null values ask to be shown the answers; a body without values is still an error
         values = data.get("values", ...)
-        return check_entries(t, data.get("array"), data.get("indices"), values)
+        return check_entries(t, data.get("array"), data.get("indices"), values, run.steps[: max(0, n - 1)])
     except CheckError as e:
         raise ApiError(422, "invalid_check", e.field, e.message) from None
 
