@@ -32,8 +32,8 @@ browser = tb.browser
 LESSONS = [x["id"] for x in list_lessons()]
 W, H = 1280, 720
 # The address keys a checkpoint keeps out of the address until Check (they would tell its answer:
-# issue 37, point 4); the selection's other keys are in the address at once.
-WITHHELD_BEFORE_CHECK: frozenset[str] = frozenset()
+# issue 37, point 4; static/predict.js WITHHELD); the selection's other keys are in the address at once.
+WITHHELD_BEFORE_CHECK: frozenset[str] = frozenset({"pos", "block", "slot", "tok"})
 
 # what the page shows of one section: boxes of the question, Check and Next and of the views the
 # section talks about, the panel's right edge, the page's width, the request rows' order, the
