@@ -122,7 +122,10 @@ def tells(array: str, indices: list[int], values: list[int], shape: tuple[int, .
 
 
 def open_section(page: Any, lesson: str, k: int, lang: str) -> None:
-    open_run(page, f"lesson={lesson}&sec={k}" + ("&lang=zh" if lang == "zh" else ""))
+    """The section opened from its address; `lang` may name present mode too ("en-present")."""
+    base, _, mode = lang.partition("-")
+    extra = ("&lang=zh" if base == "zh" else "") + ("&present=1" if mode == "present" else "")
+    open_run(page, f"lesson={lesson}&sec={k}" + extra)
     page.wait_for_selector(f"body[data-lesson-section='{k}']", timeout=60_000)
     page.wait_for_selector("body[data-lesson-ready='1']", timeout=60_000)
 
@@ -227,7 +230,7 @@ def aria_text(page: Any) -> str:
     return " ¦ ".join(out)
 
 
-@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize("lang", ["en", "zh", "en-present"])
 def test_no_view_tells_a_checkpoints_answer_before_check(page: Any, lang: str) -> None:
     """Every checkpoint of every shipped lesson, walked in one page: before Check, none of the asked
     values is in the visible text, the accessibility tree or the address; hovering any token outlines
@@ -285,8 +288,9 @@ def test_no_view_tells_a_checkpoints_answer_before_check(page: Any, lang: str) -
             page.click("#predict-reveal")
             page.wait_for_selector("body[data-predict='revealed']")
             shown = page.locator("#predict-result").inner_text()
-            stack = "on top of the free slot stack" if lang == "en" else "空闲槽位栈"
-            assert stack in shown and ("popped the top" if lang == "en" else "弹出栈顶") in shown, shown
+            en = not lang.startswith("zh")
+            stack = "on top of the free slot stack" if en else "空闲槽位栈"
+            assert stack in shown and ("popped the top" if en else "弹出栈顶") in shown, shown
         else:  # checked right: the views tell it again
             for j, v in enumerate(values):
                 page.fill(f"#predict-{j}", str(v))
