@@ -471,7 +471,7 @@ Object.assign(STRINGS.en, {
   cmp_why_flavor_ascend: "vllm-ascend schedules the same requests and prepares the same inputs as vLLM's V1 runner, then picks an attention state for the step ({state} here) and builds the attn_mask that state reads ({mask}); vLLM's runner builds neither (its attention kernel applies causality itself).",
 });
 Object.assign(STRINGS.zh, {
-  hdr_v1: "V1 运行器", hdr_v2: "模型运行器 V2",
+  hdr_v1: "V1 模型运行器", hdr_v2: "模型运行器 V2",
   cmp_stale_h: "未比较（陈旧条目，从不读取：超出该行 num_blocks，与主视图一样划掉）：",
   cmp_stale_item: "{side} {req}：{array}[{row}][{col}] = {value}",
   cmp_stale_cell: "陈旧：超出本行 num_blocks，注意力从不读取；不参与比较",

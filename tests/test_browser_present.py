@@ -205,11 +205,11 @@ def test_the_run_header_names_the_upstream_its_version_and_vllms_runner(page: An
     on_ascend = {**preset_dict("seed-001"), "flavor": "ascend"}
     cases = [
         ("preset=demo-v2-slots", {"en": f"{vllm} · Model Runner V2", "zh": f"{vllm} · 模型运行器 V2"}),
-        ("preset=seed-001", {"en": f"{vllm} · V1 runner", "zh": f"{vllm} · V1 运行器"}),
+        ("preset=seed-001", {"en": f"{vllm} · V1 runner", "zh": f"{vllm} · V1 模型运行器"}),
         ("preset=seed-004", {"en": nano, "zh": nano}),
         (
             f"s={pack(on_ascend)}",
-            {"en": f"{vllm} · V1 runner · {ascend}", "zh": f"{vllm} · V1 运行器 · {ascend}"},
+            {"en": f"{vllm} · V1 runner · {ascend}", "zh": f"{vllm} · V1 模型运行器 · {ascend}"},
         ),
     ]
     for query, want in cases:
