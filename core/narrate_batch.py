@@ -161,13 +161,17 @@ def _pool(f: Facts) -> list[Item]:
     head = free[:4]
     en = f"The pool has {_plural(len(free), 'free block')} after scheduling"
     zh = f"调度之后块池还有 {len(free)} 个空闲块"
-    if head and "free_queue_order" in kv:  # a replayed recording: the count is recorded, the order not
+    if head and str(kv.get("free_queue_order", "")).startswith("not recorded"):
+        # an older recording: the count is recorded, the order not (the blocks in id order)
         more = ", …" if len(free) > len(head) else ""
         en += (
-            f"; free are {', '.join(map(str, head))}{more} (the recording keeps how many, not the free "
-            "queue's order)"
+            f"; free are {', '.join(map(str, head))}{more} (this recording, from an older recorder, keeps "
+            "how many, not the free queue's order)"
         )
-        zh += f"；空闲的是 {', '.join(map(str, head))}{more}（录制只记下数量，没有记下空闲队列的顺序）"
+        zh += (
+            f"；空闲的是 {', '.join(map(str, head))}{more}"
+            "（这份录制来自较早的录制器，只记下数量，没有记下空闲队列的顺序）"
+        )
     elif head:
         en += f"; the next allocations take {', '.join(map(str, head))} from the head of the free queue"
         zh += f"；下一次分配从空闲队列头部取 {', '.join(map(str, head))}"

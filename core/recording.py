@@ -11,7 +11,10 @@ were redacted (then every token list is written as its length).
 Step: what `schedule()` returned (new requests with their prompt token ids and block ids, cached
 requests with their new block ids and whether they resumed, preempted and finished ids,
 `num_scheduled_tokens`, draft tokens, the free-block count after scheduling: vLLM's
-`get_num_free_blocks()`, without the null block 0), the requests that
+`get_num_free_blocks()`, without the null block 0; `freed`: the blocks put back on vLLM's free
+queue since the step before, in the order it took them, each run with where it went, `head` (a block
+without a prefix-cache hash, reused first) or `tail` (a cached block, evicted last); recordings
+older than it lack it, and their free queue's order is not known), the requests that
 arrived before it (`add_request`: id, prompt, max_tokens), and what `update_from_output()` received
 for it (`sampled`: each request's sampled tokens; null if it never reached update_from_output).
 """
@@ -21,7 +24,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -89,6 +92,14 @@ class CachedRequest(BaseModel):
     num_output_tokens: int = Field(ge=0)
 
 
+class Freed(BaseModel):
+    """Blocks put back on the free queue in one call: `prepend_n` (head) or `append_n` (tail)."""
+
+    model_config = ConfigDict(extra="forbid")
+    to: Literal["head", "tail"]
+    blocks: list[int]
+
+
 class Step(BaseModel):
     """One `schedule()` and the output `update_from_output()` received for it."""
 
@@ -102,6 +113,7 @@ class Step(BaseModel):
     preempted: list[str] = []
     finished: list[str] = []
     num_free_blocks: int = Field(ge=0)
+    freed: list[Freed] | None = None  # None: an older recording (the free queue's order unknown)
     sampled: dict[str, Tokens] | None
 
 

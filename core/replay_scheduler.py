@@ -7,18 +7,20 @@ live request's tokens and blocks and nothing of a finished request. No vLLM need
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
 from pagedviz.core.kv_cache import NULL_BLOCK
-from pagedviz.core.recording import Header, Step
+from pagedviz.core.recording import Freed, Header, Step
 from pagedviz.core.replay_causes import RecordedCauses
 from pagedviz.core.sampler import synthetic_tokens
 from pagedviz.core.scheduler import ScheduledRequest, SchedulerOutput
 
 SEED = 0
+NOT_RECORDED = "not recorded (blocks in id order)"  # an older recording's free queue
 
 
 class ReplayError(ValueError):
@@ -32,10 +34,21 @@ def prompt_ids(req_id: str, ids: list[int] | int, vocab: int) -> np.ndarray:
 
 
 class _Blocks:
-    """The recorded server's blocks as seen from its scheduler outputs: each live request's blocks
-    and the free count (the free queue's order is not recorded). Block 0 is vLLM's null block
-    (`BlockPool.null_block`, taken off the free queue when the pool is built): never free, never
-    handed out, not in `get_num_free_blocks()`, so the free queue here leaves it out too."""
+    """The recorded server's blocks as seen from its scheduler outputs: each live request's blocks,
+    the free count and, where the recording holds it (each step's `freed`), vLLM's free queue in
+    vLLM's order. Block 0 is vLLM's null block (`BlockPool.null_block`, taken off the free queue
+    when the pool is built): never free, never handed out, not in `get_num_free_blocks()`, so the
+    free queue here leaves it out too.
+
+    The queue starts as vLLM's does (1, 2, ..., head first). Each step puts back the blocks the
+    recording says vLLM put back since the step before (a run of blocks without a hash to the
+    head, `prepend_n`; a run of cached blocks to the tail, `append_n`), in order, then takes off
+    every block the step handed to a scheduled request (`popleft_n` from the head, or `touch` of
+    a prefix hit from the middle): which blocks those were is recorded, so the rest keep their
+    order. A block freed and handed out again within one schedule() (a preemption's victim) is
+    put back first and taken after, as it was; a block taken by a request preempted later in the
+    same schedule() is not in its output and comes back where vLLM put it back. An older
+    recording has no `freed`: its free queue is every block without a reference, in id order."""
 
     def __init__(self, num_blocks: int, problems: list[str]) -> None:
         self.req_blocks: dict[str, list[int]] = {}
@@ -44,14 +57,40 @@ class _Blocks:
         self.num_blocks = num_blocks
         self.step = 0
         self.problems = problems
+        # vLLM's free queue, head first (None: the recording does not say its order)
+        self.queue: OrderedDict[int, None] | None = OrderedDict.fromkeys(range(1, num_blocks))
+
+    def follow(self, freed: list[Freed] | None, taken: list[int]) -> None:
+        """One step's changes to the free queue: the blocks put back, then the blocks taken."""
+        q = self.queue
+        if q is None:
+            return
+        if freed is None:  # an older recording (or one step without it): the order is not known
+            self.queue = None
+            return
+        for run in freed:
+            blocks = [b for b in run.blocks if b != NULL_BLOCK]
+            if run.to == "head":
+                for b in reversed(blocks):
+                    q[b] = None
+                    q.move_to_end(b, last=False)
+            else:
+                for b in blocks:
+                    q.pop(b, None)
+                    q[b] = None
+        for b in taken:
+            q.pop(b, None)
 
     def snapshot(self) -> dict[str, object]:
         ref = np.zeros(self.num_blocks, dtype=np.int64)
         for blocks in self.req_blocks.values():
             if blocks:
                 np.add.at(ref, np.asarray(blocks), 1)
-        free = np.flatnonzero(ref == 0)
-        free = free[free != NULL_BLOCK]
+        if self.queue is not None:
+            free = np.fromiter(self.queue, dtype=np.int64, count=len(self.queue))
+        else:
+            free = np.flatnonzero(ref == 0)
+            free = free[free != NULL_BLOCK]
         if len(free) != self.num_free and len(self.problems) < 8:
             self.problems.append(
                 f"step {self.step}: the recording says {self.num_free} free blocks, its block lists "
@@ -62,7 +101,7 @@ class _Blocks:
             "ref_cnt": ref.tolist(),
             "block_hash": {},
             "num_free_blocks": self.num_free,
-            "free_queue_order": "not recorded (blocks in id order)",
+            "free_queue_order": "recorded (vLLM's)" if self.queue is not None else NOT_RECORDED,
         }
 
 
@@ -108,6 +147,7 @@ class RecordedScheduler:
         new = {n.id: n for n in s.new}
         cached = {c.id: c for c in s.cached}
         out = SchedulerOutput(step=step_no, runner=self.header.runner)
+        taken: list[int] = []  # the blocks this schedule() handed out (off the free queue)
         for rid, num in s.num_scheduled_tokens.items():
             if rid in new:
                 n = new[rid]
@@ -118,6 +158,7 @@ class RecordedScheduler:
                 blocks = list(n.block_ids[0]) if n.block_ids else []
                 kind = "resumed" if rid in self.live else "new"  # V2: resumed requests travel as new
                 self.kv.req_blocks[rid] = blocks
+                taken += blocks
                 sr = ScheduledRequest(
                     rid,
                     kind,
@@ -138,6 +179,7 @@ class RecordedScheduler:
                     blocks = self.kv.req_blocks.get(rid, []) + added
                     kind = "running"
                 self.kv.req_blocks[rid] = blocks
+                taken += added
                 sr = ScheduledRequest(
                     rid,
                     kind,
@@ -163,6 +205,7 @@ class RecordedScheduler:
         ]
         self.kv.num_free = s.num_free_blocks
         self.kv.step = s.step
+        self.kv.follow(s.freed, taken)
         self.causes.fill(s, out, self.tokens)
         return out
 

@@ -6,7 +6,9 @@
 Both classes are vLLM's own schedulers (`AsyncScheduler`, `Scheduler`) with three methods wrapped:
 `add_request` notes arrivals, `schedule` keeps what it returned, `update_from_output` pairs that
 with the sampled tokens it received and appends one JSON line (core/recording.py describes the
-format). No decision changes: each wrapper calls vLLM's method first and only reads its result.
+format). The block pool's free queue has its two ways in wrapped too (`prepend_n`, `append_n`):
+they note which blocks went back, in order, so that a replay keeps vLLM's free queue in vLLM's
+order. No decision changes: each wrapper calls vLLM's method first and only reads its result.
 
 Settings, read when the scheduler is built (not at import), so that every scheduler of a process
 records its own file:
@@ -113,6 +115,8 @@ class _Recorder:
         # is not reused (by a later output) while its line waits
         self.pending: dict[int, tuple[Any, dict[str, Any]]] = {}
         self.order: list[int] = []  # the unpaired outputs, oldest first
+        self.freed: list[dict[str, Any]] = []  # blocks back on the free queue since the last schedule()
+        self._watch_free_queue(sched.kv_cache_manager.block_pool.free_block_queue)
         self.written = 0
         self.file: Any = None
         header = self._header(version, async_on, dp_rank)
@@ -166,6 +170,23 @@ class _Recorder:
             "redacted": self.redact,
             "data_parallel_rank": dp_rank,
         }
+
+    def _watch_free_queue(self, queue: Any) -> None:
+        """Note each run of blocks vLLM puts back on its free queue (after vLLM has put them)."""
+        for name, to in (("prepend_n", "head"), ("append_n", "tail")):
+            original = getattr(queue, name)
+
+            def wrapper(
+                blocks: list[Any], _original: Any = original, _to: str = to, _name: str = name
+            ) -> None:
+                _original(blocks)
+                if self.active and blocks:
+                    try:
+                        self.freed.append({"to": _to, "blocks": [int(b.block_id) for b in blocks]})
+                    except Exception as e:  # noqa: BLE001 (never into the server)
+                        self.fail(_name, e)
+
+            setattr(queue, name, wrapper)
 
     # ------------------------------------------------------------------ writing
     def _write(self, record: dict[str, Any]) -> None:
@@ -248,9 +269,11 @@ class _Recorder:
             "preempted": sorted(out.preempted_req_ids or ()),
             "finished": sorted(out.finished_req_ids),
             "num_free_blocks": int(self.sched.kv_cache_manager.block_pool.get_num_free_blocks()),
+            "freed": self.freed,
             "sampled": None,
         }
         self.arrivals = []
+        self.freed = []
         self.pending[id(out)] = (out, line)
         self.order.append(id(out))
 

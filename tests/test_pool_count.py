@@ -78,14 +78,54 @@ def test_an_imported_recording_has_the_recorded_free_blocks_at_every_step_and_ne
     assert not [n for n in imported.notes if "free blocks, its block lists leave" in n]
 
 
-def test_the_shipped_recording_frees_the_blocks_a_native_run_frees() -> None:
-    """The same scenario run natively (vLLM's rules) holds the same free blocks at every step:
-    step 1 takes 7 and 8 next, not 0."""
+def test_the_shipped_recording_frees_the_blocks_a_native_run_frees_in_its_free_queue_order() -> None:
+    """The same scenario run natively (vLLM's rules) holds the same free queue at every step, in
+    the same order (the recorder notes what vLLM put back on its free queue, and where): step 1
+    takes 7 and 8 next, not 0, and the narration says so as for a native run."""
     imported = import_recording(*read_recording(LINES))
     native = list(make_engine(Scenario.from_dict(imported.scenario.to_dict())).run())
+    assert len(native) == len(imported.traces)
     for a, b in zip(native, imported.traces):
-        assert sorted(a.kv_cache["free_block_queue"]) == b.kv_cache["free_block_queue"], f"step {a.step}"
+        assert a.kv_cache["free_block_queue"] == b.kv_cache["free_block_queue"], f"step {a.step}"
     assert imported.traces[0].kv_cache["free_block_queue"] == [7, 8]
+    # a step whose queue is not in id order (preemption and finishes put blocks back at the head)
+    assert any(t.kv_cache["free_block_queue"] != sorted(t.kv_cache["free_block_queue"]) for t in native)
+    prev = None
+    for a, b in zip(native, imported.traces):
+        pool = next(i for i in narrate(b, prev, imported.scenario.config) if i["key"] == "pool")
+        own = next(i for i in narrate(a, prev, imported.scenario.config) if i["key"] == "pool")
+        assert pool["text"] == own["text"], f"step {b.step}"
+        head = b.kv_cache["free_block_queue"][:4]
+        if head:
+            assert (
+                f"the next allocations take {', '.join(map(str, head))} from the head" in pool["text"]["en"]
+            )
+            assert f"下一次分配从空闲队列头部取 {', '.join(map(str, head))}" in pool["text"]["zh"]
+        prev = b
+
+
+def test_an_older_recording_without_freed_shows_free_blocks_in_id_order_and_says_order_unknown() -> None:
+    """A recording from before the recorder noted the free queue (no `freed` on its steps) still
+    imports: the count is the recorded one, the blocks in id order, and the narration says the
+    order is not known rather than what the next allocation takes."""
+    lines = [LINES[0]]
+    for raw in LINES[1:]:
+        d = json.loads(raw)
+        d.pop("freed", None)
+        lines.append(json.dumps(d).encode() + b"\n")
+    imported = import_recording(*read_recording(lines))
+    want = recorded_free(lines)
+    prev = None
+    for t, free in zip(imported.traces, want):
+        q = t.kv_cache["free_block_queue"]
+        assert len(q) == free and q == sorted(q) and 0 not in q, f"step {t.step}"
+        assert t.kv_cache["free_queue_order"].startswith("not recorded")
+        pool = next(i for i in narrate(t, prev, imported.scenario.config) if i["key"] == "pool")
+        if q:
+            assert "not the free queue's order" in pool["text"]["en"], f"step {t.step}"
+            assert "没有记下空闲队列的顺序" in pool["text"]["zh"], f"step {t.step}"
+            assert "the next allocations take" not in pool["text"]["en"]
+        prev = t
 
 
 def test_a_recording_whose_free_count_its_block_lists_contradict_is_noted_naming_the_step() -> None:

@@ -76,6 +76,17 @@ def record(
     """Drive the recorder on the scenario (pagedviz's tokens); what vLLM scheduled, per schedule()."""
     side = _recording_side(scenario, path, monkeypatch, **env)
     seen: list[dict[str, Any]] = []
+    # vLLM's own free queue (ids, head first) right after each schedule(), by the output it returned
+    queues: dict[int, tuple[Any, list[int]]] = {}
+    schedule = side.scheduler.schedule
+
+    def schedule_and_look(*args: Any, **kwargs: Any) -> Any:
+        out = schedule(*args, **kwargs)
+        q = side.scheduler.kv_cache_manager.block_pool.free_block_queue
+        queues[id(out)] = (out, [b.block_id for b in q.get_all_free_blocks()])
+        return out
+
+    side.scheduler.schedule = schedule_and_look
     for t in make_engine(scenario).run():
         if scenario.config.async_scheduling:
             loop, _ = side.async_step(t.sampled_token_ids)
@@ -91,6 +102,7 @@ def record(
                     "preempted_req_ids": sorted(out.preempted_req_ids or ()),
                     "finished_req_ids": sorted(out.finished_req_ids),
                     "new_block_ids": _vllm_new_blocks(out),
+                    "free_queue": queues[id(out)][1],
                 }
             )
     side.scheduler.shutdown()
@@ -115,6 +127,9 @@ def check_import(scenario: Scenario, path: Path, seen: list[dict[str, Any]]) -> 
         # vLLM's get_num_free_blocks() at that schedule(): the null block 0 is never free
         free = t.kv_cache["free_block_queue"]
         assert len(free) == steps[t.step - 1].num_free_blocks and 0 not in free, where
+        # and its free queue is vLLM's, in vLLM's order (head first: what the next allocation takes)
+        assert free == vs["free_queue"], where
+        assert not t.kv_cache["free_queue_order"].startswith("not recorded"), where
         assert t.kv_cache["num_usable_blocks"] == header.num_kv_blocks - 1, where
     # the arrays equal pagedviz's own trace of the scenario (synchronous: step for step)
     if not scenario.config.async_scheduling:

@@ -37,8 +37,9 @@ SETTINGS = settings(
 )
 
 
-def record_v2(scenario: Scenario, path: Path, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    """Drive a recorder as the V2 side's scheduler; every SchedulerOutput vLLM made, in order."""
+def record_v2(scenario: Scenario, path: Path, monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, list[int]]]:
+    """Drive a recorder as the V2 side's scheduler; every SchedulerOutput vLLM made, in order, with
+    vLLM's free queue right after that schedule() (block ids, head first)."""
     monkeypatch.setenv("PAGEDVIZ_RECORD", str(path))
     side = v2.VllmV2Side(scenario)
     cfg = scenario.config
@@ -56,9 +57,16 @@ def record_v2(scenario: Scenario, path: Path, monkeypatch: pytest.MonkeyPatch) -
             block_size=cfg.block_size,
         )
     assert side.scheduler.use_v2_model_runner
-    outs: list[Any] = []
+    outs: list[tuple[Any, list[int]]] = []
     schedule = side.scheduler.schedule
-    side.scheduler.schedule = lambda *a, **k: outs.append(schedule(*a, **k)) or outs[-1]
+    pool = side.scheduler.kv_cache_manager.block_pool
+
+    def schedule_and_look(*args: Any, **kwargs: Any) -> Any:
+        out = schedule(*args, **kwargs)
+        outs.append((out, [b.block_id for b in pool.free_block_queue.get_all_free_blocks()]))
+        return out
+
+    side.scheduler.schedule = schedule_and_look
     for t in make_engine(scenario).run():
         if cfg.async_scheduling:
             side.async_step(t.sampled_token_ids)
@@ -68,13 +76,13 @@ def record_v2(scenario: Scenario, path: Path, monkeypatch: pytest.MonkeyPatch) -
     return outs
 
 
-def check_v2_import(scenario: Scenario, path: Path, outs: list[Any]) -> None:
+def check_v2_import(scenario: Scenario, path: Path, outs: list[tuple[Any, list[int]]]) -> None:
     with open(path, "rb") as f:
         header, steps = read_recording(f)
     assert header.runner == "v2"
     imported = import_recording(header, steps)
     assert len(imported.traces) == len(outs)
-    for t, out in zip(imported.traces, outs):
+    for t, (out, queue) in zip(imported.traces, outs):
         s, where = t.scheduler, f"step {t.step}"
         assert list(s["num_scheduled_tokens"].items()) == list(out.num_scheduled_tokens.items()), where
         assert s["new_req_ids"] == [r.req_id for r in out.scheduled_new_reqs], where
@@ -84,6 +92,8 @@ def check_v2_import(scenario: Scenario, path: Path, outs: list[Any]) -> None:
         # vLLM's get_num_free_blocks() at that schedule(): the null block 0 is never free
         free = t.kv_cache["free_block_queue"]
         assert len(free) == steps[t.step - 1].num_free_blocks and 0 not in free, where
+        # and its free queue is vLLM's, in vLLM's order (head first: what the next allocation takes)
+        assert free == queue, where
     if not scenario.config.async_scheduling:
         own = list(make_engine(scenario).run())
         assert len(own) == len(imported.traces)
