@@ -20,6 +20,7 @@ import { $, A, L, S, bigBatch, isV2, reqColor, reqTint } from "./trace.js";
 import { clear, el, fmtList } from "./views.js";
 
 const ROW = 30;              // px: every row of both columns, the header included (style.css)
+const ROW_PRESENT = 26;      // px: the same in presentation mode, whose numbers are larger (style.css)
 const ARROWS_W = 84;         // px: the arrows' column
 const MAX_ROWS = 32;         // batch rows drawn; the rest are counted
 const FREE_SHOWN = 4;        // free slots drawn beside the occupied ones (next ones first)
@@ -92,6 +93,7 @@ export function renderSlots() {
   const shown = shownSlots(M, slots, free, events);
   const yOfSlot = new Map(shown.map((j, k) => [j, k]));
   const rows = ids.slice(0, MAX_ROWS);
+  const rowH = document.body.classList.contains("present") ? ROW_PRESENT : ROW;
 
   // the batch order, sorted this step: row, request, idx_mapping
   const left = el("div", { class: "sm-grid sm-rows", role: "table", "aria-label": L("v2_batch_order") });
@@ -134,7 +136,7 @@ export function renderSlots() {
   if (eagerRows < slotRows.length) rest.push([right, slotRows.slice(eagerRows)]);
 
   // idx_mapping: an arrow from each batch row to its slot, in the request's colour on a dark edge
-  const height = ROW * (1 + Math.max(rows.length, shown.length, 1));
+  const height = rowH * (1 + Math.max(rows.length, shown.length, 1));
   const arrows = svg("svg", { class: "sm-arrows", width: ARROWS_W, height, viewBox: `0 0 ${ARROWS_W} ${height}`, role: "img", "aria-label": "idx_mapping" });
   const defs = svg("defs");
   const head = svg("marker", { id: "sm-head", viewBox: "0 0 10 10", refX: 8, refY: 5, markerWidth: 12, markerHeight: 12, markerUnits: "userSpaceOnUse", orient: "auto" });
@@ -144,7 +146,7 @@ export function renderSlots() {
   rows.forEach((rid, r) => {
     const k = yOfSlot.get(idx[r]);
     if (k === undefined) return;
-    const y0 = ROW * (r + 1) + ROW / 2, y1 = ROW * (k + 1) + ROW / 2;
+    const y0 = rowH * (r + 1) + rowH / 2, y1 = rowH * (k + 1) + rowH / 2;
     const d = `M4,${y0} C${ARROWS_W / 2},${y0} ${ARROWS_W / 2},${y1} ${ARROWS_W - 6},${y1}`;
     const g = svg("g", { class: "sm-arrow", "data-r": r });
     g.append(svg("path", { d, class: "sm-edge", "marker-end": "url(#sm-head)" }), svg("path", { d, class: "sm-line", stroke: reqColor(rid) }));
@@ -154,7 +156,7 @@ export function renderSlots() {
     arrows.append(g);
   });
 
-  const map = el("div", { id: "slotmap", class: "slotmap", style: `--sm-row:${ROW}px` }, [left, arrows, right]);
+  const map = el("div", { id: "slotmap", class: "slotmap", style: `--sm-row:${rowH}px` }, [left, arrows, right]);
   box.append(map);
   if (ids.length > rows.length) box.append(el("p", { class: "muted", text: L("v2_more_rows").replace("{n}", ids.length - rows.length) }));
 

@@ -154,14 +154,42 @@ SIZES = """() => {
            kv_labels: kv && kv.layout && kv.layout.font ? [kv.layout.font.size] : [],
            kv_legend: px('#card-kv .mark-legend strong'), kv_table: shown('#table-kv td').map(size),
            pool_bar: px('#queue .qbar.pool'),
+           slots: px('#slotmap .sm-row > *, #sm-freelist .sm-freechip'),
            body: parseFloat(getComputedStyle(document.body).fontSize) };
+}"""
+
+
+# the slot map's width against its panel's (its events' right edge too: a cell clips what overflows
+# it), and the bottoms of the block tables and the KV pool's cells
+FITS = """() => {
+  const right = (sel) => Math.max(0,
+    ...[...document.querySelectorAll(sel)].map((n) => n.getBoundingClientRect().right));
+  const panel = document.getElementById('slots-panel').getBoundingClientRect().right;
+  const evs = [...document.querySelectorAll('#slotmap .sm-ev')].map((n) => n.getBoundingClientRect().right);
+  return { panel, map: right('#slotmap .sm-grid'), events: Math.max(0, ...evs),
+           bottoms: ['#table-block_table', '#table-input_block_tables', '#hm-kv canvas.cm-cells', '#slotmap']
+             .map((s) => document.querySelector(s).getBoundingClientRect().bottom),
+           wide: document.documentElement.scrollWidth };
+}"""
+# the compare view's pane numbers, by figure, and the lowest edge of its panes
+CMP_B = "enable_chunked_prefill:false,max_num_batched_tokens:240"
+PANES = """() => {
+  const px = (sel) => [...document.querySelectorAll(`#cmp-view ${sel}`)]
+    .filter((n) => n.getClientRects().length && /\\d/.test(n.textContent)
+      && ![...n.children].some((c) => /\\d/.test(c.textContent)))
+    .map((n) => parseFloat(getComputedStyle(n).fontSize));
+  const panes = [...document.querySelectorAll('#cmp-view .cp-pane')];
+  return { sizes: { queue: px('.cp-queue *'), blocks: px('.cp-bt td'), kv: px('.cp-kv *'),
+                    tokens: px('.cp-tokens .cp-tok *') },
+           bottom: Math.max(0, ...panes.map((p) => p.getBoundingClientRect().bottom)) };
 }"""
 
 
 def test_present_mode_draws_the_arrays_block_tables_and_kv_pool_at_the_texts_size(page: Any) -> None:
     """At 1280x720 in present mode the body is 20 px, and so are the numbers a room reads: the
-    token table, the block table(s) (V1, nano-vllm, Model Runner V2's two) and the KV pool (its
-    heatmap's labels and legend, its table view, the queue's pool bar)."""
+    token table, the block table(s) (V1, nano-vllm, Model Runner V2's two), the KV pool (its
+    heatmap's labels and legend, its table view, the queue's pool bar), Model Runner V2's slot map
+    and the compare view's panes, each view still on the one screen."""
     # (the run, its block tables, whether the step changes the pool: its legend then names blocks)
     for query, tables, changes in (
         ("preset=seed-001&step=2", ["table-block_table"], True),
@@ -177,6 +205,13 @@ def test_present_mode_draws_the_arrays_block_tables_and_kv_pool_at_the_texts_siz
         for part in ("tokens", "blocks", "kv_labels", "pool_bar", *(["kv_legend"] if changes else [])):
             assert sizes[part] and min(sizes[part]) >= 20, (query, part, sizes[part])
         assert bool(sizes["kv_legend"]) == changes
+        if "v2" in query:
+            # Model Runner V2's slot map: its rows, idx_mapping, slots and free order at the text's
+            # size, inside its column, and the block tables and the KV pool still on the one screen
+            assert sizes["slots"] and min(sizes["slots"]) >= 20, sizes["slots"]
+            fits = page.evaluate(FITS)
+            assert fits["map"] <= fits["panel"] + 1 and fits["events"] <= fits["panel"] + 1, fits
+            assert max(fits["bottoms"]) <= 720 + 1 and fits["wide"] <= 1280, fits
         page.screenshot(path=str(tb.ARTIFACTS / f"present-numbers-{query.split('&')[0].split('=')[1]}.png"))
         # the KV pool as a table: its cells too
         page.locator("#card-kv .card-tools button", has_text="Table").click()
@@ -185,6 +220,15 @@ def test_present_mode_draws_the_arrays_block_tables_and_kv_pool_at_the_texts_siz
         assert kv_table and min(kv_table) >= 20, (query, kv_table)
         page.locator("#card-kv .card-tools button", has_text="Heatmap").click()  # as it was
         page.wait_for_selector("#hm-kv canvas")
+    # the compare view's panes: their queue, block table, KV pool and token row at the text's size,
+    # both panes still on the first screen (the tallest of the landing page's contrasts)
+    page.goto(f"{page.base}/run?preset=seed-000&step=2&vs={CMP_B}&present=1")
+    page.wait_for_selector("body[data-compare='2'] #cmp-view:not([hidden]) .cp-pane[data-side='b']")
+    panes = page.evaluate(PANES)
+    for part, got in panes["sizes"].items():
+        assert got and min(got) >= 20, (part, got)
+    assert panes["bottom"] <= 720 and page.evaluate("window.scrollY") == 0, panes["bottom"]
+    page.screenshot(path=str(tb.ARTIFACTS / "present-numbers-compare.png"))
     # out of present mode the numbers keep their own size (smaller than the body's 15 px)
     open_run(page, "preset=seed-001&step=2")
     page.wait_for_selector("#hm-kv canvas")
