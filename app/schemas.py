@@ -105,6 +105,13 @@ class ScenarioCheck(BaseModel):
     num_requests: int = 0
     error: str | None = Field(default=None, examples=["invalid_scenario"])
     detail: list[ErrorItem] = []
+    maxima: dict[str, int] = Field(
+        default={},
+        description="of a valid scenario: the largest value of each config field whose limit depends on the"
+        " other fields (the step-trace size, max_num_reqs x max_model_len, the KV cache, the pool) that this"
+        " server accepts with the other fields as they are",
+        examples=[{"config.num_kv_blocks": 279616, "config.max_model_len": 30}],
+    )
 
 
 class StepSummary(BaseModel):

@@ -574,6 +574,10 @@ Object.assign(STRINGS.zh, {
   fh_image: "提示词中图像的占位 token：从 offset 开始的 t*h*w 个 token（M-RoPE，同 Qwen2-VL）",
 });
 
+// the largest value the server accepts with the other fields as they are (landing.js, under the bounds)
+Object.assign(STRINGS.en, { fh_now_max: "At most {n} with the other fields as they are." });
+Object.assign(STRINGS.zh, { fh_now_max: "其他字段保持现值时，最多为 {n}。" });
+
 // Words of the server's own lines in 中文: the upstream the footer names (GET /healthz, a run's
 // overview) and an imported recording's notes (core/replay.py); a line not listed stays as written
 const SERVER_WORDS = {

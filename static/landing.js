@@ -121,7 +121,7 @@ function buildConfigFields() {
     input.addEventListener("input", touch);
     input.addEventListener("change", touch);
     box.append(el("label", { for: id, class: `field field-${f.kind === "bool" ? "bool" : "text"}`, title: help || null, dataset: { field: f.key } },
-      [el("code", { text: f.key }), input, help ? el("small", { id: `help-${f.key}`, class: "field-help", text: help }) : null]));
+      [el("code", { text: f.key }), input, help ? el("small", { id: `help-${f.key}`, class: "field-help", text: help, dataset: { help } }) : null]));
   }
   // the request table's column heads explain themselves from the schema as well
   const reqProps = schema ? resolve(resolve(resolve(schema).properties?.requests).items).properties || {} : {};
@@ -237,13 +237,33 @@ function showProblems(detail) {
       input.classList.add("invalid");
       input.setAttribute("aria-invalid", "true");
       input.setAttribute("aria-describedby", [id, input.getAttribute("aria-describedby")].filter(Boolean).join(" "));
-      input.parentElement.append(el("span", { id, class: "field-error", dataset: { field: d.field }, text: d.message }));
+      input.parentElement.append(el("span", { id, class: "field-error", dataset: { field: d.field } }, serverLine(d.message)));
     } else {
       const box = $(/^(scenario\.)?requests/.test(d.field || "") ? "req-errors" : "config-errors");
       box.hidden = false;
-      box.append(el("li", { class: "field-error", dataset: { field: d.field || "" }, text: d.field ? `${d.field}: ${d.message}` : d.message }));
+      box.append(el("li", { class: "field-error", dataset: { field: d.field || "" } }, serverLine(d.field ? `${d.field}: ${d.message}` : d.message)));
     }
   });
+}
+
+// Under a field's own bound, the largest value the server accepts with the other fields as they are
+// (the validator's maxima: the step-trace size, max_num_reqs x max_model_len, the pool, ...), where
+// that is less; kept from the last valid answer while the scenario is not valid.
+function showMaxima(maxima) {
+  for (const f of fields) {
+    const help = $(`help-${f.key}`);
+    if (!help || f.top) continue;
+    const n = maxima[`config.${f.key}`];
+    const own = f.prop ? f.prop.maximum : undefined;
+    const text = n !== undefined && (own === undefined || n < own) ? `${help.dataset.help} ${L("fh_now_max").replace("{n}", n)}` : help.dataset.help;
+    help.textContent = text;
+    help.parentElement.title = text;
+  }
+}
+
+// each problem the server found, introduced in 中文 as the server's own words (English, marked so)
+function serverLine(text) {
+  return state.lang === "zh" ? [L("server_said"), " ", el("span", { lang: "en", text })] : [text];
 }
 
 let timer = null;
@@ -264,7 +284,8 @@ async function validate() {
   box.classList.toggle("ok", valid);
   box.classList.toggle("bad", !valid);
   if (valid) box.append(el("span", { text: `✓ ${L("valid")} (${r.data.num_requests} ${L("requests").toLowerCase()})` }));
-  else box.append(el("ul", {}, errorLines(r.data).map((l) => el("li", { text: l }))));
+  else box.append(el("ul", {}, errorLines(r.data).map((l) => el("li", {}, serverLine(l)))));
+  if (valid && r.data.maxima) showMaxima(r.data.maxima);
   showProblems(!valid && r.data && Array.isArray(r.data.detail) ? r.data.detail : []);
   $("btn-run").disabled = !valid;
   return valid;

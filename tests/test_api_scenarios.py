@@ -147,6 +147,37 @@ def test_each_number_fields_published_maximum_is_the_bound_the_validator_enforce
             assert str(top) in over["detail"][0]["message"], (field, over)
 
 
+def test_the_validator_publishes_the_largest_value_it_accepts_where_other_fields_bound_it(
+    client: TestClient,
+) -> None:
+    """num_kv_blocks' own bound (1000000) is not what the server accepts: with the defaults the
+    step-trace size refuses anything above about 279,000. The validator's answer gives, for such
+    fields, the largest value accepted with the other fields as they are (the form's help shows it):
+    that value is accepted and one more is refused, naming the rule's setting."""
+    base = _with("config.num_kv_blocks", 64)
+    base["config"]["max_model_len"] = 64
+    maxima = client.post("/api/scenarios/validate", json=base).json()["maxima"]
+    assert set(maxima) == {"config.num_kv_blocks", "config.max_model_len"}, maxima
+    own = client.get("/api/schema/scenario").json()["properties"]["config"]["properties"]
+    assert maxima["config.num_kv_blocks"] < own["num_kv_blocks"]["maximum"], maxima
+    for field, setting in (
+        ("config.num_kv_blocks", "PAGEDVIZ_MAX_STEP_TRACE_KB"),
+        ("config.max_model_len", "max_model_len"),
+    ):
+        top = maxima[field]
+        at = dict(base, config={**base["config"], field.split(".")[1]: top})
+        assert client.post("/api/scenarios/validate", json=at).json()["valid"] is True, (field, top)
+        at["config"][field.split(".")[1]] = top + 1
+        over = client.post("/api/scenarios/validate", json=at).json()
+        assert over["valid"] is False and setting in " ".join(d["message"] for d in over["detail"]), over
+    # max_num_reqs x max_model_len <= max_cells binds max_model_len when the pool is large enough
+    wide_config = {"num_kv_blocks": 200_000, "max_num_reqs": 64, "max_num_batched_tokens": 64}
+    wide = dict(base, config={**base["config"], **wide_config})
+    assert client.post("/api/scenarios/validate", json=wide).json()["maxima"]["config.max_model_len"] == min(
+        4_000_000 // 64, (200_000 - 1) * base["config"]["block_size"]
+    )
+
+
 def test_the_editors_validator_names_the_field_and_a_body_that_is_not_json_is_a_422(
     client: TestClient,
 ) -> None:

@@ -21,6 +21,15 @@ pytestmark = [
 ]
 
 
+# the validator's maxima for the scenario the landing form loads (seed-001)
+MAXIMA = """async () => {
+  const s = (await (await fetch('/api/presets/seed-001')).json()).scenario;
+  const r = await fetch('/api/scenarios/validate',
+    {method: 'POST', headers: {'Content-Type': 'application/json'}, body: JSON.stringify(s)});
+  return (await r.json()).maxima;
+}"""
+
+
 @pytest.fixture()
 def page(browser: object, base_url: str) -> Iterator[object]:  # noqa: F811
     yield from watched_page(browser, base_url, 1280, 720)
@@ -62,6 +71,19 @@ def test_the_json_editor_checks_as_you_type_beside_the_editor_and_the_form_shows
         lo, hi = prop.get("minimum"), prop.get("maximum")
         said = helper.inner_text()
         assert (f"{lo} … {hi}" if hi is not None else f"≥ {lo}") in said, (key, said)
+    # under num_kv_blocks' own bound, the largest value the server accepts with the other fields as
+    # they are (the step-trace or KV cache size binds first): that value is valid, one more is not
+    top = page.evaluate(MAXIMA)["config.num_kv_blocks"]
+    assert top < props["num_kv_blocks"]["maximum"], top
+    page.wait_for_function(
+        "(n) => document.getElementById('help-num_kv_blocks').textContent.includes(`At most ${n} with`)",
+        arg=top,
+    )
+    for value, valid in ((top + 1, False), (top, True)):
+        page.fill("#f-num_kv_blocks", str(value))
+        page.wait_for_selector(f"#validation.{'ok' if valid else 'bad'}")
+        assert ("PAGEDVIZ_" in page.locator("#editor").inner_text()) is not valid, value
+    shot(page, "editor-form-maxima.png")
 
     # the run page's editor, at 1280x720
     page.goto(page.base + "/run?preset=seed-001&step=2")

@@ -321,3 +321,23 @@ def prose_of(markdown: str) -> str:
     text = re.sub(r"`[^`\n]*`", " ⟨⟩ ", text)
     text = re.sub(r"\]\([^)]*\)", "] ⟨⟩ ", text)
     return text
+
+
+def test_the_landing_forms_problems_and_limits_in_chinese_have_no_english_phrase(zh_page: Any) -> None:
+    """A value out of range in the landing form, in 中文: the problem beside the field and in the
+    summary are introduced in Chinese (the server's own line marked lang="en"), and the help under
+    num_kv_blocks says in Chinese the most the server accepts with the other fields as they are."""
+    w = Walk(zh_page)
+    page = zh_page
+    w.goto("/")
+    page.wait_for_function("document.getElementById('help-num_kv_blocks').textContent.includes('最多为')")
+    for key, value in (("num_kv_blocks", "2000000"), ("max_model_len", "0"), ("num_kv_blocks", "300000")):
+        page.fill(f"#f-{key}", value)
+        page.wait_for_selector("#validation.bad")
+        said = page.locator(f"label[data-field='{key}'] .field-error, #config-errors li").first.inner_text()
+        assert said.startswith("服务器的说明（英文）："), said
+        w.scan(f"landing form, {key} = {value}", "#editor")
+        page.fill(f"#f-{key}", {"num_kv_blocks": "16", "max_model_len": "12"}[key])
+        page.wait_for_selector("#validation.ok")
+    assert page.locator("#editor [lang='en']").count() == 0  # gone with the problems
+    assert not w.found, "English phrases in the landing form in 中文:\n" + w.report()

@@ -33,6 +33,7 @@ from pagedviz.app.store import Run, RunStore, run_id_of
 from pagedviz.app.summaries import blocks_in_use, cached_at_admission, step_kind, step_summary  # noqa: F401 (re-exported)
 from pagedviz.core import Scenario, ScenarioError
 from pagedviz.core.device import DeviceUnavailableError, pick_device_type
+from pagedviz.core.field_bounds import accepted_maxima
 from pagedviz.core.presets import list_presets, preset_dict
 from pagedviz.core.registry import engine_class
 from pagedviz.core.runners.stages import stage_source
@@ -243,7 +244,12 @@ async def validate(request: Request) -> ScenarioCheck:
         return ScenarioCheck(
             valid=False, error="device_unavailable", detail=[ErrorItem(field=e.field, message=str(e))]
         )
-    return ScenarioCheck(valid=True, run_id=run_id_of(scenario), num_requests=len(scenario.requests))
+    return ScenarioCheck(
+        valid=True,
+        run_id=run_id_of(scenario),
+        num_requests=len(scenario.requests),
+        maxima=accepted_maxima(scenario, _settings(request).limits),
+    )
 
 
 @router.get("/runs/from-link", response_model=RunCreated, responses=ERRORS)
