@@ -5,12 +5,16 @@ window, and the paged forward equals the dense reference after every layer at ev
 
 from __future__ import annotations
 
+import io
 from typing import Any
 
 import numpy as np
 import pytest
 import torch
+from fastapi.testclient import TestClient
 
+from pagedviz.app.main import create_app
+from pagedviz.app.settings import Settings
 from pagedviz.core import Scenario, make_engine
 from pagedviz.core.config import ModelConfig
 from pagedviz.core.kv_groups import plan_kv_cache_groups
@@ -190,3 +194,29 @@ def test_a_hybrid_engine_writes_each_groups_kv_into_its_own_blocks() -> None:
         written = {b for b, n in enumerate(by_group[g]) if n}
         assert written and written <= owned[g], g
     assert [max(x, y) > 0 for x, y in zip(*by_group)] == [n > 0 for n in kv["written_slots"]]
+
+
+def test_rest_serves_each_groups_arrays_with_their_stage_level_and_group_formula() -> None:
+    """POST a hybrid scenario through the real app: group 1's slot_mapping and block table come back
+    by name (JSON and npy) with their level and stage, the stages' formulas name the group, and the
+    scalars count the groups."""
+    client = TestClient(create_app(Settings(max_runs=4)))
+    d = hybrid("v2", False).to_dict()
+    r = client.post("/api/runs", json=d)
+    assert r.status_code in (200, 201), r.text
+    run_id = r.json()["run_id"]
+    step = client.get(f"/api/runs/{run_id}/steps/2").json()
+    arrays = step["arrays"]
+    sm = arrays["slot_mapping_g1"]
+    assert (sm["level"], sm["stage"]) == ("token", "slot_mappings")
+    assert arrays["input_block_tables_g1"]["level"] == "system"
+    assert arrays["num_blocks_g1"]["level"] == "slot"
+    assert step["scalars"]["num_kv_cache_groups"] == 2
+    stages = {s["name"]: s for s in step["stages"]}
+    assert "slot_mapping_g{g}" in stages["slot_mappings"]["formula"]
+    assert "slot_mapping_g1" in stages["slot_mappings"]["writes"]
+    assert "sliding_window - 1" in stages["gather_block_tables"]["formula"]
+    one = client.get(f"/api/runs/{run_id}/steps/2/arrays/slot_mapping_g1?format=json")
+    assert one.status_code == 200
+    npy = client.get(f"/api/runs/{run_id}/steps/2/arrays/slot_mapping_g1?format=npy")
+    assert np.load(io.BytesIO(npy.content)).tolist() == arrays["slot_mapping_g1"]["data"]
