@@ -135,6 +135,10 @@ class ModelRunner(V1Stages, StagedRunner):
         self.group_block_table = [torch.zeros((R, K), dtype=torch.int32, device=dev) for _ in range(G)]
         self.slot_mapping = self.group_slot_mapping[0]
         self.block_table = self.group_block_table[0]
+        # with a sliding-window group, the block ids the runner knows of each request
+        # (CachedRequestState.block_ids, one list per group): the window's drops never reach it
+        self.window_drops = any(g.sliding for g in self.kv_cache_groups)
+        self.req_block_ids: dict[str, list[list[int]]] = {}
         # async scheduling: last step's sampled tokens stay on the device, in last step's row order
         self.prev_sampled_token_ids: torch.Tensor | None = None
         self.prev_req_id_to_index: dict[str, int] = {}
@@ -211,6 +215,7 @@ class ModelRunner(V1Stages, StagedRunner):
             if row is not None:
                 ib.num_computed_tokens_cpu[row] = s.num_computed_tokens
                 ib.block_tables.append_row(s.new_group_block_ids, row)
+        cached = self._cached_block_ids(out) if self.window_drops else {}
         new = [s for s in out.scheduled if s.kind == "new"]
         rejoining = [s for s in out.scheduled if s.kind != "new" and s.req_id not in ib.req_id_to_index]
         for s in new + rejoining:
@@ -220,7 +225,7 @@ class ModelRunner(V1Stages, StagedRunner):
                 s.num_prompt_tokens,
                 s.num_computed_tokens,
                 s.block_ids,
-                s.group_block_ids,
+                cached.get(s.req_id, s.group_block_ids),
             )
         moves = ib.condense()
         num_reqs = ib.num_reqs
@@ -243,6 +248,24 @@ class ModelRunner(V1Stages, StagedRunner):
         }
         self.pad = {}
         return moves
+
+    def _cached_block_ids(self, out: SchedulerOutput) -> dict[str, list[list[int]]]:
+        """The block ids the runner knows of each request, per group (CachedRequestState.block_ids):
+        a new or resumed request's as the scheduler sent them, then only what each step appends.
+        A sliding window's drops never reach the runner, so a request that rejoins the batch after
+        a step unscheduled is added with the blocks it knew, not the null block (vLLM's
+        _update_states); a resumed one with the scheduler's list, nulls included."""
+        cached = self.req_block_ids
+        for req_id in out.finished_req_ids:
+            cached.pop(req_id, None)
+        for s in out.scheduled:
+            known = cached.get(s.req_id)
+            if s.kind != "running" or known is None:
+                cached[s.req_id] = [list(ids) for ids in s.group_block_ids]
+            else:
+                for ids, new_ids in zip(known, s.new_group_block_ids):
+                    ids.extend(new_ids)
+        return cached
 
     def append_sampled(self, sampled: dict[str, int]) -> None:
         """Write this step's sampled tokens into their rows of token_ids_cpu (vectorised). With
