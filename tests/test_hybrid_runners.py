@@ -220,3 +220,23 @@ def test_rest_serves_each_groups_arrays_with_their_stage_level_and_group_formula
     assert one.status_code == 200
     npy = client.get(f"/api/runs/{run_id}/steps/2/arrays/slot_mapping_g1?format=npy")
     assert np.load(io.BytesIO(npy.content)).tolist() == arrays["slot_mapping_g1"]["data"]
+
+
+@pytest.mark.parametrize("runner", ["v1", "v2"])
+def test_each_groups_arrays_are_owned_by_the_trace(runner: str) -> None:
+    """Every group's arrays are copies: no recorded array shares memory with the runner's buffers
+    (the per-group ones included), and a trace read after the run equals the trace at its step."""
+    engine = make_engine(hybrid(runner, False, model=None))
+    r = engine.runner
+    buffers = [x for x in vars(r).values() if isinstance(x, np.ndarray) and x.size > 1]
+    buffers += [x for x in vars(r).values() if isinstance(x, list) for x in x if isinstance(x, np.ndarray)]
+    buffers += [t.block_table_np for t in getattr(getattr(r, "input_batch", None), "block_tables", [])]
+    assert len(buffers) > 10
+    at_step, traces = [], []
+    for t in engine.run():
+        for name, entry in t.array_entries.items():
+            assert entry.data.base is None or entry.data.base is entry.buffer, (t.step, name)
+            assert not any(np.shares_memory(entry.data, b) for b in buffers), (t.step, name)
+        at_step.append(t.to_dict()["arrays"])
+        traces.append(t)
+    assert [t.to_dict()["arrays"] for t in traces] == at_step
