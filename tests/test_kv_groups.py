@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from pagedviz.core import ScenarioError
 from pagedviz.core.kv_cache import KVCacheManager
 from pagedviz.core.kv_groups import FULL, SLIDING, KVCacheGroup
 
@@ -128,14 +129,15 @@ def test_window_drops_wait_for_the_tokens_in_flight_with_async_scheduling() -> N
 
 
 def test_a_request_that_does_not_fit_waits_for_the_blocks_of_every_group() -> None:
-    # 14 blocks (13 usable): a takes 5 + 5; b's 12 tokens need 3 blocks in each group, 6 > 3 free
-    steps = issue_run(enable_prefix_caching=False, num_kv_blocks=14, max_model_len=32)
-    s1 = steps[0]
+    # after a's 5 + 5 blocks, 29 are free; c's 60 tokens need 15 full-attention blocks and 15 in
+    # the sliding group (its window and the tokens in flight could need 17): 30
+    requests = [ISSUE_REQUESTS[0], {"id": "c", "prompt_token_ids": list(range(1, 61)), "max_tokens": 4}]
+    s1 = run_all(make_scenario(requests, **{**HYBRID, "enable_prefix_caching": False}))[0]
     assert s1.scheduler["block_ids"] == {"a": [[1, 2, 3, 4, 5], [6, 7, 8, 9, 10]]}
-    assert s1.scheduler["waiting_causes"]["b"] == {
+    assert s1.scheduler["waiting_causes"]["c"] == {
         "cause": "kv_pool",
-        "blocks_needed": 6,
-        "blocks_free": 3,
+        "blocks_needed": 30,
+        "blocks_free": 29,
         "full_sequence": True,
     }
 
@@ -171,3 +173,33 @@ def test_hits_of_every_group_are_touched_before_any_group_allocates() -> None:
     # touching 1, 2 and 5 leaves [6, 4, 3, 7]: the full group takes 6, the sliding group 4
     assert added == [[1, 2, 6], [0, 5, 4]]
     assert kv.pool.ref_cnt[[1, 2, 5]].tolist() == [1, 1, 1]
+
+
+def pool_refusal(**config: Any) -> list[str]:
+    try:
+        make_scenario(ISSUE_REQUESTS, **{**HYBRID, **config})
+    except ScenarioError as e:
+        return [msg for loc, msg in e.errors if loc == "config.num_kv_blocks"]
+    return []
+
+
+def test_a_pool_short_of_one_sequence_in_every_group_is_refused_with_vllms_reason() -> None:
+    # vLLM's planning: one max_model_len request in every group at once; the sliding group holds
+    # at most its window's last 7 tokens and the tokens in flight (64 here: 71 > 64, so all 64),
+    # plus one block: 16 + 17 = 33 blocks, and the null block
+    assert pool_refusal(num_kv_blocks=33) == [
+        "To serve at least one request with the model's max seq len (64), 33 KV blocks are needed, "
+        "one request's blocks in every KV cache group (group 0 (full_attention): 16, group 1 "
+        "(sliding_attention): 17), which is more than the 32 usable blocks of the pool "
+        "(num_kv_blocks 33 less the null block). Based on the available blocks, the estimated "
+        "maximum model length is 60. Increase num_kv_blocks to at least 34 or decrease max_model_len."
+    ]
+    assert pool_refusal(num_kv_blocks=34) == []
+    # a budget of 8 tokens keeps the sliding group to cdiv(7 + 8, 4) + 1 = 5 blocks: 21 in all
+    assert pool_refusal(num_kv_blocks=21, max_num_batched_tokens=8)[0].startswith(
+        "To serve at least one request with the model's max seq len (64), 21 KV blocks are needed"
+    )
+    assert pool_refusal(num_kv_blocks=22, max_num_batched_tokens=8) == []
+    # async scheduling keeps two batches in flight: 7 + 16 tokens, 7 blocks
+    assert pool_refusal(num_kv_blocks=23, max_num_batched_tokens=8, async_scheduling=True) != []
+    assert pool_refusal(num_kv_blocks=24, max_num_batched_tokens=8, async_scheduling=True) == []
