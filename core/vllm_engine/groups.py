@@ -2,10 +2,11 @@
 (v1.py, v2_worker.py).
 
 The scenario's `config.layer_types` (Hugging Face's names: "full_attention" / "sliding_attention";
-null: one full-attention layer, today's default) become one KV cache spec per layer, named
-`layer.<index>`: a `FullAttentionSpec`, or a `SlidingWindowSpec` with `config.sliding_window`
-tokens, all with the same page (1 KV head of size 8, float32, the scenario's block size: no KV
-tensors exist on vLLM's side, the page only has to be equal). vLLM's planner groups them:
+null: every layer of the model full attention, one group, today's default) become one KV cache
+spec per layer, named `layer.<index>`: a `FullAttentionSpec`, or a `SlidingWindowSpec` with
+`config.sliding_window` tokens, all with the same page (1 KV head of size 8, float32, the
+scenario's block size: no KV tensors exist on vLLM's side, the page only has to be equal).
+vLLM's planner groups them:
 `get_global_kv_cache_groups` (group order, layers per group) with the hybrid KV cache manager on,
 then `get_kv_cache_configs` for a pool of exactly `num_kv_blocks` blocks, which also runs vLLM's
 check that the pool holds one `max_model_len` sequence across the groups (its refusal is vLLM's
@@ -47,8 +48,10 @@ FULL, SLIDING = "full_attention", "sliding_attention"
 
 
 def layer_types(cfg: Any) -> list[str]:
-    """The scenario's layer kinds (one full-attention layer when it names none)."""
-    return list(getattr(cfg, "layer_types", None) or [FULL])
+    """The scenario's layer kinds (every layer of the model full attention when it names none)."""
+    if cfg.layer_types:
+        return list(cfg.layer_types)
+    return [FULL] * (cfg.model.num_layers if cfg.model is not None else 1)
 
 
 def layer_specs(cfg: Any) -> dict[str, KVCacheSpec]:

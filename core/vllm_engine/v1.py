@@ -11,8 +11,9 @@ What is stubbed, and why:
 - `ModelConfig`: building one needs a Hugging Face config and tokenizer (files or a download).
   The scheduler and the runner read a dozen plain attributes of it; `env.TinyModelConfig` holds them
   (a text-only decoder, no M-RoPE, `max_model_len`, the vocabulary size). No weights anywhere.
-- The KV cache spec: one full-attention group (`FullAttentionSpec`, 1 KV head of size 8, float32),
-  the smallest configuration that gives one block table with the scenario's block size.
+- The KV cache specs: one `FullAttentionSpec` or `SlidingWindowSpec` per layer (1 KV head of size
+  8, float32), grouped by vLLM's own planner (groups.py): the smallest configuration that gives
+  each KV cache group its block table with the scenario's block size.
 - The pipeline-parallel group (`get_pp_group`): `_update_states` asks whether this is the last
   rank; without `torch.distributed` initialised the answer is fixed to yes (a single process).
 - `_to_list`: vLLM's copies the sampled ids through pinned memory and waits on a device event;
