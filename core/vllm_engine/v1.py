@@ -124,6 +124,7 @@ class VllmSide(ArrivalFeed):
         got: dict[str, Any] = {}
 
         def execute(out: Any) -> ModelRunnerOutput:
+            got["block_ids"] = self.block_ids(out)
             got["arrays"] = self.runner.step(out)
             got["free_block_queue"] = self.free_queue()
             got["sampled"] = {}
@@ -142,6 +143,12 @@ class VllmSide(ArrivalFeed):
     def has_work(self) -> bool:
         return bool(self.arrivals) or (self.loop is not None and self.loop.has_work())
 
+    def block_ids(self, out: Any) -> dict[str, list[list[int]]]:
+        """Every scheduled request's blocks, one list per KV cache group, right after `schedule()`
+        (`KVCacheManager.get_block_ids`)."""
+        km = self.scheduler.kv_cache_manager
+        return {rid: [list(g) for g in km.get_block_ids(rid)] for rid in out.num_scheduled_tokens}
+
     def free_queue(self) -> list[int]:
         q = self.scheduler.kv_cache_manager.block_pool.free_block_queue
         return [b.block_id for b in q.get_all_free_blocks()]
@@ -149,8 +156,10 @@ class VllmSide(ArrivalFeed):
     def step(self, sampled: dict[str, int]) -> tuple[Any, dict[str, Any]]:
         """One engine step: schedule, update the batch and prepare inputs, then take `sampled`
         (pagedviz's tokens) through the runner's bookkeeping into `update_from_output`. Returns
-        the scheduler output, the arrays, the free queue as the step saw it and what vLLM kept."""
+        the scheduler output, the arrays, the free queue as the step saw it, what vLLM kept and
+        each scheduled request's blocks per group."""
         out = self.schedule()
+        block_ids = self.block_ids(out)
         arrays = self.runner.step(out)
         free_queue = self.free_queue()
         kept: dict[str, int] = {}
@@ -158,7 +167,8 @@ class VllmSide(ArrivalFeed):
             result = self.runner.sampled(out, sampled)
             kept = {r: t[0] for r, t in zip(result.req_ids, result.sampled_token_ids) if t}
             self.scheduler.update_from_output(out, result)
-        return out, {"arrays": arrays, "free_block_queue": free_queue, "sampled": kept}
+        got = {"arrays": arrays, "free_block_queue": free_queue, "sampled": kept, "block_ids": block_ids}
+        return out, got
 
 
 class _Runner(GPUModelRunner):

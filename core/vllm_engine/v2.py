@@ -129,6 +129,8 @@ class V2Step:
     # below the window of the first scheduled token are the null block, as gather_block_tables
     # writes them)
     group_block_rows: list[list[list[int]]] = field(default_factory=list)
+    # every scheduled request's blocks per group right after schedule() (get_block_ids)
+    block_ids: dict[str, list[list[int]]] = field(default_factory=dict)
 
 
 class VllmV2Side(ArrivalFeed):
@@ -210,6 +212,8 @@ class VllmV2Side(ArrivalFeed):
         scheduler output `out`, with `sampled` as the sampler's tokens; None for no forward."""
         r = self.runner
         new_prefill = {n.req_id: list(n.prefill_token_ids) for n in out.scheduled_new_reqs}
+        km = self.scheduler.kv_cache_manager
+        block_ids = {rid: [list(g) for g in km.get_block_ids(rid)] for rid in out.num_scheduled_tokens}
         # execute_model's state-update prologue (model_runner.py, execute_model)
         GPUModelRunner.finish_requests(r, out)  # type: ignore[arg-type]
         GPUModelRunner.add_requests(r, out)  # type: ignore[arg-type]
@@ -238,6 +242,7 @@ class VllmV2Side(ArrivalFeed):
             block_rows=[],
             sampled={},
             slot_state=slot_state,
+            block_ids=block_ids,
         )
         if not out.total_num_scheduled_tokens:
             return step, None  # execute_model returns before the forward

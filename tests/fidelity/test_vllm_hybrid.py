@@ -277,3 +277,4 @@ def test_the_live_engine_shows_vllms_block_ids_per_group(runner: str, async_sche
     differences = by_step[2].forward.get("vllm_differences", {})
     for name in ("slot_mapping_g1", "block_table_g1" if runner == "v1" else "input_block_tables_g1"):
         assert name in taken or name in differences, name
+
