@@ -78,7 +78,7 @@ def test_a_hybrid_run_keeps_one_block_table_and_slot_mapping_per_group_and_paged
 ) -> None:
     engine = make_engine(hybrid(runner, async_scheduling))
     table = "block_table" if runner == "v1" else "block_tables"
-    forwards = 0
+    forwards = kept = 0
     for t in engine.run():
         if t.idle:
             continue
@@ -105,6 +105,7 @@ def test_a_hybrid_run_keeps_one_block_table_and_slot_mapping_per_group_and_paged
                 # the persistent batch's rows hold each request's blocks of this group
                 for r, rid in enumerate(t.batch["req_ids"]):
                     assert same_blocks(bt[r], block_ids[rid][g]), (t.step, g, rid)
+                    kept += sum(x != s == 0 for x, s in zip(bt[r].tolist(), block_ids[rid][g]))
                 want = bt[rows, pos // BS].astype(np.int64) * BS + pos % BS
             else:
                 slots = t.batch["slots"]
@@ -112,6 +113,7 @@ def test_a_hybrid_run_keeps_one_block_table_and_slot_mapping_per_group_and_paged
                 for rid, groups in block_ids.items():
                     j = slots[rid]
                     assert same_blocks(bt[j, : nb[j]], groups[g]), (t.step, g, rid)
+                    kept += sum(x != s == 0 for x, s in zip(bt[j].tolist(), groups[g]))
                 token_slots = a["idx_mapping"][rows]
                 want = bt[token_slots, pos // BS].astype(np.int64) * BS + pos % BS
             # slot_mapping of group g: block_table_g[pos // bs] * bs + pos % bs from that group's table
@@ -121,6 +123,9 @@ def test_a_hybrid_run_keeps_one_block_table_and_slot_mapping_per_group_and_paged
         # the groups' tables differ (each group has its own blocks), so do their slot mappings
         assert a["slot_mapping"][:T].tolist() != a["slot_mapping_g1"][:T].tolist()
     assert forwards >= 8
+    # the sliding window dropped blocks the runner's persistent table still names (vLLM's runner
+    # hears only of new blocks): attention never reads them, they lie below the window
+    assert kept > 0
 
 
 @pytest.mark.parametrize("async_scheduling", [False, True])
@@ -240,3 +245,43 @@ def test_each_groups_arrays_are_owned_by_the_trace(runner: str) -> None:
         at_step.append(t.to_dict()["arrays"])
         traces.append(t)
     assert [t.to_dict()["arrays"] for t in traces] == at_step
+
+
+@pytest.mark.parametrize("runner", ["v1", "v2"])
+def test_the_issues_example_through_the_runners(runner: str) -> None:
+    """Issue 38's setup (layer 0 full, layer 1 a window of 8, block size 4; a: prompt 1..20, b:
+    prompt 1..12; prefix caching off) at step 2, one decode each at positions 20 and 12: the
+    scheduler holds a ([1..5, 8], [0, 0, 0, 9, 10, 7]) and b ([11, 12, 13, 14], [0, 15, 16, 6]).
+    V1's sliding rows keep the dropped ids (as vLLM's, tests/fidelity); V2's gathered rows null
+    them below the window; each group's slot_mapping is its own new block's first slot."""
+    d = hybrid(
+        runner,
+        False,
+        model=None,
+        enable_prefix_caching=False,
+        layer_types=["full_attention", "sliding_attention"],
+    )
+    d_dict = d.to_dict()
+    d_dict["requests"] = [
+        {"id": "a", "prompt_token_ids": list(range(1, 21)), "max_tokens": 8},
+        {"id": "b", "prompt_token_ids": list(range(1, 13)), "max_tokens": 4},
+    ]
+    t = list(make_engine(Scenario.from_dict(d_dict)).run())[1]
+    assert t.scheduler["block_ids"] == {
+        "a": [[1, 2, 3, 4, 5, 8], [0, 0, 0, 9, 10, 7]],
+        "b": [[11, 12, 13, 14], [0, 15, 16, 6]],
+    }
+    a = t.arrays
+    assert t.batch["req_ids"] == ["a", "b"]
+    if runner == "v1":
+        assert a["block_table"][:2, :6].tolist() == [[1, 2, 3, 4, 5, 8], [11, 12, 13, 14, 0, 0]]
+        assert a["block_table_g1"][:2, :6].tolist() == [[6, 7, 8, 9, 10, 7], [14, 15, 16, 6, 0, 0]]
+    else:
+        # a row's cells past its own blocks keep what an earlier step left (never read)
+        rows = [r[:n] for r, n in zip(a["input_block_tables"].tolist(), (6, 4))]
+        rows_g1 = [r[:n] for r, n in zip(a["input_block_tables_g1"].tolist(), (6, 4))]
+        assert rows == [[1, 2, 3, 4, 5, 8], [11, 12, 13, 14]]
+        assert rows_g1 == [[0, 0, 0, 9, 10, 7], [0, 15, 16, 6]]
+    assert a["positions"].tolist() == [20, 12]
+    assert a["slot_mapping"].tolist() == [8 * BS, 14 * BS]
+    assert a["slot_mapping_g1"].tolist() == [7 * BS, 6 * BS]
