@@ -446,3 +446,5 @@ class KVCacheManager:
             self.pool.free(m.pop(req_id))
         self.req_hashes.pop(req_id, None)
         self.prefix_hashes.pop(req_id, None)
+        self.num_prompt_tokens.pop(req_id, None)
+        self.shared_prefix_boundary.pop(req_id, None)
