@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from pagedviz.core.kv_cache import BlockPool
+    from pagedviz.core.block_pool import BlockPool
 
 NULL_BLOCK = 0
 

@@ -6,6 +6,7 @@ field path; `Rules.scenario` raises one ScenarioError with all of them."""
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
 import numpy as np
@@ -332,11 +333,14 @@ class Rules:
                 f"{len(ids)} + max_tokens {max_tokens} exceeds max_num_batched_tokens "
                 f"{cfg.max_num_batched_tokens}",
             )
-        # its blocks in every KV cache group (a sliding group's at most what its window holds)
+        # its blocks in every KV cache group (a sliding group's at most what its window holds;
+        # nano-vllm drops nothing)
         in_flight = max_in_flight_tokens(cfg.max_num_batched_tokens, cfg.async_scheduling)
-        need = sum(
-            group_max_blocks(g, len(ids) + max_tokens, cfg.block_size, in_flight) for g in cfg.kv_cache_groups
-        )
+        length = len(ids) + max_tokens
+        if self.flavor == "nanovllm":
+            need = math.ceil(length / cfg.block_size)
+        else:
+            need = sum(group_max_blocks(g, length, cfg.block_size, in_flight) for g in cfg.kv_cache_groups)
         usable = usable_blocks(self.flavor, cfg.num_kv_blocks)
         if need > usable:
             self.err(

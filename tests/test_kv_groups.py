@@ -142,6 +142,34 @@ def test_a_request_that_does_not_fit_waits_for_the_blocks_of_every_group() -> No
     }
 
 
+def test_preemption_frees_each_group_from_its_end_group_by_group_without_the_null_places() -> None:
+    # window 4, blocks of 2, 17 usable blocks; a and b (6 tokens, 8 to generate) decode side by
+    # side, each sliding group dropping a block every other step, until b (10 computed) needs a
+    # block in each group with 1 free: it preempts itself
+    config = {
+        **HYBRID,
+        "sliding_window": 4,
+        "block_size": 2,
+        "max_model_len": 16,
+        "max_num_batched_tokens": 32,
+        "num_kv_blocks": 18,
+        "enable_prefix_caching": False,
+    }
+    requests = [{"id": "a", "prompt_len": 6, "max_tokens": 8}, {"id": "b", "prompt_len": 6, "max_tokens": 8}]
+    steps = run_all(make_scenario(requests, **config))
+    s5, s6, s7 = steps[4:7]
+    assert s5.scheduler["block_ids"]["b"] == [[7, 8, 9, 10, 15], [0, 0, 0, 14, 16]]
+    assert s6.scheduler["preempted_req_ids"] == ["b"]
+    assert s6.scheduler["preemption_causes"] == {
+        "b": {"cause": "kv_pool", "for": "b", "blocks_needed": 2, "blocks_free": 1}
+    }
+    # group 0's [7, 8, 9, 10, 15] to the head from its end, then group 1's [14, 16] before them
+    assert s6.kv_cache["free_block_queue"] == [16, 14, 15, 10, 9, 8, 7, 17]
+    # a's next drop goes to the head in its turn
+    assert s7.scheduler["window_drops"]["a"][0]["block_ids"] == [13]
+    assert s7.kv_cache["free_block_queue"][:2] == [13, 16]
+
+
 def test_one_sliding_group_alone_drops_too() -> None:
     kv = KVCacheManager(20, 4, False, groups=(KVCacheGroup(SLIDING, (0,), 8),), max_model_len=64)
     ids = np.arange(1, 30, dtype=np.int32)
