@@ -46,6 +46,8 @@ export function drawGroupTables() {
     const v = t.rows[r][c];
     if (c < (t.lens[r] || 0) && v === NULL_BLOCK) return "null-block";
     if (v === NULL_BLOCK) return "zero";
+    // past a row's own blocks: a stale id an earlier holder of the state slot left (V2), struck
+    if (r < ids.length && c >= (t.lens[r] || 0)) return "zero sm-stale";
     return [t.fresh[r] && t.fresh[r].has(v) ? "new" : "", moved.has(v) && moved.get(v).to === t.i ? "moved-block" : ""].join(" ").trim();
   };
   // the rows: the batch's, and past it only those that still hold a block in some group

@@ -114,12 +114,12 @@ function touched(sel) {
     for (let i = 0; i < T; i++) if (Math.floor(slots[i] / bs) === sel.index) addToken(i);
     out.kvBlocks.add(sel.index);
     out.refs = blockRefs(sel.index);
-    out.refs.forEach((ref) => { out.btCells.push([ref.row, ref.logical]); out.rows.add(ref.row); });
+    out.refs.forEach((ref) => { if (!ref.group) out.btCells.push([ref.row, ref.logical]); out.rows.add(ref.row); });
   } else if (sel.kind === "slot") {
     // the slot, the block-table cells that reference its block, and this step's queries that read it
     out.kvSlots.push(sel.index);
     out.refs = blockRefs(Math.floor(sel.index / bs));
-    out.refs.forEach((ref) => { out.btCells.push([ref.row, ref.logical]); out.rows.add(ref.row); });
+    out.refs.forEach((ref) => { if (!ref.group) out.btCells.push([ref.row, ref.logical]); out.rows.add(ref.row); });
     out.readers = slotReaders(sel.index);
     out.readers.forEach((i) => { out.tokens.add(i); out.rows.add(reqOf[i]); });
   }
@@ -249,7 +249,7 @@ function renderSelection(sel, tg) {
 // "referenced by row 0 (request a), logical block 1; …": every (row, logical index) that holds the block
 function refsText(refs) {
   if (!refs.length) return L("ref_by_none");
-  return `${L("ref_by")} ${refs.map((ref) => L("ref_row").replace("{r}", ref.row).replace("{rid}", ref.rid).replace("{c}", ref.logical)).join(", ")}`;
+  return `${L("ref_by")} ${refs.map((ref) => L("ref_row").replace("{r}", ref.row).replace("{rid}", ref.rid).replace("{c}", ref.logical) + (ref.group ? ` (g${ref.group})` : "")).join(", ")}`;
 }
 
 // sorted integers as runs: "36–42, 45"
