@@ -9,7 +9,7 @@
 
 import { putTable } from "./heatmaps.js";
 import { L, S, isV2 } from "./trace.js";
-import { NULL_BLOCK, groupLabel, groupRows, isSliding, kvGroups, movedBlocks, perGroup, rowLengths } from "./groups.js";
+import { NULL_BLOCK, blocksOf, groupLabel, groupRows, isSliding, kvGroups, movedBlocks, perGroup, rowLengths } from "./groups.js";
 import { el, gridTable } from "./views.js";
 import { drawWindowRows } from "./windowrow.js";
 
@@ -32,10 +32,14 @@ export function drawGroupTables() {
   const moved = movedBlocks();
   const added = S.trace.scheduler.new_block_ids || {};
   const tables = groups.map((g, i) => {
-    const { rows } = groupRows(i);
+    const { rows, name } = groupRows(i);
     const lens = rowLengths(i);
     const fresh = ids.map((rid) => new Set(perGroup(added[rid])[i] || []));
-    return { g, i, rows, lens, fresh };
+    // the KV manager's blocks (scheduler.block_ids): where it holds the null block, V1's runner
+    // still has the id it was first given (vLLM's runner is not told of a window's drops)
+    const mgr = ids.map((rid) => blocksOf(rid, i));
+    const nullAt = (r, c) => r < ids.length && c < (lens[r] || 0) && mgr[r][c] === NULL_BLOCK;
+    return { g, i, rows, name, lens, fresh, nullAt };
   });
   // the columns any group uses, and one more (its padding), so that the tables fit side by side
   let used = 0;
@@ -44,7 +48,7 @@ export function drawGroupTables() {
   const fold = groups.length > 2;
   const cellClass = (t) => (r, c) => {
     const v = t.rows[r][c];
-    if (c < (t.lens[r] || 0) && v === NULL_BLOCK) return "null-block";
+    if (t.nullAt(r, c)) return v === NULL_BLOCK ? "null-block" : "null-block runner-stale";
     if (v === NULL_BLOCK) return "zero";
     // past a row's own blocks: a stale id an earlier holder of the state slot left (V2), struck
     if (r < ids.length && c >= (t.lens[r] || 0)) return "zero sm-stale";
@@ -60,10 +64,16 @@ export function drawGroupTables() {
       const rows = t.rows.slice(0, nRows).map((row) => row.slice(0, cols));
       const head = el("h4", { class: "bt-group-name", text: groupLabel(t.i, t.g) });
       const table = gridTable(tableId(t.i), rows, {
-        label: groupLabel(t.i, t.g), cellClass: cellClass(t),
+        label: groupLabel(t.i, t.g), cellClass: cellClass(t), cellText: (r, c) => (t.nullAt(r, c) ? NULL_BLOCK : rows[r][c]),
         rowHeader: (r) => (r < ids.length ? `${r} · ${ids[r]}` : String(r)),
       });
-      table.querySelectorAll("td.null-block").forEach((td) => { td.title = L("null_block_what"); });
+      table.querySelectorAll("td.null-block").forEach((td) => {
+        td.title = L("null_block_what");
+        const stale = rows[Number(td.dataset.r)][Number(td.dataset.c)];
+        if (stale === NULL_BLOCK) return;
+        td.dataset.stale = stale;
+        td.title += ` · ${L("grp_runner_keeps").replace("{name}", t.name).replace("{b}", stale)}`;
+      });
       table.querySelectorAll("td.moved-block").forEach((td) => {
         const m = moved.get(Number(td.textContent));
         td.title = L("grp_moved_title").replace("{from}", groupLabel(m.from)).replace("{to}", groupLabel(m.to));
@@ -93,7 +103,8 @@ function compactRow(t, ids, cls) {
     const cells = [];
     for (let c = 0; c < n && c < t.rows[r].length; c++) {
       const k = cls(r, c);
-      cells.push(el("span", { class: `bt-chip ${k}`, title: k === "null-block" ? L("null_block_what") : undefined, text: t.rows[r][c] }));
+      const nul = t.nullAt(r, c);
+      cells.push(el("span", { class: `bt-chip ${k}`, title: nul ? L("null_block_what") : undefined, text: nul ? NULL_BLOCK : t.rows[r][c] }));
     }
     line.append(el("span", { class: "bt-compact-req" }, [el("strong", { text: `${rid}:` }), ...cells]));
   });

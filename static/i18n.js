@@ -589,6 +589,7 @@ Object.assign(STRINGS.en, {
   win_title: "Token rows in {group}: the positions it still holds, the last token's window outlined",
   win_held: "held", win_in: "in the window of the last token", win_dropped: "dropped (null block)",
   win_note: "window {lo}–{hi} · {n} dropped",
+  grp_runner_keeps: "the runner's {name} still holds block {b} here: vLLM's runner is not told of a window's drops, and sliding-window attention no longer reads it",
 });
 Object.assign(STRINGS.zh, {
   grp_block_tables: "块表：每个 KV cache 组一张", grp_group: "组", grp_layer: "层", grp_layers: "层",
@@ -599,6 +600,7 @@ Object.assign(STRINGS.zh, {
   win_title: "{group} 中各请求的 token 行：仍持有的位置，框出最后一个 token 的窗口",
   win_held: "仍持有", win_in: "最后一个 token 的窗口内", win_dropped: "已丢弃（空块）",
   win_note: "窗口 {lo}–{hi} · 丢弃 {n} 个",
+  grp_runner_keeps: "runner 的 {name} 在这里仍是块 {b}：vLLM 的 runner 不会得知窗口丢弃了哪些块，滑动窗口注意力也不再读取它",
 });
 
 // Words of the server's own lines in 中文: the upstream the footer names (GET /healthz, a run's
