@@ -142,6 +142,16 @@ def test_two_groups_two_tables_the_null_block_the_window_and_the_moved_block(pag
     assert page.locator("#win-rows .win-row[data-req='b']").get_attribute("data-dropped") == "4"
     shot(page, "groups-en.png")
 
+    # a checkpoint on the sliding group's table hides the tables, the token rows and the pool
+    page.select_option("#predict-array", "block_table_g1")
+    page.fill("#predict-entries", "0-5")
+    page.click("#predict-start")
+    page.wait_for_selector("#card-block_table.concealed-card")
+    assert "concealed-card" in page.locator("#card-kv").get_attribute("class")
+    assert not page.locator("#table-block_table_g1 td.null-block").first.is_visible()
+    page.click("#predict-reveal")  # "just show me": the answers, and the views again
+    page.wait_for_function("!document.querySelector('#card-block_table.concealed-card')")
+
     # 中文: the same views, every word in Chinese
     page.click("[data-lang='zh']")
     page.wait_for_function("document.documentElement.lang === 'zh-CN'")
