@@ -10,7 +10,7 @@ import { onCellClick, showView } from "./heatmaps.js";
 import { annotationsFor, shapesFor } from "./hover.js";
 import { $, L, S, bigBatch, reqColor, reqOrder, scenarioReqIds } from "./trace.js";
 import { GREY, clear, discreteScale, el, gridTable, heatmap, plotlyText } from "./views.js";
-import { NULL_COLOR, blockWords, isNullBlock, ownerCellText, poolCategories, renderPoolLegend } from "./poolgroups.js";
+import { blockWords, isNullBlock, nullColor, ownerCellText, poolCategories, renderPoolLegend } from "./poolgroups.js";
 
 const MAX_KV_BLOCKS = 256;
 const OWNER_SHARED = "#444444";
@@ -204,7 +204,7 @@ function renderKvLegend(changes) {
 // with several groups the null block is labelled on the grid itself: it is neither free nor a request's
 function nullLabel(metric, bs) {
   if (!isHybrid() || (metric !== "owner" && metric !== "group") || !isNullBlock(0)) return [];
-  return [{ x: (Math.min(bs, 512) - 1) / 2, y: 0, text: L("null_block"), showarrow: false, bgcolor: NULL_COLOR, bordercolor: "#ffffff", font: { size: 11, color: "#ffffff" } }];
+  return [{ x: (Math.min(bs, 512) - 1) / 2, y: 0, text: L("null_block"), showarrow: false, bgcolor: nullColor(), bordercolor: "#808080", font: { size: 11, color: nullColor() === "#1a1a1a" ? "#ffffff" : "#111111" } }];
 }
 
 // contiguous runs [lo, hi] of sorted block ids, so adjacent marked blocks get one outline

@@ -10,7 +10,9 @@ import { L, S, bigBatch, reqColor, reqOrder, reqTint, scenarioReqIds } from "./t
 import { NULL_BLOCK, blockGroup, groupShort, isSliding, kvGroups } from "./groups.js";
 import { GREY, GREY_TINT, clear, el } from "./views.js";
 
-export const NULL_COLOR = "#1a1a1a";
+// the null block's colour: near black on the light theme, near white on the dark one (groups.css)
+const darkTheme = () => Boolean(window.matchMedia && window.matchMedia("(prefers-color-scheme: dark)").matches);
+export const nullColor = () => (darkTheme() ? "#e6e6e6" : "#1a1a1a");
 const SHARED = "#444444";
 // one colour per group (Paul Tol's muted scheme: distinct for colour-blind viewers)
 const GROUP_COLORS = ["#332288", "#88CCEE", "#44AA99", "#117733", "#999933", "#DDCC77", "#CC6677", "#882255"];
@@ -26,7 +28,7 @@ export function poolCategories(metric) {
   const sliding = (b) => isSliding(groups[where.get(b)]);
   if (metric === "group") {
     const cats = groups.map((g, i) => ({ value: i, label: groupShort(i, g), color: groupColor(i), kind: "group" }));
-    cats.push({ value: groups.length, label: L("null_block"), color: NULL_COLOR, kind: "null" });
+    cats.push({ value: groups.length, label: L("null_block"), color: nullColor(), kind: "null" });
     return { cats, of: (b, owners) => (isNullBlock(b) ? groups.length : owners.length && where.has(b) ? where.get(b) : null) };
   }
   const ids = bigBatch() ? [] : scenarioReqIds();
@@ -42,7 +44,7 @@ export function poolCategories(metric) {
   }
   const base = bigBatch() ? 2 : n;
   cats.push({ value: base, label: L("shared_block"), color: SHARED, kind: "shared" });
-  cats.push({ value: base + 1, label: L("null_block"), color: NULL_COLOR, kind: "null" });
+  cats.push({ value: base + 1, label: L("null_block"), color: nullColor(), kind: "null" });
   const of = (b, owners) => {
     if (isNullBlock(b)) return base + 1;
     if (!owners.length) return null;
@@ -75,7 +77,7 @@ export function renderPoolLegend(card, metric, present) {
   for (const c of cats) {
     if (c.kind !== "null" && !present.has(c.value)) continue;
     box.append(el("li", { class: `pool-${c.kind}`, dataset: { kind: c.kind } }, [
-      el("span", { class: "swatch-fill", style: `background: ${c.color}`, "aria-hidden": "true" }),
+      el("span", { class: "swatch-fill", style: c.kind === "null" ? undefined : `background: ${c.color}`, "aria-hidden": "true" }),
       c.kind === "null" ? L("null_block_what") : c.label]));
   }
   box.append(el("li", { class: "pool-free", dataset: { kind: "free" } }, [el("span", { class: "swatch-fill pool-free-swatch", "aria-hidden": "true" }), L("free")]));

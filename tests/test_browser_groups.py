@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 import test_browser as tb
+from test_browser_contrast import LOW_CONTRAST
 from test_browser_zh import PAGE_TEXT, english_phrases
 
 from pagedviz.app.links import pack
@@ -158,7 +159,8 @@ def test_two_groups_two_tables_the_null_block_the_window_and_the_moved_block(pag
     names = page.locator("#card-block_table .bt-group-name").all_inner_texts()
     assert names == ["组 0 · 全注意力 · 层 0", "组 1 · 滑动窗口（8 个 token） · 层 1"]
     assert page.locator("#kv-pool-legend li[data-kind='null']").inner_text() == NULL_ZH
-    assert page.locator("#table-block_table_g1 td.null-block").first.get_attribute("title").startswith(NULL_ZH)
+    first_null = page.locator("#table-block_table_g1 td.null-block").first
+    assert first_null.get_attribute("title").startswith(NULL_ZH)
     assert "转到另一个组" in page.locator("#kv-legend .legend-moved").inner_text()
     found = [
         (where, p) for where, text in page.evaluate(PAGE_TEXT, ".sys-panel") for p in english_phrases(text)
@@ -218,3 +220,18 @@ def test_gemma_style_sliding_groups_fold_to_a_row_each_and_one_group_keeps_today
     assert page.locator(".bt-groups, #kv-pool-legend, #win-rows, #kv-legend .legend-moved").count() == 0
     assert page.locator("#card-block_table h3").inner_text() == "Block table (block_table)"
     assert page.locator("#card-block_table button:has-text('Heatmap')").count() == 1
+
+
+def test_the_group_views_keep_their_text_readable_in_both_themes(browser: Any, base_url: str) -> None:
+    # the null block is hatched dark on the light theme and light on the dark one, its text with it
+    for theme in ("light", "dark"):
+        context = browser.new_context(
+            viewport={"width": 1280, "height": 720}, color_scheme=theme, reduced_motion="reduce"
+        )
+        pg = context.new_page()
+        pg.goto(f"{base_url}/run?s={pack(ISSUE)}&step=2")
+        pg.wait_for_selector("body[data-painted='2']", timeout=60_000)
+        assert pg.locator("#table-block_table_g1 td.null-block").count() == 4
+        low = pg.evaluate(LOW_CONTRAST)
+        assert low == [], (theme, low)
+        context.close()
