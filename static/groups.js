@@ -5,7 +5,7 @@
 // previous step, and the positions a sliding group still holds. One group (every layer full
 // attention) is today's page: isHybrid() is false and no view changes.
 
-import { A, L, S, isV2 } from "./trace.js";
+import { A, L, S, isV2, state } from "./trace.js";
 
 export const NULL_BLOCK = 0;
 
@@ -29,10 +29,14 @@ export function groupShort(i, g = kvGroups()[i]) {
 }
 
 // block id -> group index, for the blocks in use (a trace with one group: all in group 0)
+// (read once per trace: every block of the pool asks)
+const groupOf = new WeakMap();
 export function blockGroup(tr = S.trace) {
+  if (tr && groupOf.has(tr)) return groupOf.get(tr);
   const out = new Map();
   const bg = tr && tr.kv_cache && tr.kv_cache.block_group;
   if (bg) for (const [b, g] of Object.entries(bg)) out.set(Number(b), Number(g));
+  if (tr) groupOf.set(tr, out);
   return out;
 }
 
@@ -95,6 +99,15 @@ export function windowDrops(tr = S.trace) {
   return out;
 }
 
+// the batch rows a one-line-per-request view shows: the first few, and the focused request's
+const FEW = 8;
+export function fewRows(ids) {
+  const out = ids.slice(0, FEW).map((_, r) => r);
+  const focus = state.req ? ids.indexOf(String(state.req)) : -1;
+  if (focus >= FEW) out.push(focus);
+  return { rows: out, more: ids.length - out.length };
+}
+
 // The token row of each batch request as a sliding group holds it after this step: its length
 // (computed + scheduled tokens), the positions whose block is the null block (dropped) and the
 // window of its last token [lo, hi]. One entry per distinct window among the sliding groups (the
@@ -106,9 +119,11 @@ export function windowRows() {
   const ids = S.trace.batch.req_ids.map(String);
   const seq = A("seq_lens"), comp = A("num_computed_tokens_cpu"), sched = A("num_scheduled_tokens");
   const bs = S.trace.kv_cache.block_size;
+  const few = fewRows(ids);
   return [...seen].map(([w, gi]) => ({
-    group: gi, window: w,
-    rows: ids.map((rid, r) => {
+    group: gi, window: w, more: few.more,
+    rows: few.rows.map((r) => {
+      const rid = ids[r];
       const len = seq && r < seq.length ? seq[r] : (comp ? comp[r] : 0) + (sched ? sched[r] : 0);
       const blocks = blocksOf(rid, gi);
       const held = (p) => { const b = blocks[Math.floor(p / bs)]; return b !== undefined && b !== NULL_BLOCK; };

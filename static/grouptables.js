@@ -9,7 +9,7 @@
 
 import { putTable } from "./heatmaps.js";
 import { L, S, isV2 } from "./trace.js";
-import { NULL_BLOCK, blocksOf, groupLabel, groupRows, isSliding, kvGroups, movedBlocks, perGroup, rowLengths } from "./groups.js";
+import { NULL_BLOCK, blocksOf, fewRows, groupLabel, groupRows, isSliding, kvGroups, movedBlocks, perGroup, rowLengths } from "./groups.js";
 import { el, gridTable } from "./views.js";
 import { drawWindowRows } from "./windowrow.js";
 
@@ -98,7 +98,10 @@ export function drawGroupTables() {
 // a folded group in one line: each batch request's blocks in this group, in logical order
 function compactRow(t, ids, cls) {
   const line = el("span", { class: "bt-compact" });
-  ids.forEach((rid, r) => {
+  const few = fewRows(ids);
+  few.rows.forEach((r) => {
+    const rid = ids[r];
+    if (!t.rows[r]) return;
     const n = t.lens[r] || 0;
     const cells = [];
     for (let c = 0; c < n && c < t.rows[r].length; c++) {
@@ -108,6 +111,7 @@ function compactRow(t, ids, cls) {
     }
     line.append(el("span", { class: "bt-compact-req" }, [el("strong", { text: `${rid}:` }), ...cells]));
   });
+  if (few.more > 0) line.append(el("span", { class: "muted", text: `… +${few.more} ${L("more")}` }));
   return line;
 }
 

@@ -21,6 +21,7 @@ export function drawWindowRows() {
     const title = L("win_title").replace("{w}", set.window).replace("{group}", groupShort(set.group));
     const list = el("div", { class: "win-set", dataset: { window: set.window, group: set.group } }, [el("h4", { class: "win-title", text: title })]);
     for (const row of set.rows) list.append(tokenRow(row, bs));
+    if (set.more > 0) list.append(el("p", { class: "muted win-more-rows", text: `… +${set.more} ${L("more")}` }));
     box.append(list);
   }
   box.append(legend());
