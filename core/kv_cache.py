@@ -15,6 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from pagedviz.core.kv_groups import FULL, KVCacheGroup
+from pagedviz.core.kv_planning import group_max_blocks
 from pagedviz.core.kv_single_type import FullAttentionManager, SlidingWindowManager
 
 NULL_BLOCK = 0
@@ -175,7 +176,12 @@ class KVCacheManager:
         in_flight = max_in_flight_tokens if max_in_flight_tokens is not None else max_len
         self.managers: list[FullAttentionManager] = [
             SlidingWindowManager(
-                self.pool, block_size, g, group.sliding_window, in_flight, max_len, retention_interval
+                self.pool,
+                block_size,
+                g,
+                group.sliding_window,
+                group_max_blocks(group, max_len, block_size, in_flight),
+                retention_interval,
             )
             if group.sliding and group.sliding_window is not None
             else FullAttentionManager(self.pool, block_size, g)
