@@ -3,7 +3,9 @@
 // free-queue order, each on a colour domain fixed for the whole run. This step's changes carry
 // distinct marks: allocated, reused from the prefix cache (ref +1), freed, freed by a preemption.
 // When a token is selected, the blocks its attention reads through block_table[req] are numbered
-// in logical order, up to its own position (the causal cut). As a heatmap or as a table.
+// in logical order, up to its own position (the causal cut). As a heatmap or as a table. With
+// several KV cache groups the owner colours say the group's kind too, the null block is labelled,
+// a block that changed group since the previous step has its own mark (poolgroups.js, groups.js).
 
 import { flatBlocks, isHybrid, movedBlocks } from "./groups.js";
 import { onCellClick, showView } from "./heatmaps.js";
@@ -22,7 +24,8 @@ export const MARKS = {
   freed: { color: "#0072B2", dash: "dot", width: 2, glyph: "−" },
   preempted: { color: "#CC79A7", dash: "dashdot", width: 3, glyph: "!" },
 };
-// with several KV cache groups: a block a sliding group gave back that another group took
+// with several KV cache groups: a block that changed group since the previous step (a sliding
+// group gave it back, another group took it)
 export const MOVED = { color: "#7F3C8D", dash: "solid", width: 3, glyph: "⇄" };
 const marksOn = () => (isHybrid() ? { ...MARKS, moved: MOVED } : MARKS);
 // the colour-by metric on show: "group" only where the run has groups

@@ -161,7 +161,7 @@ def test_two_groups_two_tables_the_null_block_the_window_and_the_moved_block(pag
     assert page.locator("#kv-pool-legend li[data-kind='null']").inner_text() == NULL_ZH
     first_null = page.locator("#table-block_table_g1 td.null-block").first
     assert first_null.get_attribute("title").startswith(NULL_ZH)
-    assert "转到另一个组" in page.locator("#kv-legend .legend-moved").inner_text()
+    assert "转到另一个 KV cache 组" in page.locator("#kv-legend .legend-moved").inner_text()
     found = [
         (where, p) for where, text in page.evaluate(PAGE_TEXT, ".sys-panel") for p in english_phrases(text)
     ]
