@@ -6,6 +6,7 @@
 // heatmap's click-to-select live here too; the KV cache has its own module, kvgrid.js.
 
 import { fillTable } from "./canvasmap.js";
+import { perGroup } from "./groups.js";
 import { pngButton } from "./export.js";
 import { applySelection, select, shapesFor } from "./hover.js";
 import { $, A, L, S, bigBatch, btName, reqOrder, reqTint, scenarioReqIds } from "./trace.js";
@@ -123,7 +124,7 @@ export function drawBlockTable() {
   // a block is new in the row of the request it was added to (a prefix-cache hit is new to the
   // request that found it, not to the one that wrote it)
   const added = S.trace.scheduler.new_block_ids || {};
-  const freshIn = S.trace.batch.req_ids.map((rid) => new Set(added[rid] || []));
+  const freshIn = S.trace.batch.req_ids.map((rid) => new Set(perGroup(added[rid])[0] || []));
   const isNew = (r, v) => Boolean(freshIn[r] && freshIn[r].has(v));
   const empty = name === "block_table" ? 0 : -1;
   S.shapes.block_table = [];

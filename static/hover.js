@@ -114,12 +114,12 @@ function touched(sel) {
     for (let i = 0; i < T; i++) if (Math.floor(slots[i] / bs) === sel.index) addToken(i);
     out.kvBlocks.add(sel.index);
     out.refs = blockRefs(sel.index);
-    out.refs.forEach((ref) => { out.btCells.push([ref.row, ref.logical]); out.rows.add(ref.row); });
+    out.refs.forEach((ref) => { if (!ref.group) out.btCells.push([ref.row, ref.logical]); out.rows.add(ref.row); });
   } else if (sel.kind === "slot") {
     // the slot, the block-table cells that reference its block, and this step's queries that read it
     out.kvSlots.push(sel.index);
     out.refs = blockRefs(Math.floor(sel.index / bs));
-    out.refs.forEach((ref) => { out.btCells.push([ref.row, ref.logical]); out.rows.add(ref.row); });
+    out.refs.forEach((ref) => { if (!ref.group) out.btCells.push([ref.row, ref.logical]); out.rows.add(ref.row); });
     out.readers = slotReaders(sel.index);
     out.readers.forEach((i) => { out.tokens.add(i); out.rows.add(reqOf[i]); });
   }
@@ -146,6 +146,12 @@ export function applySelection({ plots = true } = {}) {
   mark("table-token_ids_cpu", tg.tokCells);
   mark("table-block_table", slotCells(tg.btCells));
   mark("table-input_block_tables", tg.btCells);
+  // the other KV cache groups' tables (grouptables.js): a token's or a request's logical blocks
+  // (the same cells in every group), and a selected block where it is
+  document.querySelectorAll(".bt-group table[id*='_g']").forEach((tb) => {
+    if (sel && (sel.kind === "token" || sel.kind === "request")) mark(tb.id, tg.btCells);
+    if (tg.kvBlocks.size) tb.querySelectorAll("td").forEach((td) => { const v = Number(td.textContent); if (v > 0 && tg.kvBlocks.has(v)) td.classList.add("hl"); });
+  });
   // Model Runner V2's slot panel: a batch row, its idx_mapping arrow and its state slot
   if ($("slotmap") && !tg.guarded) {
     tg.rows.forEach((r) => document.querySelectorAll(`#slotmap [data-r="${r}"], #slotmap [data-slot="${slotOfRow(r)}"], #slot-state [data-slot="${slotOfRow(r)}"]`)
@@ -201,8 +207,9 @@ export function annotationsFor(id) {
   // on a tall pool the numbers would overlap: then only the first and the last block are numbered
   const reads = targets(S.hover || S.sel).reads;
   const crowded = S.trace.kv_cache && S.trace.kv_cache.num_blocks > 24;
-  return reads.map((rd, k) => [rd, k]).filter(([, k]) => !crowded || k === 0 || k === reads.length - 1).map(([rd, k]) => ({ x: rd.upto / 2, y: rd.block, text: String(k + 1),
-    showarrow: false, bgcolor: "#ffffff", bordercolor: "#111111", font: { size: 11, color: "#111111" } }));
+  // the grid's own labels first (kvgrid.js: the null block of a run with several KV cache groups)
+  return [...((S.labels && S.labels.kv) || []), ...reads.map((rd, k) => [rd, k]).filter(([, k]) => !crowded || k === 0 || k === reads.length - 1).map(([rd, k]) => ({ x: rd.upto / 2, y: rd.block, text: String(k + 1),
+    showarrow: false, bgcolor: "#ffffff", bordercolor: "#111111", font: { size: 11, color: "#111111" } }))];
 }
 
 function relayoutShapes(tg) {
@@ -242,7 +249,7 @@ function renderSelection(sel, tg) {
 // "referenced by row 0 (request a), logical block 1; …": every (row, logical index) that holds the block
 function refsText(refs) {
   if (!refs.length) return L("ref_by_none");
-  return `${L("ref_by")} ${refs.map((ref) => L("ref_row").replace("{r}", ref.row).replace("{rid}", ref.rid).replace("{c}", ref.logical)).join(", ")}`;
+  return `${L("ref_by")} ${refs.map((ref) => L("ref_row").replace("{r}", ref.row).replace("{rid}", ref.rid).replace("{c}", ref.logical) + (ref.group ? ` (g${ref.group})` : "")).join(", ")}`;
 }
 
 // sorted integers as runs: "36–42, 45"
@@ -292,6 +299,9 @@ export function lightArray(name) {
 }
 
 // hover and click in the token table and clicks in the system-level tables
+// a block table's id: V1's block_table, V2's input_block_tables, and each group's (_g1, ...)
+const BLOCK_TABLE = /^table-(block_table|input_block_tables)(_g\d+)?$/;
+
 export function wireHover() {
   // a checkpoint opened or checked: the outlines follow what it hides
   document.addEventListener("pagedviz:conceal", () => applySelection());
@@ -318,7 +328,7 @@ export function wireHover() {
     if (!cell) return null;
     const table = cell.closest("table");
     const v = Number(cell.textContent);
-    if (table.id === "table-block_table" || table.id === "table-input_block_tables") return Number.isInteger(v) && (v > 0 || (v === 0 && S.overview.flavor === "nanovllm")) ? { kind: "block", index: v } : null;
+    if (BLOCK_TABLE.test(table.id)) return Number.isInteger(v) && (v > 0 || (v === 0 && S.overview.flavor === "nanovllm")) ? { kind: "block", index: v } : null;
     if (table.id === "table-kv") {
       const r = Number(cell.closest("tr").dataset.r);
       return cell.tagName === "TH" ? { kind: "block", index: r } : { kind: "slot", index: Number(cell.dataset.slot) };
@@ -332,7 +342,7 @@ export function wireHover() {
     if (!cell) return;
     const table = cell.closest("table");
     const sel = sysSel(e);
-    if (table.id === "table-block_table" || table.id === "table-input_block_tables" || table.id === "table-kv") { if (sel) select(sel); }
+    if (BLOCK_TABLE.test(table.id) || table.id === "table-kv") { if (sel) select(sel); }
     else if (table.id === "table-token_ids_cpu") select({ kind: "request", index: Number(cell.dataset.r) });
   });
 }

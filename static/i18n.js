@@ -578,6 +578,31 @@ Object.assign(STRINGS.zh, {
 Object.assign(STRINGS.en, { fh_now_max: "At most {n} with the other fields as they are." });
 Object.assign(STRINGS.zh, { fh_now_max: "其他字段保持现值时，最多为 {n}。" });
 
+// KV cache groups on the run page (issue 38): the block table of each group, the pool by group and
+// owner, the null block and the sliding window (groups.js, grouptables.js, poolgroups.js, windowrow.js)
+Object.assign(STRINGS.en, {
+  grp_block_tables: "Block tables, one per KV cache group", grp_group: "group", grp_layer: "layer", grp_layers: "layers",
+  grp_full: "full attention", grp_sliding: "sliding window ({w} tokens)", grp_full_short: "full", grp_sliding_short: "sliding {w}",
+  grp_window_short: "sliding window", m_group: "KV cache group", grp_pool_legend: "KV pool colours",
+  null_block_what: "null block: placeholder for blocks a sliding window dropped",
+  mark_moved: "moved to another KV cache group since the previous step", grp_moved_title: "moved: {from} → {to}",
+  win_title: "Token rows in {group}: the positions it still holds, the last token's window outlined",
+  win_held: "held", win_in: "in the window of the last token", win_dropped: "dropped (null block)",
+  win_note: "window {lo}–{hi} · {n} dropped",
+  grp_runner_keeps: "the runner's {name} still holds block {b} here: vLLM's runner is not told of a window's drops, and sliding-window attention no longer reads it",
+});
+Object.assign(STRINGS.zh, {
+  grp_block_tables: "块表：每个 KV cache 组一张", grp_group: "组", grp_layer: "层", grp_layers: "层",
+  grp_full: "全注意力", grp_sliding: "滑动窗口（{w} 个 token）", grp_full_short: "全注意力", grp_sliding_short: "滑动 {w}",
+  grp_window_short: "滑动窗口", m_group: "KV cache 组", grp_pool_legend: "KV 块池的颜色",
+  null_block_what: "空块（null block）：滑动窗口丢弃的块的占位",
+  mark_moved: "自上一步起转到另一个 KV cache 组", grp_moved_title: "转移：{from} → {to}",
+  win_title: "{group} 中各请求的 token 行：仍持有的位置，框出最后一个 token 的窗口",
+  win_held: "仍持有", win_in: "最后一个 token 的窗口内", win_dropped: "已丢弃（空块）",
+  win_note: "窗口 {lo}–{hi} · 丢弃 {n} 个",
+  grp_runner_keeps: "runner 的 {name} 在这里仍是块 {b}：vLLM 的 runner 不会得知窗口丢弃了哪些块，滑动窗口注意力也不再读取它",
+});
+
 // Words of the server's own lines in 中文: the upstream the footer names (GET /healthz, a run's
 // overview) and an imported recording's notes (core/replay.py); a line not listed stays as written
 const SERVER_WORDS = {

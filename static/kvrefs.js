@@ -4,6 +4,7 @@
 // that the views and the hover import them without importing each other.
 
 import { getJSON } from "./api.js";
+import { blocksOf, isSliding, kvGroups } from "./groups.js";
 import { A, S, blockSize, btName, reqOfTokens, rowBlocks, state, tokenCount } from "./trace.js";
 
 // ------------------------------------------------------------------ a slot's writer and readers
@@ -18,6 +19,14 @@ export function blockRefs(b) {
   if (!arr || (b === 0 && S.overview.flavor !== "nanovllm")) return [];
   const out = [];
   rowBlocks().forEach((row, r) => row.forEach((x, c) => { if (x === b) out.push({ row: r, logical: c, rid: String(S.trace.batch.req_ids[r]) }); }));
+  // with several KV cache groups, the other groups' block lists too (scheduler.block_ids), each
+  // reference with its group and, for a sliding group, its window
+  const groups = kvGroups();
+  for (let g = 1; g < groups.length; g++) {
+    S.trace.batch.req_ids.forEach((rid, r) => blocksOf(String(rid), g).forEach((x, c) => {
+      if (x === b) out.push({ row: r, logical: c, rid: String(rid), group: g, window: isSliding(groups[g]) ? groups[g].sliding_window : null });
+    }));
+  }
   return out;
 }
 
@@ -30,7 +39,8 @@ export function slotReaders(slot) {
   const reqOf = reqOfTokens(), pos = A("positions") || [];
   const out = [];
   for (let i = 0; i < tokenCount(); i++) {
-    if (refs.some((ref) => reqOf[i] === ref.row && pos[i] >= ref.logical * bs + o)) out.push(i);
+    // (a sliding group's slot is read only by the queries whose window still covers it)
+    if (refs.some((ref) => reqOf[i] === ref.row && pos[i] >= ref.logical * bs + o && (!ref.window || pos[i] - ref.window < ref.logical * bs + o))) out.push(i);
   }
   return out;
 }

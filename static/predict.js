@@ -38,6 +38,14 @@ const REVEALS = {
   query_start_loc: { arrays: ["cu_num_tokens", "logits_indices", "cu_seqlens_q"] },
   num_computed_tokens_cpu: { arrays: ["num_computed_tokens"], views: ["#overview", "#queue"], words: /computed|recompute|已计算|重新计算/i },
 };
+// a KV cache group's array (block_table_g1, slot_mapping_g1: issue 38) is told by what tells its
+// group 0 namesake, group for group, and shown in the same card (grouptables.js)
+const groupBase = (a) => a.replace(/_g\d+$/, "");
+function revealsOf(a) {
+  if (REVEALS[a] || groupBase(a) === a) return REVEALS[a];
+  const base = REVEALS[groupBase(a)], g = a.slice(groupBase(a).length);
+  return base ? { ...base, arrays: (base.arrays || []).map((x) => x + g) } : undefined;
+}
 // the views that show one token's (or request's) numbers worked out: hidden at every checkpoint
 const WORKED = ["#stage-sub", "#selection", "#slot-formula", ".export"];
 
@@ -53,7 +61,8 @@ function laterArrays(a) {
 
 // the arrays whose views are hidden while `a` is predicted: itself and what tells it
 export function hiddenArrays(a) {
-  return [...new Set([a, ...((REVEALS[a] && REVEALS[a].arrays) || []), ...laterArrays(a)])];
+  const more = revealsOf(a);
+  return [...new Set([a, ...((more && more.arrays) || []), ...laterArrays(a)])];
 }
 
 export const predicting = () => Boolean(P.cp && !P.revealed);
@@ -104,10 +113,10 @@ function applyConceal() {
     const col = heads.findIndex((th) => th.title === a || th.dataset.array === a);
     if (col >= 0) document.querySelectorAll(`#request-table tbody td:nth-child(${col + 1})`).forEach(hide);
     document.querySelectorAll("#req-table > p.value-line").forEach((p) => { const c = p.querySelector("code"); if (c && c.textContent === a) hide(p); });
-    const card = $(CARD_OF[a] || `card-${a}`);
+    const card = $(CARD_OF[a] || CARD_OF[groupBase(a)] || `card-${groupBase(a)}`);
     if (card) card.classList.add("concealed-card");
   }
-  const more = REVEALS[P.cp.array] || {};
+  const more = revealsOf(P.cp.array) || {};
   for (const sel of [...(more.views || []), ...WORKED]) {
     document.querySelectorAll(sel).forEach((n) => (n.classList.contains("card") ? n.classList.add("concealed-card") : hide(n)));
   }

@@ -12,6 +12,8 @@ import { card, drawBlockTable, drawMask, drawTokenIds } from "./heatmaps.js";
 import { applySelection, lightArray, select, selectionFromState, wireHover } from "./hover.js";
 import { applyI18n, progressText } from "./i18n.js";
 import { drawKv, kvMetricSelect } from "./kvgrid.js";
+import { kvGroups } from "./groups.js";
+import { drawGroupTables, groupCardId } from "./grouptables.js";
 import { renderStageDetail, renderStages } from "./stages.js";
 import { writeState } from "./state.js";
 import { noteRowTops, renderRequestTable, renderTokenTable, slidePendingRows } from "./tables.js";
@@ -383,15 +385,22 @@ function renderSystem() {
   if (tr.arrays.all_token_ids) cards.push(["all_token_ids", "v2_all_token_ids"]);
   if (tr.kv_cache && tr.kv_cache.num_blocks) cards.push(["kv", "kv_cache"]);
   if (tr.arrays.attn_mask) cards.push(["attn_mask", "attn_mask"]);
-  const key = JSON.stringify([cards, S.view, state.lang, S.kvMetric]);
+  // with several KV cache groups, the batch-order block table card holds one table per group
+  const groups = kvGroups().length;
+  const key = JSON.stringify([cards, S.view, state.lang, S.kvMetric, groups]);
   if (key !== S.sysKey) {
     S.sysKey = key;
     const grid = clear($("sys-grid"));
-    for (const [id, titleKey] of cards) grid.append(card(id, titleKey, id === "kv" ? { extra: kvMetricSelect(redrawSystem), onToggle: redrawSystem } : { onToggle: redrawSystem }));
+    for (const [id, titleKey] of cards) {
+      const perGroup = groups > 1 && id === groupCardId();
+      grid.append(card(id, perGroup ? "grp_block_tables" : titleKey, id === "kv" ? { extra: kvMetricSelect(redrawSystem), onToggle: redrawSystem }
+        : { onToggle: redrawSystem, toggle: !perGroup }));
+    }
   }
   S.shapes = {};
   const draw = { token_ids_cpu: drawTokenIds, block_table: isV2() ? drawSlotBlockTables : drawBlockTable, kv: drawKv, attn_mask: drawMask,
     input_block_tables: drawInputBlockTables, all_token_ids: drawAllTokenIds };
+  if (groups > 1) draw[groupCardId()] = drawGroupTables;
   const parts = (window.pagedvizTiming.systemParts = {});
   try {
     deferDraws(sysAway);

@@ -3,6 +3,7 @@
 // paged = dense check, attention state) and the chips of what changed since the previous step
 // (new, resumed, preempted and finished requests, new blocks, rows moved in the persistent batch).
 
+import { perGroup } from "./groups.js";
 import { moveLabel } from "./tables.js";
 import { $, A, L, S, poolBlocks, reqColor, reqTint, rowMoves, scenarioReqIds, state } from "./trace.js";
 import { clear, el } from "./views.js";
@@ -119,7 +120,8 @@ export function renderChanges() {
   if (sch.preempted_req_ids && sch.preempted_req_ids.length) box.append(chip("preempted", L("preempted"), sch.preempted_req_ids));
   if (sch.finished_req_ids && sch.finished_req_ids.length) box.append(chip("finished", L("finished"), sch.finished_req_ids));
   const nb = sch.new_block_ids || {};
-  const parts = Object.entries(nb).map(([r, b]) => `${r} → [${blockList(b)}]`);
+  // with several KV cache groups, one list per group: "a → [17] · [18]"
+  const parts = Object.entries(nb).map(([r, b]) => `${r} → ${perGroup(b).map((g) => `[${blockList(g)}]`).join(" · ")}`);
   if (parts.length) box.append(chip("newblocks", L("new_blocks"), parts, 8));
   const moves = rowMoves().map(moveLabel);
   if (moves.length > 4) box.append(chip("moved", L("moved"), moves, 4));

@@ -8,6 +8,7 @@
 // - all_token_ids [max_num_reqs, max_model_len], each slot's prompt and outputs so far, up to its
 //   total_len.
 
+import { perGroup } from "./groups.js";
 import { onCellClick, putTable, showView } from "./heatmaps.js";
 import { gatheredReads, slotHolders, slotReads } from "./kernelreads.js";
 import { shapesFor } from "./hover.js";
@@ -50,7 +51,7 @@ function drawTable(id, name, data, { owner, live, fresh, label, yTitle, hover })
 // the blocks a request got this step (scheduler.new_block_ids)
 function freshFor(rid) {
   const added = (S.trace.scheduler.new_block_ids || {})[rid];
-  return new Set(added || []);
+  return new Set(perGroup(added)[0] || []);
 }
 
 export function drawSlotBlockTables() {
