@@ -126,12 +126,15 @@ def window_drops(f: Facts) -> list[Item]:
             n, w, first = d.get("num_computed_tokens"), d.get("sliding_window"), d.get("first_kept_token")
             name_en, name_zh = group_name(groups, g)
             word = "block" if len(blocks) == 1 else "blocks"
-            en = f"Request {rid}'s {name_en} dropped {word} {_blocks(blocks)}"
-            zh = f"请求 {rid} 的{name_zh}丢弃了块 {_blocks(blocks)}"
+            en = f"Request {rid}'s {name_en} dropped {word} {_blocks(sorted(blocks))}"
+            zh = f"请求 {rid} 的{name_zh}丢弃了块 {_blocks(sorted(blocks))}"
             if idx and f.bs:
                 span_en, span_zh = _token_ranges(idx, f.bs)
                 en += f" (token positions {span_en})"
                 zh += f"（token 位置 {span_zh}）"
+            if blocks != sorted(blocks):  # the order they reach the free queue in
+                en += f", freed in the order {', '.join(map(str, blocks))}"
+                zh += f"，按 {'、'.join(map(str, blocks))} 的顺序释放"
             if n is not None and w is not None and first is not None:
                 en += (
                     f": at {n} computed tokens the window of {w} keeps positions {first} onward, since no "
@@ -144,9 +147,15 @@ def window_drops(f: Facts) -> list[Item]:
             one = len(blocks) == 1
             en += (
                 f"; the null block {NULL_BLOCK} takes {'its place' if one else 'their places'} in the "
-                f"group's block table and the {word} {'returns' if one else 'return'} to the free queue."
+                f"group's block list (scheduler.block_ids) and the {word} {'returns' if one else 'return'} "
+                "to the free queue. The runner is told only of new blocks: its block table keeps the old "
+                f"{'id' if one else 'ids'}, which the sliding layer no longer reads."
             )
-            zh += f"；空块 {NULL_BLOCK} 在该组块表中顶替{'它' if one else '它们'}的位置，这些块回到空闲队列。"
+            zh += (
+                f"；空块 {NULL_BLOCK} 在该组的块列表（scheduler.block_ids）中"
+                f"顶替{'它' if one else '它们'}的位置，"
+                "这些块回到空闲队列。runner 只会收到新块：它的块表里仍是旧的块号，滑动窗口层不再读取它们。"
+            )
             refs: list[tuple[str, Any]] = [("request", rid), *(("block", b) for b in blocks)]
             items.append(_item(f"window_drop:{rid}:{g}", _text(en, zh), refs))
     return items

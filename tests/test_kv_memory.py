@@ -81,3 +81,14 @@ def test_the_compare_of_full_attention_and_sliding_window_says_each_sides_memory
     peaks = [t["peak_layer_blocks_used"] for t in c["totals"]]
     assert peaks == [max(m["layer_blocks_used"] for m in p) for p in per]
     assert c["totals_delta"]["peak_layer_blocks_used"] == peaks[1] - peaks[0]
+
+
+def test_the_sliding_window_holds_less_than_full_attention_once_it_drops_blocks() -> None:
+    hybrid, full = run_metrics(_steps(False)), run_metrics(_steps(True))
+    drops = [t.step for t in _steps(False) if t.scheduler.get("window_drops")]
+    assert drops, "the window never dropped a block"
+    k = drops[0]
+    # from the first drop on, the hybrid run holds fewer one-layer blocks at every step
+    for a, b in zip(hybrid["steps"][k - 1 :], full["steps"][k - 1 :]):
+        assert a["layer_blocks_used"] < b["layer_blocks_used"], (a, b)
+    assert hybrid["totals"]["peak_layer_blocks_used"] < full["totals"]["peak_layer_blocks_used"]

@@ -2,10 +2,10 @@
 a block a full-attention group takes that a sliding group held the step before, and each group's
 blocks at admission and growth, in English and 简体中文, every number read from the trace.
 
-The scenario is the issue's example from vLLM's own scheduler: layer 0 full attention, layer 1 a
-sliding window of 8 tokens, block size 4; a (20 prompt tokens) and b (12) at step 1. After step 2,
-vLLM's hybrid manager holds a in ([1, 2, 3, 4, 5, 8], [0, 0, 0, 9, 10, 7]) and b in
-([11, 12, 13, 14], [0, 15, 16, 6])."""
+The scenario is the issue's example from vLLM's own scheduler, run by the engine: layer 0 full
+attention, layer 1 a sliding window of 8 tokens, block size 4, prefix caching off; a (20 prompt
+tokens) and b (12) at step 1. After step 2, vLLM's hybrid manager holds a in
+([1, 2, 3, 4, 5, 8], [0, 0, 0, 9, 10, 7]) and b in ([11, 12, 13, 14], [0, 15, 16, 6])."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ ISSUE = {
         "max_num_reqs": 4,
         "max_num_batched_tokens": 64,
         "enable_chunked_prefill": True,
-        "enable_prefix_caching": True,
+        "enable_prefix_caching": False,
         "layer_types": ["full_attention", "sliding_attention"],
         "sliding_window": 8,
     },
@@ -52,54 +52,40 @@ def _by_key(items: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {it["key"]: it for it in items}
 
 
-def _with_drop(t: StepTrace, n: int = 20, first: int = 13, blocks: tuple[int, ...] = (6, 7, 8)) -> StepTrace:
-    """Step 2 of the example as vLLM's hybrid manager leaves it: a's window drops `blocks` (its
-    logical blocks 0..2), its full group takes block 8 and its sliding group 7; b drops 14."""
+def _with_drop(t: StepTrace, n: int, first: int, blocks: tuple[int, ...]) -> StepTrace:
+    """Step 2 with other numbers in a's window drop (only the drop: what the sentence reads)."""
     t2 = copy.copy(t)
     t2.scheduler = copy.deepcopy(t.scheduler)
-    t2.kv_cache = copy.deepcopy(t.kv_cache)
-    t2.scheduler["block_ids"] = {
+    d = t2.scheduler["window_drops"]["a"][0]
+    d.update(block_ids=list(blocks), block_indices=list(range(len(blocks))), num_computed_tokens=n)
+    d["first_kept_token"] = first
+    return t2
+
+
+def test_the_issues_step_2_is_the_engines() -> None:
+    _, steps = _run()
+    assert steps[1].scheduler["block_ids"] == {
         "a": [[1, 2, 3, 4, 5, 8], [0, 0, 0, 9, 10, 7]],
         "b": [[11, 12, 13, 14], [0, 15, 16, 6]],
     }
-    t2.scheduler["new_block_ids"] = {"a": [[8], [7]], "b": [[14], [6]]}
-    drop = {"group": 1, "block_indices": list(range(len(blocks))), "sliding_window": 8}
-    t2.scheduler["window_drops"] = {
-        "a": [{**drop, "block_ids": list(blocks), "num_computed_tokens": n, "first_kept_token": first}],
-        "b": [
-            {
-                **drop,
-                "block_ids": [14],
-                "block_indices": [0],
-                "num_computed_tokens": 12,
-                "first_kept_token": 5,
-            }
-        ],
-    }
-    groups = {
-        b: g for lists in t2.scheduler["block_ids"].values() for g, bs in enumerate(lists) for b in bs if b
-    }
-    t2.kv_cache["block_group"] = {str(b): g for b, g in groups.items()}
-    owners: dict[str, list[str]] = {}
-    for rid, lists in t2.scheduler["block_ids"].items():
-        for b in {b for bs in lists for b in bs if b}:
-            owners.setdefault(str(b), []).append(rid)
-    t2.kv_cache["owners"] = owners
-    return t2
 
 
 def test_a_window_drop_says_which_blocks_which_positions_and_why_in_both_languages() -> None:
     sc, steps = _run()
-    items = _by_key(narrate(_with_drop(steps[1]), steps[0], sc.config))
+    items = _by_key(narrate(steps[1], steps[0], sc.config))
     en, zh = items["window_drop:a:1"]["text"]["en"], items["window_drop:a:1"]["text"]["zh"]
-    assert en.startswith("Request a's sliding-window group (layer 1, window 8) dropped blocks 6–8")
-    assert "(token positions 0–11)" in en
+    assert en.startswith(
+        "Request a's sliding-window group (layer 1, window 8) dropped blocks 6–8 (token positions 0–11), "
+        "freed in the order 8, 7, 6: at 20"
+    )
     assert "at 20 computed tokens the window of 8 keeps positions 13 onward" in en
     assert "the null block 0 takes their places" in en and "return to the free queue" in en
-    assert "请求 a 的滑动窗口组（第 1 层，窗口 8）丢弃了块 6–8（token 位置 0–11）" in zh
+    assert (
+        "请求 a 的滑动窗口组（第 1 层，窗口 8）丢弃了块 6–8（token 位置 0–11），按 8、7、6 的顺序释放：" in zh
+    )
     assert "已计算 20 个 token" in zh and "位置 13 及之后" in zh and "空块 0" in zh
     refs = [(r["kind"], r["id"]) for r in items["window_drop:a:1"]["refs"]]
-    assert refs == [("request", "a"), ("block", 6), ("block", 7), ("block", 8)]
+    assert refs == [("request", "a"), ("block", 8), ("block", 7), ("block", 6)]
     b = items["window_drop:b:1"]["text"]["en"]
     assert "dropped block 14 (token positions 0–3)" in b and "takes its place" in b and "returns" in b
 
@@ -109,14 +95,14 @@ def test_the_drop_sentence_follows_the_trace_not_the_example() -> None:
     sc, steps = _run()
     items = _by_key(narrate(_with_drop(steps[1], n=24, first=17, blocks=(6, 7, 8, 9)), steps[0], sc.config))
     en = items["window_drop:a:1"]["text"]["en"]
-    assert "dropped blocks 6–9 (token positions 0–15)" in en
+    assert "dropped blocks 6–9 (token positions 0–15)" in en  # freed in ascending order here
     assert "at 24 computed tokens the window of 8 keeps positions 17 onward" in en
     assert "positions 13" not in en
 
 
 def test_a_block_the_sliding_group_gave_back_and_the_full_group_took_is_said() -> None:
     sc, steps = _run()
-    items = _by_key(narrate(_with_drop(steps[1]), steps[0], sc.config))
+    items = _by_key(narrate(steps[1], steps[0], sc.config))
     move = items["group_move:8"]["text"]
     assert move["en"].startswith(
         "Block 8 moved between groups: at the end of step 1 it was in request a's sliding-window group "
@@ -129,9 +115,7 @@ def test_a_block_the_sliding_group_gave_back_and_the_full_group_took_is_said() -
     assert "group_move:14" in items
     assert "group_move:7" not in items and "group_move:6" not in items
     # without the step before there is nothing to compare with
-    assert not [
-        k for k in _by_key(narrate(_with_drop(steps[1]), None, sc.config)) if k.startswith("group_move")
-    ]
+    assert not [k for k in _by_key(narrate(steps[1], None, sc.config)) if k.startswith("group_move")]
 
 
 def test_admission_and_growth_name_each_groups_blocks() -> None:
@@ -145,8 +129,8 @@ def test_admission_and_growth_name_each_groups_blocks() -> None:
         f"拿到块 {full}（第 0 层，全注意力） 和 {sliding}（第 1 层，滑动窗口）"
         in first["new:a"]["text"]["zh"]
     )
-    # the growth sentence, from the constructed step 2 (one new block per group)
-    grow = _by_key(narrate(_with_drop(steps[1]), steps[0], sc.config))["grow"]["text"]
+    # the growth sentence of step 2 (one new block per group)
+    grow = _by_key(narrate(steps[1], steps[0], sc.config))["grow"]["text"]
     assert "8 (layer 0, full attention) and 7 (layer 1, sliding window) for a" in grow["en"]
     assert "a 得到 8（第 0 层，全注意力） 和 7（第 1 层，滑动窗口）" in grow["zh"]
 
