@@ -171,17 +171,28 @@ def _dropped_now(f: Facts) -> dict[int, str]:
     return out
 
 
+def _drops_of(t: StepTrace) -> dict[int, tuple[str, int]]:
+    """Block id -> (the request whose window dropped it in step t, the group)."""
+    out: dict[int, tuple[str, int]] = {}
+    for rid, entries in (t.scheduler.get("window_drops") or {}).items():
+        for d in entries or []:
+            for b in d.get("block_ids") or []:
+                out[int(b)] = (str(rid), int(d.get("group", 0)))
+    return out
+
+
 def group_moves(f: Facts, prev: StepTrace | None) -> list[Item]:
-    """A block that a sliding group held at the end of the step before and that a full-attention
-    group holds now: the pool is shared, so a block a window gave back is the next one handed out,
-    to any group (prev's `kv_cache.block_group` and owners, this step's `scheduler.block_ids`)."""
+    """A block a full-attention group takes this step that a sliding group held at the end of the
+    step before (its window dropped it now) or dropped in the step before (it waited in the free
+    queue): the pool is shared, so a block a window gives back serves any group next (prev's
+    `kv_cache.block_group`, owners and `scheduler.window_drops`, this step's `scheduler.block_ids`)."""
     groups = groups_of(f.t)
     if prev is None or not groups:
         return []
     before = {int(b): int(g) for b, g in (prev.kv_cache.get("block_group") or {}).items()}
-    prev_groups = groups_of(prev)
+    prev_groups = groups_of(prev) or groups
     prev_owners = {int(b): [str(o) for o in os] for b, os in (prev.kv_cache.get("owners") or {}).items()}
-    dropped = _dropped_now(f)
+    dropped, dropped_before = _dropped_now(f), _drops_of(prev)
     items = []
     for rid, lists in (f.sched.get("block_ids") or {}).items():
         rid = str(rid)
@@ -189,22 +200,34 @@ def group_moves(f: Facts, prev: StepTrace | None) -> list[Item]:
             if not 0 <= g < len(groups) or groups[g].get("kind") == "sliding_attention":
                 continue
             for i, b in enumerate(int(x) for x in blocks):
-                g0 = before.get(b)
-                if b == NULL_BLOCK or g0 is None or not 0 <= g0 < len(prev_groups):
+                g0 = before.get(b, -1)
+                held = 0 <= g0 < len(prev_groups)
+                if b == NULL_BLOCK or not (held or b in dropped_before):
                     continue
-                if prev_groups[g0].get("kind") != "sliding_attention":
+                if held and prev_groups[g0].get("kind") != "sliding_attention":
                     continue
-                holders = prev_owners.get(b, [])
-                old_en, old_zh = group_name(prev_groups, g0)
                 new_en, new_zh = group_name(groups, g)
-                who_en = f"request {_join_en(holders)}'s " if holders else "a "
-                who_zh = f"请求 {_join_zh(holders)} 的" if holders else ""
-                en = f"Block {b} moved between groups: at the end of step {prev.step} it was in "
-                en += f"{who_en}{old_en}"
-                zh = f"块 {b} 换了组：第 {prev.step} 步结束时它在{who_zh}{old_zh}中"
-                if b in dropped:
-                    en += ", whose window dropped it this step to the free queue"
-                    zh += "，本步被该窗口丢弃回空闲队列"
+                if held:
+                    holders = prev_owners.get(b, [])
+                    old_en, old_zh = group_name(prev_groups, g0)
+                    who_en = f"request {_join_en(holders)}'s " if holders else "a "
+                    who_zh = f"请求 {_join_zh(holders)} 的" if holders else ""
+                    en = f"Block {b} moved between groups: at the end of step {prev.step} it was in "
+                    en += f"{who_en}{old_en}"
+                    zh = f"块 {b} 换了组：第 {prev.step} 步结束时它在{who_zh}{old_zh}中"
+                    if b in dropped:
+                        en += ", whose window dropped it this step to the free queue"
+                        zh += "，本步被该窗口丢弃回空闲队列"
+                else:
+                    holder, g1 = dropped_before[b]
+                    holders = [holder]
+                    old_en, old_zh = group_name(prev_groups, g1)
+                    en = (
+                        f"Block {b} moved between groups: request {holder}'s {old_en} dropped it in step "
+                        f"{prev.step} and it waited in the free queue"
+                    )
+                    zh = f"块 {b} 换了组：请求 {holder} 的{old_zh}在第 {prev.step} 步丢弃了它，"
+                    zh += "它在空闲队列里等着"
                 en += (
                     f"; now request {rid}'s {new_en} holds it as its logical block {i}: every group "
                     "allocates from the one shared pool, so a block a window gives back can serve a "

@@ -143,3 +143,23 @@ def test_one_group_says_nothing_of_groups() -> None:
     for k, t in enumerate(steps[:3]):
         for it in narrate(t, steps[k - 1] if k else None, sc.config):
             assert not re.search(r"group|组", it["text"]["en"] + it["text"]["zh"]), it["text"]
+
+
+def test_a_block_dropped_the_step_before_and_taken_by_a_full_group_now_is_said() -> None:
+    sc, steps = _run()
+    prev, t = copy.copy(steps[1]), copy.copy(steps[2])
+    # step 2's window also dropped block 30, which waited in the free queue; at step 3 a's full
+    # group takes it as its next block
+    prev.scheduler = copy.deepcopy(prev.scheduler)
+    prev.scheduler["window_drops"]["b"][0]["block_ids"] = [14, 30]
+    prev.scheduler["window_drops"]["b"][0]["block_indices"] = [0, 1]
+    t.scheduler = copy.deepcopy(t.scheduler)
+    t.scheduler["block_ids"]["a"][0] = [*t.scheduler["block_ids"]["a"][0], 30]
+    move = _by_key(narrate(t, prev, sc.config))["group_move:30"]
+    assert move["text"]["en"].startswith(
+        "Block 30 moved between groups: request b's sliding-window group (layer 1, window 8) dropped it in "
+        "step 2 and it waited in the free queue; now request a's full-attention group (layer 0) holds it "
+        f"as its logical block {len(t.scheduler['block_ids']['a'][0]) - 1}"
+    )
+    assert "请求 b 的滑动窗口组（第 1 层，窗口 8）在第 2 步丢弃了它" in move["text"]["zh"]
+    assert [(r["kind"], r["id"]) for r in move["refs"]] == [("block", 30), ("request", "a"), ("request", "b")]
