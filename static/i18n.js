@@ -640,4 +640,7 @@ Object.assign(STRINGS.zh, {
   mem_peak: "峰值：A {a}，B {b}。", mem_saves: "滑动窗口（{side}）省下 {d} 个单层块（{pct}%）。",
   mem_costs: "滑动窗口（{side}）多占 {d} 个单层块（{pct}%）。",
   mem_layers: "各层", mem_sliding: "滑动窗口", mem_full: "全注意力",
+  // the landing form's help of the scenario's layer fields (core/scenario.py)
+  fh_layer_types: "各层的注意力，按顺序：\"full_attention\" 或 \"sliding_attention\"（Hugging Face 的 layer_types）；null：每层都是全注意力，一个 KV cache 组。vLLM 为每个 KV cache 组规划一张块表（core/kv_groups.py）；model.num_layers 随列表而定",
+  fh_sliding_window: "sliding_attention 层关注的 token 数（含查询自身）；有 sliding_attention 层时必填",
 });
