@@ -99,9 +99,9 @@ ANSWERS = {
     ("demo-v2-slots", 4, "idx_mapping"): [2, 3],
     # at 20 computed tokens a window of 8 keeps positions 13 on: the scheduler's sliding list of a
     # drops blocks 1-3 to the null block, but the runner hears only of the new block (2, one the
-    # window just gave back), so its row keeps the dropped ids (vLLM's CachedRequestData); vLLM 0.33's
-    # own scheduler and V1 runner (the engine vllm) give this row too
-    ("demo-gpt-oss-sliding-window", 2, "block_table"): [1, 2, 3, 4, 5, 2],
+    # window just gave back), so its row [1, 2, 3, 4, 5, 2] keeps the dropped ids (vLLM's
+    # CachedRequestData); vLLM 0.33's own scheduler and V1 runner (the engine vllm) give it too
+    ("demo-gpt-oss-sliding-window", 2, "block_table"): [1, 2, 3, 2],
 }
 
 
