@@ -161,16 +161,6 @@ def window_drops(f: Facts) -> list[Item]:
     return items
 
 
-def _dropped_now(f: Facts) -> dict[int, str]:
-    """Block id -> the request whose window dropped it this step."""
-    out: dict[int, str] = {}
-    for rid, entries in (f.sched.get("window_drops") or {}).items():
-        for d in entries or []:
-            for b in d.get("block_ids") or []:
-                out[int(b)] = str(rid)
-    return out
-
-
 def _drops_of(t: StepTrace) -> dict[int, tuple[str, int]]:
     """Block id -> (the request whose window dropped it in step t, the group)."""
     out: dict[int, tuple[str, int]] = {}
@@ -192,7 +182,7 @@ def group_moves(f: Facts, prev: StepTrace | None) -> list[Item]:
     before = {int(b): int(g) for b, g in (prev.kv_cache.get("block_group") or {}).items()}
     prev_groups = groups_of(prev) or groups
     prev_owners = {int(b): [str(o) for o in os] for b, os in (prev.kv_cache.get("owners") or {}).items()}
-    dropped, dropped_before = _dropped_now(f), _drops_of(prev)
+    dropped, dropped_before = _drops_of(f.t), _drops_of(prev)
     items = []
     for rid, lists in (f.sched.get("block_ids") or {}).items():
         rid = str(rid)
