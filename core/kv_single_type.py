@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from pagedviz.core.kv_cache import BlockPool
+    from pagedviz.core.block_pool import BlockPool
 
 NULL_BLOCK = 0
 
@@ -157,18 +157,15 @@ class SlidingWindowManager(FullAttentionManager):
         block_size: int,
         group_id: int,
         sliding_window: int,
-        max_in_flight_tokens: int,
-        max_model_len: int,
+        max_admission_blocks: int,
         retention_interval: int | None = 0,
     ) -> None:
         super().__init__(pool, block_size, group_id)
         self.sliding_window = sliding_window
         self.window = sliding_window
         self.retention_interval = retention_interval
-        # SlidingWindowSpec.max_admission_blocks_per_request: the last W - 1 computed tokens and
-        # the tokens in flight, +1 block since the window need not start at a block's start
-        tokens = min(sliding_window - 1 + max_in_flight_tokens, max_model_len)
-        self.max_admission_blocks = cdiv(tokens, block_size) + 1
+        # the most blocks a request holds here (core/kv_planning.py): admission asks for no more
+        self.max_admission_blocks = max_admission_blocks
 
     def num_skipped_tokens(self, num_computed_tokens: int) -> int:
         return max(0, num_computed_tokens - self.window + 1)

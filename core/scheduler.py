@@ -15,6 +15,7 @@ import numpy as np
 
 from pagedviz.core.config import EngineConfig, RequestSpec
 from pagedviz.core.kv_cache import KVCacheManager
+from pagedviz.core.kv_planning import max_in_flight_tokens
 from pagedviz.core.request import Request, Status
 
 
@@ -129,8 +130,7 @@ class Scheduler:
             config.free_queue_order,
             config.kv_cache_groups,
             max_model_len=config.max_model_len,
-            # vLLM's max_in_flight_tokens: one batch per concurrent step (2 with async scheduling)
-            max_in_flight_tokens=(2 if config.async_scheduling else 1) * config.max_num_batched_tokens,
+            max_in_flight_tokens=max_in_flight_tokens(config.max_num_batched_tokens, config.async_scheduling),
         )
         self.arrivals: dict[int, list[Request]] = {}
         for spec in requests:

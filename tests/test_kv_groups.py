@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from pagedviz.core import ScenarioError
 from pagedviz.core.kv_cache import KVCacheManager
 from pagedviz.core.kv_groups import FULL, SLIDING, KVCacheGroup
 
@@ -128,16 +129,45 @@ def test_window_drops_wait_for_the_tokens_in_flight_with_async_scheduling() -> N
 
 
 def test_a_request_that_does_not_fit_waits_for_the_blocks_of_every_group() -> None:
-    # 14 blocks (13 usable): a takes 5 + 5; b's 12 tokens need 3 blocks in each group, 6 > 3 free
-    steps = issue_run(enable_prefix_caching=False, num_kv_blocks=14, max_model_len=32)
-    s1 = steps[0]
+    # after a's 5 + 5 blocks, 29 are free; c's 60 tokens need 15 full-attention blocks and 15 in
+    # the sliding group (its window and the tokens in flight could need 17): 30
+    requests = [ISSUE_REQUESTS[0], {"id": "c", "prompt_token_ids": list(range(1, 61)), "max_tokens": 4}]
+    s1 = run_all(make_scenario(requests, **{**HYBRID, "enable_prefix_caching": False}))[0]
     assert s1.scheduler["block_ids"] == {"a": [[1, 2, 3, 4, 5], [6, 7, 8, 9, 10]]}
-    assert s1.scheduler["waiting_causes"]["b"] == {
+    assert s1.scheduler["waiting_causes"]["c"] == {
         "cause": "kv_pool",
-        "blocks_needed": 6,
-        "blocks_free": 3,
+        "blocks_needed": 30,
+        "blocks_free": 29,
         "full_sequence": True,
     }
+
+
+def test_preemption_frees_each_group_from_its_end_group_by_group_without_the_null_places() -> None:
+    # window 4, blocks of 2, 17 usable blocks; a and b (6 tokens, 8 to generate) decode side by
+    # side, each sliding group dropping a block every other step, until b (10 computed) needs a
+    # block in each group with 1 free: it preempts itself
+    config = {
+        **HYBRID,
+        "sliding_window": 4,
+        "block_size": 2,
+        "max_model_len": 16,
+        "max_num_batched_tokens": 32,
+        "num_kv_blocks": 18,
+        "enable_prefix_caching": False,
+    }
+    requests = [{"id": "a", "prompt_len": 6, "max_tokens": 8}, {"id": "b", "prompt_len": 6, "max_tokens": 8}]
+    steps = run_all(make_scenario(requests, **config))
+    s5, s6, s7 = steps[4:7]
+    assert s5.scheduler["block_ids"]["b"] == [[7, 8, 9, 10, 15], [0, 0, 0, 14, 16]]
+    assert s6.scheduler["preempted_req_ids"] == ["b"]
+    assert s6.scheduler["preemption_causes"] == {
+        "b": {"cause": "kv_pool", "for": "b", "blocks_needed": 2, "blocks_free": 1}
+    }
+    # group 0's [7, 8, 9, 10, 15] to the head from its end, then group 1's [14, 16] before them
+    assert s6.kv_cache["free_block_queue"] == [16, 14, 15, 10, 9, 8, 7, 17]
+    # a's next drop goes to the head in its turn
+    assert s7.scheduler["window_drops"]["a"][0]["block_ids"] == [13]
+    assert s7.kv_cache["free_block_queue"][:2] == [13, 16]
 
 
 def test_one_sliding_group_alone_drops_too() -> None:
@@ -171,3 +201,33 @@ def test_hits_of_every_group_are_touched_before_any_group_allocates() -> None:
     # touching 1, 2 and 5 leaves [6, 4, 3, 7]: the full group takes 6, the sliding group 4
     assert added == [[1, 2, 6], [0, 5, 4]]
     assert kv.pool.ref_cnt[[1, 2, 5]].tolist() == [1, 1, 1]
+
+
+def pool_refusal(**config: Any) -> list[str]:
+    try:
+        make_scenario(ISSUE_REQUESTS, **{**HYBRID, **config})
+    except ScenarioError as e:
+        return [msg for loc, msg in e.errors if loc == "config.num_kv_blocks"]
+    return []
+
+
+def test_a_pool_short_of_one_sequence_in_every_group_is_refused_with_vllms_reason() -> None:
+    # vLLM's planning: one max_model_len request in every group at once; the sliding group holds
+    # at most its window's last 7 tokens and the tokens in flight (64 here: 71 > 64, so all 64),
+    # plus one block: 16 + 17 = 33 blocks, and the null block
+    assert pool_refusal(num_kv_blocks=33) == [
+        "To serve at least one request with the model's max seq len (64), 33 KV blocks are needed, "
+        "one request's blocks in every KV cache group (group 0 (full_attention): 16, group 1 "
+        "(sliding_attention): 17), which is more than the 32 usable blocks of the pool "
+        "(num_kv_blocks 33 less the null block). Based on the available blocks, the estimated "
+        "maximum model length is 60. Increase num_kv_blocks to at least 34 or decrease max_model_len."
+    ]
+    assert pool_refusal(num_kv_blocks=34) == []
+    # a budget of 8 tokens keeps the sliding group to cdiv(7 + 8, 4) + 1 = 5 blocks: 21 in all
+    assert pool_refusal(num_kv_blocks=21, max_num_batched_tokens=8)[0].startswith(
+        "To serve at least one request with the model's max seq len (64), 21 KV blocks are needed"
+    )
+    assert pool_refusal(num_kv_blocks=22, max_num_batched_tokens=8) == []
+    # async scheduling keeps two batches in flight: 7 + 16 tokens, 7 blocks
+    assert pool_refusal(num_kv_blocks=23, max_num_batched_tokens=8, async_scheduling=True) != []
+    assert pool_refusal(num_kv_blocks=24, max_num_batched_tokens=8, async_scheduling=True) == []
