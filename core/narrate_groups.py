@@ -154,7 +154,8 @@ def window_drops(f: Facts) -> list[Item]:
             zh += (
                 f"；空块 {NULL_BLOCK} 在该组的块列表（scheduler.block_ids）中"
                 f"顶替{'它' if one else '它们'}的位置，"
-                "这些块回到空闲队列。runner 只会收到新块：它的块表里仍是旧的块号，滑动窗口层不再读取它们。"
+                f"{'这个块' if one else '这些块'}回到空闲队列。runner 只会收到新块：它的块表里仍是旧的块号，"
+                f"滑动窗口层不再读取{'它' if one else '它们'}。"
             )
             refs: list[tuple[str, Any]] = [("request", rid), *(("block", b) for b in blocks)]
             items.append(_item(f"window_drop:{rid}:{g}", _text(en, zh), refs))

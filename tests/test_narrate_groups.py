@@ -88,6 +88,8 @@ def test_a_window_drop_says_which_blocks_which_positions_and_why_in_both_languag
     assert refs == [("request", "a"), ("block", 8), ("block", 7), ("block", 6)]
     b = items["window_drop:b:1"]["text"]["en"]
     assert "dropped block 14 (token positions 0–3)" in b and "takes its place" in b and "returns" in b
+    b_zh = items["window_drop:b:1"]["text"]["zh"]
+    assert "这个块回到空闲队列" in b_zh and "不再读取它。" in b_zh
 
 
 def test_the_drop_sentence_follows_the_trace_not_the_example() -> None:
