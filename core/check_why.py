@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from pagedviz.core.check_groups import group_cause, is_group_table, rule_extra, table_group
 from pagedviz.core.narrate_explain import explain
 from pagedviz.core.narrate_facts import Facts, Text, _text
 from pagedviz.core.trace import StepTrace
@@ -63,14 +64,16 @@ def _lst(xs: Any) -> str:
 def rule(t: StepTrace, array: str) -> Text:
     """The rule of the array, said once for all its checked entries: what to apply, not a value."""
     a = t.arrays
-    if array in ("block_table", "block_tables") and a[array].ndim == 2:
-        return _text(
+    if (array == "block_tables" or table_group(array) is not None) and a[array].ndim == 2:
+        text = _text(
             "A request holds ceil(tokens / block_size) blocks; the blocks it gets this step come from "
             "the head of the free queue, in order, after the rows before it took theirs. An entry past "
             "its blocks stays 0 (the null block).",
             "请求持有 ceil(token 数 / block_size) 个块；本步新分配的块按顺序从空闲队列头部取出，"
             "排在它前面的行先取。超出它所持块数的位置保持 0（空块）。",
         )
+        extra = rule_extra(t)  # several KV cache groups: the window's drops, the groups' order
+        return _text(text["en"] + extra["en"], text["zh"] + extra["zh"]) if extra else text
     if array in ("num_computed_tokens_cpu", "num_computed_tokens"):
         return _text(
             "The tokens whose KV is already in the cache before this step. A preemption throws a "
@@ -108,9 +111,9 @@ def hint(t: StepTrace, array: str, i: int) -> Text:
     """Entry i's own pointer, without its value: which request, which block, which token (the
     array's rule is said once, by rule())."""
     a = t.arrays
-    if array in ("block_table", "block_tables") and a[array].ndim == 2:
+    if (array == "block_tables" or table_group(array) is not None) and a[array].ndim == 2:
         r, c = divmod(i, _shape_cols(t, array))
-        rid = _row_req(t, r) if array == "block_table" else _slot_req(t, r)
+        rid = _slot_req(t, r) if array == "block_tables" else _row_req(t, r)
         bs = int(t.kv_cache.get("block_size", 0)) or None
         toks = f" (its tokens {c * bs}–{c * bs + bs - 1})" if bs else ""
         toks_zh = f"（它的第 {c * bs}–{c * bs + bs - 1} 个 token）" if bs else ""
@@ -168,6 +171,8 @@ def cause(t: StepTrace, array: str, i: int, history: Sequence[StepTrace] = ()) -
     """Why entry i has its value, told from the trace, with the value; None where the trace has no
     more to say than the formula (core/narrate_explain.py)."""
     a = t.arrays
+    if is_group_table(t, array):  # several KV cache groups: core/check_groups.py
+        return group_cause(t, array, i, history)
     if array == "block_table" and a["block_table"].ndim == 2:
         r, c = divmod(i, _shape_cols(t, array))
         rid = _row_req(t, r)

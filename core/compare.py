@@ -155,6 +155,9 @@ def compare_runs(
             entry["batch"] = _diff_batch(ta, tb)
             sa, sb = ma["steps"][k], mb["steps"][k]
             entry["metrics_delta"] = {f: sb[f] - sa[f] for f in STEP_FIELDS}
+            # the KV each side holds after the step (full attention vs a sliding window: the
+            # blocks, and the blocks counted once per layer they hold, core/metrics.py)
+            entry["memory"] = {k: [sa[k], sb[k]] for k in ("blocks_used", "layer_blocks_used")}
             na = {it["key"]: it["text"]["en"] for it in narrate(ta, a[k - 1] if k else None, config_a)}
             nb = {it["key"]: it["text"]["en"] for it in narrate(tb, b[k - 1] if k else None, config_b)}
             entry["narration"] = {

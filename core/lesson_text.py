@@ -35,8 +35,9 @@ MAX_ITEMS = 64  # a list longer than this is cut with "…"
 REVEALS: dict[str, tuple[str, ...]] = {
     "idx_mapping": ("batch.slots", "batch.slot_events"),
     # the blocks each request got this step are its new block-table entries
-    "block_table": ("scheduler.new_block_ids",),
-    "block_tables": ("scheduler.new_block_ids",),
+    # (and, with several KV cache groups, every group's list and the window's drops)
+    "block_table": ("scheduler.new_block_ids", "scheduler.block_ids", "scheduler.window_drops"),
+    "block_tables": ("scheduler.new_block_ids", "scheduler.block_ids", "scheduler.window_drops"),
 }
 
 

@@ -6,6 +6,13 @@ block size), tokens held in those blocks, internal fragmentation (slots allocate
 held: the empty tail of each request's last block), blocks shared through the prefix cache,
 preemptions, tokens scheduled, padded tokens (CUDA-graph padding) and requests in the batch.
 
+KV held in one-layer blocks (`layer_blocks_used`): a block serves every layer of the KV cache group
+whose table holds it, so blocks of runs with different KV cache groups are compared by the layers
+each one holds: with one group, blocks used times the model's layers; with several (a sliding window
+beside full attention), each block times its group's layers (`kv_cache.block_group`,
+`kv_cache.kv_cache_groups`). It is what "full attention vs sliding window, same requests" compares:
+vLLM sizes a block of a hybrid model to one group's layers and shares the pool among the groups.
+
 Tokens held are counted per block, so a block shared by several requests counts once: each
 request holding `L` tokens of KV fills its j-th block with `min(block_size, L - j * block_size)`
 tokens. `L` is the request's `seq_lens` in a step that schedules it and carries over from its
@@ -25,6 +32,7 @@ from pagedviz.core.trace import StepTrace
 
 STEP_FIELDS = (
     "blocks_used",
+    "layer_blocks_used",
     "blocks_free",
     "slots_allocated",
     "tokens_held",
@@ -35,6 +43,18 @@ STEP_FIELDS = (
     "padded_tokens",
     "num_reqs",
 )
+
+
+def layer_blocks(kv: dict[str, Any]) -> int:
+    """Blocks in use, each counted once per layer it holds K and V for: the layers of the group
+    that holds it (several KV cache groups) or every layer (one group)."""
+    owners = kv.get("owners", {})
+    groups = kv.get("kv_cache_groups") or []
+    if not groups:
+        return len(owners) * int(kv.get("num_layers", 1) or 1)
+    per_group = [len(g.get("layers") or []) or 1 for g in groups]
+    where = kv.get("block_group") or {}
+    return sum(per_group[int(where[b])] if b in where else 1 for b in owners)
 
 
 def step_metrics(steps: Sequence[StepTrace]) -> list[dict[str, Any]]:
@@ -68,6 +88,7 @@ def step_metrics(steps: Sequence[StepTrace]) -> list[dict[str, Any]]:
                 "step": t.step,
                 "idle": t.idle,
                 "blocks_used": used,
+                "layer_blocks_used": layer_blocks(kv),
                 "blocks_free": len(kv.get("free_block_queue", [])),
                 "slots_allocated": used * bs,
                 "tokens_held": tokens_held,
@@ -103,6 +124,7 @@ def run_metrics(steps: Sequence[StepTrace]) -> dict[str, Any]:
         "padded_tokens": sum(m["padded_tokens"] for m in per),
         "preemptions": sum(m["preemptions"] for m in per),
         "peak_blocks_used": peak("blocks_used"),
+        "peak_layer_blocks_used": peak("layer_blocks_used"),
         "mean_blocks_used": mean("blocks_used"),
         "peak_internal_fragmentation": peak("internal_fragmentation"),
         "mean_internal_fragmentation": mean("internal_fragmentation"),

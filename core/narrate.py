@@ -23,6 +23,7 @@ from pagedviz.core.config import EngineConfig
 from pagedviz.core.narrate_batch import _idle, _last, _moves, _padding, _pool, _sampling, _spec
 from pagedviz.core.narrate_explain import explain
 from pagedviz.core.narrate_facts import Facts, Item
+from pagedviz.core.narrate_groups import group_moves, window_drops
 from pagedviz.core.narrate_sched import (
     _admissions,
     _budget,
@@ -56,7 +57,9 @@ def narrate(
     items += _preemptions(f, prev)
     items += _admissions(f)
     items += _chunks(f, config)
+    items += window_drops(f)
     items += _growth(f)
+    items += group_moves(f, prev)
     items += _budget(f, config)
     items += _waiting(f, config)
     items += _moves(f)

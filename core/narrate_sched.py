@@ -21,6 +21,7 @@ from pagedviz.core.narrate_facts import (
     _text,
     _word,
 )
+from pagedviz.core.narrate_groups import blocks_by_group, flat, new_blocks_per_group
 from pagedviz.core.trace import StepTrace
 
 
@@ -173,13 +174,14 @@ def _preemptions(f: Facts, prev: StepTrace | None) -> list[Item]:
 
 def _admissions(f: Facts) -> list[Item]:
     items = []
-    new_blocks = {str(k): [int(b) for b in v] for k, v in f.sched.get("new_block_ids", {}).items()}
+    new_blocks = new_blocks_per_group(f)  # one list per KV cache group
     for kind in ("new", "resumed"):
         for rid in f.sched.get(f"{kind}_req_ids", []):
             r = f.row(rid)
             if r is None:
                 continue
-            blocks = new_blocks.get(rid, [])
+            lists = new_blocks.get(rid, [[]])
+            blocks = flat(lists)
             total = f.total_tokens(r)
             n = f.nst.get(rid, 0)
             refs: list[tuple[str, Any]] = [("request", rid), ("row", r), *(("block", b) for b in blocks)]
@@ -193,14 +195,15 @@ def _admissions(f: Facts) -> list[Item]:
             en += f"; it schedules {n} now, takes row {r} of the batch"
             zh += f"；这一步调度 {n} 个，占用批次第 {r} 行"
             if blocks:
-                en += f" and gets {_word(blocks, 'block')} {_blocks(blocks)}"
+                shown = blocks_by_group(f, lists)  # several KV cache groups: each group's blocks
+                en += f" and gets {_word(blocks, 'block')} {shown[0] if shown else _blocks(blocks)}"
                 en += " (prefix-cache hits included)" if int(f.computed[r]) > 0 else " from the free queue"
-                zh += f"，拿到块 {_blocks(blocks)}"
+                zh += f"，拿到块 {shown[1] if shown else _blocks(blocks)}"
                 zh += "（含前缀缓存命中的块）" if int(f.computed[r]) > 0 else "（来自空闲队列）"
             items.append(_item(f"{kind}:{rid}", _text(en + ".", zh + "。"), refs))
             hit = int(f.computed[r]) if r < len(f.computed) else 0
             if hit > 0 and f.bs:
-                items.append(_prefix_hit(f, rid, r, hit, blocks))
+                items.append(_prefix_hit(f, rid, r, hit, lists[0]))
     return items
 
 
@@ -278,24 +281,22 @@ def _chunks(f: Facts, config: EngineConfig | None) -> list[Item]:
 def _growth(f: Facts) -> list[Item]:
     """Running requests whose next tokens open a new block."""
     kinds = set(f.sched.get("new_req_ids", [])) | set(f.sched.get("resumed_req_ids", []))
-    grown = {
-        str(k): [int(b) for b in v]
-        for k, v in f.sched.get("new_block_ids", {}).items()
-        if str(k) not in kinds and v
-    }
+    grown = {rid: lists for rid, lists in new_blocks_per_group(f).items() if rid not in kinds and flat(lists)}
     if not grown:
         return []
-    pairs = list(grown.items())
+    parts_en, parts_zh = [], []
+    for rid, lists in grown.items():
+        shown = blocks_by_group(f, lists)  # several KV cache groups: each group's blocks
+        parts_en.append(f"{shown[0] if shown else _blocks(flat(lists))} for {rid}")
+        parts_zh.append(f"{rid} 得到 {shown[1] if shown else _blocks(flat(lists))}")
     en = (
         "New blocks for running requests whose next tokens cross into a block they do not have yet: "
-        + "; ".join(f"{_blocks(bs)} for {rid}" for rid, bs in pairs)
+        + "; ".join(parts_en)
     )
-    zh = "运行中的请求下一个 token 进入了还没有的块，于是分到新块：" + "；".join(
-        f"{rid} 得到 {_blocks(bs)}" for rid, bs in pairs
-    )
+    zh = "运行中的请求下一个 token 进入了还没有的块，于是分到新块：" + "；".join(parts_zh)
     refs: list[tuple[str, Any]] = []
-    for rid, bs in pairs:
-        refs += [("request", rid), *(("block", b) for b in bs)]
+    for rid, lists in grown.items():
+        refs += [("request", rid), *(("block", b) for b in flat(lists))]
     return [_item("grow", _text(en + ".", zh + "。"), refs)]
 
 

@@ -32,6 +32,7 @@ from pagedviz.core.narrate_facts import (
     _plural,
     _text,
 )
+from pagedviz.core.narrate_groups import group_moves, window_drops
 from pagedviz.core.narrate_sched import (
     _admissions,
     _budget,
@@ -376,7 +377,9 @@ def narrate_v2(
     items += _slot_events(f, s, resumed)
     items += _sort(f, s, config)
     items += _chunks(f, config)
+    items += window_drops(f)
     items += _growth(f)
+    items += group_moves(f, prev)
     items += _budget(f, config)
     items += _waiting(f, config)
     items += _padding(f)

@@ -15,6 +15,7 @@ import { t } from "./i18n.js";
 import { writeState } from "./state.js";
 import { $, L, S, state } from "./trace.js";
 import { clear, el } from "./views.js";
+import { memoryLine } from "./comparememory.js";
 import { backToBaseline, modifiedScenario } from "./whatif.js";
 
 const C = { a: null, b: null, spec: "", pairs: [], cmp: null, first: 1, steps: new Map(), going: 0 };
@@ -23,7 +24,7 @@ const NAMED_STEP = new URLSearchParams(window.location.search).has("step");
 const FLAVORS = ["vllm", "ascend", "nanovllm"];
 const BOOL = new Set(["enable_chunked_prefill", "enable_prefix_caching", "async_scheduling"]);
 // settings whose values are words, kept as written (the server names a wrong one)
-const WORDS = new Set(["flavor", "model_runner", "speculative_method", "free_queue_order", "device"]);
+const WORDS = new Set(["flavor", "model_runner", "speculative_method", "free_queue_order", "device", "layer_types"]);
 
 // "flavor:nanovllm,block_size:4" -> [["flavor","nanovllm"],["block_size",4]]; null when malformed
 // (a number that is not one, a boolean that is neither true/false nor 1/0)
@@ -48,7 +49,15 @@ export function parseSpec(spec) {
 
 function applySpec(scenario, pairs) {
   const sc = JSON.parse(JSON.stringify(scenario));
-  for (const [k, v] of pairs) { if (k === "flavor") sc.flavor = v; else sc.config[k] = v; }
+  for (const [k, v] of pairs) {
+    if (k === "flavor") sc.flavor = v;
+    else if (k === "layer_types") {
+      // "layer_types:full_attention": every layer of the model that kind, the same layer count; a
+      // window no layer slides over any more is dropped (the server refuses one that applies to none)
+      sc.config.layer_types = (sc.config.layer_types || ["full_attention"]).map(() => v);
+      if (!sc.config.layer_types.includes("sliding_attention")) delete sc.config.sliding_window;
+    } else sc.config[k] = v;
+  }
   sc.title = `${scenario.title || scenario.name} · ${pairs.map(([k, v]) => `${k} ${v}`).join(", ")}`.slice(0, 200);
   return sc;
 }
@@ -67,6 +76,7 @@ export const CONTRASTS = [
   { preset: "seed-001", vs: "flavor:nanovllm", key: "cmp_nano" },
   { preset: "seed-001", vs: "flavor:ascend", key: "cmp_ascend" },
   { preset: "demo-v2-slots", vs: "model_runner:v1", key: "cmp_runner" },
+  { preset: "demo-gpt-oss-sliding-window", vs: "layer_types:full_attention", key: "cmp_sliding" },
 ];
 
 export function contrastLinks(box, lang) {
@@ -204,7 +214,15 @@ function batchPart(b) {
 // what each side runs with, for the settings B changes: "A · enable_prefix_caching true"
 function sideLabel(x) {
   const sc = x.scenario;
-  return C.pairs.map(([k]) => (k === "flavor" ? runnerOf(sc) : k === "model_runner" ? `${L("cmp_runner_word")} ${sc.config[k] || "v2"}` : `${k} ${sc.config[k]}`)).join(" · ");
+  return C.pairs.map(([k]) => (k === "flavor" ? runnerOf(sc) : k === "model_runner" ? `${L("cmp_runner_word")} ${sc.config[k] || "v2"}`
+    : k === "layer_types" ? layersLabel(sc.config) : `${k} ${sc.config[k]}`)).join(" · ");
+}
+
+// "layers: sliding window 8, full" -- each layer's attention, in the page's language
+function layersLabel(config) {
+  const kinds = config.layer_types || ["full_attention"];
+  const word = (x) => (x === "sliding_attention" ? `${L("mem_sliding")} ${config.sliding_window}` : L("mem_full"));
+  return `${L("mem_layers")}: ${kinds.map(word).join(", ")}`;
 }
 
 // the first screen's view: the line that says what differs and why, and the two panes
@@ -231,6 +249,7 @@ function renderView(entry, ta, tb, na, nb) {
   const items = (entry.stale || [[], []]).flatMap((xs, i) => xs.map((x) => fmt("cmp_stale_item", { side: i ? "B" : "A", ...x })));
   stale.hidden = !items.length;
   if (items.length) stale.append(el("span", { text: L("cmp_stale_h") }), " ", el("span", { class: "cmp-stale-list", text: items.join(L("cmp_sep")) }));
+  memoryLine($("cmp-memory"), entry, C.cmp, ta, tb);
   renderPanes($("cmp-panes"), { label: sideLabel(C.a), trace: ta, flavor: C.a.scenario.flavor }, { label: sideLabel(C.b), trace: tb, flavor: C.b.scenario.flavor });
 }
 
@@ -314,6 +333,7 @@ function build() {
       el("button", { type: "button", class: "small", dataset: { i18n: "cmp_close" }, text: L("cmp_close"), onclick: stopCompare })]),
     el("p", { id: "cmp-line", class: "cmp-line", "aria-live": "polite" }),
     el("p", { id: "cmp-why", class: "cmp-why" }),
+    el("p", { id: "cmp-memory", class: "cmp-memory", hidden: true }),
     el("p", { id: "cmp-stale", class: "cmp-stale muted", hidden: true }),
     el("div", { id: "cmp-panes", class: "cmp-panes" }),
   ]);

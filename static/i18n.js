@@ -645,3 +645,27 @@ export const PLOTLY_LOCALES = {
     },
   },
 };
+
+// KV cache groups taught (issue 38, point 4): the contrast "full attention vs sliding window, same
+// requests" and the memory line of its compare view (comparememory.js)
+Object.assign(STRINGS.en, {
+  cmp_sliding: "Full attention vs sliding window, same requests: the memory each holds",
+  cmp_why_layer_types: "A full-attention layer keeps the K and V of every token; a sliding-window layer reads only the last window's tokens, so its KV cache group gives the blocks that fall out of the window back to the pool (the null block takes their places in its block table). With several groups each block serves one group's layers, so the memory is counted in blocks of one layer.",
+  mem_h: "Memory:", mem_step: "at step {n}, in blocks of one layer ({bs} tokens of one layer's K and V), A holds {a} and B {b}.",
+  mem_side: "{n} ({blocks} blocks × {layers} {unit})", mem_layer: "layer", mem_layers_unit: "layers",
+  mem_peak: "At the peak: A {a}, B {b}.", mem_saves: "The sliding window ({side}) saves {d} blocks of one layer ({pct}%).",
+  mem_costs: "The sliding window ({side}) holds {d} more ({pct}%).",
+  mem_layers: "layers", mem_sliding: "sliding window", mem_full: "full attention",
+});
+Object.assign(STRINGS.zh, {
+  cmp_sliding: "全注意力 vs 滑动窗口，相同请求：各占多少显存",
+  cmp_why_layer_types: "全注意力层保留每个 token 的 K 和 V；滑动窗口层只读最近一个窗口内的 token，所以它的 KV cache 组把落出窗口的块交还给块池（空块在它的块表中顶替这些位置）。有多个组时，每个块只服务一个组的层，所以显存按单层块计。",
+  mem_h: "显存：", mem_step: "第 {n} 步按单层块计（一块装 {bs} 个 token 的一层 K 和 V），A 占 {a}，B 占 {b}。",
+  mem_side: "{n}（{blocks} 个块 × {layers} {unit}）", mem_layer: "层", mem_layers_unit: "层",
+  mem_peak: "峰值：A {a}，B {b}。", mem_saves: "滑动窗口（{side}）省下 {d} 个单层块（{pct}%）。",
+  mem_costs: "滑动窗口（{side}）多占 {d} 个单层块（{pct}%）。",
+  mem_layers: "各层", mem_sliding: "滑动窗口", mem_full: "全注意力",
+  // the landing form's help of the scenario's layer fields (core/scenario.py)
+  fh_layer_types: "各层的注意力，按顺序：\"full_attention\" 或 \"sliding_attention\"（Hugging Face 的 layer_types）；null：每层都是全注意力，一个 KV cache 组。vLLM 为每个 KV cache 组规划一张块表（core/kv_groups.py）；model.num_layers 随列表而定",
+  fh_sliding_window: "sliding_attention 层关注的 token 数（含查询自身）；有 sliding_attention 层时必填",
+});

@@ -28,6 +28,8 @@ CONTRASTS = [
     ("seed-001", {"flavor": "nanovllm"}),
     ("seed-001", {"flavor": "ascend"}),
     ("demo-v2-slots", {"model_runner": "v1"}),
+    # every layer full attention beside a sliding window (its window dropped with it)
+    ("demo-gpt-oss-sliding-window", {"layer_types": "full_attention"}),
 ]
 # the view's own words in English, which the Chinese view must not show
 ENGLISH = [
@@ -68,6 +70,9 @@ def _first_differing_step(index: int) -> int:
     for k, v in change.items():
         if k == "flavor":
             b["flavor"] = v
+        elif k == "layer_types":
+            b["config"][k] = [v] * len(b["config"][k])
+            del b["config"]["sliding_window"]
         else:
             b["config"][k] = v
     steps = compare_runs(
@@ -105,7 +110,8 @@ def _in_first_screen(page: Any, selector: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("index", "lang", "present"), [(i, "en", False) for i in range(6)] + [(i, "zh", True) for i in range(6)]
+    ("index", "lang", "present"),
+    [(i, "en", False) for i in range(len(CONTRASTS))] + [(i, "zh", True) for i in range(len(CONTRASTS))],
 )
 def test_each_contrast_opens_both_runs_side_by_side_at_the_first_differing_step(
     page: Any, index: int, lang: str, present: bool

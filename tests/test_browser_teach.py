@@ -490,6 +490,7 @@ def test_compare_with_another_flavour_from_the_keyboard(page: object) -> None:
     page.goto(page.base + "/")
     page.wait_for_selector("body[data-ready='1']", timeout=30_000)
     hrefs = page.locator("#contrasts a").evaluate_all("as => as.map(a => a.getAttribute('href'))")
-    assert len(hrefs) == 6 and all("vs=" in h for h in hrefs)
+    assert len(hrefs) == 7 and all("vs=" in h for h in hrefs)
+    assert any("layer_types%3Afull_attention" in h for h in hrefs)  # (test_browser_hybrid_teach.py)
     assert any("model_runner%3Av1" in h for h in hrefs)  # V1 vs V2 (test_browser_v2_teach.py follows it)
     assert any("flavor%3Aascend" in h for h in hrefs) and any("block_size%3A256" in h for h in hrefs)

@@ -97,6 +97,11 @@ ANSWERS = {
     ("seed-004", 2, "slot_mapping"): [11, 273],
     # c, resumed as a new request, takes slot 3 (a's, freed this step), not its old slot 1
     ("demo-v2-slots", 4, "idx_mapping"): [2, 3],
+    # at 20 computed tokens a window of 8 keeps positions 13 on: the scheduler's sliding list of a
+    # drops blocks 1-3 to the null block, but the runner hears only of the new block (2, one the
+    # window just gave back), so its row [1, 2, 3, 4, 5, 2] keeps the dropped ids (vLLM's
+    # CachedRequestData); vLLM 0.33's own scheduler and V1 runner (the engine vllm) give it too
+    ("demo-gpt-oss-sliding-window", 2, "block_table"): [1, 2, 3, 2],
 }
 
 
@@ -269,6 +274,7 @@ TYPED_OK = re.compile(
     r"|[Rr]equests? \d+(?: and \d+)?|请求 \d+(?: 和 \d+)?|[Tt]oken \d+|第 \d+ 个 token|\w\[\d+\]"
     r"|[Bb]lock 0\b|块 0|a 0 in|的 0 表示|to 0\b|from 0\b|从 0 开始|leading 0|加一个 0"
     r"|0\.\.p|a 1 marks|值为 1|1,200 lines|1200 行"
+    r"|[Ll]ayer \d+|第 \d+ 层|sliding_window \+ 1"
 )
 
 
