@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from pagedviz.core.kv_groups import flat_blocks
 from pagedviz.core.narrate_explain import explain
 from pagedviz.core.narrate_facts import Facts, Text, _text
 from pagedviz.core.trace import StepTrace
@@ -175,7 +176,7 @@ def cause(t: StepTrace, array: str, i: int, history: Sequence[StepTrace] = ()) -
             return None
         b = int(a["block_table"][r, c])
         row = [int(x) for x in a["block_table"][r] if int(x) > 0]
-        new = {str(k): list(v) for k, v in (t.scheduler.get("new_block_ids") or {}).items()}
+        new = {str(k): flat_blocks(v) for k, v in (t.scheduler.get("new_block_ids") or {}).items()}
         if b == 0:
             return _text(
                 f"block_table[{r}][{c}] = 0: request {rid} holds {len(row)} blocks ([{_lst(row)}]), so "

@@ -181,6 +181,12 @@ def render_step(t: StepTrace, console: Console, wide: bool = False) -> None:
             say(f"{key}: {sch[key]}")
     if sch.get("new_block_ids"):
         say(f"new_block_ids: {sch['new_block_ids']}")
+    groups = t.kv_cache.get("kv_cache_groups") or []
+    if len(groups) > 1:  # several KV cache groups: each request's blocks per group, null block 0
+        say("kv_cache_groups: " + "; ".join(group_label(g, i) for i, g in enumerate(groups)))
+        say(f"block_ids (one list per group): {sch.get('block_ids', {})}")
+    if sch.get("window_drops"):
+        say(f"window_drops: {sch['window_drops']}")
     for key in ("waiting_causes", "preemption_causes"):  # why each waits / was preempted
         if sch.get(key):
             say(f"{key}: {sch[key]}")
@@ -197,7 +203,7 @@ def render_step(t: StepTrace, console: Console, wide: bool = False) -> None:
         if n in a:
             say(f"{n}: {a[n].tolist()}")
     say("\n-- token level (one column per scheduled token) --")
-    names = [n for n in TOKEN_ARRAYS if n in a]
+    names = [g for n in TOKEN_ARRAYS for g in per_group(n, a)]
     if names:
         T = len(a[names[0]])
         token_rows: list[tuple[str, list[Any]]] = [(n, a[n].tolist()) for n in names]
@@ -212,7 +218,8 @@ def render_step(t: StepTrace, console: Console, wide: bool = False) -> None:
             say(f"{n} buffer (first {entry.valid} real, then padding): {entry.buffer.tolist()}")
     # everything else the step computed (speculative decoding, async scheduling, M-RoPE, what-if)
     listed = {*REQUEST_ARRAYS, *TOKEN_ARRAYS, "query_start_loc", "cu_seqlens_q", "cu_seqlens_k"}
-    listed |= {"token_ids_cpu", "block_table", "block_tables", "attn_mask"}
+    listed |= {"token_ids_cpu", "attn_mask", *names}
+    listed |= {g for n in BLOCK_TABLE_ARRAYS for g in per_group(n, a)}
     for n, arr in a.items():
         if n not in listed:
             say(f"{n}: {arr.tolist()}")
@@ -235,9 +242,10 @@ def render_step(t: StepTrace, console: Console, wide: bool = False) -> None:
         for i, rid in enumerate(req_ids):
             say(f"  row {i} (request {rid}): {decode_ids(a['token_ids_cpu'][i, : filled[i]])!r}")
     bt_name = "block_table" if "block_table" in a else "block_tables"
-    if bt_name in a:
-        say(f"{bt_name}:")
-        out(grid(a[bt_name], min(num_rows + 1, a[bt_name].shape[0])))
+    for i, name in enumerate(per_group(bt_name, a)):
+        where = f" (group {group_label(groups[i], i)})" if len(groups) > 1 else ""
+        say(f"{name}{where}:")
+        out(grid(a[name], min(num_rows + 1, a[name].shape[0])))
     if "attn_mask" in a:
         say(f"attn_mask {a['attn_mask'].shape[0]} x {a['attn_mask'].shape[1]} (1 = masked):")
         out(grid(a["attn_mask"], a["attn_mask"].shape[0]))
@@ -251,6 +259,25 @@ def render_step(t: StepTrace, console: Console, wide: bool = False) -> None:
     if t.forward:
         say(f"forward: {t.forward}")
     say(f"sampled: {t.sampled_token_ids}")
+
+
+BLOCK_TABLE_ARRAYS = ("block_table", "block_tables", "input_block_tables")
+
+
+def per_group(name: str, a: dict[str, np.ndarray]) -> list[str]:
+    """`name` and its other KV cache groups' arrays (`name_g1`, `name_g2`, ...) present in `a`."""
+    names = [name] if name in a else []
+    g = 1
+    while f"{name}_g{g}" in a:
+        names.append(f"{name}_g{g}")
+        g += 1
+    return names
+
+
+def group_label(group: dict[str, Any], i: int) -> str:
+    """`1 sliding_attention layers [1] window 8`: a KV cache group as the trace gives it."""
+    window = f" window {group['sliding_window']}" if group.get("sliding_window") else ""
+    return f"{i} {group['kind']} layers {group['layers']}{window}"
 
 
 def _row_tokens(t: StepTrace, a: dict[str, np.ndarray]) -> list[np.ndarray]:

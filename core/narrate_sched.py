@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from pagedviz.core.config import EngineConfig
+from pagedviz.core.kv_groups import flat_blocks
 from pagedviz.core.narrate_causes import preempted_for, waiting_items
 from pagedviz.core.narrate_facts import (
     Facts,
@@ -173,7 +174,7 @@ def _preemptions(f: Facts, prev: StepTrace | None) -> list[Item]:
 
 def _admissions(f: Facts) -> list[Item]:
     items = []
-    new_blocks = {str(k): [int(b) for b in v] for k, v in f.sched.get("new_block_ids", {}).items()}
+    new_blocks = {str(k): flat_blocks(v) for k, v in f.sched.get("new_block_ids", {}).items()}
     for kind in ("new", "resumed"):
         for rid in f.sched.get(f"{kind}_req_ids", []):
             r = f.row(rid)
@@ -279,7 +280,7 @@ def _growth(f: Facts) -> list[Item]:
     """Running requests whose next tokens open a new block."""
     kinds = set(f.sched.get("new_req_ids", [])) | set(f.sched.get("resumed_req_ids", []))
     grown = {
-        str(k): [int(b) for b in v]
+        str(k): flat_blocks(v)
         for k, v in f.sched.get("new_block_ids", {}).items()
         if str(k) not in kinds and v
     }
