@@ -27,6 +27,7 @@ from pagedviz.core.device import DeviceUnavailableError
 from pagedviz.core.narrate import narrate
 from pagedviz.core.presets import list_presets, preset_dict
 from pagedviz.core.registry import make_engine
+from pagedviz.core.runners.stages import base_name
 from pagedviz.core.scenario import ENGINES
 from pagedviz.core.trace import StepTrace
 from pagedviz.core.upstream import UPSTREAM, upstream_of
@@ -183,7 +184,7 @@ def render_step(t: StepTrace, console: Console, wide: bool = False) -> None:
         say(f"new_block_ids: {sch['new_block_ids']}")
     groups = t.kv_cache.get("kv_cache_groups") or []
     if len(groups) > 1:  # several KV cache groups: each request's blocks per group, null block 0
-        say("kv_cache_groups: " + "; ".join(group_label(g, i) for i, g in enumerate(groups)))
+        say("kv_cache_groups: " + "; ".join(_group_label(g, i) for i, g in enumerate(groups)))
         say(f"block_ids (one list per group): {sch.get('block_ids', {})}")
     if sch.get("window_drops"):
         say(f"window_drops: {sch['window_drops']}")
@@ -203,7 +204,8 @@ def render_step(t: StepTrace, console: Console, wide: bool = False) -> None:
         if n in a:
             say(f"{n}: {a[n].tolist()}")
     say("\n-- token level (one column per scheduled token) --")
-    names = [g for n in TOKEN_ARRAYS for g in per_group(n, a)]
+    # each KV cache group's copy (suffix _g{g}) right after group 0's
+    names = [n for base in TOKEN_ARRAYS for n in _with_group_copies(base, a)]
     if names:
         T = len(a[names[0]])
         token_rows: list[tuple[str, list[Any]]] = [(n, a[n].tolist()) for n in names]
@@ -218,10 +220,9 @@ def render_step(t: StepTrace, console: Console, wide: bool = False) -> None:
             say(f"{n} buffer (first {entry.valid} real, then padding): {entry.buffer.tolist()}")
     # everything else the step computed (speculative decoding, async scheduling, M-RoPE, what-if)
     listed = {*REQUEST_ARRAYS, *TOKEN_ARRAYS, "query_start_loc", "cu_seqlens_q", "cu_seqlens_k"}
-    listed |= {"token_ids_cpu", "attn_mask", *names}
-    listed |= {g for n in BLOCK_TABLE_ARRAYS for g in per_group(n, a)}
+    listed |= {"token_ids_cpu", "block_table", "block_tables", "attn_mask"}
     for n, arr in a.items():
-        if n not in listed:
+        if n not in listed and base_name(n) not in listed:
             say(f"{n}: {arr.tolist()}")
     say("\n-- scalars --")
     say("  ".join(f"{k}={v}" for k, v in t.scalars.items()))
@@ -242,8 +243,8 @@ def render_step(t: StepTrace, console: Console, wide: bool = False) -> None:
         for i, rid in enumerate(req_ids):
             say(f"  row {i} (request {rid}): {decode_ids(a['token_ids_cpu'][i, : filled[i]])!r}")
     bt_name = "block_table" if "block_table" in a else "block_tables"
-    for i, name in enumerate(per_group(bt_name, a)):
-        where = f" (group {group_label(groups[i], i)})" if len(groups) > 1 else ""
+    for i, name in enumerate(_with_group_copies(bt_name, a)):  # one table per KV cache group
+        where = f" (group {_group_label(groups[i], i)})" if len(groups) > 1 and i < len(groups) else ""
         say(f"{name}{where}:")
         out(grid(a[name], min(num_rows + 1, a[name].shape[0])))
     if "attn_mask" in a:
@@ -261,20 +262,17 @@ def render_step(t: StepTrace, console: Console, wide: bool = False) -> None:
     say(f"sampled: {t.sampled_token_ids}")
 
 
-BLOCK_TABLE_ARRAYS = ("block_table", "block_tables", "input_block_tables")
-
-
-def per_group(name: str, a: dict[str, np.ndarray]) -> list[str]:
-    """`name` and its other KV cache groups' arrays (`name_g1`, `name_g2`, ...) present in `a`."""
-    names = [name] if name in a else []
+def _with_group_copies(name: str, a: dict[str, np.ndarray]) -> list[str]:
+    """`name` and its KV cache groups' copies (name_g1, name_g2, ...) that the step holds."""
+    out = [name] if name in a else []
     g = 1
     while f"{name}_g{g}" in a:
-        names.append(f"{name}_g{g}")
+        out.append(f"{name}_g{g}")
         g += 1
-    return names
+    return out
 
 
-def group_label(group: dict[str, Any], i: int) -> str:
+def _group_label(group: dict[str, Any], i: int) -> str:
     """`1 sliding_attention layers [1] window 8`: a KV cache group as the trace gives it."""
     window = f" window {group['sliding_window']}" if group.get("sliding_window") else ""
     return f"{i} {group['kind']} layers {group['layers']}{window}"
