@@ -81,6 +81,11 @@ def vllm_config(scenario: Scenario) -> VllmConfig:
     cache.num_gpu_blocks = cfg.num_kv_blocks
     vc = VllmConfig(scheduler_config=sched, cache_config=cache, device_config=DeviceConfig(device="cpu"))
     object.__setattr__(vc, "model_config", vllm_env.TinyModelConfig(cfg.max_model_len, cfg.vocab_size))
+    # vLLM's CPU platform turns async scheduling off (platforms/cpu.py, "not required on CPU"); a
+    # GPU server keeps it, and with it `max_concurrent_batches` 2: `max_in_flight_tokens` (what a
+    # sliding-window group's admission cap and the pool check count) is two budgets, as pagedviz
+    # models it (core/kv_planning.py)
+    sched.async_scheduling = cfg.async_scheduling
     return vc
 
 
