@@ -182,6 +182,12 @@ def render_step(t: StepTrace, console: Console, wide: bool = False) -> None:
             say(f"{key}: {sch[key]}")
     if sch.get("new_block_ids"):
         say(f"new_block_ids: {sch['new_block_ids']}")
+    groups = t.kv_cache.get("kv_cache_groups") or []
+    if len(groups) > 1:  # several KV cache groups: each request's blocks per group, null block 0
+        say("kv_cache_groups: " + "; ".join(_group_label(g, i) for i, g in enumerate(groups)))
+        say(f"block_ids (one list per group): {sch.get('block_ids', {})}")
+    if sch.get("window_drops"):
+        say(f"window_drops: {sch['window_drops']}")
     for key in ("waiting_causes", "preemption_causes"):  # why each waits / was preempted
         if sch.get(key):
             say(f"{key}: {sch[key]}")
@@ -237,8 +243,9 @@ def render_step(t: StepTrace, console: Console, wide: bool = False) -> None:
         for i, rid in enumerate(req_ids):
             say(f"  row {i} (request {rid}): {decode_ids(a['token_ids_cpu'][i, : filled[i]])!r}")
     bt_name = "block_table" if "block_table" in a else "block_tables"
-    for name in _with_group_copies(bt_name, a):  # one table per KV cache group
-        say(f"{name}:")
+    for i, name in enumerate(_with_group_copies(bt_name, a)):  # one table per KV cache group
+        where = f" (group {_group_label(groups[i], i)})" if len(groups) > 1 and i < len(groups) else ""
+        say(f"{name}{where}:")
         out(grid(a[name], min(num_rows + 1, a[name].shape[0])))
     if "attn_mask" in a:
         say(f"attn_mask {a['attn_mask'].shape[0]} x {a['attn_mask'].shape[1]} (1 = masked):")
@@ -263,6 +270,12 @@ def _with_group_copies(name: str, a: dict[str, np.ndarray]) -> list[str]:
         out.append(f"{name}_g{g}")
         g += 1
     return out
+
+
+def _group_label(group: dict[str, Any], i: int) -> str:
+    """`1 sliding_attention layers [1] window 8`: a KV cache group as the trace gives it."""
+    window = f" window {group['sliding_window']}" if group.get("sliding_window") else ""
+    return f"{i} {group['kind']} layers {group['layers']}{window}"
 
 
 def _row_tokens(t: StepTrace, a: dict[str, np.ndarray]) -> list[np.ndarray]:

@@ -216,9 +216,13 @@ def test_run_shows_each_kv_cache_groups_slot_mapping_and_block_table(tmp_path: P
     assert [int(c) for c in table_row(r.stdout, "slot_mapping")] == [4, 5, 6, 7, 8, 9]
     assert [int(c) for c in table_row(r.stdout, "slot_mapping_g1")] == [12, 13, 14, 15, 16, 17]
     assert [int(c) for c in table_row(r.stdout, "block_numbers_g1")] == [3, 3, 3, 3, 4, 4]
-    assert r.stdout.index("block_table:") < r.stdout.index("block_table_g1:")
-    assert "| 3  | 4  | 0  |" in r.stdout[r.stdout.index("block_table_g1:") :]
+    # each table says which group it is: its kind, its layers and its window
+    g0 = r.stdout.index("block_table (group 0 full_attention layers [0]):")
+    g1 = r.stdout.index("block_table_g1 (group 1 sliding_attention layers [1] window 8):")
+    assert g0 < g1
+    assert "| 3  | 4  | 0  |" in r.stdout[g1:]
     assert "num_kv_cache_groups=2" in r.stdout
+    assert "block_ids (one list per group): {'a': [[1, 2], [3, 4]]}" in r.stdout
 
 
 @pytest.mark.parametrize("columns", [80, 120])

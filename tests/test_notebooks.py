@@ -31,12 +31,34 @@ def run_of(preset: str, runner: str | None = None) -> list[StepTrace]:
     return list(make_engine(Scenario.from_dict(d)).run())
 
 
+def hybrid_run() -> list[StepTrace]:
+    """The hybrid notebook's scenario: issue 38's example (full attention beside a window of 8)."""
+    config = {
+        "layer_types": ["full_attention", "sliding_attention"],
+        "sliding_window": 8,
+        "block_size": 4,
+        "num_kv_blocks": 40,
+        "max_model_len": 64,
+        "max_num_reqs": 4,
+        "max_num_batched_tokens": 64,
+        "model_runner": "v1",
+        "async_scheduling": False,
+        "device": "cpu",
+    }
+    requests = [
+        {"id": "a", "prompt_token_ids": list(range(1, 21)), "max_tokens": 8},
+        {"id": "b", "prompt_token_ids": list(range(1, 13)), "max_tokens": 4},
+    ]
+    return list(make_engine(Scenario.from_dict({"config": config, "requests": requests})).run())
+
+
 # the runs each notebook draws from
 SOURCES = {
     "seed-000-five-requests.ipynb": lambda: [run_of("seed-000")],
     "seed-004-nano-vllm-prefill.ipynb": lambda: [run_of("seed-004")],
     "v1-vs-v2.ipynb": lambda: [run_of("seed-000", "v1"), run_of("seed-000", "v2")],
     "rest-client.ipynb": lambda: [run_of("seed-000")],
+    "hybrid-kv-cache-groups.ipynb": lambda: [hybrid_run()],
 }
 
 
@@ -110,7 +132,9 @@ def check_figure(fig: dict[str, Any], runs: list[list[StepTrace]]) -> str:
     run = next(r for r in runs if name in r[n - 1].arrays)
     want_arr = run[n - 1].arrays[name]
     heat = data[0]
-    got = values(heat["customdata"] if name in ("block_table", "input_block_tables") else heat["z"])
+    # a KV cache group's table (block_table_g1, ...) holds its ids in customdata as group 0's does
+    tables = ("block_table", "input_block_tables")
+    got = values(heat["customdata"] if re.sub(r"_g\d+$", "", name) in tables else heat["z"])
     assert np.array_equal(got.reshape(want_arr.shape), want_arr), title
     return name
 
@@ -125,6 +149,8 @@ def test_notebook_runs_and_its_figures_hold_the_trace(name: str) -> None:
     runs = SOURCES[name]()
     checked = [check_figure(f, runs) for f in figs]
     assert len(checked) == len(figs)
+    if name.startswith("hybrid"):  # both groups' tables, and the pool holding them
+        assert {"block_table", "block_table_g1", "kv_pool"} <= set(checked)
     if name.startswith("seed-000"):
         assert {"run_metrics", "timeline", "slot_mapping", "block_table", "kv_pool"} <= set(checked)
         html = [

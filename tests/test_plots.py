@@ -163,3 +163,30 @@ def test_an_unknown_preset_lists_the_presets():
 def test_zh_labels():
     fig = plots.timeline("seed-000", lang="zh")
     assert fig.layout.title.text == "每个请求的生命周期"
+
+
+def test_block_table_draws_each_kv_cache_groups_table_and_names_the_group():
+    from pagedviz.core import Scenario
+
+    config = {
+        "layer_types": ["full_attention", "sliding_attention"],
+        "sliding_window": 8,
+        "block_size": 4,
+        "num_kv_blocks": 40,
+        "max_model_len": 64,
+        "model_runner": "v1",
+        "async_scheduling": False,
+        "model": None,
+    }
+    requests = [{"id": "a", "prompt_token_ids": list(range(1, 21)), "max_tokens": 4}]
+    steps = list(make_engine(Scenario.from_dict({"config": config, "requests": requests})).run())
+    t = steps[1]  # the window has dropped a's first sliding blocks
+    fig = plots.block_table(t, group=1)
+    assert np.array_equal(np.asarray(fig.data[0].customdata), t.arrays["block_table_g1"])
+    assert "group 1: sliding_attention [1], window 8" in fig.layout.title.text
+    assert "group 0: full_attention [0]" in plots.block_table(t).layout.title.text
+    # the pool's hover names the group whose table holds each block
+    hover = [h for row in plots.kv_pool(t).data[0].customdata for h in row]
+    assert any("group 1 (sliding_attention)" in h for h in hover)
+    with pytest.raises(ValueError, match="group: the run has 2 KV cache group"):
+        plots.block_table(t, group=2)
