@@ -20,6 +20,7 @@ from pagedviz.core.engine_core import BatchQueueLoop, QueuedBatch
 from pagedviz.core.kv_cache import usable_blocks
 from pagedviz.core.model import ForwardInputs, TinyTransformer
 from pagedviz.core.ngram_v2 import gather_draft_sampled, greedy_verify
+from pagedviz.core.parallel_sampling import family, scheduled_specs
 from pagedviz.core.registry import register_flavor
 from pagedviz.core.request import Status
 from pagedviz.core.runners.mrope import MRope, mrope_prompt_positions
@@ -84,6 +85,8 @@ class Engine:
         self.device = resolve_device(cfg.device)
         self.step_no = 0
         self.truncated = False
+        # parallel sampling: each child's parent and index (`scheduler.parents`; none without n > 1)
+        self.parents = family(scenario.requests)
         self.model: TinyTransformer | None = None
         if cfg.model is not None:
             self.model = TinyTransformer(
@@ -103,9 +106,8 @@ class Engine:
             self.scheduler = Scheduler(cfg, self.scenario.requests)
         mrope: dict[str, MRope] = {}
         if any(r.image is not None for r in self.scenario.requests):
-            mrope = {
-                r.id: mrope_prompt_positions(len(r.prompt_token_ids), r.image) for r in self.scenario.requests
-            }
+            specs = scheduled_specs(self.scenario.requests)  # n > 1: each child has the image
+            mrope = {r.id: mrope_prompt_positions(len(r.prompt_token_ids), r.image) for r in specs}
         runner_cls: type[Any] = self.runner_cls
         if self.flavor == "vllm" and cfg.model_runner == "v2":
             runner_cls = ModelRunnerV2
@@ -191,6 +193,8 @@ class Engine:
         if self.capture:
             self.runner.record_batch(trace)
             trace.scheduler = out.to_dict()
+            if self.parents:
+                trace.scheduler["parents"] = self.parents
             trace.batch = self.runner.batch_view(moves)
             trace.scalars = dict(v["scalars"])
             trace.kv_cache = self._kv_view()

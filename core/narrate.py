@@ -23,6 +23,7 @@ from pagedviz.core.config import EngineConfig
 from pagedviz.core.narrate_batch import _idle, _last, _moves, _padding, _pool, _sampling, _spec
 from pagedviz.core.narrate_explain import explain
 from pagedviz.core.narrate_facts import Facts, Item
+from pagedviz.core.narrate_family import _siblings
 from pagedviz.core.narrate_sched import (
     _admissions,
     _budget,
@@ -55,6 +56,7 @@ def narrate(
     items += _engine_core(f)
     items += _preemptions(f, prev)
     items += _admissions(f)
+    items += _siblings(f)
     items += _chunks(f, config)
     items += _growth(f)
     items += _budget(f, config)
