@@ -83,11 +83,9 @@ def test_run_metrics_of_a_bare_run_asks_for_its_scenario(seed000):
 
 def test_run_metrics_counts_preemptions_and_prefix_cache_hits():
     pre = plots.series(plots.resolve("demo-preemption").steps)
-    assert (
-        sum(pre["preempted"])
-        == sum(len(t.scheduler["preempted_req_ids"]) for t in plots.resolve("demo-preemption").steps)
-        > 0
-    )
+    assert sum(pre["preempted"]) == sum(
+        len(t.scheduler["preempted_req_ids"]) for t in plots.resolve("demo-preemption").steps
+    ) > 0
     hits = plots.series(plots.resolve("demo-prefix-cache").steps)["hits"]
     assert max(hits) > 0 and max(hits) % 4 == 0  # whole blocks of 4 tokens
 
