@@ -15,8 +15,10 @@ time before request id (`Request.__lt__`), as pagedviz's queue does (core/reques
 
 Sampling: pagedviz samples (greedy with its tiny model, or its synthetic sampler); vLLM's side
 only does the bookkeeping. vLLM refuses n > 1 with greedy params ("n must be 1 when using greedy
-sampling"), so a parent with n > 1 carries temperature 1 and the scenario's seed (each child then
-gets seed + index, as `_get_child_sampling_params` gives it).
+sampling"), so a parent with n > 1 carries temperature 1. It carries no seed: a seeded request
+gets a torch generator in V1's input batch, whose offset rewind for a discarded sample
+(`gen.set_offset`) a CPU generator does not support; the children then share one copy of the
+params (`_get_child_sampling_params` caches it), as unseeded children do on a server.
 """
 
 from __future__ import annotations
@@ -44,7 +46,6 @@ class ArrivalFeed:
     def feed(self, scenario: Scenario) -> None:
         self.arrivals: dict[int, list[Any]] = {}
         self.order: dict[str, int] = {}
-        self.seed = scenario.seed
         for k, spec in enumerate(scenario.requests):
             self.arrivals.setdefault(spec.arrival_step, []).append(spec)
             self.order[spec.id] = k
@@ -59,7 +60,6 @@ class ArrivalFeed:
             max_tokens=spec.max_tokens,
             ignore_eos=True,
             temperature=0.0 if greedy else 1.0,
-            seed=None if greedy else self.seed,
         )
         core = EngineCoreRequest(
             request_id=spec.id,
