@@ -211,3 +211,16 @@ def test_a_victim_already_scheduled_this_step_is_taken_back() -> None:
     assert t.scheduler["preemption_causes"]["low"]["for"] == "high"
     assert t.scheduler["num_scheduled_tokens"] == {"high": 1}
     assert t.scheduler["total_num_scheduled_tokens"] == 1
+
+
+def test_the_run_plots_name_the_children_not_the_parent() -> None:
+    from pagedviz import plots
+    from pagedviz.plots.run import lives
+
+    src = plots.resolve("demo-parallel-sampling")
+    assert src.req_ids() == ["0_a", "1_a", "2_a", "3_a"]
+    segs, _, _ = lives(src)
+    assert {s.req_id for s in segs} == {"0_a", "1_a", "2_a", "3_a"}
+    # 0_a prefills the whole prompt; its siblings only the tokens past their prefix-cache hits
+    first = {s.req_id: s.tokens for s in segs if s.start == 1 and s.state == "prefill"}
+    assert first == {"0_a": 18, "1_a": 2, "2_a": 2, "3_a": 2}
