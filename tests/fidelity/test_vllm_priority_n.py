@@ -103,6 +103,23 @@ def test_random_n_and_priority_scenarios_causes_are_vllms(scenario: Scenario) ->
     run_causes(scenario)
 
 
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(family_scenarios(async_scheduling=True))
+def test_random_n_and_priority_scenarios_causes_are_vllms_with_async_scheduling(scenario: Scenario) -> None:
+    run_causes(scenario)
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_the_live_engine_on_v2_with_async_scheduling_equals_pagedvizs_own(preset: str) -> None:
+    """The engine vllm (vLLM's ParentRequest, its priority queue) on 0.33's defaults, with the
+    tiny model: the same trace as pagedviz's own engine, causes and narration facts included."""
+    from test_live_engine import _both, assert_same_trace
+
+    d = preset_dict(preset)
+    config = {k: v for k, v in d["config"].items() if k not in ("model_runner", "async_scheduling", "model")}
+    assert_same_trace(*_both({**d, "config": {**config, "device": "cpu"}}))
+
+
 def test_preempting_the_last_instead_of_the_lowest_priority_fails(monkeypatch: pytest.MonkeyPatch) -> None:
     from pagedviz.core.scheduler import Scheduler
 
