@@ -49,3 +49,19 @@ def test_children_and_priority_preemption_are_shown_and_said_in_both_languages(p
         said.filter(has_text=words["priority"]).wait_for()
         assert "priority" in said.inner_text()
         page.screenshot(path=str(tb.ARTIFACTS / f"priority-step6-{lang}.png"))
+
+
+def test_the_landing_form_keeps_n_and_priority_it_has_no_input_for(page: Any) -> None:
+    import re
+
+    page.goto(f"{page.base}/?lang=en")
+    page.locator("article[data-preset='demo-parallel-sampling'] button").click()
+    page.wait_for_function("document.getElementById('f-name').value === 'demo-parallel-sampling'")
+    page.locator("#req-rows tr").nth(0).locator(".r-max").fill("3")  # an edit, then a run of the form
+    page.wait_for_selector("#validation.ok", timeout=30_000)
+    page.click("#btn-run")
+    page.wait_for_url(re.compile(r"/run\?s="), timeout=60_000)
+    page.wait_for_selector("body[data-ready='1']", timeout=60_000)
+    # still four children (n = 4 went back with the row), now for 3 tokens each
+    assert page.locator("#request-table td.req-cell").all_inner_texts() == CHILDREN
+    assert page.locator("#step-label").inner_text().endswith("/ 3")  # 3 tokens: 3 steps, not 6
