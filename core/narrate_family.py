@@ -12,15 +12,14 @@ from pagedviz.core.narrate_facts import Facts, Item, _blocks, _item, _join_en, _
 
 
 def _sampler_words(f: Facts, n: int) -> tuple[str, str]:
-    """Whether the children's outputs differ here, honestly: the tiny model samples greedily."""
-    if "num_layers" in f.t.kv_cache:  # the tiny model ran: greedy tokens
+    """How the children's outputs come to differ, as pagedviz samples them."""
+    if "num_layers" in f.t.kv_cache:  # the tiny model ran
         return (
-            f" pagedviz's tiny model samples greedily, so the {n} children's outputs here are the same "
-            "tokens; vLLM refuses n > 1 with greedy sampling (temperature 0), and with temperature > 0 "
-            "each child samples its own (seed + index when the request has a seed).",
-            f"pagedviz 的小模型用贪心采样，所以这里 {n} 个子请求的输出是同样的 token；"
-            "vLLM 不允许在贪心采样（temperature 0）下使用 n > 1，temperature > 0 时每个子请求各自采样"
-            "（请求带 seed 时用 seed + index）。",
+            " Each child samples at temperature 1 with draws of its own (Gumbel noise keyed by the "
+            "seed, its id and the position), since vLLM refuses n > 1 with greedy sampling: its "
+            "outputs are its own.",
+            "每个子请求都以 temperature 1 用自己的随机数采样（由种子、它的 id 和位置决定的 Gumbel 噪声），"
+            "因为 vLLM 不允许在贪心采样下使用 n > 1：它的输出是它自己的。",
         )
     return (
         " Their outputs differ: without a model pagedviz's sampler draws each token from the child's "

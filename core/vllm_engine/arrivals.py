@@ -86,6 +86,12 @@ class ArrivalFeed:
             children.append(Request.from_engine_core_request(child, self.block_hasher))
         return children
 
+    def _request(self, spec: Any) -> Request:
+        """The one `Request` of a spec with n = 1 (callers that add requests one by one)."""
+        if spec.n != 1:
+            raise ValueError(f"request {spec.id!r} has n = {spec.n}: add its children with _requests")
+        return self._requests(spec)[0]
+
     def add_arrivals(self) -> None:
         """The requests arriving at `step_no` reach the scheduler's `add_request`, in listed order."""
         for spec in self.arrivals.pop(self.step_no, []):
