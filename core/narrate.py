@@ -4,9 +4,11 @@ Each sentence is a structured item the page can render and link:
 `{"key": ..., "text": {"en": ..., "zh": ...}, "refs": [{"kind": "request"|"block"|"token"|"row",
 "id": ...}], "stage": name | None}`. Step-level sentences (stage None) say what the scheduler did
 and why: admissions, chunking and the token budget, preemptions (the pool ran out; the victim is
-the last running request), finishes and frees, prefix-cache hits, condense moves, CUDA-graph
-padding, idle steps, speculative tokens when the trace has them. Stage sentences substitute this
-step's numbers into the stage's formula (`slot_mapping[3] = 7 * 2 + 1 = 15`); `explain()` does the
+the last running request, or under the priority policy the lowest priority), parallel sampling's
+children (narrate_family.py: shared only through prefix-cache hits, no copy-on-write), finishes
+and frees, prefix-cache hits, condense moves, CUDA-graph padding, idle steps, speculative tokens
+when the trace has them. Stage sentences substitute this step's numbers into the stage's formula
+(`slot_mapping[3] = 7 * 2 + 1 = 15`); `explain()` does the
 same for any one entry, which is what a predict-then-reveal check shows for a wrong answer.
 
 The sentences live by theme: narrate_facts.py (the vocabulary and `Facts`), narrate_sched.py and
