@@ -20,12 +20,13 @@ from pagedviz.core.engine_core import BatchQueueLoop, QueuedBatch
 from pagedviz.core.kv_cache import usable_blocks
 from pagedviz.core.model import ForwardInputs, TinyTransformer
 from pagedviz.core.ngram_v2 import gather_draft_sampled, greedy_verify
+from pagedviz.core.parallel_sampling import family, scheduled_specs
 from pagedviz.core.registry import register_flavor
 from pagedviz.core.request import Status
 from pagedviz.core.runners.mrope import MRope, mrope_prompt_positions
 from pagedviz.core.runners.v1 import ModelRunner
 from pagedviz.core.runners.v2 import ModelRunnerV2
-from pagedviz.core.sampler import synthetic_tokens
+from pagedviz.core.sampler import gumbel_noise, synthetic_tokens
 from pagedviz.core.scheduler import Scheduler, SchedulerOutput
 from pagedviz.core.spec_decode import greedy_accept, ngram_propose
 from pagedviz.core.trace import Stage, StepTrace
@@ -84,6 +85,8 @@ class Engine:
         self.device = resolve_device(cfg.device)
         self.step_no = 0
         self.truncated = False
+        # parallel sampling: each child's parent and index (`scheduler.parents`; none without n > 1)
+        self.parents = family(scenario.requests)
         self.model: TinyTransformer | None = None
         if cfg.model is not None:
             self.model = TinyTransformer(
@@ -103,9 +106,8 @@ class Engine:
             self.scheduler = Scheduler(cfg, self.scenario.requests)
         mrope: dict[str, MRope] = {}
         if any(r.image is not None for r in self.scenario.requests):
-            mrope = {
-                r.id: mrope_prompt_positions(len(r.prompt_token_ids), r.image) for r in self.scenario.requests
-            }
+            specs = scheduled_specs(self.scenario.requests)  # n > 1: each child has the image
+            mrope = {r.id: mrope_prompt_positions(len(r.prompt_token_ids), r.image) for r in specs}
         runner_cls: type[Any] = self.runner_cls
         if self.flavor == "vllm" and cfg.model_runner == "v2":
             runner_cls = ModelRunnerV2
@@ -191,6 +193,8 @@ class Engine:
         if self.capture:
             self.runner.record_batch(trace)
             trace.scheduler = out.to_dict()
+            if self.parents:
+                trace.scheduler["parents"] = self.parents
             trace.batch = self.runner.batch_view(moves)
             trace.scalars = dict(v["scalars"])
             trace.kv_cache = self._kv_view()
@@ -217,8 +221,8 @@ class Engine:
 
     def _forward_and_sample(self, v: dict[str, Any], trace: StepTrace, timer: StageTimer) -> np.ndarray:
         """The greedy token at every row of logits_indices (one per request, or, with drafts,
-        num_sampled_tokens per request); with `model: null` the synthetic sampler's token for the
-        position after that row's token."""
+        num_sampled_tokens per request; a child of a request with n > 1 samples at temperature 1);
+        with `model: null` the synthetic sampler's token for the position after that row's token."""
         r = self.runner
         n, T = v["num_reqs"], v["T"]
         if self.model is None:
@@ -253,6 +257,8 @@ class Engine:
             with timer.dev("forward"):
                 hidden, logits = self.model.forward(inp)
             with timer.dev("sample"):
+                if self.parents:
+                    logits = self._children_sample(logits, v)
                 tokens = logits.argmax(-1).cpu().numpy()
             if int(v["seq_lens"].sum()) <= DENSE_CHECK_MAX_TOKENS:
                 with timer.dev("dense_reference"):
@@ -260,6 +266,31 @@ class Engine:
             else:
                 trace.forward["dense_check"] = f"skipped: over {DENSE_CHECK_MAX_TOKENS} tokens of context"
         return tokens
+
+    def _children_sample(self, logits: torch.Tensor, v: dict[str, Any]) -> torch.Tensor:
+        """Parallel sampling's children sample at temperature 1 (vLLM refuses n > 1 with greedy
+        sampling): Gumbel noise keyed by the seed, the child's id and the position is added to
+        their logits rows (core/sampler.py); the other rows stay greedy."""
+        rows = v["logits_indices"]
+        req_indices = v.get("req_indices")
+        row_of = (
+            req_indices[rows]
+            if req_indices is not None
+            else np.searchsorted(v["query_start_loc"][1:], rows, side="right")
+        )
+        ids = self.runner.row_req_ids
+        row_req = [ids[i] for i in row_of]
+        child = np.array([rid in self.parents for rid in row_req], dtype=bool)
+        if not child.any():
+            return logits
+        which = np.flatnonzero(child)
+        noise = gumbel_noise(
+            self.scenario.seed, [row_req[i] for i in which], v["positions"][rows[which]] + 1, logits.shape[-1]
+        )
+        out = logits.clone()
+        pick = torch.from_numpy(which).to(logits.device)
+        out[pick] += torch.from_numpy(noise).to(device=logits.device, dtype=logits.dtype)
+        return out
 
     # ------------------------------------------------------------------ speculative decoding
     def _accept_drafts(self, v: dict[str, Any], tokens: np.ndarray, trace: StepTrace) -> dict[str, list[int]]:

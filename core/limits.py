@@ -77,8 +77,9 @@ def step_costs(s: Scenario) -> dict[str, int]:
     """
     c, m = s.config, s.config.model
     lens = [len(r.prompt_token_ids) + r.max_tokens for r in s.requests]
-    L, total = max(lens), sum(lens)
-    rows = min(c.max_num_reqs, len(lens))
+    # a request with n > 1 runs as n children (core/parallel_sampling.py)
+    L, total = max(lens), sum(k * r.n for k, r in zip(lens, s.requests))
+    rows = min(c.max_num_reqs, sum(r.n for r in s.requests))
     T = max(c.max_num_batched_tokens, max(c.cudagraph_capture_sizes or (0,)))
     context = min(rows * L, total)
     mask = L * max(L, min(T, total)) if s.flavor == "ascend" else 0

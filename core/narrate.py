@@ -4,9 +4,11 @@ Each sentence is a structured item the page can render and link:
 `{"key": ..., "text": {"en": ..., "zh": ...}, "refs": [{"kind": "request"|"block"|"token"|"row",
 "id": ...}], "stage": name | None}`. Step-level sentences (stage None) say what the scheduler did
 and why: admissions, chunking and the token budget, preemptions (the pool ran out; the victim is
-the last running request), finishes and frees, prefix-cache hits, condense moves, CUDA-graph
-padding, idle steps, speculative tokens when the trace has them. Stage sentences substitute this
-step's numbers into the stage's formula (`slot_mapping[3] = 7 * 2 + 1 = 15`); `explain()` does the
+the last running request, or under the priority policy the lowest priority), parallel sampling's
+children (narrate_family.py: shared only through prefix-cache hits, no copy-on-write), finishes
+and frees, prefix-cache hits, condense moves, CUDA-graph padding, idle steps, speculative tokens
+when the trace has them. Stage sentences substitute this step's numbers into the stage's formula
+(`slot_mapping[3] = 7 * 2 + 1 = 15`); `explain()` does the
 same for any one entry, which is what a predict-then-reveal check shows for a wrong answer.
 
 The sentences live by theme: narrate_facts.py (the vocabulary and `Facts`), narrate_sched.py and
@@ -23,6 +25,7 @@ from pagedviz.core.config import EngineConfig
 from pagedviz.core.narrate_batch import _idle, _last, _moves, _padding, _pool, _sampling, _spec
 from pagedviz.core.narrate_explain import explain
 from pagedviz.core.narrate_facts import Facts, Item
+from pagedviz.core.narrate_family import _siblings
 from pagedviz.core.narrate_groups import group_moves, window_drops
 from pagedviz.core.narrate_sched import (
     _admissions,
@@ -56,6 +59,7 @@ def narrate(
     items += _engine_core(f)
     items += _preemptions(f, prev)
     items += _admissions(f)
+    items += _siblings(f)
     items += _chunks(f, config)
     items += window_drops(f)
     items += _growth(f)

@@ -144,6 +144,11 @@ def _preemptions(f: Facts, prev: StepTrace | None) -> list[Item]:
             en, zh = "The pool is still short: " + why[0] + ". ", "块池仍然不够：" + why[1] + "。"
         last = f" (running queue: {', '.join(running)})" if running else ""
         lastz = f"（运行队列：{', '.join(running)}）" if running else ""
+        c = (f.sched.get("preemption_causes") or {}).get(rid) or {}
+        if c.get("policy") == "priority":
+            words = _priority_victim(rid, c, blocks, last, lastz)
+            items.append(_item(f"preempt:{rid}", _text(en + words[0], zh + words[1]), refs))
+            continue
         en += (
             f"The scheduler preempts request {rid}, the last request in the running queue{last}: "
             "vLLM takes the most recently admitted one first, so the oldest requests keep making progress. "
@@ -170,6 +175,31 @@ def _preemptions(f: Facts, prev: StepTrace | None) -> list[Item]:
         )
     )
     return items
+
+
+def _priority_victim(
+    rid: str, c: dict[str, Any], blocks: list[int], last: str, lastz: str
+) -> tuple[str, str]:
+    """The victim of priority preemption (scheduling_policy priority), from its cause object."""
+    p, step = c.get("priority"), c.get("arrival_step")
+    en = (
+        f"The scheduler preempts request {rid}, the lowest-priority running request{last}: under "
+        "scheduling_policy priority vLLM takes the running request with the largest (priority, "
+        f"arrival), not the last one, and {rid} has priority {p} (lower is served first) and arrived "
+        f"at step {step}. Its blocks {_blocks(blocks) if blocks else '(none)'} go back to the free "
+        "queue and its num_computed_tokens is "
+        "reset to 0; it goes back into the waiting queue at its place in (priority, arrival) order, "
+        "not to the front, and will recompute its tokens from scratch when it resumes."
+    )
+    zh = (
+        f"调度器抢占请求 {rid}，它是运行中优先级最低的请求{lastz}：在 scheduling_policy priority 下，"
+        "vLLM 抢占 (priority, arrival) 最大的运行请求，而不是最后一个；"
+        f"{rid} 的 priority 为 {p}（数值越小越先服务），在第 {step} 步到达。"
+        f"它的块 {_blocks(blocks) if blocks else '（无）'} 回到空闲队列，num_computed_tokens 归零；"
+        "它按 (priority, arrival) 顺序回到等待队列中自己的位置，而不是最前面；"
+        "恢复时要从头重新计算所有 token。"
+    )
+    return en, zh
 
 
 def _admissions(f: Facts) -> list[Item]:

@@ -32,6 +32,7 @@ from pagedviz.core.narrate_facts import (
     _plural,
     _text,
 )
+from pagedviz.core.narrate_family import _siblings
 from pagedviz.core.narrate_groups import group_moves, window_drops
 from pagedviz.core.narrate_sched import (
     _admissions,
@@ -373,6 +374,7 @@ def narrate_v2(
     items += _engine_core(f)
     items += _preemptions(f, prev)
     items += [it for it in _admissions(f) if it["key"].split(":", 1)[1] not in resumed]
+    items += _siblings(f, resumed)
     items += _resumptions(f, s, resumed)
     items += _slot_events(f, s, resumed)
     items += _sort(f, s, config)

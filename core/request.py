@@ -24,6 +24,9 @@ class Request:
         self.num_prompt_tokens = len(spec.prompt_token_ids)
         self.max_tokens = spec.max_tokens
         self.arrival_step = spec.arrival_step
+        # scheduling_policy "priority": lower first; ties by arrival (step, then place in the list)
+        self.priority = spec.priority
+        self.order = spec.order
         self.token_ids = np.zeros(self.num_prompt_tokens + spec.max_tokens, dtype=np.int32)
         self.token_ids[: self.num_prompt_tokens] = spec.prompt_token_ids
         self.num_tokens = self.num_prompt_tokens

@@ -57,6 +57,11 @@ class Rules:
             self.err(
                 "config.block_size", "nanovllm needs block_size >= 2 (may_append tests len % block_size == 1)"
             )
+        if cfg.scheduling_policy != "fcfs" and self.flavor != "vllm":
+            self.err(
+                "config.scheduling_policy",
+                f"priority scheduling is modelled for the vllm flavour only (got {self.flavor!r}): use fcfs",
+            )
         rng = np.random.default_rng(m.seed)
         reqs: list[RequestSpec] = []
         seen: set[str] = set()
@@ -68,7 +73,9 @@ class Rules:
                 self.err(f"requests[{i}].id", f"duplicate id {spec.id!r:.70}")
             seen.add(spec.id)
             reqs.append(spec)
-        total = sum(len(r.prompt_token_ids) + r.max_tokens for r in reqs)
+        self.child_ids(reqs)
+        # each of a request's n children holds its own prompt and outputs
+        total = sum((len(r.prompt_token_ids) + r.max_tokens) * r.n for r in reqs)
         if total > self.limits.max_total_tokens:
             self.err(
                 "requests",
@@ -104,6 +111,27 @@ class Rules:
             notes=m.notes or (),
             engine=m.engine,
         )
+
+    def child_ids(self, reqs: list[RequestSpec]) -> None:
+        """The ids the scheduler sees (a request with n > 1 as its children, vLLM's
+        {index}_{request_id}) must be unique: a child's id may not be another request's."""
+        from pagedviz.core.parallel_sampling import child_id
+
+        owner: dict[str, int] = {}
+        for i, r in enumerate(reqs):
+            if r.n == 1:
+                owner.setdefault(r.id, i)
+        for i, r in enumerate(reqs):
+            for k in range(r.n if r.n > 1 else 0):
+                cid = child_id(r.id, k)
+                j = owner.setdefault(cid, i)
+                if j != i:
+                    self.err(
+                        f"requests[{i}].n",
+                        f"child {k} of request {r.id!r:.70} is named {cid!r:.70} (vLLM's "
+                        f"{{index}}_{{request_id}}), which requests[{j}] also is: rename one",
+                    )
+                    break
 
     def config(self, c: Any) -> EngineConfig:
         lim, loc = self.limits, "config"
@@ -349,7 +377,22 @@ class Rules:
                 f"(num_kv_blocks {cfg.num_kv_blocks})",
             )
         image = self.image(r.image, loc, len(ids))
-        return RequestSpec(rid, tuple(ids), max_tokens, r.arrival_step, text, given == "prompt_len", image)
+        if r.n > 1 and self.flavor != "vllm":
+            self.err(
+                f"{loc}.n",
+                f"parallel sampling (n > 1) is modelled for the vllm flavour only (got {self.flavor!r})",
+            )
+        return RequestSpec(
+            rid,
+            tuple(ids),
+            max_tokens,
+            r.arrival_step,
+            text,
+            given == "prompt_len",
+            image,
+            n=r.n,
+            priority=r.priority,
+        )
 
     def image(self, m: Any, loc: str, num_prompt_tokens: int) -> tuple[int, int, int, int] | None:
         """An image's placeholder tokens: `t*h*w` prompt tokens from `offset` (M-RoPE, Qwen2-VL)."""

@@ -25,6 +25,10 @@ DEVICES = ("auto", "cpu", "cuda", "npu")
 RUNNERS = ("v1", "v2")
 # what computes a scenario's steps (core/vllm_engine: the engine `vllm`)
 ENGINES = ("pagedviz", "vllm")
+# vLLM's SchedulingPolicy (vllm/v1/core/sched/request_queue.py)
+SCHEDULING_POLICIES = ("fcfs", "priority")
+# the most children a request may fan out into (a request's `n`)
+MAX_N = 16
 
 
 class ScenarioError(ValueError):
@@ -174,6 +178,13 @@ class EngineConfig:
     long_prefill_cap_lone_request: bool = setting(
         False, "apply long_prefill_token_threshold even to a lone running or waiting request (older vLLM)"
     )
+    scheduling_policy: str = setting(
+        "fcfs",
+        "vllm flavour: fcfs (first come, first served) or priority (vLLM's --scheduling-policy: the "
+        "waiting queue ordered by each request's (priority, arrival), and preemption takes the "
+        "running request with the largest (priority, arrival) rather than the last)",
+        choices=SCHEDULING_POLICIES,
+    )
 
     @property
     def kv_cache_groups(self) -> tuple[KVCacheGroup, ...]:
@@ -256,6 +267,22 @@ REQUEST_FIELDS: tuple[FieldSpec, ...] = (
     FieldSpec("max_tokens", 8, "tokens to generate", lo=1, hi="max_model_len"),
     FieldSpec("arrival_step", 1, "the step at which the request arrives", lo=1, hi="max_steps"),
     FieldSpec(
+        "n",
+        1,
+        "parallel sampling: the request fans out into n child requests with vLLM's ids "
+        "{index}_{id} (ParentRequest.get_child_info), the same prompt and arrival; vllm flavour only",
+        lo=1,
+        hi=MAX_N,
+    ),
+    FieldSpec(
+        "priority",
+        0,
+        "the request's priority under config.scheduling_policy priority: lower is served first, and "
+        "ties go to the earlier arrival (vLLM's Request.__lt__); ignored under fcfs, as vLLM does",
+        lo=-(2**31),
+        hi=2**31 - 1,
+    ),
+    FieldSpec(
         "image",
         None,
         "an image's placeholder tokens in the prompt: t*h*w tokens from offset (M-RoPE, as Qwen2-VL)",
@@ -288,6 +315,13 @@ class RequestSpec:
     prompt: str | None = None  # the text, when the prompt was given as text
     drawn: bool = False  # ids drawn from the seed (given as prompt_len)
     image: tuple[int, int, int, int] | None = None  # (offset, t, h, w): placeholder tokens of an image
+    n: int = 1  # parallel sampling: the children the request fans out into (core/parallel_sampling.py)
+    priority: int = 0  # lower is served first under scheduling_policy "priority"
+    # set on the specs the scheduler sees (core/parallel_sampling.py): a child's parent request and
+    # index, and the request's place in the scenario's list (its arrival order within a step)
+    parent: str | None = None
+    index: int = 0
+    order: int = 0
 
 
 @dataclass(frozen=True)
@@ -315,6 +349,8 @@ class Scenario:
     def to_dict(self) -> dict[str, Any]:
         """Canonical JSON form; prompts as they were given (text, seed-drawn length or token ids)."""
         cfg = asdict(self.config)
+        if cfg["scheduling_policy"] == "fcfs":
+            del cfg["scheduling_policy"]  # the default leaves run ids as they were
         if self.config.cudagraph_capture_sizes is not None:
             cfg["cudagraph_capture_sizes"] = list(self.config.cudagraph_capture_sizes)
         # the layers' fields only when given, so scenarios without them keep their run ids
@@ -340,6 +376,11 @@ class Scenario:
             req = {"id": r.id, **prompt, "max_tokens": r.max_tokens, "arrival_step": r.arrival_step}
             if r.image is not None:
                 req["image"] = dict(zip(("offset", "t", "h", "w"), r.image))
+            # left out at their defaults, so run ids stay as they were
+            if r.n != 1:
+                req["n"] = r.n
+            if r.priority != 0:
+                req["priority"] = r.priority
             reqs.append(req)
         out: dict[str, Any] = {
             "name": self.name,

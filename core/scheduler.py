@@ -2,8 +2,12 @@
 
 Running requests are served first, in running order, from a token budget; then, if nothing was
 preempted, waiting requests in queue order. When the pool runs short the last running request is
-preempted (freed, reset to recompute from scratch, put at the front of the waiting queue). The
-result, a SchedulerOutput, is everything the model runner needs to update its persistent batch.
+preempted (freed, reset to recompute from scratch, put at the front of the waiting queue). Under
+`scheduling_policy: "priority"` the waiting queue is ordered by (priority, arrival) and the victim
+is the running request with the largest (priority, arrival), which goes back to its place in that
+order (core/request_queue.py). A request with n > 1 reaches the scheduler as its n children
+(core/parallel_sampling.py). The result, a SchedulerOutput, is everything the model runner needs to
+update its persistent batch.
 """
 
 from __future__ import annotations
@@ -16,7 +20,9 @@ import numpy as np
 from pagedviz.core.config import EngineConfig, RequestSpec
 from pagedviz.core.kv_cache import KVCacheManager
 from pagedviz.core.kv_planning import max_in_flight_tokens
+from pagedviz.core.parallel_sampling import scheduled_specs
 from pagedviz.core.request import Request, Status
+from pagedviz.core.request_queue import PriorityQueue, victim_key, waiting_queue
 
 
 @dataclass
@@ -133,10 +139,10 @@ class Scheduler:
             max_in_flight_tokens=max_in_flight_tokens(config.max_num_batched_tokens, config.async_scheduling),
         )
         self.arrivals: dict[int, list[Request]] = {}
-        for spec in requests:
+        for spec in scheduled_specs(requests):  # n > 1: the children, as vLLM's engine adds them
             self.arrivals.setdefault(spec.arrival_step, []).append(Request(spec))
         self.requests: dict[str, Request] = {}
-        self.waiting: deque[Request] = deque()
+        self.waiting: deque[Request] | PriorityQueue = waiting_queue(config.scheduling_policy)
         self.running: list[Request] = []
         self.finished_since_last_step: list[str] = []
 
@@ -171,8 +177,15 @@ class Scheduler:
             return cfg.long_prefill_token_threshold
         return 0
 
-    def _preempt_last(self) -> Request:
-        victim = self.running.pop()
+    def _victim(self) -> Request:
+        """Whom the running loop preempts: the last running request, or under the priority policy
+        the one with the largest (priority, arrival), the first of equals in running order."""
+        if self.config.scheduling_policy == "priority":
+            return max(self.running, key=victim_key)
+        return self.running[-1]
+
+    def _preempt(self, victim: Request) -> Request:
+        self.running.remove(victim)
         self.kv.free(victim.req_id)
         victim.num_computed_tokens = 0
         victim.status = Status.PREEMPTED
@@ -287,16 +300,21 @@ class Scheduler:
                 )
                 self._note_drops(out, req.req_id)
                 if added is None:
-                    victim = self._preempt_last()
+                    victim = self._victim()
+                    if self.running.index(victim) < i:
+                        # priority: a victim ahead of req; if scheduled this step, it is taken back
+                        i -= 1
+                        budget += self._unschedule(out, victim.req_id)
+                    self._preempt(victim)
                     out.preempted_req_ids.append(victim.req_id)
-                    out.preemption_causes[victim.req_id] = {
-                        "cause": "kv_pool",
-                        "for": req.req_id,
-                        **self.kv.last_refusal,
-                    }
+                    out.preemption_causes[victim.req_id] = self._preemption_cause(victim, req)
                     if victim is req:
                         break
             if added is None:
+                if self.config.scheduling_policy == "priority" and req.status is Status.PREEMPTED:
+                    # it preempted itself as the lowest priority: the requests after it rank higher
+                    # and may still fit (vLLM's `continue`); i already points at the next one
+                    continue
                 break
             out.scheduled.append(self._scheduled(req, "running", req.num_computed_tokens, n, added))
             budget -= n
@@ -379,6 +397,23 @@ class Scheduler:
         freed them (`scheduler.window_drops`)."""
         if self.kv.last_drops:
             out.window_drops.setdefault(req_id, []).extend(self.kv.last_drops)
+
+    def _preemption_cause(self, victim: Request, req: Request) -> dict[str, object]:
+        """`scheduler.preemption_causes[victim]`: preempted for `req`, whose allocation failed
+        (the pool's numbers); under the priority policy also the victim's (priority, arrival)."""
+        cause: dict[str, object] = {"cause": "kv_pool", "for": req.req_id, **self.kv.last_refusal}
+        if self.config.scheduling_policy == "priority":
+            cause.update(policy="priority", priority=victim.priority, arrival_step=victim.arrival_step)
+        return cause
+
+    @staticmethod
+    def _unschedule(out: SchedulerOutput, req_id: str) -> int:
+        """Take `req_id` back out of this step's output; the tokens it had (0: not scheduled)."""
+        for k, s in enumerate(out.scheduled):
+            if s.req_id == req_id:
+                del out.scheduled[k]
+                return s.num_scheduled
+        return 0
 
     def _admission_tokens(
         self, req: Request, computed: int, prefill_scheduled: bool, scheduled_running: bool, cap: int

@@ -17,6 +17,7 @@ from pagedviz.core.limits import FIXED_BOUND, Limits, cost_problems, raised_by
 from pagedviz.core.models import IMAGE_KEYS, scenario_model
 from pagedviz.core.rules import Rules
 from pagedviz.core.scenario import (
+    MAX_N,
     REQUEST_FIELDS,
     SCENARIO_FIELDS,
     EngineConfig,
@@ -227,18 +228,21 @@ def precheck(data: Any, limits: Limits) -> Any:
                 continue
             if isinstance(r.get("id"), str) and (why := _text_problem(r["id"], newlines=False)):
                 errors.append((f"requests[{i}].id", why))
+            mine = 0  # this request's tokens; its n children hold them n times
             prompt = r.get("prompt")
             if isinstance(prompt, str):
                 if not prompt.isascii() and _SURROGATE.search(prompt):
                     errors.append((f"requests[{i}].prompt", "has a lone surrogate: not valid Unicode text"))
-                total += len(prompt)
+                mine += len(prompt)
             ids = r.get("prompt_token_ids")
-            total += len(ids) if isinstance(ids, list) else 0
+            mine += len(ids) if isinstance(ids, list) else 0
             for key, default in (("prompt_len", 0), ("max_tokens", 8)):
                 n = r.get(key, default)
-                total += max(0, int(n)) if _is_int(n) else 0
+                mine += max(0, int(n)) if _is_int(n) else 0
                 if alone is None and _is_int(n) and n > limits.max_total_tokens:
                     alone = (f"requests[{i}].{key}", int(n))
+            fan = r.get("n", 1)
+            total += mine * (fan if _is_int(fan) and 1 <= fan <= MAX_N else 1)
         if total > limits.max_total_tokens:
             limit = f"the limit of all requests' tokens is {limits.max_total_tokens}"
             raises = raised_by("max_total_tokens")

@@ -16,6 +16,7 @@ from plotly.subplots import make_subplots
 from pagedviz.core import StepTrace
 from pagedviz.core.kv_cache import usable_blocks
 from pagedviz.core.narrate_facts import Facts
+from pagedviz.core.parallel_sampling import scheduled_specs
 from pagedviz.plots.source import Source, resolve
 from pagedviz.plots.style import Identity, apply_theme, label, theme_vars
 
@@ -186,13 +187,11 @@ def lives(src: Source) -> tuple[list[Segment], dict[str, list[int]], dict[str, l
     """Each request's life as segments of one state over consecutive steps (decode, waiting and
     not-scheduled runs merged; each prefill chunk its own segment), with the steps it was
     preempted and finished at."""
-    prompt_len = {r.id: len(r.prompt_token_ids) for r in src.scenario.requests} if src.scenario else {}
+    # the requests the scheduler sees: one with n > 1 as its children
+    specs = scheduled_specs(src.scenario.requests) if src.scenario else ()
+    prompt_len = {r.id: len(r.prompt_token_ids) for r in specs}
     # requests by arrival step, latest first (popped as their step comes)
-    arrivals = (
-        sorted(((int(r.arrival_step), r.id) for r in src.scenario.requests), reverse=True)
-        if src.scenario
-        else []
-    )
+    arrivals = sorted(((int(r.arrival_step), r.id) for r in specs), reverse=True)
     unseen: set[str] = set()  # arrived, and in no queue yet
     segs: list[Segment] = []
     open_: dict[str, list[Any]] = {}  # rid -> [state, start, end, tokens]

@@ -11,6 +11,7 @@ from functools import lru_cache
 from typing import Any
 
 from pagedviz.core import Scenario, StepTrace, load_preset, make_engine
+from pagedviz.core.parallel_sampling import scheduled_specs
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,7 @@ class Source:
         """Requests in the scenario's order (their identity colours); without a scenario, in the
         order the steps first name them."""
         if self.scenario is not None:
-            return [r.id for r in self.scenario.requests]
+            return [r.id for r in scheduled_specs(self.scenario.requests)]  # n > 1: the children
         seen: dict[str, None] = {}
         for t in self.steps:
             for rid in (

@@ -10,7 +10,7 @@
 
 import { getJSON } from "./api.js";
 import { serverText, stageText } from "./i18n.js";
-import { $, A, L, S, reqOfTokens, stageFlavor, state, tokenCount } from "./trace.js";
+import { $, A, L, S, reqOfTokens, scheduledRequests, stageFlavor, state, tokenCount } from "./trace.js";
 import { clear, el, heatmap } from "./views.js";
 import { isRerun } from "./whatif.js";
 
@@ -261,7 +261,7 @@ function asyncCard() {
 function imageTokens() {
   const T = tokenCount(), pos = A("positions"), reqOf = reqOfTokens(), ids = S.trace.batch.req_ids;
   const byId = {};
-  for (const r of S.overview.scenario.requests || []) byId[r.id] = r.image;
+  for (const r of scheduledRequests(S.overview.scenario)) byId[r.id] = r.image;
   const out = [];
   for (let i = 0; i < T; i++) {
     const im = byId[ids[reqOf[i]]];

@@ -147,8 +147,11 @@ function reqRow(req = {}) {
   const tr = el("tr", {}, [cell(inputs.id), cell(inputs.kind), cell(inputs.value, "r-value-cell"), cell(inputs.max_tokens), cell(inputs.arrival),
     cell(el("button", { type: "button", class: "small", text: L("remove"), onclick: () => { tr.remove(); scheduleValidate(); } }))]);
   Object.values(inputs).forEach((i) => { i.addEventListener("input", scheduleValidate); i.addEventListener("change", scheduleValidate); });
+  // what the row has no input for (n, priority, image) goes back with it unchanged
+  tr.kept = Object.fromEntries(Object.entries(req).filter(([k]) => !ROW_KEYS.has(k)));
   return tr;
 }
+const ROW_KEYS = new Set(["id", "prompt", "prompt_len", "prompt_token_ids", "max_tokens", "arrival_step"]);
 
 function load(scenario) {
   const cfg = scenario.config || {};
@@ -188,7 +191,7 @@ function collect() {
     const q = (c) => tr.querySelector(c);
     const kind = q(".r-kind").value;
     const raw = q(".r-value").value;
-    const req = { id: q(".r-id").value, max_tokens: num(q(".r-max")), arrival_step: num(q(".r-arrival")) };
+    const req = { ...(tr.kept || {}), id: q(".r-id").value, max_tokens: num(q(".r-max")), arrival_step: num(q(".r-arrival")) };
     if (kind === "prompt") req.prompt = raw;
     else if (kind === "prompt_len") req.prompt_len = num(q(".r-value"));
     else req.prompt_token_ids = raw.split(/[\s,]+/).filter(Boolean).map((x) => (/^-?\d+$/.test(x) ? Number(x) : x));

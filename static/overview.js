@@ -4,7 +4,7 @@
 // table (or alone); and a minimap of the token row, coloured by request with block starts marked,
 // whose window shows what the token table shows and whose click focuses that request.
 
-import { $, A, L, S, bigBatch, blockSize, reqColor, reqOfTokens, scenarioReqIds, state, tokenCount } from "./trace.js";
+import { $, A, L, S, bigBatch, blockSize, reqColor, reqOfTokens, scenarioReqIds, scheduledRequests, state, tokenCount } from "./trace.js";
 import { setHover } from "./hover.js";
 import { clear, el } from "./views.js";
 
@@ -30,7 +30,7 @@ function cachedHits() {
 // {rid, waiting, cached, computed, scheduled, remaining} for the batch's requests, then the waiting
 export function requestBars() {
   const tr = S.trace;
-  const specs = new Map(S.overview.scenario.requests.map((r) => [String(r.id), r]));
+  const specs = new Map(scheduledRequests(S.overview.scenario).map((r) => [String(r.id), r]));
   const total = (rid, known) => {
     const r = specs.get(rid) || {};
     const prompt = r.prompt_len || (r.prompt_token_ids || []).length || 0;

@@ -5,7 +5,7 @@
 
 import { perGroup } from "./groups.js";
 import { moveLabel } from "./tables.js";
-import { $, A, L, S, poolBlocks, reqColor, reqTint, rowMoves, scenarioReqIds, state } from "./trace.js";
+import { $, A, L, S, poolBlocks, reqColor, reqTint, rowMoves, scenarioReqIds, scheduledRequests, state } from "./trace.js";
 import { clear, el } from "./views.js";
 
 // one button per step, marked with its kind, preemptions and finishes; onPick(step) opens one
@@ -173,7 +173,7 @@ function bar(cls, used, total, label) {
 export function renderQueue(onPick) {
   const box = clear($("queue"));
   const tr = S.trace, sch = tr.scheduler, cfg = S.overview.scenario.config;
-  const arrival = new Map(S.overview.scenario.requests.map((r) => [String(r.id), r.arrival_step || 0]));
+  const arrival = new Map(scheduledRequests(S.overview.scenario).map((r) => [String(r.id), r.arrival_step || 0]));
   const preempted = preemptedBy(state.step);
   const finished = finishedBy(state.step);
   const running = tr.batch.req_ids.map(String);

@@ -93,12 +93,17 @@ export function writerStage(arrayName) {
 // them all grey; the selection's outline then tells one request from the others.
 // (kept per scenario: every cell of a big batch asks, so each ask must not walk the request list)
 const identity = new WeakMap();
+// the scenario's requests as the scheduler sees them: one with n > 1 as its n children, vLLM's
+// {index}_{request_id}, in index order (core/parallel_sampling.py)
+export function scheduledRequests(sc) {
+  return sc.requests.flatMap((r) => (r.n > 1 ? Array.from({ length: r.n }, (_, k) => ({ ...r, id: `${k}_${r.id}`, parent: String(r.id) })) : [r]));
+}
 function identityOf() {
   const sc = S.overview ? S.overview.scenario : null;
   if (!sc) return { ids: [], order: new Map() };
   let got = identity.get(sc);
   if (!got) {
-    const ids = sc.requests.map((r) => String(r.id));
+    const ids = scheduledRequests(sc).map((r) => String(r.id));
     got = { ids, order: new Map(ids.map((id, i) => [id, i])) };
     identity.set(sc, got);
   }

@@ -19,6 +19,7 @@ from pagedviz.core.check import check_entries
 from pagedviz.core.cli import main
 from pagedviz.core.metrics import step_metrics
 from pagedviz.core.narrate import explain, narrate
+from pagedviz.core.parallel_sampling import scheduled_specs
 from pagedviz.core.trace import StepTrace
 
 from conftest import make_scenario, run_all
@@ -48,7 +49,8 @@ def _refs(item: dict, kind: str) -> list:
 @pytest.mark.parametrize("preset", [p["id"] for p in list_presets()])
 def test_every_step_of_every_preset_narrates_in_both_languages_with_valid_refs(preset: str) -> None:
     sc, steps = _run(preset)
-    req_ids = {r.id for r in sc.requests}  # type: ignore[attr-defined]
+    # the ids the scheduler sees: a request with n > 1 as its children
+    req_ids = {r.id for r in scheduled_specs(sc.requests)}  # type: ignore[attr-defined]
     for k, t in enumerate(steps):
         items = narrate(t, steps[k - 1] if k else None, sc.config)  # type: ignore[attr-defined]
         assert items, f"step {t.step} says nothing"

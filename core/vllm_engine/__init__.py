@@ -47,6 +47,10 @@ What is stubbed, and why (each module's docstring has the details):
   n-gram drafts (V2 only: the engine does not drive V1's CPU `NgramProposer` yet) V2's own
   rejection sampler verifies the drafts over one-hot logits of pagedviz's target tokens, and V2's
   `NgramGPUSpeculator` proposes.
+- The front end: a request with n > 1 fans out through vLLM's own `ParentRequest` as
+  `LLMEngine.add_request` does (arrivals.py); arrival times are the step plus a millionth per
+  place in the scenario's list, so the priority policy breaks ties as a server receiving them in
+  order would.
 - The engine core: only its step, or with async scheduling its batch-queue loop (loop.py, a batch
   queue of 2); no executor, no processes. vLLM's runner runs each batch at once, in order (as the
   device does); V1's runner runs synchronously, so under async scheduling its input ids are the

@@ -73,7 +73,8 @@ The numbers each cause carries (the contract's keys):
 - `preemption`: `preempted`, the victims in order. `behind`: `behind`, the head.
   `output_in_flight`: `tokens_in_flight`, the stale output tokens still to arrive.
 - `preemption_causes`: `{"cause": "kv_pool", "for": R}` per victim, with the numbers of R's
-  allocation that failed just before that victim was preempted (`blocks_needed`, `blocks_free`).
+  allocation that failed just before that victim was preempted (`blocks_needed`, `blocks_free`);
+  under the priority policy also the victim's `policy`, `priority` and `arrival_step`.
 """
 
 from __future__ import annotations
@@ -124,6 +125,8 @@ class _Watch:
         self.popped: list[str] = []
         self.allocs: dict[str, list[dict[str, Any]]] = {}
         self.preempted: list[tuple[str, str | None, dict[str, Any]]] = []
+        # under the priority policy, each victim's (priority, arrival step), as the trace carries it
+        self.victims: dict[str, dict[str, Any]] = {}
         self.last_failed: str | None = None
         self.last_refusal: dict[str, Any] = {}
         self._set: list[tuple[Any, str]] = []
@@ -176,6 +179,12 @@ class _Watch:
 
         def _preempt_request(request: Any, *args: Any, **kwargs: Any) -> Any:
             self.preempted.append((request.request_id, self.last_failed, self.last_refusal))
+            if s.policy.value == "priority":
+                self.victims[request.request_id] = {
+                    "policy": "priority",
+                    "priority": int(request.priority),
+                    "arrival_step": int(request.arrival_time),  # the step (arrivals.py)
+                }
             return preempt(request, *args, **kwargs)
 
         def peek_request() -> Any:
@@ -243,7 +252,10 @@ class CausesOracle:
     # ------------------------------------------------------------------ derivation
     def _derive(self, before: Any, w: _Watch, out: Any, args: Any, kwargs: Any) -> StepCauses:
         s = self.scheduler
-        preemption = {v: {"cause": "kv_pool", "for": f, **_pool_numbers(r)} for v, f, r in w.preempted}
+        preemption = {
+            v: {"cause": "kv_pool", "for": f, **_pool_numbers(r), **w.victims.get(v, {})}
+            for v, f, r in w.preempted
+        }
         waiting = [r.request_id for r in s.waiting]
         if w.preempted:
             victims = [v for v, _, _ in w.preempted]

@@ -89,8 +89,7 @@ class LiveScheduler:
         if self.admitted == step_no:
             return
         self.admitted = self.side.step_no = step_no
-        for spec in self.side.arrivals.pop(step_no, []):
-            self.vllm.add_request(self.side._request(spec))
+        self.side.add_arrivals()
 
     def schedule(self, step_no: int) -> SchedulerOutput:
         self.admit(step_no)

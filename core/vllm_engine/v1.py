@@ -76,6 +76,7 @@ def vllm_config(scenario: Scenario) -> VllmConfig:
         scheduler_reserve_full_isl=cfg.scheduler_reserve_full_isl,
         watermark=cfg.watermark,
         async_scheduling=cfg.async_scheduling,
+        policy=cfg.scheduling_policy,  # fcfs or priority: vLLM's request queue and victim choice
     )
     cache = CacheConfig(block_size=cfg.block_size, enable_prefix_caching=cfg.enable_prefix_caching)
     cache.num_gpu_blocks = cfg.num_kv_blocks
@@ -124,8 +125,7 @@ class VllmSide(ArrivalFeed):
         reaches `update_from_output` when the loop pops it. Returns what the loop did and, for a
         scheduled batch, what `step` returns."""
         self.step_no += 1
-        for spec in self.arrivals.pop(self.step_no, []):
-            self.scheduler.add_request(self._request(spec))
+        self.add_arrivals()
         got: dict[str, Any] = {}
 
         def execute(out: Any) -> ModelRunnerOutput:

@@ -187,8 +187,7 @@ class VllmV2Side(ArrivalFeed):
         the worker keeps the real drafts in its slots). Returns what the loop did and the
         scheduled batch's V2Step."""
         self.step_no += 1
-        for spec in self.arrivals.pop(self.step_no, []):
-            self.scheduler.add_request(self._request(spec))
+        self.add_arrivals()
         got: list[V2Step] = []
 
         def execute(out: Any) -> Any:

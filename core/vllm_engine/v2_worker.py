@@ -125,6 +125,7 @@ def vllm_config(scenario: Scenario) -> VllmConfig:
         scheduler_reserve_full_isl=cfg.scheduler_reserve_full_isl,
         watermark=cfg.watermark,
         async_scheduling=bool(cfg.async_scheduling),
+        policy=cfg.scheduling_policy,  # fcfs or priority: vLLM's request queue and victim choice
     )
     cache = CacheConfig(block_size=cfg.block_size, enable_prefix_caching=cfg.enable_prefix_caching)
     cache.num_gpu_blocks = cfg.num_kv_blocks

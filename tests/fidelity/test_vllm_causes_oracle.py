@@ -199,8 +199,7 @@ def test_a_scheduler_copy_is_independent_of_the_original(num_kv_blocks: int) -> 
     d["config"] = {**d["config"], "model": None, "device": "cpu", "num_kv_blocks": num_kv_blocks}
     side = vllm_side.VllmSide(Scenario.from_dict(d))
     side.step_no = 1
-    for spec in side.arrivals.pop(1):
-        side.scheduler.add_request(side._request(spec))
+    side.add_arrivals()
     s = side.scheduler
 
     def state(x: Any) -> Any:
