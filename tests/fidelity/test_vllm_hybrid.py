@@ -565,6 +565,24 @@ def test_the_issues_example_matches_vllm_step_for_step(
     assert run_hybrid(issue_example(runner, prefix_caching, async_scheduling=async_scheduling)) > 0
 
 
+@pytest.mark.skipif(
+    not GROUP_RUNNERS, reason="pagedviz's runners keep one block table here (issue 38, point 3)"
+)
+@pytest.mark.parametrize("runner", RUNNERS)
+@pytest.mark.parametrize("async_scheduling", [False, True])
+def test_the_live_engine_equals_pagedvizs_own_on_the_issues_example(
+    runner: str, async_scheduling: bool
+) -> None:
+    """The engine `vllm`'s trace (vLLM's scheduling, its window drops watched on vLLM's sliding
+    managers, its arrays per group) equals pagedviz's own, field for field."""
+    import test_live_engine as live_group
+
+    d = issue_example(runner, prefix_caching=True, async_scheduling=async_scheduling).to_dict()
+    own, live = live_group._both(d)
+    assert any("window_drops" in t.scheduler for t in live)
+    live_group.assert_same_trace(own, live)
+
+
 def _hybrid_presets() -> list[Any]:
     """The shipped presets with a sliding-window layer (several KV cache groups, or one sliding)."""
     found = [
