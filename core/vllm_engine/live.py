@@ -93,9 +93,11 @@ class LiveScheduler:
 
     def schedule(self, step_no: int) -> SchedulerOutput:
         self.admit(step_no)
-        vout = self.vllm.schedule()
+        with _DropWatch(self.kv.managers) as drops:
+            vout = self.vllm.schedule()
         self.current, self.got = vout, {}
         out = SchedulerOutput(step=step_no, runner="v2" if self.v2 else "v1", num_groups=self.kv.num_groups)
+        out.window_drops = drops.drops
         new = {n.req_id: n for n in vout.scheduled_new_reqs}
         cached = vout.scheduled_cached_reqs
         computed = dict(zip(cached.req_ids, cached.num_computed_tokens))
@@ -246,6 +248,58 @@ class LiveLoop:
     @property
     def done(self) -> bool:
         return not (self.live.side.arrivals or self.live.vllm.has_requests() or self.loop.queue)
+
+
+class _DropWatch:
+    """The blocks vLLM's sliding-window managers drop during one `schedule()`, in the order vLLM
+    frees them: `SingleTypeKVCacheManager.remove_skipped_blocks` watched on each sliding group's
+    manager (the instance's attribute, removed on exit; sched_copy.py leaves it out of a copy).
+    `drops`: request -> one entry per call that dropped blocks, in the format of pagedviz's
+    `scheduler.window_drops` (docs/arrays.md): the group, the blocks and their indices as vLLM's
+    `_remove_blocks_in_range` freed them (last first), the processed tokens the window was placed
+    on, the window and the first token kept."""
+
+    def __init__(self, managers: list[Any]) -> None:
+        self.managers = managers
+        self.drops: dict[str, list[dict[str, object]]] = {}
+        self._set: list[Any] = []
+
+    def __enter__(self) -> _DropWatch:
+        for g, m in enumerate(self.managers):
+            if hasattr(m, "sliding_window"):  # vLLM's SlidingWindowManager
+                m.remove_skipped_blocks = self._watched(g, m, m.remove_skipped_blocks)
+                self._set.append(m)
+        return self
+
+    def _watched(self, g: int, m: Any, remove: Any) -> Any:
+        def remove_skipped_blocks(request_id: str, processed: int, *args: Any, **kwargs: Any) -> Any:
+            before = list(m.req_to_blocks.get(request_id, ()))
+            result = remove(request_id, processed, *args, **kwargs)
+            after = m.req_to_blocks.get(request_id, ())
+            dropped = [
+                i
+                for i in range(min(len(before), len(after)) - 1, -1, -1)
+                if not before[i].is_null and after[i].is_null
+            ]
+            if dropped:
+                self.drops.setdefault(request_id, []).append(
+                    {
+                        "group": g,
+                        "block_ids": [before[i].block_id for i in dropped],
+                        "block_indices": dropped,
+                        "num_computed_tokens": int(processed),
+                        "sliding_window": int(m.sliding_window),
+                        "first_kept_token": int(m.get_num_skipped_tokens(processed)),
+                    }
+                )
+            return result
+
+        return remove_skipped_blocks
+
+    def __exit__(self, *exc: Any) -> None:
+        for m in self._set:
+            del m.remove_skipped_blocks
+        self._set.clear()
 
 
 class _VllmBlocks:

@@ -17,7 +17,8 @@ read-only in `schedule()`; a counterfactual that changes a
 limit sets it on the copy's own attributes, causes.py), the `KVCacheConfig` and the
 `StructuredOutputManager` (no structured outputs here; it may hold a thread pool). A `schedule`
 wrapper the oracle sets on the original instance is dropped from the copy, which schedules with
-vLLM's own method.
+vLLM's own method, and so is the live engine's watch on each sliding-window manager's
+`remove_skipped_blocks` (live.py).
 """
 
 from __future__ import annotations
@@ -52,4 +53,6 @@ def copy_scheduler(scheduler: Any) -> Any:
         if b.pool is pool:
             memo[id(b)].pool = new_pool
     new.__dict__.pop("schedule", None)  # the oracle's wrapper on the original (causes.py)
+    for m in new.kv_cache_manager.coordinator.single_type_managers:
+        m.__dict__.pop("remove_skipped_blocks", None)  # the live engine's drop watch (live.py)
     return new
