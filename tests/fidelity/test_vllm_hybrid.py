@@ -343,24 +343,12 @@ def test_the_live_engine_shows_vllms_block_ids_per_group(runner: str, async_sche
 sys.path.insert(0, str(Path(__file__).parent))  # the V1 and V2 groups' comparisons, beside this file
 import test_vllm_fidelity as v1_group  # noqa: E402
 
-from pagedviz.core.runners import stages  # noqa: E402
-
 v2_group: Any = None
 if HAS_TRITON:  # (the V2 group's module skips itself without Triton)
     import test_vllm_v2_fidelity as v2_group  # noqa: E402
 
 
-# pagedviz's runners keep one block table and one slot_mapping per KV cache group with the
-# hybrid runners' work (issue 38, point 3: core/runners/stages.group_name). Where this checkout
-# lacks it, the scheduler side is compared (every group's block ids, the free queue, ...) and group
-# 0's arrays on layer patterns that start with full attention (V2's gather nulls a sliding
-# group-0 table below the window); test_pagedviz_keeps_every_groups_arrays says so, skipped.
-GROUP_RUNNERS = hasattr(stages, "group_name")
-
-
 def _num_groups(t: Any) -> int:
-    if not GROUP_RUNNERS:
-        return 1
     return len(t.kv_cache.get("kv_cache_groups") or [None])
 
 
@@ -480,8 +468,6 @@ PATTERNS = [
     [SLIDING, FULL, SLIDING, FULL],
     [SLIDING, SLIDING],
 ]
-if not GROUP_RUNNERS:
-    PATTERNS = [p for p in PATTERNS if p[0] == FULL]
 
 
 @st.composite
@@ -542,9 +528,6 @@ def test_hybrid_scenarios_match_vllm_v2_with_async_scheduling(data: st.DataObjec
     run_hybrid(data.draw(hybrid_scenarios("v2", async_scheduling=True)))
 
 
-@pytest.mark.skipif(
-    not GROUP_RUNNERS, reason="pagedviz's runners keep one block table here (issue 38, point 3)"
-)
 @pytest.mark.parametrize("runner", RUNNERS)
 def test_pagedviz_keeps_every_groups_arrays(runner: str) -> None:
     """The runners' side of the comparison is on: pagedviz's trace holds group 1's block table and
@@ -565,9 +548,6 @@ def test_the_issues_example_matches_vllm_step_for_step(
     assert run_hybrid(issue_example(runner, prefix_caching, async_scheduling=async_scheduling)) > 0
 
 
-@pytest.mark.skipif(
-    not GROUP_RUNNERS, reason="pagedviz's runners keep one block table here (issue 38, point 3)"
-)
 @pytest.mark.parametrize("runner", RUNNERS)
 @pytest.mark.parametrize("async_scheduling", [False, True])
 def test_the_live_engine_equals_pagedvizs_own_on_the_issues_example(
