@@ -1,0 +1,88 @@
+"""pagedviz.record on vLLM 0.33.0's Scheduler with its hybrid KV cache manager on (pytest -m fidelity):
+the recording keeps each KV cache group's blocks (new block ids per group, the null head a sliding
+window leaves), the free queue and the free count, and the shipped hybrid example is what the
+recorder writes today (hybrid_recording.py makes it)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("vllm", reason="the vLLM 0.33.0 wheel is not installed (run scripts/fidelity-deps.sh)")
+sys.path.insert(0, str(Path(__file__).parent))
+import hybrid_recording  # noqa: E402
+
+pytestmark = pytest.mark.fidelity
+
+
+def _rebuild(lines: list[dict[str, Any]]) -> list[dict[str, list[list[int]]]]:
+    """Each step's block ids per scheduled request and group, from the recording's lines alone."""
+    held: dict[str, list[list[int]]] = {}
+    out = []
+    for s in lines:
+        for rid in s["finished"] + s["preempted"]:
+            held.pop(rid, None)
+        for n in s["new"]:
+            held[n["id"]] = [list(g) for g in n["block_ids"]]
+        for c in s["cached"]:
+            added = c["new_block_ids"] or [[] for _ in held.get(c["id"], [[]])]
+            groups = [[] for _ in added] if c["resumed"] else held[c["id"]]
+            groups = [g + a for g, a in zip(groups, added)]
+            for g, k in zip(groups, c.get("null_head") or []):
+                g[:k] = [0] * k
+            held[c["id"]] = groups
+        out.append({rid: held[rid] for rid in s["num_scheduled_tokens"]})
+    return out
+
+
+@pytest.mark.parametrize("async_scheduling", [False, True])
+def test_a_hybrid_recording_keeps_every_groups_block_ids_free_count_and_window_drops(
+    async_scheduling: bool, tmp_path: Path
+) -> None:
+    path = tmp_path / "rec.jsonl"
+    seen = hybrid_recording.record(path, async_scheduling=async_scheduling)
+    header, *lines = (json.loads(x) for x in path.read_text().splitlines())
+    assert [(g["kind"], g.get("sliding_window"), g["layer_names"]) for g in header["kv_cache_groups"]] == [
+        ("FullAttentionSpec", None, ["model.layers.0.self_attn.attn"]),
+        ("SlidingWindowSpec", 8, ["model.layers.1.self_attn.attn"]),
+    ]
+    assert len(lines) == len(seen)
+    for s, vs, blocks in zip(lines, seen, _rebuild(lines)):
+        assert s["num_scheduled_tokens"] == vs["num_scheduled_tokens"], s["step"]
+        assert blocks == vs["block_ids"], s["step"]  # vLLM's get_block_ids, every group
+        assert s["num_free_blocks"] == vs["num_free_blocks"] == len(vs["free_queue"]), s["step"]
+    # the run shows what the example is for: a window drop, a block moving from the sliding group
+    # to the full group, a preemption
+    assert any(0 in g for vs in seen for b in vs["block_ids"].values() for g in b[1:])
+    assert any(s["preempted"] for s in lines)
+    moved = False
+    for before, after in zip(seen, seen[1:]):
+        sliding = {b for r in before["block_ids"].values() for b in r[1]} - {0}
+        full = {b for r in after["block_ids"].values() for b in r[0]}
+        old_full = {b for r in before["block_ids"].values() for b in r[0]}
+        moved = moved or bool((full - old_full) & sliding)
+    assert moved
+
+
+def test_a_one_group_recording_writes_no_hybrid_fields(tmp_path: Path) -> None:
+    path = tmp_path / "rec.jsonl"
+    hybrid_recording.record(path, layer_types=("full_attention", "full_attention"))
+    header, *lines = (json.loads(x) for x in path.read_text().splitlines())
+    assert header["kv_cache_groups"] == [{"kind": "FullAttentionSpec", "block_size": 4, "num_layers": 2}]
+    assert "scheduling_policy" not in header
+    assert not any("null_head" in c for s in lines for c in s["cached"])
+
+
+def test_the_shipped_hybrid_example_is_what_the_recorder_writes(tmp_path: Path) -> None:
+    """core/recordings/real-vllm-hybrid.jsonl, recorded afresh, byte for byte
+    (PAGEDVIZ_REGENERATE_EXAMPLES=1 rewrites it)."""
+    path = tmp_path / "rec.jsonl"
+    hybrid_recording.record(path)
+    if os.environ.get("PAGEDVIZ_REGENERATE_EXAMPLES") == "1":
+        hybrid_recording.SHIPPED.write_bytes(path.read_bytes())
+    assert path.read_bytes() == hybrid_recording.SHIPPED.read_bytes()
