@@ -210,7 +210,18 @@ class SchedulerOut(BaseModel):
         description="for whom each preempted request was preempted",
         examples=[{"c": {"cause": "kv_pool", "for": "a"}}],
     )
-    new_block_ids: dict[str, list[int]] = Field(default_factory=dict, examples=[{"1": [7], "2": [8]}])
+    new_block_ids: dict[str, list[int] | list[list[int]]] = Field(
+        default_factory=dict,
+        description="blocks each request gained this step: a flat list with one KV cache group, one "
+        "list per group with several (vLLM's tuple)",
+        examples=[{"1": [7], "2": [8]}],
+    )
+    block_ids: dict[str, list[list[int]]] = Field(
+        default_factory=dict,
+        description="every scheduled request's blocks, one list per KV cache group in vLLM's group "
+        "order (KVCacheManager.get_block_ids); 0 is the null block a sliding window leaves",
+        examples=[{"a": [[1, 2, 3, 4, 5, 8], [0, 0, 0, 9, 10, 7]]}],
+    )
 
 
 class BatchOut(BaseModel):

@@ -419,7 +419,14 @@ class Engine:
 
     def _kv_view(self) -> dict[str, Any]:
         kv = self.scheduler.kv
-        return self.kv_view(kv.pool.snapshot(), kv.req_blocks, kv.pool.num_blocks)
+        view = self.kv_view(kv.pool.snapshot(), kv.req_blocks, kv.pool.num_blocks)
+        if len(getattr(kv, "groups", ())) > 1:
+            # several KV cache groups: owners over every group's tables, the groups, and which
+            # group's table holds each block
+            view["owners"] = kv.owners()
+            view["kv_cache_groups"] = [g.to_dict() for g in kv.groups]
+            view["block_group"] = kv.block_groups()
+        return view
 
     def kv_view(
         self, snapshot: dict[str, Any], block_lists: dict[str, list[int]], num_blocks: int

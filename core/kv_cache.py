@@ -15,6 +15,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from pagedviz.core.kv_groups import FULL, KVCacheGroup
+
 NULL_BLOCK = 0
 
 
@@ -126,22 +128,64 @@ class BlockPool:
 
 
 class KVCacheManager:
-    """Per-request block lists on top of a BlockPool, with prefix-cache hashing of full blocks."""
+    """Per-request block lists, one per KV cache group, on top of one shared BlockPool, with
+    prefix-cache hashing of full blocks.
+
+    With one group (every layer full attention) a request has one block list. With several
+    (core/kv_groups.py) each group keeps its own list over the shared pool, allocated in group
+    order, as vLLM's KV cache coordinator does. Prefix hits (`Hits`) are one list per group."""
 
     def __init__(
-        self, num_blocks: int, block_size: int, enable_prefix_caching: bool, free_queue_order: str = "lifo"
+        self,
+        num_blocks: int,
+        block_size: int,
+        enable_prefix_caching: bool,
+        free_queue_order: str = "lifo",
+        groups: tuple[KVCacheGroup, ...] = (KVCacheGroup(FULL, (0,)),),
     ) -> None:
         self.block_size = block_size
         self.enable_prefix_caching = enable_prefix_caching
+        self.groups = groups
         self.pool = BlockPool(num_blocks, enable_prefix_caching, free_queue_order)
-        self.req_blocks: dict[str, list[int]] = {}
+        # each group's block list per request, in group order
+        self.group_blocks: list[dict[str, list[int]]] = [{} for _ in groups]
         self.req_hashes: dict[str, list[str]] = {}
         self.prefix_hashes: dict[str, list[str]] = {}  # computed_blocks' hashes, per request
         # why the last allocate_slots returned None: blocks_needed, blocks_free (+ watermark_blocks)
         self.last_refusal: dict[str, object] = {}
 
+    @property
+    def req_blocks(self) -> dict[str, list[int]]:
+        """The first group's block list per request (the only one with one group)."""
+        return self.group_blocks[0]
+
     def blocks_of(self, req_id: str) -> list[int]:
-        return self.req_blocks.get(req_id, [])
+        return self.group_blocks[0].get(req_id, [])
+
+    def group_blocks_of(self, req_id: str) -> list[list[int]]:
+        """One block list per group, in group order (vLLM's `get_block_ids`)."""
+        return [list(blocks.get(req_id, [])) for blocks in self.group_blocks]
+
+    def owners(self) -> dict[str, list[str]]:
+        """Block id (as a string) -> the requests holding it, over every group; the null block
+        (a sliding group's dropped places) is nobody's."""
+        owners: dict[str, list[str]] = {}
+        for blocks_of in self.group_blocks:
+            for req_id, blocks in blocks_of.items():
+                for b in blocks:
+                    if b != NULL_BLOCK:
+                        owners.setdefault(str(b), []).append(req_id)
+        return owners
+
+    def block_groups(self) -> dict[str, int]:
+        """Block id (as a string) -> the group whose table holds it (several groups only)."""
+        return {
+            str(b): g
+            for g, blocks_of in enumerate(self.group_blocks)
+            for blocks in blocks_of.values()
+            for b in blocks
+            if b != NULL_BLOCK
+        }
 
     def block_hashes(self, token_ids: np.ndarray, num_blocks: int, start: list[str]) -> list[str]:
         hashes = list(start)
@@ -150,17 +194,25 @@ class KVCacheManager:
             hashes.append(hash_block(parent, token_ids[i * self.block_size : (i + 1) * self.block_size]))
         return hashes
 
-    def computed_blocks(self, req_id: str, token_ids: np.ndarray) -> list[int]:
-        """Prefix-cache hits for a request about to start; at most num_tokens - 1 tokens."""
-        if not self.enable_prefix_caching:
-            return []
+    def no_hits(self) -> list[list[int]]:
+        return [[] for _ in self.groups]
+
+    def hit_tokens(self, hits: list[list[int]]) -> int:
+        """Tokens a prefix hit covers (every group hits the same number of blocks)."""
+        return len(hits[0]) * self.block_size
+
+    def computed_blocks(self, req_id: str, token_ids: np.ndarray) -> list[list[int]]:
+        """Prefix-cache hits for a request about to start, one list per group; at most
+        num_tokens - 1 tokens. Several groups: no hits yet (the hybrid lookup is not modelled)."""
+        if not self.enable_prefix_caching or len(self.groups) > 1:
+            return self.no_hits()
         max_blocks = (len(token_ids) - 1) // self.block_size
         # a request's leading tokens never change, so its block hashes are computed once (vLLM
         # keeps them on the request too) and extended as it grows
         known = self.prefix_hashes.get(req_id, [])
         if len(known) < max_blocks:
             known = self.prefix_hashes[req_id] = self.block_hashes(token_ids, max_blocks, known)
-        return self.pool.lookup(known[:max_blocks])
+        return [self.pool.lookup(known[:max_blocks])]
 
     def allocate_slots(
         self,
@@ -168,42 +220,46 @@ class KVCacheManager:
         token_ids: np.ndarray,
         num_computed_tokens: int,
         num_new_tokens: int,
-        hits: Sequence[int] = (),
+        hits: list[list[int]] | None = None,
         full_sequence_tokens: int | None = None,
         watermark_blocks: int = 0,
-    ) -> list[int] | None:
-        """Grow a request's block list to hold computed + new tokens; None when the pool is short.
+    ) -> list[list[int]] | None:
+        """Grow a request's block lists to hold computed + new tokens; None when the pool is short.
 
         `full_sequence_tokens` (admission with scheduler_reserve_full_isl): first require that the
         free blocks could hold that many tokens (vLLM's `full_sequence_must_fit`). Both checks keep
-        `watermark_blocks` free. Returns the blocks added (hits first). Blocks filled by this
-        step's tokens are hashed now, so a request scheduled later in the same step can hit them.
+        `watermark_blocks` free. Returns the blocks added per group (hits first). Blocks filled by
+        this step's tokens are hashed now, so a request scheduled later in the same step can hit
+        them.
         """
-        held = self.req_blocks.get(req_id, [])
+        hits = hits or self.no_hits()
+        held = [blocks.get(req_id, []) for blocks in self.group_blocks]
         if full_sequence_tokens is not None:
             full = math.ceil(full_sequence_tokens / self.block_size)
-            needed = self.pool.num_needed(hits, max(0, full - len(held) - len(hits)))
+            needed = sum(self.pool.num_needed(h, max(0, full - len(b) - len(h))) for b, h in zip(held, hits))
             if needed + watermark_blocks > self.pool.num_free:
                 self._refuse(needed, watermark_blocks, full_sequence=True)
                 return None
         need = math.ceil((num_computed_tokens + num_new_tokens) / self.block_size)
-        num_new_blocks = max(0, need - len(held) - len(hits))
-        needed = self.pool.num_needed(hits, num_new_blocks)
+        num_new = [max(0, need - len(b) - len(h)) for b, h in zip(held, hits)]
+        needed = sum(self.pool.num_needed(h, n) for h, n in zip(hits, num_new))
         if needed + watermark_blocks > self.pool.num_free:
             self._refuse(needed, watermark_blocks)
             return None
-        if hits:
-            self.pool.touch(hits)
-        added = [*hits, *self.pool.allocate(num_new_blocks)]
-        blocks = self.req_blocks.setdefault(req_id, [])
-        blocks.extend(added)
+        added_per_group = []
+        for g, (h, n) in enumerate(zip(hits, num_new)):
+            if h:
+                self.pool.touch(h)
+            added = [*h, *self.pool.allocate(n)]
+            self.group_blocks[g].setdefault(req_id, []).extend(added)
+            added_per_group.append(added)
         if self.enable_prefix_caching:
             # only known tokens are hashed (vLLM caps at request.num_tokens): with async scheduling
             # a decode's input token is still a placeholder; update_from_output hashes it later
             self.cache_full_blocks(
                 req_id, token_ids, min(num_computed_tokens + num_new_tokens, len(token_ids))
             )
-        return added
+        return added_per_group
 
     def _refuse(self, needed: int, watermark_blocks: int, full_sequence: bool = False) -> None:
         """Record why the last allocate_slots returned None (the trace's `kv_pool` cause)."""
@@ -217,7 +273,7 @@ class KVCacheManager:
     def cache_full_blocks(self, req_id: str, token_ids: np.ndarray, num_tokens: int) -> None:
         """Hash the request's blocks that the first `num_tokens` tokens fill (vLLM's
         `cache_blocks`); blocks hashed before keep their hash."""
-        if not self.enable_prefix_caching:
+        if not self.enable_prefix_caching or len(self.groups) > 1:
             return
         full = num_tokens // self.block_size
         done = self.req_hashes.get(req_id, [])
@@ -230,6 +286,9 @@ class KVCacheManager:
             self.req_hashes[req_id] = hashes
 
     def free(self, req_id: str) -> None:
-        self.pool.free(self.req_blocks.pop(req_id, []))
+        """Free every group's blocks of the request, group by group in order (vLLM's
+        coordinator frees each manager's blocks in turn, each list walked in reverse)."""
+        for blocks_of in self.group_blocks:
+            self.pool.free([b for b in blocks_of.pop(req_id, []) if b != NULL_BLOCK])
         self.req_hashes.pop(req_id, None)
         self.prefix_hashes.pop(req_id, None)

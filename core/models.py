@@ -27,6 +27,7 @@ from pydantic import model_validator as _model_validator
 from pydantic_core import PydanticCustomError
 
 from pagedviz.core.fields import FieldSpec, fields_of
+from pagedviz.core.kv_groups import LAYER_TYPES
 from pagedviz.core.limits import FIXED_BOUND, Limits, raised_by
 from pagedviz.core.scenario import (
     PROMPT_FIELDS,
@@ -67,6 +68,26 @@ def _capture_sizes(v: Any) -> Any:
     if len(v) > 1024:
         raise refusal(f"at most 1024 sizes ({FIXED_BOUND})", too_large=True)
     return tuple(sorted(set(v)))
+
+
+def _layer_types(v: Any) -> Any:
+    if v is None:
+        return v
+    if not isinstance(v, list) or not v or not all(isinstance(t, str) and t in LAYER_TYPES for t in v):
+        raise refusal(f"must be null or a non-empty list of {' / '.join(map(repr, LAYER_TYPES))}")
+    if len(v) > 8:
+        raise refusal(f"at most 8 layers ({FIXED_BOUND})", too_large=True)
+    return tuple(v)
+
+
+def _sliding_window(v: Any) -> Any:
+    if v is None:
+        return v
+    if type(v) is not int or v < 1:
+        raise refusal("must be null or a positive integer (tokens)")
+    if v > 1 << 20:
+        raise refusal(f"at most {1 << 20} tokens ({FIXED_BOUND})", too_large=True)
+    return v
 
 
 def _request_id(v: Any) -> str | None:
@@ -177,6 +198,12 @@ def scenario_model(limits: Limits) -> type[BaseModel]:
             config_specs["cudagraph_capture_sizes"],
             limits,
             _custom(_capture_sizes, config_specs["cudagraph_capture_sizes"]),
+        ),
+        layer_types=field_of(
+            config_specs["layer_types"], limits, _custom(_layer_types, config_specs["layer_types"])
+        ),
+        sliding_window=field_of(
+            config_specs["sliding_window"], limits, _custom(_sliding_window, config_specs["sliding_window"])
         ),
         model=(
             Annotated[model | None, _object("must be an object or null")],  # type: ignore[valid-type]

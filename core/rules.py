@@ -13,6 +13,7 @@ import numpy as np
 
 from pagedviz.core.fields import fields_of
 from pagedviz.core.kv_cache import usable_blocks
+from pagedviz.core.kv_groups import SLIDING
 from pagedviz.core.limits import Limits, raised_by
 from pagedviz.core.scenario import (
     PROMPT_FIELDS,
@@ -168,7 +169,8 @@ class Rules:
             )
         if (spec or async_scheduling) and self.flavor == "nanovllm":
             self.err(loc, "nanovllm has no speculative decoding or async scheduling")
-        model = self.model(c.model, v["vocab_size"] if "vocab_size" in given else None)
+        self.layers(v)
+        model = self.model(c.model, v["vocab_size"] if "vocab_size" in given else None, v["layer_types"])
         if model is not None:
             v["vocab_size"] = model.vocab_size
         self.vllm_rules(v)
@@ -235,11 +237,41 @@ class Rules:
         if "async_scheduling" not in given:
             v["async_scheduling"] = vllm and (v["model_runner"] == "v2" or not v["num_speculative_tokens"])
 
-    def model(self, m: Any, vocab_size: int | None) -> ModelConfig | None:
+    def layers(self, v: dict[str, Any]) -> None:
+        """`layer_types` and `sliding_window`: a sliding layer needs a window, a window needs a
+        sliding layer, and several KV cache groups are modelled on the vllm flavour only."""
+        loc, types, window = "config", v["layer_types"], v["sliding_window"]
+        sliding = bool(types) and SLIDING in types
+        if sliding and window is None:
+            self.err(f"{loc}.sliding_window", "is needed: layer_types has a sliding_attention layer")
+        if window is not None and not sliding:
+            self.err(
+                f"{loc}.sliding_window", "applies to no layer: layer_types has no sliding_attention layer"
+            )
+        if types and len(set(types)) > 1 and self.flavor != "vllm":
+            self.err(
+                f"{loc}.layer_types",
+                f"{self.flavor} models one KV cache group: mixed layer types (several groups) are "
+                "modelled on the vllm flavour only",
+            )
+
+    def model(
+        self, m: Any, vocab_size: int | None, layer_types: tuple[str, ...] | None = None
+    ) -> ModelConfig | None:
         if m is None:
             return None
         loc = "config.model"
         vals = {k: getattr(m, k) for k in MODEL_FIELDS}
+        if layer_types:
+            # the tiny model's layers follow layer_types; a num_layers given must agree
+            if "num_layers" not in m.model_fields_set:
+                vals["num_layers"] = len(layer_types)
+            elif m.num_layers != len(layer_types):
+                self.err(
+                    f"{loc}.num_layers",
+                    f"is {m.num_layers} but config.layer_types lists {len(layer_types)} layer(s); "
+                    "leave it out (it follows layer_types) or make them agree",
+                )
         if vocab_size is not None:
             if "vocab_size" not in m.model_fields_set:
                 vals["vocab_size"] = vocab_size

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from pagedviz.core.fields import FieldSpec, setting
+from pagedviz.core.kv_groups import LAYER_TYPES, KVCacheGroup, plan_kv_cache_groups
 
 if TYPE_CHECKING:
     from pagedviz.core.limits import Limits
@@ -64,6 +65,14 @@ CAPTURE_SIZES_SCHEMA: dict[str, Any] = {
 }
 
 
+LAYER_TYPES_SCHEMA: dict[str, Any] = {
+    "oneOf": [
+        {"type": "null"},
+        {"type": "array", "items": {"enum": list(LAYER_TYPES)}, "minItems": 1, "maxItems": 8},
+    ]
+}
+
+
 @dataclass(frozen=True)
 class EngineConfig:
     block_size: int = setting(16, "tokens per KV-cache block", lo=1, hi="max_block_size")
@@ -106,6 +115,20 @@ class EngineConfig:
         "the tiny transformer's sizes, or null for fast simulation (no forward pass)",
         schema={},  # filled in by scenario_schema() from ModelConfig's fields
         factory=ModelConfig,
+    )
+    # the model's attention layers (Hugging Face's config.layer_types), planned into KV cache groups
+    layer_types: tuple[str, ...] | None = setting(
+        None,
+        'each layer\'s attention, in order: "full_attention" or "sliding_attention" (Hugging Face\'s '
+        "layer_types); null: every layer full attention, one KV cache group. vLLM plans one block table "
+        "per KV cache group (core/kv_groups.py); model.num_layers follows the list",
+        schema=LAYER_TYPES_SCHEMA,
+    )
+    sliding_window: int | None = setting(
+        None,
+        "tokens a sliding_attention layer attends to (the query's own included); needed with a "
+        "sliding_attention layer",
+        schema={"oneOf": [{"type": "null"}, {"type": "integer", "minimum": 1, "maximum": 1 << 20}]},
     )
     # speculative decoding (an n-gram, prompt-lookup drafter with vLLM's prompt_lookup_* defaults)
     num_speculative_tokens: int = setting(
@@ -151,6 +174,14 @@ class EngineConfig:
     long_prefill_cap_lone_request: bool = setting(
         False, "apply long_prefill_token_threshold even to a lone running or waiting request (older vLLM)"
     )
+
+    @property
+    def kv_cache_groups(self) -> tuple[KVCacheGroup, ...]:
+        """The KV cache groups vLLM plans for the model's layers (core/kv_groups.py); one group of
+        full attention when `layer_types` is null."""
+        return plan_kv_cache_groups(
+            self.layer_types, self.sliding_window, self.model.num_layers if self.model else 1
+        )
 
     @property
     def watermark_blocks(self) -> int:
@@ -286,6 +317,13 @@ class Scenario:
         cfg = asdict(self.config)
         if self.config.cudagraph_capture_sizes is not None:
             cfg["cudagraph_capture_sizes"] = list(self.config.cudagraph_capture_sizes)
+        # the layers' fields only when given, so scenarios without them keep their run ids
+        if self.config.layer_types is None:
+            del cfg["layer_types"]
+        else:
+            cfg["layer_types"] = list(self.config.layer_types)
+        if self.config.sliding_window is None:
+            del cfg["sliding_window"]
         if self.config.model is None:
             cfg["model"] = None
         else:

@@ -28,9 +28,18 @@ class ScheduledRequest:
     num_scheduled: int
     num_prompt_tokens: int
     token_ids: np.ndarray  # all known ids (prompt + outputs)
-    block_ids: list[int]
+    block_ids: list[int]  # the first KV cache group's (the only one with one group)
     new_block_ids: list[int]
     spec_token_ids: list[int] = field(default_factory=list)  # draft tokens scheduled after token_ids
+    # one list per KV cache group, in vLLM's group order (with one group: [block_ids])
+    group_block_ids: list[list[int]] = field(default_factory=list)
+    new_group_block_ids: list[list[int]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.group_block_ids:
+            self.group_block_ids = [self.block_ids]
+        if not self.new_group_block_ids:
+            self.new_group_block_ids = [self.new_block_ids]
 
     @property
     def num_tokens(self) -> int:
@@ -49,6 +58,7 @@ class SchedulerOutput:
     # why each waiting request waits / each preempted one was preempted (docs/arrays.md)
     waiting_causes: dict[str, dict[str, object]] = field(default_factory=dict)
     preemption_causes: dict[str, dict[str, object]] = field(default_factory=dict)
+    num_groups: int = 1  # KV cache groups
 
     @property
     def num_scheduled_tokens(self) -> dict[str, int]:
@@ -86,7 +96,19 @@ class SchedulerOutput:
             # the requests behind one head share one cause object (read-only)
             "waiting_causes": dict(self.waiting_causes),
             "preemption_causes": dict(self.preemption_causes),
-            "new_block_ids": {s.req_id: list(s.new_block_ids) for s in self.scheduled if s.new_block_ids},
+            # one group: a flat list per request (as before); several: one list per group, as
+            # vLLM's tuple
+            "new_block_ids": (
+                {s.req_id: list(s.new_block_ids) for s in self.scheduled if s.new_block_ids}
+                if self.num_groups == 1
+                else {
+                    s.req_id: [list(g) for g in s.new_group_block_ids]
+                    for s in self.scheduled
+                    if any(s.new_group_block_ids)
+                }
+            ),
+            # every scheduled request's blocks, one list per group (vLLM's `get_block_ids`)
+            "block_ids": {s.req_id: [list(g) for g in s.group_block_ids] for s in self.scheduled},
             "scheduled_spec_decode_tokens": {
                 s.req_id: list(s.spec_token_ids) for s in self.scheduled if s.spec_token_ids
             },
@@ -97,7 +119,11 @@ class Scheduler:
     def __init__(self, config: EngineConfig, requests: tuple[RequestSpec, ...]) -> None:
         self.config = config
         self.kv = KVCacheManager(
-            config.num_kv_blocks, config.block_size, config.enable_prefix_caching, config.free_queue_order
+            config.num_kv_blocks,
+            config.block_size,
+            config.enable_prefix_caching,
+            config.free_queue_order,
+            config.kv_cache_groups,
         )
         self.arrivals: dict[int, list[Request]] = {}
         for spec in requests:
@@ -176,8 +202,9 @@ class Scheduler:
         return self._append_and_finish(out, generated, num_rejected)
 
     def _scheduled(
-        self, req: Request, kind: str, computed: int, n: int, added: list[int]
+        self, req: Request, kind: str, computed: int, n: int, added: list[list[int]]
     ) -> ScheduledRequest:
+        group_block_ids = self.kv.group_blocks_of(req.req_id)
         return ScheduledRequest(
             req_id=req.req_id,
             kind=kind,
@@ -185,9 +212,11 @@ class Scheduler:
             num_scheduled=n,
             num_prompt_tokens=req.num_prompt_tokens,
             token_ids=req.all_token_ids.copy(),
-            block_ids=list(self.kv.blocks_of(req.req_id)),
-            new_block_ids=added,
+            block_ids=group_block_ids[0],
+            new_block_ids=added[0],
             spec_token_ids=self._take_spec(req, computed, n),
+            group_block_ids=group_block_ids,
+            new_group_block_ids=added,
         )
 
     def _pads_spec_decode(self, n: int, computed: int, prefill_scheduled: bool, running: bool) -> bool:
@@ -219,7 +248,10 @@ class Scheduler:
 
     def schedule(self, step: int) -> SchedulerOutput:
         out = SchedulerOutput(
-            step=step, runner=self.config.model_runner, finished_req_ids=self.finished_since_last_step
+            step=step,
+            runner=self.config.model_runner,
+            finished_req_ids=self.finished_since_last_step,
+            num_groups=len(self.kv.groups),
         )
         self.finished_since_last_step = []
         self.admit_arrivals(step)
@@ -277,7 +309,7 @@ class Scheduler:
                 skipped.append(self.waiting.popleft())
                 continue
             hits = self.kv.computed_blocks(req.req_id, req.all_token_ids)
-            computed = len(hits) * self.config.block_size
+            computed = self.kv.hit_tokens(hits)
             n, padded = self._admission_tokens(req, computed, prefill_scheduled, scheduled_running, cap)
             if padded and 1 + self.config.num_speculative_tokens > budget:
                 # vLLM prefers not scheduling it to scheduling it unpadded
@@ -376,7 +408,7 @@ class Scheduler:
             # the loop ran out of budget before it reached the head
             req = self.requests[head]
             hits = self.kv.computed_blocks(req.req_id, req.all_token_ids)
-            computed = len(hits) * self.config.block_size
+            computed = self.kv.hit_tokens(hits)
             n, padded = self._admission_tokens(req, computed, prefill_scheduled, scheduled_running, cap)
             stop = {"cause": "token_budget", "tokens_needed": n, "tokens_left": max(budget, 0)}
             if padded:

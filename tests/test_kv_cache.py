@@ -78,9 +78,9 @@ def test_hits_are_capped_below_the_last_token_and_share_ref_counts() -> None:
     kv.allocate_slots("a", ids, 0, 8)
     # a request with the same 8 tokens may reuse only one block: the last token is recomputed
     hits = kv.computed_blocks("b", ids)
-    assert hits == [1]
+    assert hits == [[1]]  # one list per KV cache group
     added = kv.allocate_slots("b", ids, 4, 4, hits)
-    assert added == [1, 3]
+    assert added == [[1, 3]]
     assert kv.pool.ref_cnt[1] == 2 and kv.pool.ref_cnt[2] == 1 and kv.pool.ref_cnt[3] == 1
 
 
@@ -89,14 +89,14 @@ def test_full_sequence_admission_needs_room_for_the_whole_prompt() -> None:
     ids = np.zeros(10, np.int32)
     # the first chunk (2 tokens, 1 block) would fit; the whole prompt (5 blocks) does not
     assert kv.allocate_slots("a", ids, 0, 2, full_sequence_tokens=10) is None
-    assert kv.allocate_slots("a", ids[:8], 0, 2, full_sequence_tokens=8) == [1]
+    assert kv.allocate_slots("a", ids[:8], 0, 2, full_sequence_tokens=8) == [[1]]
 
 
 def test_watermark_blocks_stay_free() -> None:
     kv = KVCacheManager(5, 2, enable_prefix_caching=False)
     ids = np.zeros(6, np.int32)
     assert kv.allocate_slots("a", ids, 0, 6, watermark_blocks=2) is None
-    assert kv.allocate_slots("a", ids, 0, 6, watermark_blocks=1) == [1, 2, 3]
+    assert kv.allocate_slots("a", ids, 0, 6, watermark_blocks=1) == [[1, 2, 3]]
 
 
 def test_allocation_fails_cleanly_when_the_pool_is_short() -> None:

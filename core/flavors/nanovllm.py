@@ -474,6 +474,8 @@ class NanoEngine(Engine):
         self.finished_last = []
         with timer.cpu("schedule"):
             seqs, is_prefill = self.schedule(sched) if (self.waiting or self.running) else ([], True)
+        # one KV cache group: each scheduled sequence's block table, as one list in a list
+        sched["block_ids"] = {seq.req_id: [list(self.bm.block_tables[seq.req_id])] for seq in seqs}
         trace = StepTrace(step=self.step_no, idle=not seqs)
         sampled: dict[str, int] = {}
         trace.forward = {"device": str(self.device)}
