@@ -27,6 +27,7 @@ from pagedviz.core.config import EngineConfig, RequestSpec, Scenario
 from pagedviz.core.engine import Engine
 from pagedviz.core.recording import Cut, Header, Step
 from pagedviz.core.replay_agreement import Agreement, Comparer
+from pagedviz.core.replay_groups import groups_problem, recorded_layers
 from pagedviz.core.replay_scheduler import SEED, RecordedScheduler, ReplayError, prompt_ids
 from pagedviz.core.scheduler import SchedulerOutput
 from pagedviz.core.trace import StepTrace
@@ -86,6 +87,7 @@ def scenario_from(header: Header, summary: Summary, for_agreement: bool = False)
         ids = prompt_ids(rid, a.prompt_token_ids, vocab)
         specs.append(RequestSpec(rid, tuple(int(t) for t in ids), int(max_tokens), step))
     n = summary.num_steps
+    layers = recorded_layers(header)
     cfg = EngineConfig(
         block_size=header.block_size,
         max_model_len=header.max_model_len,
@@ -106,6 +108,8 @@ def scenario_from(header: Header, summary: Summary, for_agreement: bool = False)
         scheduler_reserve_full_isl=bool(getattr(header, "scheduler_reserve_full_isl", False)),
         watermark=float(getattr(header, "watermark", 0.0)),
         num_speculative_tokens=num_spec(header),
+        layer_types=layers.layer_types,
+        sliding_window=layers.sliding_window,
     )
     return Scenario(
         name=f"recording of vLLM {header.vllm_version} ({header.scheduler})",
@@ -143,11 +147,7 @@ def replay_problem(header: Header) -> str | None:
                 "a redacted recording with speculative decoding "
                 "(the drafts' token ids are needed to verify them)"
             )
-    if len(header.kv_cache_groups) != 1:
-        return f"{len(header.kv_cache_groups)} KV cache groups (pagedviz models one)"
-    if header.kv_cache_groups[0].block_size != header.block_size:
-        return "the KV cache group's block size differs from the scheduler's"
-    return None
+    return groups_problem(header)
 
 
 class ReplayEngine(Engine):
@@ -252,6 +252,9 @@ class StreamingImport:
             notes.append(SYNTHETIC_NOTE)
         if num_spec(h):
             notes.append(SPEC_NOTE)
+        stand_in = recorded_layers(h).note
+        if stand_in:
+            notes.append(stand_in)
         notes.extend(self.engine.scheduler.problems[:3])  # type: ignore[attr-defined]
         return notes
 

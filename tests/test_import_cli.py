@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from pagedviz.core.recordings import example_bytes
+
 from recording_cases import CUT, CUT_SAYS, EXAMPLE, LINES, NUM_STEPS, cases
 
 LIMIT_MB = 1
@@ -54,6 +56,26 @@ def test_the_import_in_the_terminal_says_whether_pagedviz_agrees(tmp_path: Path)
     assert r.returncode == 0, r.stderr
     assert f"agrees with the recording up to step {NUM_STEPS}" in r.stdout
     assert f"=== step {NUM_STEPS} ===" in r.stdout
+
+
+def test_the_shipped_hybrid_recording_imports_with_every_groups_blocks(tmp_path: Path) -> None:
+    """A hybrid server's recording (issue 38, point 7): each step's blocks per KV cache group, the
+    null block where the sliding window dropped, the scenario's layers from the header's groups."""
+    body = example_bytes("real-vllm-hybrid")
+    path = tmp_path / "hybrid.jsonl"
+    path.write_bytes(body)
+    r = pagedviz("import", str(path), "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    recorded = [json.loads(x) for x in body.splitlines()[1:]]
+    assert [s["step"] for s in out["steps"]] == list(range(1, len(recorded) + 1))
+    assert out["steps"][1]["scheduler"]["block_ids"]["a"] == [[1, 2, 3, 4, 5, 13], [0, 0, 0, 9, 10, 14]]
+    for step, rec in zip(out["steps"], recorded):
+        assert step["scheduler"]["num_scheduled_tokens"] == rec["num_scheduled_tokens"]
+        assert all(len(groups) == 2 for groups in step["scheduler"]["block_ids"].values())
+        assert step["kv_cache"]["num_free_blocks"] == rec["num_free_blocks"]
+    assert out["scenario"]["config"]["layer_types"] == ["full_attention", "sliding_attention"]
+    assert "pagedviz's scheduler" in out["recording"]["agreement"]["text"]
 
 
 @pytest.mark.parametrize("name", list(cases(LIMIT_MB << 20)))

@@ -199,6 +199,8 @@ def record(
             )
         loop.step(step)
     sched.shutdown()
+    if arrivals or loop.has_work():
+        raise RuntimeError(f"the run did not finish in {max_steps} steps")
     return seen
 
 

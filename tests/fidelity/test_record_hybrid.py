@@ -17,6 +17,9 @@ pytest.importorskip("vllm", reason="the vLLM 0.33.0 wheel is not installed (run 
 sys.path.insert(0, str(Path(__file__).parent))
 import hybrid_recording  # noqa: E402
 
+from pagedviz.core.recording import read_recording  # noqa: E402
+from pagedviz.core.replay import import_recording  # noqa: E402
+
 pytestmark = pytest.mark.fidelity
 
 
@@ -67,6 +70,62 @@ def test_a_hybrid_recording_keeps_every_groups_block_ids_free_count_and_window_d
         old_full = {b for r in before["block_ids"].values() for b in r[0]}
         moved = moved or bool((full - old_full) & sliding)
     assert moved
+    # and the import replays it: vLLM's blocks per group, its free queue in its order, its free count
+    with open(path, "rb") as f:
+        imported = import_recording(*read_recording(f))
+    assert len(imported.traces) == len(seen)
+    for t, vs in zip(imported.traces, seen):
+        assert t.scheduler["block_ids"] == vs["block_ids"], t.step
+        assert t.kv_cache["free_block_queue"] == vs["free_queue"], t.step
+        assert t.kv_cache["num_free_blocks"] == vs["num_free_blocks"], t.step
+
+
+CONFIGS = {
+    # Gemma 3's pattern: five sliding layers per full one (six groups of one layer), a window of 12
+    "gemma-5-to-1": {
+        "layer_types": ("sliding_attention",) * 5 + ("full_attention",),
+        "sliding_window": 12,
+        "num_kv_blocks": 64,
+    },
+    # gpt-oss: sliding and full alternating, a window of 4 (one block), prefix caching off
+    "gpt-oss-alternating": {
+        "layer_types": ("sliding_attention", "full_attention") * 2,
+        "sliding_window": 4,
+        "enable_prefix_caching": False,
+        "num_kv_blocks": 22,
+    },
+    # every layer sliding: one group that drops blocks
+    "all-sliding": {"layer_types": ("sliding_attention",) * 2, "sliding_window": 6, "num_kv_blocks": 14},
+}
+
+
+@pytest.mark.parametrize("async_scheduling", [False, True])
+@pytest.mark.parametrize("name", list(CONFIGS))
+def test_other_hybrid_layouts_import_as_vllm_scheduled_them(
+    name: str, async_scheduling: bool, tmp_path: Path
+) -> None:
+    path = tmp_path / "rec.jsonl"
+    requests = (
+        (1, "a", tuple(range(1, 30)), 12),
+        (1, "b", tuple(range(1, 18)), 9),
+        (2, "c", tuple(range(50, 61)), 20),
+        (4, "d", tuple(range(1, 26)), 7),
+        (6, "e", tuple(range(200, 240)), 5),
+    )
+    seen = hybrid_recording.record(path, requests, async_scheduling=async_scheduling, **CONFIGS[name])
+    with open(path, "rb") as f:
+        header, steps = read_recording(f)
+    imported = import_recording(header, steps)
+    groups = imported.scenario.config.kv_cache_groups
+    assert [g.kind for g in groups] == [
+        {"FullAttentionSpec": "full_attention", "SlidingWindowSpec": "sliding_attention"}[g.kind]
+        for g in header.kv_cache_groups
+    ]
+    assert len(imported.traces) == len(seen)
+    for t, vs in zip(imported.traces, seen):
+        assert t.scheduler["block_ids"] == vs["block_ids"], t.step
+        assert t.kv_cache["free_block_queue"] == vs["free_queue"], t.step
+    assert any(0 in g for vs in seen for b in vs["block_ids"].values() for g in b)  # the window dropped
 
 
 def test_a_one_group_recording_writes_no_hybrid_fields(tmp_path: Path) -> None:

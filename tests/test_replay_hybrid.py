@@ -1,0 +1,168 @@
+"""Importing a recording of a hybrid vLLM server (issue 38, point 7; no vLLM needed): the shipped
+example, vLLM 0.33.0's own Scheduler with its hybrid KV cache manager on (layer 0 full attention,
+layer 1 a sliding window of 8 tokens), replays every group's block ids with the null block where
+the window dropped blocks, the pool's free count and free queue; the header's groups become the
+scenario's layer_types and sliding_window; groups pagedviz does not model are refused naming why;
+a model with more layers than a scenario holds stands in as fewer planned into the same groups."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from pagedviz.core.kv_groups import plan_kv_cache_groups
+from pagedviz.core.recording import read_recording
+from pagedviz.core.recordings import example_bytes
+from pagedviz.core.replay import ReplayError, import_recording
+
+HYBRID = example_bytes("real-vllm-hybrid")
+LINES = HYBRID.splitlines(keepends=True)
+NUM_STEPS = len(LINES) - 1
+RECORDED = [json.loads(x) for x in LINES[1:]]
+
+
+def _with_header(edit: Callable[[dict[str, Any]], None]) -> list[bytes]:
+    h = json.loads(LINES[0])
+    edit(h)
+    return [json.dumps(h).encode() + b"\n", *LINES[1:]]
+
+
+@pytest.fixture(scope="module")
+def imported() -> Any:
+    return import_recording(*read_recording(LINES))
+
+
+def test_the_header_groups_become_the_scenarios_layers(imported: Any) -> None:
+    cfg = imported.scenario.config
+    assert cfg.layer_types == ("full_attention", "sliding_attention") and cfg.sliding_window == 8
+    assert [(g.kind, g.layers) for g in cfg.kv_cache_groups] == [
+        ("full_attention", (0,)),
+        ("sliding_attention", (1,)),
+    ]
+
+
+def test_each_step_holds_every_groups_blocks_with_the_null_block_where_the_window_dropped(
+    imported: Any,
+) -> None:
+    traces = imported.traces
+    assert len(traces) == NUM_STEPS
+    # vLLM's get_block_ids after step 1 and step 2 (b hit a's first two blocks in both groups)
+    assert traces[0].scheduler["block_ids"] == {
+        "a": [[1, 2, 3, 4, 5], [6, 7, 8, 9, 10]],
+        "b": [[1, 2, 11], [6, 7, 12]],
+    }
+    assert traces[1].scheduler["block_ids"] == {
+        "a": [[1, 2, 3, 4, 5, 13], [0, 0, 0, 9, 10, 14]],
+        "b": [[1, 2, 11, 15], [0, 7, 12, 16]],
+    }
+    # new block ids: one list per group, as vLLM's tuple
+    assert traces[1].scheduler["new_block_ids"] == {"a": [[13], [14]], "b": [[15], [16]]}
+    for t, rec in zip(traces, RECORDED):
+        where = f"step {t.step}"
+        # every scheduled request, every group; the null block only in the sliding group's head
+        assert set(t.scheduler["block_ids"]) == set(rec["num_scheduled_tokens"]), where
+        for full, sliding in t.scheduler["block_ids"].values():
+            assert 0 not in full, where
+            k = sliding.count(0)
+            assert sliding[:k] == [0] * k, where
+        # the pool with two groups: the recorded free count, the free queue as long, no null block
+        kv = t.kv_cache
+        assert kv["num_free_blocks"] == rec["num_free_blocks"] == len(kv["free_block_queue"]), where
+        assert 0 not in kv["free_block_queue"] and kv["ref_cnt"][0] == 0, where
+        held = {b for groups in t.scheduler["block_ids"].values() for g in groups for b in g} - {0}
+        assert not held & set(kv["free_block_queue"]), where
+        assert [g["kind"] for g in kv["kv_cache_groups"]] == ["full_attention", "sliding_attention"]
+    # blocks move between groups through the shared free queue: block 8, which a's sliding window
+    # dropped at step 2, is in c's sliding group at step 5; block 12, b's sliding block until b
+    # finished, is in a's full group at step 6
+    assert 8 in traces[4].scheduler["block_ids"]["c"][1]
+    assert traces[5].kv_cache["block_group"]["12"] == 0 and traces[0].kv_cache["block_group"]["12"] == 1
+    # d is preempted, then resumes with its prefix-cache hits in both groups
+    assert traces[17].scheduler["preempted_req_ids"] == ["d"]
+    resumed = next(t for t in traces[18:] if "d" in t.scheduler["resumed_req_ids"])
+    assert resumed.scheduler["block_ids"]["d"] == [[7, 12, 23, 22, 21, 10, 13, 8], [0, 0, 0, 0, 0, 6, 11, 3]]
+
+
+def test_the_notes_say_pagedviz_compares_its_scheduler_per_group(imported: Any) -> None:
+    assert imported.agreement.modelled
+    assert imported.scenario.notes[0] == imported.agreement.text
+
+
+@pytest.mark.parametrize(
+    ("edit", "says"),
+    [
+        (
+            lambda h: h["kv_cache_groups"].__setitem__(
+                1, {"kind": "MambaSpec", "block_size": 4, "num_layers": 1}
+            ),
+            "KV cache group 1 is MambaSpec (1 layer(s)): pagedviz models full attention (FullAttentionSpec) "
+            "and sliding windows (SlidingWindowSpec)",
+        ),
+        (
+            lambda h: h["kv_cache_groups"][1].__setitem__("block_size", 8),
+            "KV cache group 1's block size is 8, the scheduler's 4: pagedviz models one block size",
+        ),
+        (
+            lambda h: h["kv_cache_groups"][1].pop("sliding_window"),
+            "KV cache group 1 is a sliding window whose size the recording does not say",
+        ),
+        (
+            lambda h: h["kv_cache_groups"][1].__setitem__("extra_retained_tokens", 2),
+            "KV cache group 1 keeps 2 token(s) past its window (multi-token prediction)",
+        ),
+        (
+            lambda h: h["kv_cache_groups"].append(
+                {"kind": "SlidingWindowSpec", "block_size": 4, "num_layers": 1, "sliding_window": 16}
+            ),
+            "sliding windows of 8 and 16 tokens: pagedviz models one sliding_window",
+        ),
+    ],
+    ids=["mamba", "block size", "no window", "extra tokens", "two windows"],
+)
+def test_groups_pagedviz_does_not_model_are_refused_naming_why(
+    edit: Callable[[dict], None], says: str
+) -> None:
+    with pytest.raises(ReplayError) as e:
+        import_recording(*read_recording(_with_header(edit)))
+    assert str(e.value).startswith("line 1: " + says), str(e.value)
+
+
+def test_a_model_with_more_layers_than_a_scenario_holds_stands_in_as_fewer_in_the_same_groups() -> None:
+    # Gemma 3 27B's 62 layers: five sliding layers per full one, vLLM's groups of 10 layers (six
+    # sliding groups, then the full one)
+    layers = ["sliding_attention" if i % 6 != 5 else "full_attention" for i in range(62)]
+    recorded = plan_kv_cache_groups(tuple(layers), 1024)
+    assert [g.kind for g in recorded] == ["sliding_attention"] * 6 + ["full_attention"]
+
+    def gemma(h: dict[str, Any]) -> None:
+        h["kv_cache_groups"] = [
+            {
+                "kind": "SlidingWindowSpec" if g.sliding else "FullAttentionSpec",
+                "block_size": 4,
+                "num_layers": len(g.layers),
+                **({"sliding_window": 8} if g.sliding else {}),
+                "layer_names": [f"model.layers.{i}.self_attn.attn" for i in g.layers],
+            }
+            for g in recorded
+        ]
+
+    h, steps = read_recording(_with_header(gemma))
+    groups = h.kv_cache_groups
+    # the recording's own steps hold two groups: give each step's blocks to the seven groups
+    for s in steps:
+        for n in s.new:
+            n.block_ids = [n.block_ids[1]] * 6 + [n.block_ids[0]]
+        for c in s.cached:
+            if c.new_block_ids:
+                c.new_block_ids = [c.new_block_ids[1]] * 6 + [c.new_block_ids[0]]
+            if c.null_head:
+                c.null_head = [c.null_head[1]] * 6 + [c.null_head[0]]
+    imp = import_recording(h, steps)
+    cfg = imp.scenario.config
+    assert len(cfg.layer_types) <= 8
+    assert [g.kind for g in cfg.kv_cache_groups] == [g.kind for g in recorded] and len(groups) == 7
+    assert any("the recorded model's 62 layers stand in as 7" in n for n in imp.notes)
+    assert len(imp.traces[1].scheduler["block_ids"]["a"]) == 7
