@@ -166,3 +166,13 @@ def test_a_model_with_more_layers_than_a_scenario_holds_stands_in_as_fewer_in_th
     assert [g.kind for g in cfg.kv_cache_groups] == [g.kind for g in recorded] and len(groups) == 7
     assert any("the recorded model's 62 layers stand in as 7" in n for n in imp.notes)
     assert len(imp.traces[1].scheduler["block_ids"]["a"]) == 7
+
+
+def test_a_waiting_requests_derived_cause_counts_the_blocks_of_every_group(imported: Any) -> None:
+    # c (24 prompt tokens) waits at step 2: 6 blocks in the full group and 6 in the sliding one
+    # (under its admission cap of 11: the window less one plus a budget in flight, and one more)
+    cause = imported.traces[1].scheduler["waiting_causes"]["c"]
+    assert cause["cause"] == "kv_pool" and cause["derived"] == "recording"
+    assert (cause["blocks_needed"], cause["blocks_free"]) == (12, RECORDED[1]["num_free_blocks"])
+    # d's preemption at step 18 is for c, the running request that gained blocks
+    assert imported.traces[17].scheduler["preemption_causes"]["d"]["for"] == "c"
