@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
+from copy import copy
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,8 @@ from vllm.sampling_params import SamplingParams  # noqa: E402
 from vllm.utils.hashing import sha256_cbor  # noqa: E402
 from vllm.v1.core.kv_cache_planning import get_global_kv_cache_groups  # noqa: E402
 from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash  # noqa: E402
+from vllm.v1.engine import EngineCoreRequest  # noqa: E402
+from vllm.v1.engine.parallel_sampling import ParentRequest  # noqa: E402
 from vllm.v1.kv_cache_interface import (  # noqa: E402
     FullAttentionSpec,
     KVCacheConfig,
@@ -96,6 +99,7 @@ def build(
     max_num_batched_tokens: int = EXAMPLE["max_num_batched_tokens"],
     async_scheduling: bool = False,
     enable_prefix_caching: bool = True,
+    policy: str = "fcfs",
 ) -> Any:
     """The recording scheduler (PAGEDVIZ_RECORD names its file) on vLLM's hybrid manager."""
     sched = SchedulerConfig(
@@ -105,6 +109,7 @@ def build(
         max_num_seqs=max_num_seqs,
         enable_chunked_prefill=True,
         async_scheduling=async_scheduling,
+        policy=policy,  # type: ignore[arg-type]
     )
     cache = CacheConfig(block_size=block_size, enable_prefix_caching=enable_prefix_caching)
     cache.num_gpu_blocks = num_kv_blocks
@@ -126,15 +131,52 @@ def build(
     )
 
 
+def _requests(
+    step: int, rid: str, prompt: Sequence[int], max_tokens: int, n: int, priority: int, hasher: Any
+) -> list[Request]:
+    """What vLLM's engine core adds for one request: the request, or with n > 1 its children as
+    `LLMEngine.add_request` fans them out (vLLM's `ParentRequest` names them `{index}_{id}`)."""
+    params = SamplingParams(
+        n=n,
+        max_tokens=max_tokens,
+        ignore_eos=True,
+        temperature=0.0 if n == 1 else 1.0,
+        seed=None if n == 1 else 0,
+    )
+    core = EngineCoreRequest(
+        request_id=rid,
+        prompt_token_ids=list(prompt),
+        mm_features=None,
+        sampling_params=params,
+        pooling_params=None,
+        arrival_time=float(step),
+        lora_request=None,
+        cache_salt=None,
+        data_parallel_rank=None,
+        priority=priority,
+        external_req_id=rid,
+    )
+    if n == 1:
+        return [Request.from_engine_core_request(core, hasher)]
+    parent = ParentRequest(core)
+    children = []
+    for idx in range(n):
+        child = copy(core)
+        child.request_id, child.sampling_params = parent.get_child_info(idx)
+        children.append(Request.from_engine_core_request(child, hasher))
+    return children
+
+
 def record(
     path: Path,
-    requests: Sequence[tuple[int, str, Sequence[int], int]] = EXAMPLE["requests"],
+    requests: Sequence[tuple[Any, ...]] = EXAMPLE["requests"],
     max_steps: int = 500,
     **config: Any,
 ) -> list[dict[str, Any]]:
     """Record a run to `path`; returns what vLLM's scheduler held after each schedule(), in order:
     the scheduled tokens, preempted ids, each scheduled request's block ids per group
-    (`KVCacheManager.get_block_ids`), the free queue (head first) and the free count."""
+    (`KVCacheManager.get_block_ids`), the free queue (head first) and the free count. A request is
+    (arrival step, id, prompt ids, max_tokens[, n[, priority]])."""
     old = os.environ.get("PAGEDVIZ_RECORD")
     os.environ["PAGEDVIZ_RECORD"] = str(path)
     try:
@@ -148,9 +190,11 @@ def record(
     hasher = get_request_block_hasher(sched.block_size, sha256_cbor)
     kcm = sched.kv_cache_manager
     pool = kcm.block_pool
-    arrivals: dict[int, list[tuple[str, Sequence[int], int]]] = {}
-    for step, rid, prompt, max_tokens in requests:
-        arrivals.setdefault(step, []).append((rid, prompt, max_tokens))
+    arrivals: dict[int, list[tuple[Any, ...]]] = {}
+    for step, rid, prompt, max_tokens, *more in requests:
+        n = more[0] if more else 1
+        priority = more[1] if len(more) > 1 else 0
+        arrivals.setdefault(step, []).append((rid, prompt, max_tokens, n, priority))
     produced: dict[str, int] = {}
     seen: list[dict[str, Any]] = []
 
@@ -185,18 +229,9 @@ def record(
     step = 0
     while (arrivals or loop.has_work()) and step < max_steps:
         step += 1
-        for rid, prompt, max_tokens in arrivals.pop(step, []):
-            params = SamplingParams(max_tokens=max_tokens, ignore_eos=True, temperature=0.0)
-            sched.add_request(
-                Request(
-                    request_id=rid,
-                    prompt_token_ids=list(prompt),
-                    sampling_params=params,
-                    pooling_params=None,
-                    arrival_time=float(step),
-                    block_hasher=hasher,
-                )
-            )
+        for rid, prompt, max_tokens, n, priority in arrivals.pop(step, []):
+            for request in _requests(step, rid, prompt, max_tokens, n, priority, hasher):
+                sched.add_request(request)
         loop.step(step)
     sched.shutdown()
     if arrivals or loop.has_work():

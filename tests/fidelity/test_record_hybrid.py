@@ -5,6 +5,7 @@ recorder writes today (hybrid_recording.py makes it)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -19,6 +20,7 @@ import hybrid_recording  # noqa: E402
 
 from pagedviz.core.recording import read_recording  # noqa: E402
 from pagedviz.core.replay import import_recording  # noqa: E402
+from pagedviz.core.scenario import RequestSpec  # noqa: E402
 
 pytestmark = pytest.mark.fidelity
 
@@ -145,3 +147,51 @@ def test_the_shipped_hybrid_example_is_what_the_recorder_writes(tmp_path: Path) 
     if os.environ.get("PAGEDVIZ_REGENERATE_EXAMPLES") == "1":
         hybrid_recording.SHIPPED.write_bytes(path.read_bytes())
     assert path.read_bytes() == hybrid_recording.SHIPPED.read_bytes()
+
+
+FAMILY = (
+    (1, "a", tuple(range(1, 21)), 6, 1, 5),
+    (1, "p", tuple(range(1, 14)), 5, 3, 0),  # n = 3: children 0_p, 1_p, 2_p
+    (2, "q", tuple(range(300, 330)), 8, 1, -1),  # a higher priority (lower number) than a
+)
+
+
+def _family_recording(tmp_path: Path) -> tuple[Path, list[dict[str, Any]]]:
+    path = tmp_path / "rec.jsonl"
+    return path, hybrid_recording.record(path, FAMILY, policy="priority", num_kv_blocks=30)
+
+
+def test_a_hybrid_recording_with_priorities_and_parallel_sampling_keeps_both_and_imports(
+    tmp_path: Path,
+) -> None:
+    path, seen = _family_recording(tmp_path)
+    header, *lines = (json.loads(x) for x in path.read_text().splitlines())
+    assert header["scheduling_policy"] == "priority"
+    arrived = {a["id"]: a for s in lines for a in s["arrivals"]}
+    # vLLM's engine fans p out into its children before the scheduler: they are what is recorded
+    assert list(arrived) == ["a", "0_p", "1_p", "2_p", "q"]
+    assert (
+        arrived["a"]["priority"] == 5 and arrived["q"]["priority"] == -1 and "priority" not in arrived["0_p"]
+    )
+    with open(path, "rb") as f:
+        imported = import_recording(*read_recording(f))
+    assert len(imported.traces) == len(seen)
+    for t, vs in zip(imported.traces, seen):
+        assert t.scheduler["block_ids"] == vs["block_ids"], t.step
+        assert t.kv_cache["free_block_queue"] == vs["free_queue"], t.step
+    # the children share the prompt's full blocks through prefix-cache hits (ref_cnt > 1)
+    assert any(c > 1 for t in imported.traces for c in t.kv_cache["ref_cnt"])
+
+
+@pytest.mark.skipif(
+    not {"n", "priority"} <= {f.name for f in dataclasses.fields(RequestSpec)},
+    reason="RequestSpec.n and .priority come with parallel sampling and priority scheduling (priority-n)",
+)
+def test_the_imported_scenario_has_the_parent_with_its_n_and_the_priorities(tmp_path: Path) -> None:
+    path, _ = _family_recording(tmp_path)
+    with open(path, "rb") as f:
+        imported = import_recording(*read_recording(f))
+    specs = {r.id: r for r in imported.scenario.requests}
+    assert list(specs) == ["a", "p", "q"]
+    assert (specs["p"].n, specs["a"].priority, specs["q"].priority) == (3, 5, -1)
+    assert imported.scenario.config.scheduling_policy == "priority"  # type: ignore[attr-defined]
