@@ -195,3 +195,27 @@ def test_the_imported_scenario_has_the_parent_with_its_n_and_the_priorities(tmp_
     assert list(specs) == ["a", "p", "q"]
     assert (specs["p"].n, specs["a"].priority, specs["q"].priority) == (3, 5, -1)
     assert imported.scenario.config.scheduling_policy == "priority"  # type: ignore[attr-defined]
+
+
+@pytest.mark.skipif(
+    not {"n", "priority"} <= {f.name for f in dataclasses.fields(RequestSpec)},
+    reason="RequestSpec.n and .priority come with parallel sampling and priority scheduling (priority-n)",
+)
+def test_a_recording_with_priorities_and_parallel_sampling_agrees_to_its_last_step(tmp_path: Path) -> None:
+    """One KV cache group, the priority policy, a request with n = 3: q (priority -1) arrives at
+    step 3 and vLLM preempts a (priority 5), the lowest priority, not the last running."""
+    path = tmp_path / "rec.jsonl"
+    requests = (
+        (1, "a", tuple(range(1, 21)), 10, 1, 5),
+        (1, "p", tuple(range(1, 14)), 8, 3, 0),
+        (3, "q", tuple(range(300, 330)), 8, 1, -1),
+    )
+    seen = hybrid_recording.record(
+        path, requests, policy="priority", num_kv_blocks=12, layer_types=("full_attention",)
+    )
+    assert [s["preempted"] for s in seen if s["preempted"]] == [["a"]]
+    with open(path, "rb") as f:
+        imported = import_recording(*read_recording(f))
+    assert imported.agreement.diverges_at is None, imported.agreement.text
+    assert imported.agreement.agrees_up_to == len(seen)
+    assert imported.traces[0].scheduler["parents"]["2_p"] == {"parent": "p", "index": 2, "n": 3}
