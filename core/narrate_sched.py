@@ -171,9 +171,17 @@ def _preemptions(f: Facts, prev: StepTrace | None) -> list[Item]:
     return items
 
 
+def flat_blocks(v: list[Any]) -> list[int]:
+    """A request's new block ids as one list: with several KV cache groups `new_block_ids` holds
+    one list per group (vLLM's tuple), read here group after group, without the null block."""
+    if v and isinstance(v[0], list):
+        return [int(b) for g in v for b in g if b != 0]
+    return [int(b) for b in v]
+
+
 def _admissions(f: Facts) -> list[Item]:
     items = []
-    new_blocks = {str(k): [int(b) for b in v] for k, v in f.sched.get("new_block_ids", {}).items()}
+    new_blocks = {str(k): flat_blocks(v) for k, v in f.sched.get("new_block_ids", {}).items()}
     for kind in ("new", "resumed"):
         for rid in f.sched.get(f"{kind}_req_ids", []):
             r = f.row(rid)
@@ -279,9 +287,9 @@ def _growth(f: Facts) -> list[Item]:
     """Running requests whose next tokens open a new block."""
     kinds = set(f.sched.get("new_req_ids", [])) | set(f.sched.get("resumed_req_ids", []))
     grown = {
-        str(k): [int(b) for b in v]
+        str(k): flat_blocks(v)
         for k, v in f.sched.get("new_block_ids", {}).items()
-        if str(k) not in kinds and v
+        if str(k) not in kinds and flat_blocks(v)
     }
     if not grown:
         return []

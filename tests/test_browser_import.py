@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_browser import CHROMIUM, base_url, browser, watched_page  # noqa: F401 (fixtures)
+from test_browser import CHROMIUM, base_url, browser, shot, watched_page  # noqa: F401 (fixtures)
 
 from recording_cases import CUT, CUT_SAYS, EXAMPLE, NUM_STEPS, cases
 
@@ -83,3 +83,24 @@ def test_a_recording_cut_mid_write_says_where_it_stops_and_opens_its_whole_steps
     page.wait_for_selector("body[data-complete='1']", timeout=30_000)
     assert page.locator("#timeline [data-step]").count() == 3
     assert CUT_SAYS in page.locator("#preset-notes").inner_text()
+
+
+def test_the_landing_page_lists_the_hybrid_recording_in_both_languages_and_opens_it(page: object) -> None:
+    """The shipped recording of vLLM's hybrid KV cache manager (issue 38, point 7): listed in en and
+    zh, it opens as a run with every recorded step and the comparison note."""
+    from pagedviz.core.recordings import EXAMPLES, example_bytes
+
+    num_steps = len(example_bytes("real-vllm-hybrid").splitlines()) - 1
+    for lang in ("zh", "en"):
+        page.goto(page.base + f"/?lang={lang}")
+        page.wait_for_selector("body[data-ready='1']", timeout=30_000)
+        link = page.locator("#recording-list a[href*='example=real-vllm-hybrid']")
+        key = "title_zh" if lang == "zh" else "title"
+        assert link.inner_text().strip() == EXAMPLES["real-vllm-hybrid"][key]
+    link.click()
+    page.wait_for_selector("body[data-ready='1']", timeout=30_000)
+    page.wait_for_selector("body[data-complete='1']", timeout=30_000)
+    assert "example=real-vllm-hybrid" in page.url
+    assert "pagedviz's scheduler" in page.locator("#preset-notes").inner_text()
+    assert page.locator("#timeline [data-step]").count() == num_steps
+    shot(page, "import-hybrid-recording.png")
