@@ -172,7 +172,14 @@ def kv_pool(
             name=label("kv_pool", lang),
         )
     )
-    new_blocks = {int(b) for bs in t.scheduler.get("new_block_ids", {}).values() for b in bs}
+    # with several KV cache groups a request's new block ids are one list per group
+    new_blocks = {
+        int(b)
+        for bs in t.scheduler.get("new_block_ids", {}).values()
+        for g in bs
+        for b in (g if isinstance(g, list) else [g])
+        if b != 0
+    }
     cached_before = {int(b) for b in (before.kv_cache.get("block_hash", {}) if before else {})}
     held_before = {int(b) for b in (before.kv_cache.get("owners", {}) if before else {})}
     reused = sorted(b for b in new_blocks if b in cached_before or b in held_before)

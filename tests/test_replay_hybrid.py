@@ -176,3 +176,13 @@ def test_a_waiting_requests_derived_cause_counts_the_blocks_of_every_group(impor
     assert (cause["blocks_needed"], cause["blocks_free"]) == (12, RECORDED[1]["num_free_blocks"])
     # d's preemption at step 18 is for c, the running request that gained blocks
     assert imported.traces[17].scheduler["preemption_causes"]["d"]["for"] == "c"
+
+
+def test_the_pool_plot_of_a_hybrid_step_marks_the_blocks_of_every_group(imported: Any) -> None:
+    from pagedviz.plots import step
+
+    fig = step.kv_pool(imported.traces[1], prev=imported.traces[0])
+    marks = {tr.name: len(tr.x) for tr in fig.data if tr.type == "scatter"}
+    # step 2: blocks 13 and 15 (full group) and 14 and 16 (sliding group) allocated; 6 and 8,
+    # dropped by the window, freed
+    assert marks["allocated this step"] == 4 and marks["freed this step"] == 2
