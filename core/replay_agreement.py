@@ -102,6 +102,14 @@ class Comparer:
         if problem:
             self.done = Agreement(False, reason=problem)
             return
+        retention = (header.model_extra or {}).get("prefix_cache_retention_interval", 0)
+        if retention != 0 and header.enable_prefix_caching:
+            self.done = Agreement(
+                False,
+                reason=f"prefix_cache_retention_interval {retention}: pagedviz's scheduler caches a "
+                "sliding window's blocks as vLLM's default 0 does",
+            )
+            return
         if (header.speculative or {}).get("num_speculative_tokens"):
             method = header.speculative.get("method", "") if header.speculative else ""
             self.done = Agreement(

@@ -192,11 +192,22 @@ class _Recorder:
             **({} if policy == "fcfs" else {"scheduling_policy": policy}),
             "speculative": None if spec is None else _speculative(spec),
             "kv_cache_groups": groups,
+            **self._retention(),
             "cudagraph_capture_sizes": None if sizes is None else sorted(int(x) for x in sizes),
             "vocab_size": vocab,
             "redacted": self.redact,
             "data_parallel_rank": dp_rank,
         }
+
+    def _retention(self) -> dict[str, Any]:
+        """Where a group is not full attention: which of its blocks the prefix cache keeps
+        (`prefix_cache_retention_interval`: 0, vLLM's default, only where a later hit can end;
+        None, every block), which decides its prefix-cache hits."""
+        kv = self.sched.kv_cache_config
+        if all(type(g.kv_cache_spec).__name__ == "FullAttentionSpec" for g in kv.kv_cache_groups):
+            return {}
+        value = getattr(kv, "prefix_cache_retention_interval", 0)
+        return {"prefix_cache_retention_interval": None if value is None else int(value)}
 
     def _watch_free_queue(self, queue: Any) -> None:
         """Note each run of blocks vLLM puts back on its free queue (after vLLM has put them)."""

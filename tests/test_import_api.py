@@ -124,10 +124,10 @@ def test_the_shipped_hybrid_example_imports_by_name_with_every_groups_blocks_per
     assert any("pagedviz's scheduler" in n for n in ov["scenario"]["notes"])
     step2 = CLIENT.get(f"/api/runs/{run_id}/steps/2").json()
     assert step2["scheduler"]["block_ids"] == {
-        "a": [[1, 2, 3, 4, 5, 13], [0, 0, 0, 9, 10, 14]],
-        "b": [[1, 2, 11, 15], [0, 7, 12, 16]],
+        "a": [[1, 2, 3, 4, 5, 7], [0, 0, 0, 9, 10, 6]],
+        "b": [[11, 12, 13, 17], [0, 15, 16, 18]],
     }
-    assert step2["scheduler"]["new_block_ids"] == {"a": [[13], [14]], "b": [[15], [16]]}
+    assert step2["scheduler"]["new_block_ids"] == {"a": [[7], [6]], "b": [[17], [18]]}
     for n in (1, 2, len(recorded) - 1):
         kv = CLIENT.get(f"/api/runs/{run_id}/steps/{n}").json()["kv_cache"]
         assert kv["num_free_blocks"] == recorded[n]["num_free_blocks"] == len(kv["free_block_queue"])

@@ -69,7 +69,7 @@ def test_the_shipped_hybrid_recording_imports_with_every_groups_blocks(tmp_path:
     out = json.loads(r.stdout)
     recorded = [json.loads(x) for x in body.splitlines()[1:]]
     assert [s["step"] for s in out["steps"]] == list(range(1, len(recorded) + 1))
-    assert out["steps"][1]["scheduler"]["block_ids"]["a"] == [[1, 2, 3, 4, 5, 13], [0, 0, 0, 9, 10, 14]]
+    assert out["steps"][1]["scheduler"]["block_ids"]["a"] == [[1, 2, 3, 4, 5, 7], [0, 0, 0, 9, 10, 6]]
     for step, rec in zip(out["steps"], recorded):
         assert step["scheduler"]["num_scheduled_tokens"] == rec["num_scheduled_tokens"]
         assert all(len(groups) == 2 for groups in step["scheduler"]["block_ids"].values())

@@ -49,17 +49,19 @@ def test_each_step_holds_every_groups_blocks_with_the_null_block_where_the_windo
 ) -> None:
     traces = imported.traces
     assert len(traces) == NUM_STEPS
-    # vLLM's get_block_ids after step 1 and step 2 (b hit a's first two blocks in both groups)
+    # vLLM's get_block_ids after step 1 and step 2: the setup (b misses a's prefix: vLLM
+    # keeps a sliding window's blocks cached only where a later hit can end, and a's before
+    # token 8 are not); at step 2 the window drops a's first three sliding blocks and b's first
     assert traces[0].scheduler["block_ids"] == {
         "a": [[1, 2, 3, 4, 5], [6, 7, 8, 9, 10]],
-        "b": [[1, 2, 11], [6, 7, 12]],
+        "b": [[11, 12, 13], [14, 15, 16]],
     }
     assert traces[1].scheduler["block_ids"] == {
-        "a": [[1, 2, 3, 4, 5, 13], [0, 0, 0, 9, 10, 14]],
-        "b": [[1, 2, 11, 15], [0, 7, 12, 16]],
+        "a": [[1, 2, 3, 4, 5, 7], [0, 0, 0, 9, 10, 6]],
+        "b": [[11, 12, 13, 17], [0, 15, 16, 18]],
     }
     # new block ids: one list per group, as vLLM's tuple
-    assert traces[1].scheduler["new_block_ids"] == {"a": [[13], [14]], "b": [[15], [16]]}
+    assert traces[1].scheduler["new_block_ids"] == {"a": [[7], [6]], "b": [[17], [18]]}
     for t, rec in zip(traces, RECORDED):
         where = f"step {t.step}"
         # every scheduled request, every group; the null block only in the sliding group's head
@@ -75,15 +77,16 @@ def test_each_step_holds_every_groups_blocks_with_the_null_block_where_the_windo
         held = {b for groups in t.scheduler["block_ids"].values() for g in groups for b in g} - {0}
         assert not held & set(kv["free_block_queue"]), where
         assert [g["kind"] for g in kv["kv_cache_groups"]] == ["full_attention", "sliding_attention"]
-    # blocks move between groups through the shared free queue: block 8, which a's sliding window
-    # dropped at step 2, is in c's sliding group at step 5; block 12, b's sliding block until b
-    # finished, is in a's full group at step 6
-    assert 8 in traces[4].scheduler["block_ids"]["c"][1]
-    assert traces[5].kv_cache["block_group"]["12"] == 0 and traces[0].kv_cache["block_group"]["12"] == 1
-    # d is preempted, then resumes with its prefix-cache hits in both groups
+    # blocks move between groups through the shared free queue: block 7, in a's sliding group at
+    # step 1, dropped by the window at step 2 and at once taken by a's full group
+    assert traces[0].kv_cache["block_group"]["7"] == 1 and traces[1].kv_cache["block_group"]["7"] == 0
+    # the dropped blocks the prefix cache keeps (a's 8, b's 14) wait at the free queue's tail
+    assert traces[1].kv_cache["free_block_queue"][-2:] == [8, 14]
+    # d is preempted, then resumes (recomputing: its window's blocks were not kept)
     assert traces[17].scheduler["preempted_req_ids"] == ["d"]
     resumed = next(t for t in traces[18:] if "d" in t.scheduler["resumed_req_ids"])
-    assert resumed.scheduler["block_ids"]["d"] == [[7, 12, 23, 22, 21, 10, 13, 8], [0, 0, 0, 0, 0, 6, 11, 3]]
+    assert resumed.step == 21
+    assert resumed.scheduler["block_ids"]["d"] == [[23, 1, 2, 4, 7, 9, 5, 13], [14, 22, 11, 10, 6, 15, 12, 3]]
 
 
 def test_the_notes_say_pagedviz_compares_its_scheduler_per_group(imported: Any) -> None:
@@ -183,6 +186,7 @@ def test_the_pool_plot_of_a_hybrid_step_marks_the_blocks_of_every_group(imported
 
     fig = step.kv_pool(imported.traces[1], prev=imported.traces[0])
     marks = {tr.name: len(tr.x) for tr in fig.data if tr.type == "scatter"}
-    # step 2: blocks 13 and 15 (full group) and 14 and 16 (sliding group) allocated; 6 and 8,
-    # dropped by the window, freed
-    assert marks["allocated this step"] == 4 and marks["freed this step"] == 2
+    # step 2: four new blocks, two per group (7 and 6, which a's window had just dropped, and 17
+    # and 18); 8 and 14, dropped by the window, freed
+    assert marks["allocated this step"] + marks["reused (prefix cache)"] == 4
+    assert marks["freed this step"] == 2

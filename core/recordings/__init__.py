@@ -6,8 +6,8 @@ each and checks the shipped file is what the recorder writes today).
   Scheduler (V1 runner): a tight KV pool, a preemption and its recompute.
 - real-vllm-hybrid.jsonl: a hybrid model on vLLM's synchronous Scheduler with its hybrid KV cache
   manager on, as a GPU server runs it (V1 runner): layer 0 full attention, layer 1 a sliding window
-  of 8 tokens, two KV cache groups over one pool; the window drops blocks to the null block, the
-  other group takes them, a preemption and a resume on prefix-cache hits
+  of 8 tokens, two KV cache groups over one pool (the issue's example first); the window drops
+  blocks to the null block, the full group takes them, a preemption and its recompute
   (tests/fidelity/hybrid_recording.py makes it; tests/fidelity/test_record_hybrid.py checks it).
 """
 

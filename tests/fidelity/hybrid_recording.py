@@ -31,13 +31,15 @@ import torch  # noqa: E402
 from vllm.config import CacheConfig, DeviceConfig, SchedulerConfig, VllmConfig  # noqa: E402
 from vllm.sampling_params import SamplingParams  # noqa: E402
 from vllm.utils.hashing import sha256_cbor  # noqa: E402
-from vllm.v1.core.kv_cache_planning import get_global_kv_cache_groups  # noqa: E402
+from vllm.v1.core.kv_cache_planning import (  # noqa: E402
+    get_global_kv_cache_groups,
+    get_kv_cache_config_from_groups,
+)
 from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash  # noqa: E402
 from vllm.v1.engine import EngineCoreRequest  # noqa: E402
 from vllm.v1.engine.parallel_sampling import ParentRequest  # noqa: E402
 from vllm.v1.kv_cache_interface import (  # noqa: E402
     FullAttentionSpec,
-    KVCacheConfig,
     KVCacheSpec,
     SlidingWindowSpec,
 )
@@ -50,8 +52,8 @@ from pagedviz.record import RecordingAsyncScheduler, RecordingScheduler  # noqa:
 
 # the shipped example: the setup (layer 0 full attention, layer 1 a window of 8 tokens,
 # block size 4, prefix caching and chunked prefill on; a: ids 1..20, b: ids 1..12 at step 1),
-# in a pool small enough that the window's dropped blocks are taken by the other groups, c and d
-# come later, and d is preempted and resumes on its prefix-cache hits
+# in a pool small enough that the window's dropped blocks are taken at once by the full group, c
+# and d come later, and d is preempted and resumes
 EXAMPLE: dict[str, Any] = {
     "layer_types": ("full_attention", "sliding_attention"),
     "sliding_window": 8,
@@ -121,7 +123,12 @@ def build(
     object.__setattr__(vc, "model_config", model)
     vc.scheduler_config.disable_hybrid_kv_cache_manager = False  # as on a GPU
     groups = get_global_kv_cache_groups(vc, [_specs(layer_types, sliding_window, block_size)])
-    kv = KVCacheConfig(num_blocks=num_kv_blocks, kv_cache_tensors=[], kv_cache_groups=groups)
+    # the KVCacheConfig as the engine core makes it (the prefix cache's retention of sliding
+    # blocks included: `prefix_cache_retention_interval`, 0 by default), with the pool's size set
+    # as --num-gpu-blocks-override sets it
+    cache.num_gpu_blocks_override = num_kv_blocks
+    kv = get_kv_cache_config_from_groups(vc, groups, available_memory=1 << 40)
+    assert kv.num_blocks == num_kv_blocks
     cls = RecordingAsyncScheduler if async_scheduling else RecordingScheduler
     return cls(
         vllm_config=vc,
