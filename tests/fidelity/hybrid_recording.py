@@ -102,8 +102,30 @@ def build(
     async_scheduling: bool = False,
     enable_prefix_caching: bool = True,
     policy: str = "fcfs",
+    runner: str = "v1",
 ) -> Any:
-    """The recording scheduler (PAGEDVIZ_RECORD names its file) on vLLM's hybrid manager."""
+    """The recording scheduler (PAGEDVIZ_RECORD names its file) on vLLM's hybrid manager; `runner`
+    v2: vLLM chooses Model Runner V2 (`VLLM_USE_V2_MODEL_RUNNER`, read while the config and the
+    scheduler are built), whose scheduler sends resumed requests as new ones."""
+    with vllm_env.env(VLLM_USE_V2_MODEL_RUNNER="1" if runner == "v2" else "0"):
+        sched = _build(**locals())
+    assert sched.use_v2_model_runner == (runner == "v2")
+    return sched
+
+
+def _build(
+    layer_types: Sequence[str],
+    sliding_window: int,
+    block_size: int,
+    num_kv_blocks: int,
+    max_model_len: int,
+    max_num_seqs: int,
+    max_num_batched_tokens: int,
+    async_scheduling: bool,
+    enable_prefix_caching: bool,
+    policy: str,
+    runner: str,
+) -> Any:
     sched = SchedulerConfig(
         max_model_len=max_model_len,
         is_encoder_decoder=False,

@@ -46,12 +46,13 @@ def _rebuild(lines: list[dict[str, Any]]) -> list[dict[str, list[list[int]]]]:
     return out
 
 
+@pytest.mark.parametrize("runner", ["v1", "v2"])
 @pytest.mark.parametrize("async_scheduling", [False, True])
 def test_a_hybrid_recording_keeps_every_groups_block_ids_free_count_and_window_drops(
-    async_scheduling: bool, tmp_path: Path
+    async_scheduling: bool, runner: str, tmp_path: Path
 ) -> None:
     path = tmp_path / "rec.jsonl"
-    seen = hybrid_recording.record(path, async_scheduling=async_scheduling)
+    seen = hybrid_recording.record(path, async_scheduling=async_scheduling, runner=runner)
     header, *lines = (json.loads(x) for x in path.read_text().splitlines())
     assert [(g["kind"], g.get("sliding_window"), g["layer_names"]) for g in header["kv_cache_groups"]] == [
         ("FullAttentionSpec", None, ["model.layers.0.self_attn.attn"]),
@@ -235,15 +236,17 @@ NEEDS_HYBRID_ENGINE = pytest.mark.xfail(
 
 @NEEDS_HYBRID_ENGINE
 @pytest.mark.parametrize("async_scheduling", [False, True])
-@pytest.mark.parametrize("name", ["example", *CONFIGS])
+@pytest.mark.parametrize("name", ["example", "example-v2", *CONFIGS])
 def test_pagedviz_agrees_with_vllms_hybrid_manager_to_the_last_recorded_step(
     name: str, async_scheduling: bool, tmp_path: Path
 ) -> None:
     """Every step's scheduled tokens, preemptions and every request's block ids per KV cache
-    group, pagedviz's own scheduler against the recording of vLLM's hybrid manager."""
+    group, pagedviz's own scheduler against the recording of vLLM's hybrid manager (Model Runner
+    V2's scheduler too: resumed requests as new ones)."""
     path = tmp_path / "rec.jsonl"
-    if name == "example":
-        seen = hybrid_recording.record(path, async_scheduling=async_scheduling)
+    if name.startswith("example"):
+        runner = "v2" if name.endswith("v2") else "v1"
+        seen = hybrid_recording.record(path, async_scheduling=async_scheduling, runner=runner)
     else:
         seen = hybrid_recording.record(
             path, OTHER_REQUESTS, async_scheduling=async_scheduling, **CONFIGS[name]
