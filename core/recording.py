@@ -31,7 +31,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import IO, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, ValidationError
 
 FORMAT_VERSION = 1
 HEADER_KEY = "pagedviz_recording"
@@ -99,7 +99,7 @@ class CachedRequest(BaseModel):
     # per KV cache group, how many of the request's first blocks are the null block after this
     # schedule() (a sliding window's dropped blocks); None: no group drops blocks, or an older
     # recording
-    null_head: list[int] | None = None
+    null_head: list[NonNegativeInt] | None = None
 
 
 class Freed(BaseModel):

@@ -208,6 +208,11 @@ class RecordedScheduler:
                     held = [blocks.get(rid, []) for blocks in self.kv.group_blocks]
                     groups = [h + a for h, a in zip(held, added)]
                     kind = "running"
+                if c.null_head is not None and len(c.null_head) != num_groups:
+                    raise ReplayError(
+                        f"step {s.step}: {rid!r} has a null head for {len(c.null_head)} KV cache "
+                        f"group(s), the header {num_groups}"
+                    )
                 for blocks, k in zip(groups, c.null_head or ()):
                     blocks[:k] = [NULL_BLOCK] * min(k, len(blocks))  # a sliding window's dropped blocks
                 computed, num_prompt = c.num_computed_tokens, self.num_prompt.get(rid, 0)

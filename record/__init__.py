@@ -9,6 +9,10 @@ with the sampled tokens it received and appends one JSON line (core/recording.py
 format). The block pool's free queue has its two ways in wrapped too (`prepend_n`, `append_n`):
 they note which blocks went back, in order, so that a replay keeps vLLM's free queue in vLLM's
 order. No decision changes: each wrapper calls vLLM's method first and only reads its result.
+With several KV cache groups (vLLM's hybrid KV cache manager: sliding-window layers beside full
+attention) the header names each group's kind, window and layers, block ids are one list per group,
+and each cached request carries its `null_head` per group, read off vLLM's managers after
+`schedule()`: how many of its first blocks a sliding window has dropped to the null block.
 
 Settings, read when the scheduler is built (not at import), so that every scheduler of a process
 records its own file:

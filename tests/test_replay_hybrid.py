@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from pagedviz.core.kv_groups import plan_kv_cache_groups
-from pagedviz.core.recording import read_recording
+from pagedviz.core.recording import RecordingError, read_recording
 from pagedviz.core.recordings import example_bytes
 from pagedviz.core.replay import ReplayError, import_recording
 
@@ -221,3 +222,37 @@ def test_the_pool_plot_of_a_hybrid_step_marks_the_blocks_of_every_group(imported
     # and 18); 8 and 14, dropped by the window, freed
     assert marks["allocated this step"] + marks["reused (prefix cache)"] == 4
     assert marks["freed this step"] == 2
+
+
+@pytest.mark.parametrize(
+    ("edit", "says"),
+    [
+        (
+            lambda d: d["cached"][0].__setitem__("new_block_ids", [[7]]),
+            "step 2: 'a' has block ids for 1 KV cache group(s), the header 2",
+        ),
+        (
+            lambda d: d["cached"][0].__setitem__("null_head", [0, 3, 1]),
+            "step 2: 'a' has a null head for 3 KV cache group(s), the header 2",
+        ),
+    ],
+    ids=["block ids", "null head"],
+)
+def test_a_step_whose_groups_do_not_match_the_header_is_refused_naming_the_step(
+    edit: Callable[[dict], None], says: str
+) -> None:
+    lines = list(LINES)
+    d = json.loads(lines[2])
+    edit(d)
+    lines[2] = json.dumps(d).encode() + b"\n"
+    with pytest.raises(ReplayError, match=re.escape(says)):
+        import_recording(*read_recording(lines))
+
+
+def test_a_negative_null_head_is_refused_naming_its_line() -> None:
+    lines = list(LINES)
+    d = json.loads(lines[2])
+    d["cached"][0]["null_head"] = [0, -1]
+    lines[2] = json.dumps(d).encode() + b"\n"
+    with pytest.raises(RecordingError, match=r"line 3: cached\.0\.null_head\.1"):
+        read_recording(lines)
