@@ -256,3 +256,32 @@ def test_a_negative_null_head_is_refused_naming_its_line() -> None:
     lines[2] = json.dumps(d).encode() + b"\n"
     with pytest.raises(RecordingError, match=r"line 3: cached\.0\.null_head\.1"):
         read_recording(lines)
+
+
+@NEEDS_HYBRID_ENGINE
+def test_the_replays_arrays_of_every_group_are_pagedviz_own_run_of_the_recording(imported: Any) -> None:
+    """The recorded block ids fed to pagedviz's runner give the same arrays, each group's block
+    table and slot mapping included, as pagedviz's own scheduler and runner on the recorded
+    arrivals with the recorded tokens (the agreement's engine)."""
+    from pagedviz.core.replay import scenario_of
+    from pagedviz.core.replay_agreement import _RecordedTokens
+
+    header, steps = read_recording(LINES)
+    own = _RecordedTokens(scenario_of(header, steps, for_agreement=True))
+    own.outputs = {}
+    own.cursor = {}
+    for s in steps:
+        for rid, toks in (s.sampled or {}).items():
+            own.outputs.setdefault(rid, []).extend(toks)  # type: ignore[arg-type]
+    mine = [t for t in own.run() if t.scheduler.get("num_scheduled_tokens")]
+    replayed = [t for t in imported.traces if t.scheduler.get("num_scheduled_tokens")]
+    assert len(mine) == len(replayed)
+    names = set()
+    for a, b in zip(mine, replayed):
+        assert a.batch["req_ids"] == b.batch["req_ids"], a.step
+        for name, arr in a.arrays.items():
+            if name in b.arrays:
+                names.add(name)
+                assert arr.tolist() == b.arrays[name].tolist(), f"step {a.step}: {name}"
+        assert a.sampled_token_ids == b.sampled_token_ids, a.step
+    assert {"block_table", "slot_mapping"} <= names
