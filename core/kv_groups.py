@@ -69,3 +69,11 @@ def _window(kind: str, sliding_window: int | None) -> int | None:
 def group_of_layer(groups: tuple[KVCacheGroup, ...]) -> dict[int, int]:
     """Layer index -> the index of the group whose block table it reads."""
     return {layer: g for g, group in enumerate(groups) for layer in group.layers}
+
+
+def flat_blocks(entry: list[int] | list[list[int]]) -> list[int]:
+    """A request's `scheduler.new_block_ids` entry as one flat list of real blocks: with one group
+    the entry is already flat; with several it is one list per group (the null block 0 left out)."""
+    if entry and isinstance(entry[0], list):
+        return [b for group in entry for b in group if b != 0]  # type: ignore[union-attr]
+    return list(entry)  # type: ignore[arg-type]
