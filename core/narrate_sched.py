@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from pagedviz.core.config import EngineConfig
+from pagedviz.core.kv_groups import flat_blocks
 from pagedviz.core.narrate_causes import preempted_for, waiting_items
 from pagedviz.core.narrate_facts import (
     Facts,
@@ -169,14 +170,6 @@ def _preemptions(f: Facts, prev: StepTrace | None) -> list[Item]:
         )
     )
     return items
-
-
-def flat_blocks(v: list[Any]) -> list[int]:
-    """A request's new block ids as one list: with several KV cache groups `new_block_ids` holds
-    one list per group (vLLM's tuple), read here group after group, without the null block."""
-    if v and isinstance(v[0], list):
-        return [int(b) for g in v for b in g if b != 0]
-    return [int(b) for b in v]
 
 
 def _admissions(f: Facts) -> list[Item]:

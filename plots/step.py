@@ -10,6 +10,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from pagedviz.core import StepTrace
+from pagedviz.core.kv_groups import flat_blocks
 from pagedviz.plots.source import one_step
 from pagedviz.plots.style import Identity, apply_theme, label, theme_vars
 
@@ -173,13 +174,7 @@ def kv_pool(
         )
     )
     # with several KV cache groups a request's new block ids are one list per group
-    new_blocks = {
-        int(b)
-        for bs in t.scheduler.get("new_block_ids", {}).values()
-        for g in bs
-        for b in (g if isinstance(g, list) else [g])
-        if b != 0
-    }
+    new_blocks = {int(b) for bs in t.scheduler.get("new_block_ids", {}).values() for b in flat_blocks(bs)}
     cached_before = {int(b) for b in (before.kv_cache.get("block_hash", {}) if before else {})}
     held_before = {int(b) for b in (before.kv_cache.get("owners", {}) if before else {})}
     reused = sorted(b for b in new_blocks if b in cached_before or b in held_before)
