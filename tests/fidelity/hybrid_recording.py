@@ -160,6 +160,32 @@ def _build(
     )
 
 
+def _vllm_runner(sched: Any, config: dict[str, Any]) -> Any:
+    """vLLM's V1 runner as the engine `vllm` drives it (core/vllm_engine/v1.py), on the recording
+    scheduler's own configs and KV cache groups."""
+    from pagedviz.core.scenario import EngineConfig, Scenario
+    from pagedviz.core.vllm_engine import v1
+
+    cfg = EngineConfig(
+        block_size=config["block_size"],
+        max_model_len=config["max_model_len"],
+        max_num_reqs=config["max_num_seqs"],
+        max_num_batched_tokens=config["max_num_batched_tokens"],
+        num_kv_blocks=config["num_kv_blocks"],
+        vocab_size=VOCAB,
+        model=None,
+        device="cpu",
+        model_runner="v1",
+        async_scheduling=False,
+        layer_types=tuple(config["layer_types"]),
+        sliding_window=config["sliding_window"],
+    )
+    runner = v1._Runner(sched.vllm_config, Scenario("hybrid", "vllm", 0, cfg, ()), sched.kv_cache_config)
+    if not runner.slot_kernel:
+        runner.input_batch.block_table.compute_slot_mapping = lambda *a, **k: None
+    return runner
+
+
 def _requests(
     step: int, rid: str, prompt: Sequence[int], max_tokens: int, n: int, priority: int, hasher: Any
 ) -> list[Request]:
@@ -200,12 +226,16 @@ def record(
     path: Path,
     requests: Sequence[tuple[Any, ...]] = EXAMPLE["requests"],
     max_steps: int = 500,
+    vllm_runner: bool = False,
     **config: Any,
 ) -> list[dict[str, Any]]:
     """Record a run to `path`; returns what vLLM's scheduler held after each schedule(), in order:
     the scheduled tokens, preempted ids, each scheduled request's block ids per group
     (`KVCacheManager.get_block_ids`), the free queue (head first) and the free count. A request is
-    (arrival step, id, prompt ids, max_tokens[, n[, priority]])."""
+    (arrival step, id, prompt ids, max_tokens[, n[, priority]]). `vllm_runner` (V1, synchronous):
+    each batch also runs through vLLM's own V1 runner (the engine `vllm`'s, with its
+    MultiGroupBlockTable), whose arrays per group come back as `arrays` and whose bookkeeping makes
+    the output update_from_output receives."""
     old = os.environ.get("PAGEDVIZ_RECORD")
     os.environ["PAGEDVIZ_RECORD"] = str(path)
     try:
@@ -226,6 +256,7 @@ def record(
         arrivals.setdefault(step, []).append((rid, prompt, max_tokens, n, priority))
     produced: dict[str, int] = {}
     seen: list[dict[str, Any]] = []
+    runner = _vllm_runner(sched, {**EXAMPLE, **config}) if vllm_runner else None
 
     def execute(out: Any) -> ModelRunnerOutput:
         seen.append(
@@ -238,8 +269,17 @@ def record(
                 "num_free_blocks": pool.get_num_free_blocks(),
             }
         )
+        if runner is not None:
+            seen[-1]["arrays"] = runner.step(out)
         if not out.total_num_scheduled_tokens:
             return EMPTY_MODEL_RUNNER_OUTPUT
+        if runner is not None:
+            wanted = {r: token(r, produced.get(r, 0)) for r in out.num_scheduled_tokens}
+            result = runner.sampled(out, wanted)
+            for r, toks in zip(result.req_ids, result.sampled_token_ids):
+                if len(toks):
+                    produced[r] = produced.get(r, 0) + 1
+            return result
         ids = list(out.num_scheduled_tokens)
         sampled = []
         for r in ids:
