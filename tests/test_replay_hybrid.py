@@ -285,3 +285,14 @@ def test_the_replays_arrays_of_every_group_are_pagedviz_own_run_of_the_recording
                 assert arr.tolist() == b.arrays[name].tolist(), f"step {a.step}: {name}"
         assert a.sampled_token_ids == b.sampled_token_ids, a.step
     assert {"block_table", "slot_mapping"} <= names
+
+
+def test_a_server_keeping_every_sliding_block_cached_is_replayed_but_not_compared() -> None:
+    # prefix_cache_retention_interval null: vLLM keeps every sliding block's hash (dense), which
+    # decides its hits; pagedviz's scheduler caches as vLLM's default 0 does
+    imp = import_recording(
+        *read_recording(_with_header(lambda h: h.update(prefix_cache_retention_interval=None)))
+    )
+    assert len(imp.traces) == NUM_STEPS
+    assert not imp.agreement.modelled
+    assert "prefix_cache_retention_interval None" in imp.agreement.text
