@@ -222,6 +222,25 @@ class SchedulerOut(BaseModel):
         "order (KVCacheManager.get_block_ids); 0 is the null block a sliding window leaves",
         examples=[{"a": [[1, 2, 3, 4, 5, 8], [0, 0, 0, 9, 10, 7]]}],
     )
+    window_drops: dict[str, list[dict[str, Any]]] | None = Field(
+        None,
+        description="several KV cache groups only, on a step that dropped blocks: the blocks each "
+        "sliding group replaced by the null block, in the order vLLM freed them (docs/arrays.md)",
+        examples=[
+            {
+                "a": [
+                    {
+                        "group": 1,
+                        "block_ids": [8, 7, 6],
+                        "block_indices": [2, 1, 0],
+                        "num_computed_tokens": 20,
+                        "sliding_window": 8,
+                        "first_kept_token": 13,
+                    }
+                ]
+            }
+        ],
+    )
 
 
 class BatchOut(BaseModel):

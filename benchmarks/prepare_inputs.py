@@ -17,7 +17,13 @@ off, beside the bare reference (asserted identical first).
 
 Both scenarios pin their runner with synchronous scheduling and no CUDA graphs. Targets: engine/bare
 <= 1.2x and capture/bare <= 1.3x for both runners; V1's loop at least 40x slower than the engine
-at 8192 tokens. Run:
+at 8192 tokens.
+
+A second pass runs the same cases with two KV cache groups (`layer_types` sliding_attention then
+full_attention, a window of 64 tokens): the bare references then compute every group's arrays as
+vLLM does (V1: one block table and slot_mapping per group, MultiGroupBlockTable; V2: each group's
+gathered table, a sliding group's entries below the window nulled, and slot_mapping per group).
+Target: engine/bare <= 1.3x for both runners (issue 38). Run:
 
     .venv/bin/python benchmarks/prepare_inputs.py
 """
@@ -49,8 +55,14 @@ CASES = [
 ]
 
 
-def build(kind: str, requests: int, tokens: int, extra: int, runner: str) -> Engine:
-    """An engine whose next prepare_inputs is the case's step (update_states already done)."""
+# the two-group pass: gpt-oss style layers (groups [sliding, full]) and a window in tokens
+HYBRID_LAYERS = ["sliding_attention", "full_attention"]
+HYBRID_WINDOW = 64
+
+
+def build(kind: str, requests: int, tokens: int, extra: int, runner: str, groups: int = 1) -> Engine:
+    """An engine whose next prepare_inputs is the case's step (update_states already done); with
+    groups=2 its model has a sliding-window layer beside a full-attention one (two block tables)."""
     if kind == "prefill":
         d = bench_dict(requests, tokens, model=False, runner=runner)
     else:
@@ -65,6 +77,10 @@ def build(kind: str, requests: int, tokens: int, extra: int, runner: str) -> Eng
             cfg["max_model_len"] = max(cfg["max_model_len"], extra + 16)
             cfg["max_num_batched_tokens"] = max(cfg["max_num_batched_tokens"], requests + extra)
             cfg["num_kv_blocks"] += extra // 16 + 2
+    if groups == 2:
+        cfg = d["config"]
+        cfg.update(layer_types=HYBRID_LAYERS, sliding_window=HYBRID_WINDOW)
+        cfg["num_kv_blocks"] = 2 * cfg["num_kv_blocks"]  # every group holds its own blocks
     engine = make_engine(Scenario.from_dict(d, Limits(max_requests=requests + 1, max_step_mflop=1 << 30)))
     step = 1
     if kind != "prefill":
@@ -118,13 +134,14 @@ class BareReference:
         self.num_computed = ib.num_computed_tokens_cpu
         self.num_tokens = ib.num_tokens
         self.token_ids_flat = ib.token_ids_cpu.reshape(-1)
-        self.block_table_flat = ib.block_table.block_table_np.reshape(-1)
+        # one block table per KV cache group (MultiGroupBlockTable), one slot_mapping each
+        self.block_table_flats = [t.block_table_np.reshape(-1) for t in ib.block_tables.block_tables]
         self.M, self.K, self.bs = r.max_model_len, r.max_num_blocks_per_req, r.block_size
         n, T = len(self.num_scheduled), int(self.num_scheduled.sum())
         self.arange = np.arange(max(n, T) + 1, dtype=np.int64)
         self.positions = np.empty(T, dtype=np.int64)
         self.input_ids = np.empty(T, dtype=np.int32)
-        self.slot_mapping = np.empty(T, dtype=np.int64)
+        self.slot_mappings = [np.empty(T, dtype=np.int64) for _ in self.block_table_flats]
         # the persistent buffers hold max_num_reqs (+ 1) entries, as the engine's do
         self.query_start_loc_buf = np.empty(r.config.max_num_reqs + 1, dtype=np.int32)
         self.seq_lens_buf = np.empty(r.config.max_num_reqs, dtype=np.int32)
@@ -140,8 +157,12 @@ class BareReference:
         np.add(self.num_computed[req_indices], arange, out=positions)
         token_indices = positions + req_indices * self.M
         np.take(self.token_ids_flat, token_indices, out=self.input_ids)
-        block_numbers = self.block_table_flat[req_indices * self.K + positions // self.bs]
-        np.add(block_numbers.astype(np.int64) * self.bs, positions % self.bs, out=self.slot_mapping)
+        cells = req_indices * self.K + positions // self.bs
+        offsets = positions % self.bs
+        slot_mappings = {}
+        for g, (flat, out) in enumerate(zip(self.block_table_flats, self.slot_mappings)):
+            np.add(flat[cells].astype(np.int64) * self.bs, offsets, out=out)
+            slot_mappings["slot_mapping" + (f"_g{g}" if g else "")] = out
         qsl = self.query_start_loc_buf
         qsl[0] = 0
         qsl[1 : n + 1] = cu
@@ -155,7 +176,7 @@ class BareReference:
             "req_indices": req_indices,
             "positions": positions,
             "input_ids": self.input_ids,
-            "slot_mapping": self.slot_mapping,
+            **slot_mappings,
             "query_start_loc": qsl[: n + 1],
             "seq_lens": seq_lens,
             "discard_request_mask": discard,
@@ -188,8 +209,14 @@ class BareReferenceV2:
         self.seq_lens = np.zeros(M, dtype=np.int32)
         self.input_ids = np.zeros(T_buf, dtype=np.int32)
         self.positions = np.zeros(T_buf, dtype=np.int64)
-        self.slot_mapping = np.full(T_buf, -1, dtype=np.int64)
-        self.input_block_tables = np.zeros((M, K), dtype=np.int32)
+        # BlockTables with num_kv_cache_groups: per group a per-slot table, its gathered copy and a
+        # slot_mapping; a sliding-window group's reach (sliding_window - 1), else 0
+        G = len(r.group_block_tables)
+        self.slot_mappings = [np.full(T_buf, -1, dtype=np.int64) for _ in range(G)]
+        self.input_block_tables = [np.zeros((M, K), dtype=np.int32) for _ in range(G)]
+        self.reach = [
+            g.sliding_window - 1 if g.sliding and g.sliding_window else 0 for g in r.config.kv_cache_groups
+        ]
         self.block_cols = self.arange[:K]
 
     def __call__(self) -> dict[str, object]:
@@ -222,12 +249,21 @@ class BareReferenceV2:
         decoding = seq_lens > r.prefill_len[idx]
         ids_out[cu[decoding] - 1] = r.last_sampled_tokens[idx[decoding]]
         logits_indices = cu - 1
-        bt = self.input_block_tables
-        own = self.block_cols < r.num_blocks[idx][:, None]
-        bt[:R] = np.where(own, r.block_tables[idx], bt[:R])
-        sm = self.slot_mapping
-        sm[:T] = r.block_tables[slot_tok, pos // self.bs].astype(np.int64) * self.bs + pos % self.bs
-        sm[T:] = -1
+        col, offsets = pos // self.bs, pos % self.bs
+        per_group: dict[str, np.ndarray] = {}
+        for g, (bt, sm) in enumerate(zip(self.input_block_tables, self.slot_mappings)):
+            table, nb = r.group_block_tables[g], r.group_num_blocks[g, idx]
+            own = self.block_cols < nb[:, None]
+            rows = table[idx]
+            if self.reach[g]:  # gather_block_tables' MASK_SLIDING_WINDOW
+                num_null = np.maximum(nc - self.reach[g], 0) // self.bs
+                rows = np.where(self.block_cols < num_null[:, None], 0, rows)
+            bt[:R] = np.where(own, rows, bt[:R])
+            sm[:T] = table[slot_tok, col].astype(np.int64) * self.bs + offsets
+            sm[T:] = -1
+            suffix = f"_g{g}" if g else ""
+            per_group["input_block_tables" + suffix] = bt[:R]
+            per_group["slot_mapping" + suffix] = sm[:T]
         return {
             "req_ids": req_ids,
             "idx_mapping": idx,
@@ -238,8 +274,7 @@ class BareReferenceV2:
             "input_ids": ids_out,
             "cu_num_logits": self.arange[: R + 1].astype(np.int32),
             "logits_indices": logits_indices,
-            "input_block_tables": bt[:R],
-            "slot_mapping": sm[:T],
+            **per_group,
             "max_query_len": int(n.max()),
             "max_seq_len": int((r.num_computed_tokens_np[idx] + n).max()),
         }
@@ -254,9 +289,11 @@ def best_of(fn, repeat: int) -> float:
     return float(np.median(times)) / 1e3
 
 
-def measure(kind: str, R: int, T: int, extra: int, repeat: int) -> tuple[float, float, float, float]:
+def measure(
+    kind: str, R: int, T: int, extra: int, repeat: int, groups: int = 1
+) -> tuple[float, float, float, float]:
     """V1, median microseconds: bare reference, capture off, capture on, per-token loop."""
-    engine = build(kind, R, T, extra, "v1")
+    engine = build(kind, R, T, extra, "v1", groups)
     runner = engine.runner
     timer = StageTimer(engine.device)
     state = dict(runner.v)
@@ -294,9 +331,11 @@ def measure(kind: str, R: int, T: int, extra: int, repeat: int) -> tuple[float, 
     )
 
 
-def measure_v2(kind: str, R: int, T: int, extra: int, repeat: int) -> tuple[float, float, float]:
+def measure_v2(
+    kind: str, R: int, T: int, extra: int, repeat: int, groups: int = 1
+) -> tuple[float, float, float]:
     """Model Runner V2, median microseconds: bare reference, capture off, capture on."""
-    engine = build(kind, R, T, extra, "v2")
+    engine = build(kind, R, T, extra, "v2", groups)
     runner = engine.runner
     timer = StageTimer(engine.device)
     state = dict(runner.v)
@@ -335,14 +374,22 @@ def measure_v2(kind: str, R: int, T: int, extra: int, repeat: int) -> tuple[floa
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=100)
+    ap.add_argument("--groups", type=int, choices=(1, 2), nargs="*", default=[1, 2], help="KV cache groups")
     args = ap.parse_args()
+    for groups in args.groups:
+        run_pass(args.repeat, groups)
+
+
+def run_pass(repeat: int, groups: int) -> None:
+    if groups == 2:
+        print(f"\n=== two KV cache groups: layer_types {HYBRID_LAYERS}, sliding_window {HYBRID_WINDOW} ===")
     print("V1 runner (core/runners/v1.py) against its bare numpy transcription and a per-token loop")
     print(
         f"{'batch':>14} | {'bare us':>8} {'engine us':>9} {'capture us':>10} | "
         f"{'engine/bare':>11} {'capture/bare':>12} | {'loop us':>9} {'loop/engine':>11}"
     )
     for kind, R, T, extra in CASES:
-        t_bare, t_off, t_on, t_loop = measure(kind, R, T, extra, args.repeat)
+        t_bare, t_off, t_on, t_loop = measure(kind, R, T, extra, repeat, groups)
         print(
             f"{label(kind, R, T, extra):>14} | {t_bare:>8.1f} {t_off:>9.1f} {t_on:>10.1f} | "
             f"{t_off / t_bare:>10.2f}x {t_on / t_bare:>11.2f}x | {t_loop:>9.1f} {t_loop / t_off:>10.1f}x"
@@ -353,7 +400,7 @@ def main() -> None:
         f"{'engine/bare':>11} {'capture/bare':>12}"
     )
     for kind, R, T, extra in CASES:
-        t_bare, t_off, t_on = measure_v2(kind, R, T, extra, args.repeat)
+        t_bare, t_off, t_on = measure_v2(kind, R, T, extra, repeat, groups)
         print(
             f"{label(kind, R, T, extra):>14} | {t_bare:>8.1f} {t_off:>9.1f} {t_on:>10.1f} | "
             f"{t_off / t_bare:>10.2f}x {t_on / t_bare:>11.2f}x"

@@ -27,6 +27,7 @@ from pagedviz.core.device import DeviceUnavailableError
 from pagedviz.core.narrate import narrate
 from pagedviz.core.presets import list_presets, preset_dict
 from pagedviz.core.registry import make_engine
+from pagedviz.core.runners.stages import base_name
 from pagedviz.core.scenario import ENGINES
 from pagedviz.core.trace import StepTrace
 from pagedviz.core.upstream import UPSTREAM, upstream_of
@@ -197,7 +198,8 @@ def render_step(t: StepTrace, console: Console, wide: bool = False) -> None:
         if n in a:
             say(f"{n}: {a[n].tolist()}")
     say("\n-- token level (one column per scheduled token) --")
-    names = [n for n in TOKEN_ARRAYS if n in a]
+    # each KV cache group's copy (suffix _g{g}) right after group 0's
+    names = [n for base in TOKEN_ARRAYS for n in _with_group_copies(base, a)]
     if names:
         T = len(a[names[0]])
         token_rows: list[tuple[str, list[Any]]] = [(n, a[n].tolist()) for n in names]
@@ -214,7 +216,7 @@ def render_step(t: StepTrace, console: Console, wide: bool = False) -> None:
     listed = {*REQUEST_ARRAYS, *TOKEN_ARRAYS, "query_start_loc", "cu_seqlens_q", "cu_seqlens_k"}
     listed |= {"token_ids_cpu", "block_table", "block_tables", "attn_mask"}
     for n, arr in a.items():
-        if n not in listed:
+        if n not in listed and base_name(n) not in listed:
             say(f"{n}: {arr.tolist()}")
     say("\n-- scalars --")
     say("  ".join(f"{k}={v}" for k, v in t.scalars.items()))
@@ -235,9 +237,9 @@ def render_step(t: StepTrace, console: Console, wide: bool = False) -> None:
         for i, rid in enumerate(req_ids):
             say(f"  row {i} (request {rid}): {decode_ids(a['token_ids_cpu'][i, : filled[i]])!r}")
     bt_name = "block_table" if "block_table" in a else "block_tables"
-    if bt_name in a:
-        say(f"{bt_name}:")
-        out(grid(a[bt_name], min(num_rows + 1, a[bt_name].shape[0])))
+    for name in _with_group_copies(bt_name, a):  # one table per KV cache group
+        say(f"{name}:")
+        out(grid(a[name], min(num_rows + 1, a[name].shape[0])))
     if "attn_mask" in a:
         say(f"attn_mask {a['attn_mask'].shape[0]} x {a['attn_mask'].shape[1]} (1 = masked):")
         out(grid(a["attn_mask"], a["attn_mask"].shape[0]))
@@ -251,6 +253,16 @@ def render_step(t: StepTrace, console: Console, wide: bool = False) -> None:
     if t.forward:
         say(f"forward: {t.forward}")
     say(f"sampled: {t.sampled_token_ids}")
+
+
+def _with_group_copies(name: str, a: dict[str, np.ndarray]) -> list[str]:
+    """`name` and its KV cache groups' copies (name_g1, name_g2, ...) that the step holds."""
+    out = [name] if name in a else []
+    g = 1
+    while f"{name}_g{g}" in a:
+        out.append(f"{name}_g{g}")
+        g += 1
+    return out
 
 
 def _row_tokens(t: StepTrace, a: dict[str, np.ndarray]) -> list[np.ndarray]:

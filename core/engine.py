@@ -87,7 +87,7 @@ class Engine:
         self.model: TinyTransformer | None = None
         if cfg.model is not None:
             self.model = TinyTransformer(
-                cfg.model, scenario.seed, cfg.num_kv_blocks, cfg.block_size, self.device
+                cfg.model, scenario.seed, cfg.num_kv_blocks, cfg.block_size, self.device, cfg.kv_cache_groups
             )
         # a hook for demonstrations and tests: may alter the device inputs before the forward
         self.before_forward: Callable[[ForwardInputs], None] | None = None
@@ -243,6 +243,10 @@ class Engine:
             query_start_loc=r.query_start_loc[: n + 1],
             logits_indices=torch.from_numpy(v["logits_indices"]).to(self.device),
         )
+        if getattr(r, "num_groups", 1) > 1:
+            # each KV cache group's slot_mapping and block table (its layers write and read there)
+            inp.group_slot_mappings = [s[:T] for s in r.group_slot_mapping]
+            inp.group_block_tables = [t[:n] for t in r.group_block_table]
         if self.before_forward is not None:
             self.before_forward(inp)
         with torch.no_grad():
@@ -252,7 +256,7 @@ class Engine:
                 tokens = logits.argmax(-1).cpu().numpy()
             if int(v["seq_lens"].sum()) <= DENSE_CHECK_MAX_TOKENS:
                 with timer.dev("dense_reference"):
-                    trace.forward["paged_vs_dense_max_abs_diff"] = self._dense_diff(hidden, v)
+                    trace.forward["paged_vs_dense_max_abs_diff"] = self._dense_diff(hidden, v, trace)
             else:
                 trace.forward["dense_check"] = f"skipped: over {DENSE_CHECK_MAX_TOKENS} tokens of context"
         return tokens
@@ -413,9 +417,16 @@ class Engine:
         sampled = {rid: toks[-1] for rid, toks in generated.items()}
         return QueuedBatch(self.step_no, out, sampled, generated, rejected)
 
-    def _dense_diff(self, hidden: torch.Tensor, v: dict[str, Any]) -> float:
+    def _dense_diff(self, hidden: torch.Tensor, v: dict[str, Any], trace: StepTrace | None = None) -> float:
+        """paged vs dense after the final norm; with several KV cache groups also after each layer
+        (trace.forward's paged_vs_dense_max_abs_diff_per_layer)."""
         assert self.model is not None
-        return self.model.max_dense_diff(hidden, self.runner.dense_sequences(v), v["query_start_loc"])
+        seqs = self.runner.dense_sequences(v)
+        if self.model.num_groups == 1 or trace is None:
+            return self.model.max_dense_diff(hidden, seqs, v["query_start_loc"])
+        worst, per_layer = self.model.max_dense_diffs(hidden, seqs, v["query_start_loc"])
+        trace.forward["paged_vs_dense_max_abs_diff_per_layer"] = per_layer
+        return worst
 
     def _kv_view(self) -> dict[str, Any]:
         kv = self.scheduler.kv
@@ -453,4 +464,8 @@ class Engine:
             view["num_layers"] = m.num_layers
         if self.model is not None:
             view["written_slots"] = self.model.written_slots().cpu().tolist()
+            if self.model.num_groups > 1:
+                view["written_slots_by_group"] = [
+                    w.cpu().tolist() for w in self.model.written_slots_by_group()
+                ]
         return view

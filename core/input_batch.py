@@ -50,8 +50,50 @@ class BlockTable:
         self.clear_row(src)
 
 
+class MultiGroupBlockTable:
+    """One BlockTable per KV cache group (vLLM's MultiGroupBlockTable, block_table.py): a request's
+    row is added, appended, cleared and moved in every group's table at once, each from its own
+    group's block ids. A sliding-window group's row holds the null block 0 where the window
+    dropped a block."""
+
+    def __init__(
+        self, max_num_reqs: int, max_num_blocks_per_req: int, pin: bool, num_groups: int = 1
+    ) -> None:
+        self.block_tables = [BlockTable(max_num_reqs, max_num_blocks_per_req, pin) for _ in range(num_groups)]
+
+    def __getitem__(self, g: int) -> BlockTable:
+        return self.block_tables[g]
+
+    def __len__(self) -> int:
+        return len(self.block_tables)
+
+    def add_row(self, group_block_ids: list[list[int]], row: int) -> None:
+        for table, ids in zip(self.block_tables, group_block_ids):
+            table.add_row(ids, row)
+
+    def append_row(self, group_block_ids: list[list[int]], row: int) -> None:
+        for table, ids in zip(self.block_tables, group_block_ids):
+            if ids:
+                table.append_row(ids, row)
+
+    def clear_row(self, row: int) -> None:
+        for table in self.block_tables:
+            table.clear_row(row)
+
+    def move_row(self, src: int, dst: int) -> None:
+        for table in self.block_tables:
+            table.move_row(src, dst)
+
+
 class InputBatch:
-    def __init__(self, max_num_reqs: int, max_model_len: int, max_num_blocks_per_req: int, pin: bool) -> None:
+    def __init__(
+        self,
+        max_num_reqs: int,
+        max_model_len: int,
+        max_num_blocks_per_req: int,
+        pin: bool,
+        num_groups: int = 1,
+    ) -> None:
         self.max_num_reqs = max_num_reqs
         self.max_model_len = max_model_len
         self.token_ids_cpu_tensor = cpu_tensor((max_num_reqs, max_model_len), torch.int32, pin)
@@ -60,7 +102,10 @@ class InputBatch:
         self.num_computed_tokens_cpu = self.num_computed_tokens_cpu_tensor.numpy()
         self.num_tokens = np.zeros(max_num_reqs, dtype=np.int32)
         self.num_prompt_tokens = np.zeros(max_num_reqs, dtype=np.int32)
-        self.block_table = BlockTable(max_num_reqs, max_num_blocks_per_req, pin)
+        # one block table per KV cache group; `block_table` is the first group's (the only one
+        # with one group), as vLLM's input_batch.block_table[0]
+        self.block_tables = MultiGroupBlockTable(max_num_reqs, max_num_blocks_per_req, pin, num_groups)
+        self.block_table = self.block_tables[0]
         self._req_ids: list[str | None] = []
         self._holes: list[int] = []  # a min-heap of the rows left by removed requests
         self.req_id_to_index: dict[str, int] = {}
@@ -80,7 +125,10 @@ class InputBatch:
         num_prompt_tokens: int,
         num_computed: int,
         block_ids: list[int],
+        group_block_ids: list[list[int]] | None = None,
     ) -> int:
+        """Add a request into the lowest hole (or a new row); `group_block_ids`: its blocks per KV
+        cache group (None: `block_ids` is the only group's)."""
         if self._holes:
             row = heapq.heappop(self._holes)
             self._req_ids[row] = req_id
@@ -94,7 +142,7 @@ class InputBatch:
         self.num_tokens[row] = n
         self.num_prompt_tokens[row] = num_prompt_tokens
         self.num_computed_tokens_cpu[row] = num_computed
-        self.block_table.add_row(block_ids, row)
+        self.block_tables.add_row(group_block_ids or [block_ids], row)
         return row
 
     def remove_request(self, req_id: str) -> int | None:
@@ -106,7 +154,7 @@ class InputBatch:
         self.token_ids_cpu[row] = 0
         self.num_tokens[row] = 0
         self.num_computed_tokens_cpu[row] = 0
-        self.block_table.clear_row(row)
+        self.block_tables.clear_row(row)
         return row
 
     def condense(self) -> list[dict[str, object]]:
@@ -131,7 +179,7 @@ class InputBatch:
             ):
                 arr[dst] = arr[src]
                 arr[src] = 0
-            self.block_table.move_row(src, dst)
+            self.block_tables.move_row(src, dst)
             moves.append({"req_id": req_id, "from": src, "to": dst})
         while self._req_ids and self._req_ids[-1] is None:
             self._req_ids.pop()

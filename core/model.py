@@ -7,6 +7,12 @@ The paged forward writes K/V at `slot_mapping` and each request attends over its
 through its `block_table` row, `seq_lens` and `query_start_loc`. The dense reference runs the same
 weights over each request's whole sequence with no cache at all; the two must agree, which is what
 shows that the metadata is right.
+
+With several KV cache groups (a hybrid model: `config.layer_types`), each layer writes through its
+group's `slot_mapping` and reads through its group's block table; a sliding-window layer masks keys
+more than `sliding_window - 1` positions before the query (Hugging Face's and vLLM's window: a query
+at position p attends to keys at positions > p - sliding_window), in the paged forward and in the
+dense reference alike, so they agree layer by layer.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import torch
 import torch.nn.functional as F
 
 from pagedviz.core.config import ModelConfig
+from pagedviz.core.kv_groups import KVCacheGroup
 
 
 @dataclass
@@ -31,6 +38,10 @@ class ForwardInputs:
     seq_lens: torch.Tensor  # [R]
     query_start_loc: torch.Tensor  # [R + 1]
     logits_indices: torch.Tensor  # [R]
+    # with several KV cache groups: each group's slot_mapping [T] and block table [R, K], group 0's
+    # first (None: slot_mapping and block_table are the only group's)
+    group_slot_mappings: list[torch.Tensor] | None = None
+    group_block_tables: list[torch.Tensor] | None = None
 
 
 def _rms_norm(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
@@ -39,11 +50,28 @@ def _rms_norm(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
 
 class TinyTransformer:
     def __init__(
-        self, cfg: ModelConfig, seed: int, num_kv_blocks: int, block_size: int, device: torch.device
+        self,
+        cfg: ModelConfig,
+        seed: int,
+        num_kv_blocks: int,
+        block_size: int,
+        device: torch.device,
+        groups: tuple[KVCacheGroup, ...] | None = None,
     ) -> None:
         self.cfg = cfg
         self.device = device
         self.block_size = block_size
+        # each layer's KV cache group and, for a sliding-window layer, its window (None: full)
+        self.layer_group = [0] * cfg.num_layers
+        self.layer_window: list[int | None] = [None] * cfg.num_layers
+        for index, group in enumerate(groups or ()):
+            for layer in group.layers:
+                if layer < cfg.num_layers:
+                    self.layer_group[layer] = index
+                    self.layer_window[layer] = group.sliding_window if group.sliding else None
+        self.num_groups = max(self.layer_group, default=0) + 1
+        # the hidden states after each layer of the last paged forward (for the per-layer check)
+        self.layer_hidden: list[torch.Tensor] = []
         g = torch.Generator().manual_seed(seed)
         H, d, kvh = cfg.hidden_size, cfg.head_size, cfg.num_kv_heads
 
@@ -95,13 +123,24 @@ class TinyTransformer:
         h = _rms_norm(x, layer["mlp_norm"])
         return x + (F.silu(h @ layer["w_gate"]) * (h @ layer["w_up"])) @ layer["w_down"]
 
-    def _attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, q_pos: torch.Tensor) -> torch.Tensor:
-        """q [n, h, d] at positions q_pos over keys/values [L, kvh, d] at positions 0..L-1."""
+    def _attend(
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        q_pos: torch.Tensor,
+        window: int | None = None,
+    ) -> torch.Tensor:
+        """q [n, h, d] at positions q_pos over keys/values [L, kvh, d] at positions 0..L-1: causal,
+        and with a sliding `window` only keys at positions > q_pos - window."""
         group = self.cfg.num_heads // self.cfg.num_kv_heads
         k = k.repeat_interleave(group, dim=1)
         v = v.repeat_interleave(group, dim=1)
         scores = torch.einsum("nhd,lhd->hnl", q, k) / self.cfg.head_size**0.5
-        masked = torch.arange(k.shape[0], device=q.device)[None, :] > q_pos[:, None]
+        key_pos = torch.arange(k.shape[0], device=q.device)[None, :]
+        masked = key_pos > q_pos[:, None]
+        if window is not None:
+            masked |= key_pos <= q_pos[:, None] - window
         scores = scores.masked_fill(masked[None], float("-inf"))
         return torch.einsum("hnl,lhd->nhd", scores.softmax(-1), v)
 
@@ -116,10 +155,14 @@ class TinyTransformer:
         R = len(seq_lens)
         max_len = max(seq_lens, default=0)
         j = torch.arange(max_len, device=self.device)
-        # context slots of every request, read through its block-table row
-        ctx_slots = inp.block_table[:R, j // bs].to(torch.int64) * bs + j % bs  # [R, max_len]
-        slots = inp.slot_mapping[:T]
-        for layer, cache in zip(self.layers, self.kv_caches):
+        tables = inp.group_block_tables or [inp.block_table]
+        slot_mappings = inp.group_slot_mappings or [inp.slot_mapping]
+        # context slots of every request in each group, read through its block-table row there
+        ctx = [t[:R, j // bs].to(torch.int64) * bs + j % bs for t in tables]  # [R, max_len] a group
+        self.layer_hidden = []
+        for i, (layer, cache) in enumerate(zip(self.layers, self.kv_caches)):
+            g, window = self.layer_group[i], self.layer_window[i]
+            ctx_slots, slots = ctx[g], slot_mappings[g][:T]
             q, k, v = self._qkv(layer, x, inp.positions[:T])
             k_cache = cache[0].view(-1, c.num_kv_heads, c.head_size)
             v_cache = cache[1].view(-1, c.num_kv_heads, c.head_size)
@@ -128,22 +171,30 @@ class TinyTransformer:
             out = torch.empty_like(q)
             for r in range(R):
                 lo, hi, L = qsl[r], qsl[r + 1], seq_lens[r]
+                # a sliding layer's keys below the window are masked: its table may hold the
+                # null block there, which is read but never weighs in
                 s = ctx_slots[r, :L]
-                out[lo:hi] = self._attend(q[lo:hi], k_cache[s], v_cache[s], inp.positions[lo:hi])
+                out[lo:hi] = self._attend(q[lo:hi], k_cache[s], v_cache[s], inp.positions[lo:hi], window)
             x = self._finish_layer(layer, x, out)
+            self.layer_hidden.append(x)
         hidden = _rms_norm(x, self.final_norm)
         logits = hidden[inp.logits_indices] @ self.lm_head
         return hidden, logits
 
     # ------------------------------------------------------------------ dense reference
-    def dense_hidden(self, token_ids: torch.Tensor, start: int) -> torch.Tensor:
-        """Hidden states of one whole sequence with no cache; rows from `start` on."""
+    def dense_hidden(
+        self, token_ids: torch.Tensor, start: int, layers_out: list[torch.Tensor] | None = None
+    ) -> torch.Tensor:
+        """Hidden states of one whole sequence with no cache; rows from `start` on. Each layer's
+        output (rows from `start` on) is appended to `layers_out` when given."""
         L = token_ids.shape[0]
         pos = torch.arange(L, device=self.device)
         x = self.embed[token_ids.long()]
-        for layer in self.layers:
+        for layer, window in zip(self.layers, self.layer_window):
             q, k, v = self._qkv(layer, x, pos)
-            x = self._finish_layer(layer, x, self._attend(q, k, v, pos))
+            x = self._finish_layer(layer, x, self._attend(q, k, v, pos, window))
+            if layers_out is not None:
+                layers_out.append(x[start:])
         return _rms_norm(x, self.final_norm)[start:]
 
     def max_dense_diff(
@@ -151,13 +202,39 @@ class TinyTransformer:
     ) -> float:
         """Largest |paged - dense| over the step's tokens; seqs[i] is request i's whole token ids
         and where its tokens of this step start, query_start_loc where they sit in `hidden`."""
+        return self.max_dense_diffs(hidden, seqs, query_start_loc)[0]
+
+    def max_dense_diffs(
+        self, hidden: torch.Tensor, seqs: list[tuple[np.ndarray, int]], query_start_loc: np.ndarray
+    ) -> tuple[float, list[float]]:
+        """max_dense_diff, and the same after each layer of the last paged forward (paged == dense
+        layer by layer: each sliding layer's window, each group's tables)."""
         worst = 0.0
+        per_layer = [0.0] * len(self.layers)
         for i, (ids, start) in enumerate(seqs):
-            dense = self.dense_hidden(torch.from_numpy(np.ascontiguousarray(ids)).to(self.device), start)
-            paged = hidden[query_start_loc[i] : query_start_loc[i + 1]]
-            worst = max(worst, float((dense - paged).abs().max()))
-        return worst
+            lo, hi = int(query_start_loc[i]), int(query_start_loc[i + 1])
+            dense_layers: list[torch.Tensor] = []
+            token_ids = torch.from_numpy(np.ascontiguousarray(ids)).to(self.device)
+            dense = self.dense_hidden(token_ids, start, dense_layers)
+            worst = max(worst, float((dense - hidden[lo:hi]).abs().max()))
+            for n, (d, p) in enumerate(zip(dense_layers, self.layer_hidden)):
+                per_layer[n] = max(per_layer[n], float((d - p[lo:hi]).abs().max()))
+        return worst, per_layer
 
     def written_slots(self) -> torch.Tensor:
-        """Per physical block, how many slots of layer 0's K cache hold nonzero data."""
-        return (self.kv_caches[0][0] != 0).flatten(2).any(-1).sum(-1)
+        """Per physical block, how many slots of layer 0's K cache hold nonzero data; with several
+        KV cache groups, of any group's first layer (vLLM lays the groups' layers over the same
+        memory, so a block holds what the group that used it last wrote)."""
+        if self.num_groups == 1:
+            return (self.kv_caches[0][0] != 0).flatten(2).any(-1).sum(-1)
+        written = [
+            (self.kv_caches[self.layer_group.index(g)][0] != 0).flatten(2).any(-1)
+            for g in range(self.num_groups)
+        ]
+        return torch.stack(written).any(0).sum(-1)
+
+    def written_slots_by_group(self) -> list[torch.Tensor]:
+        """Per KV cache group, per physical block, how many slots of the group's first layer's K
+        cache hold nonzero data (what that group's layers wrote there)."""
+        first = {g: self.layer_group.index(g) for g in range(self.num_groups)}
+        return [(self.kv_caches[first[g]][0] != 0).flatten(2).any(-1).sum(-1) for g in range(self.num_groups)]

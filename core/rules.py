@@ -13,7 +13,8 @@ import numpy as np
 
 from pagedviz.core.fields import fields_of
 from pagedviz.core.kv_cache import usable_blocks
-from pagedviz.core.kv_groups import SLIDING
+from pagedviz.core.kv_groups import SLIDING, plan_kv_cache_groups
+from pagedviz.core.kv_planning import group_max_blocks, max_in_flight_tokens, pool_too_small
 from pagedviz.core.limits import Limits, raised_by
 from pagedviz.core.scenario import (
     PROMPT_FIELDS,
@@ -32,31 +33,6 @@ MODEL_FIELDS = tuple(s.name for s in fields_of(ModelConfig))
 BY_MAX_MODEL_LEN = (
     f"config.max_model_len sets it, and {raised_by('max_cells')} as far as max_num_reqs x max_model_len"
 )
-
-
-def pool_too_small(max_model_len: int, block_size: int, num_kv_blocks: int) -> str | None:
-    """Why vLLM refuses a KV pool that cannot hold one max_model_len sequence, or None.
-
-    vLLM's KV-cache planning (`_check_enough_kv_cache_memory`, vllm/v1/core/kv_cache_planning.py)
-    needs `cdiv(max_model_len, block_size)` blocks' worth of memory for one request, planned against
-    the pool less the null block that BlockPool holds back; it raises with the estimated longest
-    model length the pool could serve. Here the memory is counted in blocks."""
-    need = math.ceil(max_model_len / block_size)
-    usable = usable_blocks("vllm", num_kv_blocks)  # less the null block
-    if need <= usable:
-        return None
-    estimate = usable * block_size  # the longest max_model_len whose blocks fit the usable ones
-    estimated = (
-        f"Based on the available blocks, the estimated maximum model length is {estimate}. "
-        if estimate
-        else ""
-    )
-    return (
-        f"To serve at least one request with the model's max seq len ({max_model_len}), {need} KV "
-        f"blocks are needed, which is more than the {usable} usable blocks of the pool "
-        f"(num_kv_blocks {num_kv_blocks} less the null block). {estimated}"
-        f"Increase num_kv_blocks to at least {need + 1} or decrease max_model_len."
-    )
 
 
 class Rules:
@@ -214,7 +190,9 @@ class Rules:
                 f"long_prefill_token_threshold ({v['long_prefill_token_threshold']}) cannot be greater "
                 f"than the max_model_len ({max_model_len}).",
             )
-        if why := pool_too_small(max_model_len, v["block_size"], v["num_kv_blocks"]):
+        groups = plan_kv_cache_groups(v["layer_types"], v["sliding_window"])
+        in_flight = max_in_flight_tokens(budget, v["async_scheduling"])
+        if why := pool_too_small(max_model_len, v["block_size"], v["num_kv_blocks"], groups, in_flight):
             self.err(f"{loc}.num_kv_blocks", why)
 
     def runner_defaults(self, given: set[str], v: dict[str, Any]) -> None:
@@ -355,7 +333,14 @@ class Rules:
                 f"{len(ids)} + max_tokens {max_tokens} exceeds max_num_batched_tokens "
                 f"{cfg.max_num_batched_tokens}",
             )
-        need = math.ceil((len(ids) + max_tokens) / cfg.block_size)
+        # its blocks in every KV cache group (a sliding group's at most what its window holds;
+        # nano-vllm drops nothing)
+        in_flight = max_in_flight_tokens(cfg.max_num_batched_tokens, cfg.async_scheduling)
+        length = len(ids) + max_tokens
+        if self.flavor == "nanovllm":
+            need = math.ceil(length / cfg.block_size)
+        else:
+            need = sum(group_max_blocks(g, length, cfg.block_size, in_flight) for g in cfg.kv_cache_groups)
         usable = usable_blocks(self.flavor, cfg.num_kv_blocks)
         if need > usable:
             self.err(

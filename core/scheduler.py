@@ -15,6 +15,7 @@ import numpy as np
 
 from pagedviz.core.config import EngineConfig, RequestSpec
 from pagedviz.core.kv_cache import KVCacheManager
+from pagedviz.core.kv_planning import max_in_flight_tokens
 from pagedviz.core.request import Request, Status
 
 
@@ -59,6 +60,8 @@ class SchedulerOutput:
     waiting_causes: dict[str, dict[str, object]] = field(default_factory=dict)
     preemption_causes: dict[str, dict[str, object]] = field(default_factory=dict)
     num_groups: int = 1  # KV cache groups
+    # the blocks each sliding group replaced by the null block this step (docs/arrays.md)
+    window_drops: dict[str, list[dict[str, object]]] = field(default_factory=dict)
 
     @property
     def num_scheduled_tokens(self) -> dict[str, int]:
@@ -112,6 +115,8 @@ class SchedulerOutput:
             "scheduled_spec_decode_tokens": {
                 s.req_id: list(s.spec_token_ids) for s in self.scheduled if s.spec_token_ids
             },
+            # only on steps where a sliding window dropped blocks (never with one full group)
+            **({"window_drops": dict(self.window_drops)} if self.window_drops else {}),
         }
 
 
@@ -124,6 +129,8 @@ class Scheduler:
             config.enable_prefix_caching,
             config.free_queue_order,
             config.kv_cache_groups,
+            max_model_len=config.max_model_len,
+            max_in_flight_tokens=max_in_flight_tokens(config.max_num_batched_tokens, config.async_scheduling),
         )
         self.arrivals: dict[int, list[Request]] = {}
         for spec in requests:
@@ -270,7 +277,15 @@ class Scheduler:
                 continue
             added = None
             while added is None:
-                added = self.kv.allocate_slots(req.req_id, req.all_token_ids, req.num_computed_tokens, n)
+                added = self.kv.allocate_slots(
+                    req.req_id,
+                    req.all_token_ids,
+                    req.num_computed_tokens,
+                    n,
+                    num_in_flight_tokens=req.num_in_flight_tokens,
+                    num_prompt_tokens=req.num_prompt_tokens,
+                )
+                self._note_drops(out, req.req_id)
                 if added is None:
                     victim = self._preempt_last()
                     out.preempted_req_ids.append(victim.req_id)
@@ -334,7 +349,10 @@ class Scheduler:
                 ),
                 # the watermark holds back admissions only while some request runs
                 watermark_blocks=self.config.watermark_blocks if self.running else 0,
+                num_in_flight_tokens=req.num_in_flight_tokens,
+                num_prompt_tokens=req.num_prompt_tokens,
             )
+            self._note_drops(out, req.req_id)
             if added is None:
                 req.num_computed_tokens = 0
                 stop = {"cause": "kv_pool", **self.kv.last_refusal}
@@ -355,6 +373,12 @@ class Scheduler:
             out, stop, budget, prefill_scheduled, scheduled_running, cap
         )
         return out
+
+    def _note_drops(self, out: SchedulerOutput, req_id: str) -> None:
+        """The blocks the last allocate_slots dropped out of a sliding window, in the order vLLM
+        freed them (`scheduler.window_drops`)."""
+        if self.kv.last_drops:
+            out.window_drops.setdefault(req_id, []).extend(self.kv.last_drops)
 
     def _admission_tokens(
         self, req: Request, computed: int, prefill_scheduled: bool, scheduled_running: bool, cap: int
@@ -407,7 +431,7 @@ class Scheduler:
         if stop is None:
             # the loop ran out of budget before it reached the head
             req = self.requests[head]
-            hits = self.kv.computed_blocks(req.req_id, req.all_token_ids)
+            hits = self.kv.computed_blocks(req.req_id, req.all_token_ids, record=False)
             computed = self.kv.hit_tokens(hits)
             n, padded = self._admission_tokens(req, computed, prefill_scheduled, scheduled_running, cap)
             stop = {"cause": "token_budget", "tokens_needed": n, "tokens_left": max(budget, 0)}

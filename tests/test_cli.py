@@ -191,6 +191,36 @@ def test_run_shows_arange_cu_num_tokens_and_the_padded_slot_mapping(tmp_path: Pa
     assert "slot_mapping padded to num_input_tokens=8: [2, 3, 4, 5, 6, -1, -1, -1]" in r.stdout
 
 
+def test_run_shows_each_kv_cache_groups_slot_mapping_and_block_table(tmp_path: Path) -> None:
+    """A hybrid model (a full-attention layer, then a sliding one): group 1's block_numbers and
+    slot_mapping are token rows beside group 0's, and its block table is drawn after group 0's."""
+    scenario = {
+        "name": "hybrid",
+        "config": {
+            "model_runner": "v1",
+            "block_size": 4,
+            "max_model_len": 32,
+            "max_num_reqs": 2,
+            "num_kv_blocks": 20,
+            "layer_types": ["full_attention", "sliding_attention"],
+            "sliding_window": 8,
+            "model": None,
+        },
+        "requests": [{"id": "a", "prompt_len": 6, "max_tokens": 2}],
+    }
+    path = tmp_path / "hybrid.json"
+    path.write_text(json.dumps(scenario))
+    r = pagedviz("run", str(path), "--step", "1")
+    assert r.returncode == 0, r.stderr
+    # a holds blocks [1, 2] in group 0 and [3, 4] in group 1
+    assert [int(c) for c in table_row(r.stdout, "slot_mapping")] == [4, 5, 6, 7, 8, 9]
+    assert [int(c) for c in table_row(r.stdout, "slot_mapping_g1")] == [12, 13, 14, 15, 16, 17]
+    assert [int(c) for c in table_row(r.stdout, "block_numbers_g1")] == [3, 3, 3, 3, 4, 4]
+    assert r.stdout.index("block_table:") < r.stdout.index("block_table_g1:")
+    assert "| 3  | 4  | 0  |" in r.stdout[r.stdout.index("block_table_g1:") :]
+    assert "num_kv_cache_groups=2" in r.stdout
+
+
 @pytest.mark.parametrize("columns", [80, 120])
 def test_tables_fit_the_terminal_and_keep_every_value(columns: int) -> None:
     r = pagedviz("run", "seed-000", "--step", "2", columns=columns)

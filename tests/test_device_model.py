@@ -174,3 +174,41 @@ def test_cuda_staging_tensors_are_pinned() -> None:
     assert engine.device.type == "cuda"
     assert engine.runner.input_batch.token_ids_cpu_tensor.is_pinned()
     assert engine.runner.slot_mapping.device.type == "cuda"
+
+
+@cuda
+@pytest.mark.parametrize("runner", ["v1", "v2"])
+@pytest.mark.parametrize("async_scheduling", [False, True])
+def test_cpu_and_cuda_give_identical_hybrid_traces(runner: str, async_scheduling: bool) -> None:
+    """Two KV cache groups (a sliding window of 8 beside full attention): every group's block table
+    and slot_mapping, built on the device, agree with the CPU's; the paged forward equals the dense
+    one after every layer; the traces are the CPU's."""
+    from pagedviz.core import Scenario
+
+    def on(device: str) -> list:
+        config = {
+            "model_runner": runner,
+            "async_scheduling": async_scheduling,
+            "block_size": 4,
+            "max_model_len": 64,
+            "max_num_reqs": 4,
+            "max_num_batched_tokens": 64,
+            "num_kv_blocks": 40,
+            "layer_types": ["sliding_attention", "full_attention"],
+            "sliding_window": 8,
+            "device": device,
+        }
+        requests = [
+            {"id": "b", "prompt_token_ids": list(range(1, 13)), "max_tokens": 2},
+            {"id": "a", "prompt_token_ids": list(range(1, 21)), "max_tokens": 8},
+            {"id": "c", "prompt_token_ids": list(range(30, 41)), "max_tokens": 6, "arrival_step": 3},
+        ]
+        scenario = Scenario.from_dict({"name": "h", "config": config, "requests": requests})
+        steps = list(make_engine(scenario).run())
+        for t in steps:
+            if not t.idle:
+                assert t.forward["slot_mapping_device_matches_cpu"] is True
+                assert max(t.forward.pop("paged_vs_dense_max_abs_diff_per_layer")) < 1e-3
+        return _strip(steps)
+
+    assert on("cpu") == on("cuda")

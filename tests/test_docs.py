@@ -130,6 +130,16 @@ def traced_arrays() -> dict[str, str]:
     v2 = preset_dict("demo-v2-slots")
     v2["config"].update(model_runner="v2", async_scheduling=True, cudagraph_capture_sizes=[1, 2, 4, 8, 16])
     runs["v2-cudagraphs"] = v2
+    # several KV cache groups: each runner's per-group arrays (group g >= 1 suffixed _g{g})
+    for runner in ("v1", "v2"):
+        hybrid = preset_dict("demo-v2-slots")
+        hybrid["config"].update(
+            model_runner=runner,
+            layer_types=["sliding_attention", "full_attention", "sliding_attention"],
+            sliding_window=4,
+            num_kv_blocks=32,
+        )
+        runs[f"hybrid-{runner}"] = hybrid
     seen: dict[str, str] = {}
     for name, d in runs.items():
         d["config"].update(model=None, device="cpu")
@@ -144,7 +154,11 @@ def test_every_traced_array_is_documented_in_arrays_md() -> None:
     # the runs cover both runners and every flavour's own arrays
     assert {"token_indices", "idx_mapping", "input_block_tables", "last_indices", "attn_mask"} <= set(traced)
     assert {"bonus_logits_indices", "prev_sampled_token_ids", "mrope_positions", "is_padding"} <= set(traced)
-    missing = {a: run for a, run in traced.items() if a not in documented_arrays()}
+    assert {"block_table_g1", "slot_mapping_g1", "input_block_tables_g1", "slot_mapping_g2"} <= set(traced)
+    # a KV cache group's copy of an array is documented under group 1's name (docs/arrays.md says
+    # that group g >= 1 adds the suffix _g{g})
+    documented = documented_arrays()
+    missing = {a: run for a, run in traced.items() if re.sub(r"_g[1-9][0-9]*$", "_g1", a) not in documented}
     assert not missing, f"docs/arrays.md lacks a heading or list item for {missing} (traced by that run)"
 
 

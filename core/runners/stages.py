@@ -5,6 +5,7 @@ engine's own source of a stage for the page."""
 from __future__ import annotations
 
 import inspect
+import re
 import textwrap
 import time
 from collections.abc import Callable
@@ -28,6 +29,11 @@ class StageSpec:
     when: Callable[[Any], bool] | None = None
     # arrays the stage leaves as views of persistent buffers (the next step overwrites them)
     views: tuple[str, ...] = ()
+    # with several KV cache groups: the arrays (of reads and writes) each group has its own of,
+    # named with the suffix _g{g} for g >= 1, and the formula the stage then shows
+    per_group: tuple[str, ...] = ()
+    group_formula: str = ""
+    group_reads: tuple[str, ...] = ()  # read only when there are several groups
 
 
 def stage(
@@ -38,13 +44,27 @@ def stage(
     why: str = "",
     when: Callable[[Any], bool] | None = None,
     views: str = "",
+    per_group: str = "",
+    group_formula: str = "",
+    group_reads: str = "",
 ) -> Callable[[Callable[..., None]], Callable[..., None]]:
     """Mark a runner method as a stage of prepare_inputs (reads/writes/views are space-separated;
-    `views`: what it leaves as views of persistent buffers, which a trace must copy)."""
+    `views`: what it leaves as views of persistent buffers, which a trace must copy; `per_group`:
+    the arrays each KV cache group has its own of, and `group_formula` the formula shown when
+    there are several groups)."""
 
     def mark(fn: Callable[..., None]) -> Callable[..., None]:
         spec = StageSpec(
-            name, tuple(reads.split()), tuple(writes.split()), formula, why, when, tuple(views.split())
+            name,
+            tuple(reads.split()),
+            tuple(writes.split()),
+            formula,
+            why,
+            when,
+            tuple(views.split()),
+            tuple(per_group.split()),
+            group_formula,
+            tuple(group_reads.split()),
         )
         fn.stage_spec = spec  # type: ignore[attr-defined]
         return fn
@@ -99,6 +119,30 @@ LEVELS: dict[str, str] = {
 }
 
 
+GROUP_SUFFIX = re.compile(r"_g[1-9][0-9]*$")
+
+
+def group_name(name: str, g: int) -> str:
+    """The trace's name of KV cache group g's copy of an array: group 0 keeps vLLM's name, group
+    g >= 1 adds the suffix _g{g} (block_table_g1, slot_mapping_g1, ...)."""
+    return name if g == 0 else f"{name}_g{g}"
+
+
+def base_name(name: str) -> str:
+    """An array's name without its KV cache group suffix (slot_mapping_g1 -> slot_mapping)."""
+    return GROUP_SUFFIX.sub("", name)
+
+
+def with_groups(names: tuple[str, ...], per_group: tuple[str, ...], num_groups: int) -> list[str]:
+    """`names`, each per-group one followed by its copies for groups 1 .. num_groups - 1."""
+    out: list[str] = []
+    for name in names:
+        out.append(name)
+        if name in per_group:
+            out.extend(group_name(name, g) for g in range(1, num_groups))
+    return out
+
+
 class StagedRunner:
     """The stage machinery a runner shares: the plan of the `@stage` methods named in `STAGES`
     that run for this configuration (and what each records), the driver that runs them in
@@ -111,17 +155,27 @@ class StagedRunner:
     pad: dict[str, tuple[int, np.ndarray | None]]
     stage_records: list[Stage]
     record_plan: list[PlanItem]
+    num_groups: int = 1  # KV cache groups (config.kv_cache_groups)
 
     def build_stage_plan(self) -> None:
-        """The stages that run, in order, and what each records; fixed for this runner."""
+        """The stages that run, in order, and what each records; fixed for this runner. With
+        several KV cache groups a stage's per-group arrays are read and written once per group
+        (group g >= 1 under the suffix _g{g}, at the level of group 0's) and its formula is the
+        one that shows the group."""
         self.stage_plan: list[tuple[Callable[[], None], StageSpec, Stage, list[tuple[str, str]]]] = []
+        G = self.num_groups
         for name in self.STAGES:
             method = getattr(self, name)
             spec: StageSpec = method.stage_spec
             if spec.when is not None and not spec.when(self):
                 continue
-            levels = [(w, self.LEVELS[w]) for w in spec.writes if w in self.LEVELS]
-            record = Stage(spec.name, list(spec.reads), list(spec.writes), spec.formula, spec.why)
+            reads, writes, formula = list(spec.reads), list(spec.writes), spec.formula
+            if G > 1 and spec.per_group:
+                reads = with_groups(spec.reads + spec.group_reads, spec.per_group, G)
+                writes = with_groups(spec.writes, spec.per_group, G)
+                formula = spec.group_formula or formula
+            levels = [(w, self.LEVELS[base_name(w)]) for w in writes if base_name(w) in self.LEVELS]
+            record = Stage(spec.name, reads, writes, formula, spec.why)
             self.stage_plan.append((method, spec, record, levels))
         self.stage_methods = tuple(method for method, _, _, _ in self.stage_plan)
         self.stage_names = tuple(spec.name for _, spec, _, _ in self.stage_plan)
@@ -131,7 +185,9 @@ class StagedRunner:
             for _, spec, _, levels in self.stage_plan
             for w, level in levels
         ]
-        self.view_names = tuple(name for _, spec, _, _ in self.stage_plan for name in spec.views)
+        self.view_names = tuple(
+            view for _, spec, _, _ in self.stage_plan for view in with_groups(spec.views, spec.per_group, G)
+        )
 
     def stage_record_plan(self) -> list[PlanItem]:
         """What the stages record (built by build_stage_plan)."""

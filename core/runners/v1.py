@@ -18,8 +18,9 @@ import torch
 from pagedviz.core.config import EngineConfig
 from pagedviz.core.device import StageTimer
 from pagedviz.core.input_batch import InputBatch, cpu_tensor
+from pagedviz.core.kv_groups import KVCacheGroup
 from pagedviz.core.runners.mrope import MRope
-from pagedviz.core.runners.stages import StagedRunner
+from pagedviz.core.runners.stages import StagedRunner, group_name
 from pagedviz.core.runners.v1_stages import V1Stages
 from pagedviz.core.scheduler import SchedulerOutput
 from pagedviz.core.trace import PlanItem, Stage, StepTrace
@@ -34,6 +35,33 @@ UPDATE_STATES_STAGE = Stage(
     "the lowest hole, and the last rows move into the holes (condense). Only what "
     "changed is written; scheduled draft tokens are written after a request's tokens.",
 )
+
+
+def group_device_inputs(
+    device_inputs: dict[str, object], groups: tuple[KVCacheGroup, ...], table: str
+) -> dict[str, object]:
+    """With several KV cache groups, what the forward reads: each group's block table and
+    slot_mapping, and each group's attention metadata (its layers attend through its own table and
+    slot_mapping; a sliding-window group's layers mask keys more than sliding_window - 1 positions
+    before the query)."""
+    names = list(device_inputs["device_inputs"])  # type: ignore[call-overload]
+    for g in range(1, len(groups)):
+        names += [group_name(table, g), group_name("slot_mapping", g)]
+    return {
+        **device_inputs,
+        "device_inputs": names,
+        "attn_groups": [
+            {
+                "group": g,
+                "kind": group.kind,
+                "layers": list(group.layers),
+                "sliding_window": group.sliding_window,
+                "block_table": group_name(table, g),
+                "slot_mapping": group_name("slot_mapping", g),
+            }
+            for g, group in enumerate(groups)
+        ],
+    }
 
 
 class ModelRunner(V1Stages, StagedRunner):
@@ -66,6 +94,8 @@ class ModelRunner(V1Stages, StagedRunner):
     ) -> None:
         self.config = config
         self.device = device
+        self.kv_cache_groups = config.kv_cache_groups
+        G = self.num_groups = len(self.kv_cache_groups)
         self.block_size = config.block_size
         bs = config.block_size
         self.block_shift = bs.bit_length() - 1 if bs & (bs - 1) == 0 else None
@@ -75,7 +105,7 @@ class ModelRunner(V1Stages, StagedRunner):
         pin = device.type == "cuda"
         R, T = config.max_num_reqs, config.max_num_batched_tokens
         T_pad = max(T, *(config.cudagraph_capture_sizes or (T,)))
-        self.input_batch = InputBatch(R, config.max_model_len, self.max_num_blocks_per_req, pin)
+        self.input_batch = InputBatch(R, config.max_model_len, self.max_num_blocks_per_req, pin, G)
         self.arange_np = np.arange(max(R, T_pad) + 1, dtype=np.int64)
         self.input_ids_cpu = cpu_tensor((T_pad,), torch.int32, pin)
         self.input_ids_np = self.input_ids_cpu.numpy()
@@ -85,8 +115,11 @@ class ModelRunner(V1Stages, StagedRunner):
         self.query_start_loc_np = self.query_start_loc_cpu.numpy()
         self.seq_lens_cpu = cpu_tensor((R,), torch.int32, pin)
         self.seq_lens_np = self.seq_lens_cpu.numpy()
-        self.slot_mapping_cpu = cpu_tensor((T_pad,), torch.int64, pin)
-        self.slot_mapping_np = self.slot_mapping_cpu.numpy()
+        # one slot_mapping per KV cache group (vLLM's BlockTable.slot_mapping), group 0's first
+        self.group_slot_mapping_cpu = [cpu_tensor((T_pad,), torch.int64, pin) for _ in range(G)]
+        self.group_slot_mapping_np = [t.numpy() for t in self.group_slot_mapping_cpu]
+        self.slot_mapping_cpu = self.group_slot_mapping_cpu[0]
+        self.slot_mapping_np = self.group_slot_mapping_np[0]
         self.req_indices_cpu = cpu_tensor((T_pad,), torch.int64, pin)
         self.req_indices_np = self.req_indices_cpu.numpy()
         dev = device
@@ -94,9 +127,18 @@ class ModelRunner(V1Stages, StagedRunner):
         self.positions = torch.zeros(T_pad, dtype=torch.int64, device=dev)
         self.query_start_loc = torch.zeros(R + 1, dtype=torch.int32, device=dev)
         self.seq_lens = torch.zeros(R, dtype=torch.int32, device=dev)
-        self.slot_mapping = torch.zeros(T_pad, dtype=torch.int64, device=dev)
         self.req_indices = torch.zeros(T_pad, dtype=torch.int64, device=dev)
-        self.block_table = torch.zeros((R, self.max_num_blocks_per_req), dtype=torch.int32, device=dev)
+        # the device's block table and slot_mapping of each KV cache group; group 0's under vLLM's
+        # names (the only ones with one group)
+        K = self.max_num_blocks_per_req
+        self.group_slot_mapping = [torch.zeros(T_pad, dtype=torch.int64, device=dev) for _ in range(G)]
+        self.group_block_table = [torch.zeros((R, K), dtype=torch.int32, device=dev) for _ in range(G)]
+        self.slot_mapping = self.group_slot_mapping[0]
+        self.block_table = self.group_block_table[0]
+        # with a sliding-window group, the block ids the runner knows of each request
+        # (CachedRequestState.block_ids, one list per group): the window's drops never reach it
+        self.window_drops = any(g.sliding for g in self.kv_cache_groups)
+        self.req_block_ids: dict[str, list[list[int]]] = {}
         # async scheduling: last step's sampled tokens stay on the device, in last step's row order
         self.prev_sampled_token_ids: torch.Tensor | None = None
         self.prev_req_id_to_index: dict[str, int] = {}
@@ -113,9 +155,25 @@ class ModelRunner(V1Stages, StagedRunner):
             ("token_ids_cpu", "system", "update_states", "cpu", ib.token_ids_cpu.shape),
             ("block_table", "system", "update_states", "cpu", ib.block_table.block_table_np.shape),
         ]
+        update_stage = UPDATE_STATES_STAGE
+        if G > 1:
+            # every group's block table: group g >= 1 as block_table_g{g}
+            names = [group_name("block_table", g) for g in range(1, G)]
+            self.batch_plan += [
+                (n, "system", "update_states", "cpu", ib.block_table.block_table_np.shape) for n in names
+            ]
+            update_stage = Stage(
+                UPDATE_STATES_STAGE.name,
+                UPDATE_STATES_STAGE.reads,
+                [*UPDATE_STATES_STAGE.writes, *names],
+                UPDATE_STATES_STAGE.formula + "; every KV cache group's block table alike "
+                "(MultiGroupBlockTable: block_table_g{g} from the group's block ids)",
+                UPDATE_STATES_STAGE.why,
+            )
+            self.DEVICE_INPUTS = group_device_inputs(self.DEVICE_INPUTS, self.kv_cache_groups, "block_table")
         # the batch after update_states is recorded with the stages' arrays (capture_state)
         self.record_plan = self.stage_record_plan() + self.batch_plan
-        self.stage_records = [UPDATE_STATES_STAGE, *self.stage_record_list()]
+        self.stage_records = [update_stage, *self.stage_record_list()]
         # the flattened token table, a view on its memory, for the input_ids gather
         self.token_ids_flat = self.input_batch.token_ids_cpu_tensor.view(-1)
         self.token_ids_flat_np = self.input_batch.token_ids_cpu.reshape(-1)
@@ -156,11 +214,19 @@ class ModelRunner(V1Stages, StagedRunner):
             row = ib.req_id_to_index.get(s.req_id)
             if row is not None:
                 ib.num_computed_tokens_cpu[row] = s.num_computed_tokens
-                ib.block_table.append_row(s.new_block_ids, row)
+                ib.block_tables.append_row(s.new_group_block_ids, row)
+        cached = self._cached_block_ids(out) if self.window_drops else {}
         new = [s for s in out.scheduled if s.kind == "new"]
         rejoining = [s for s in out.scheduled if s.kind != "new" and s.req_id not in ib.req_id_to_index]
         for s in new + rejoining:
-            ib.add_request(s.req_id, s.token_ids, s.num_prompt_tokens, s.num_computed_tokens, s.block_ids)
+            ib.add_request(
+                s.req_id,
+                s.token_ids,
+                s.num_prompt_tokens,
+                s.num_computed_tokens,
+                s.block_ids,
+                cached.get(s.req_id, s.group_block_ids),
+            )
         moves = ib.condense()
         num_reqs = ib.num_reqs
         num_scheduled = np.zeros(num_reqs, dtype=np.int32)
@@ -182,6 +248,24 @@ class ModelRunner(V1Stages, StagedRunner):
         }
         self.pad = {}
         return moves
+
+    def _cached_block_ids(self, out: SchedulerOutput) -> dict[str, list[list[int]]]:
+        """The block ids the runner knows of each request, per group (CachedRequestState.block_ids):
+        a new or resumed request's as the scheduler sent them, then only what each step appends.
+        A sliding window's drops never reach the runner, so a request that rejoins the batch after
+        a step unscheduled is added with the blocks it knew, not the null block (vLLM's
+        _update_states); a resumed one with the scheduler's list, nulls included."""
+        cached = self.req_block_ids
+        for req_id in out.finished_req_ids:
+            cached.pop(req_id, None)
+        for s in out.scheduled:
+            known = cached.get(s.req_id)
+            if s.kind != "running" or known is None:
+                cached[s.req_id] = [list(ids) for ids in s.group_block_ids]
+            else:
+                for ids, new_ids in zip(known, s.new_group_block_ids):
+                    ids.extend(new_ids)
+        return cached
 
     def append_sampled(self, sampled: dict[str, int]) -> None:
         """Write this step's sampled tokens into their rows of token_ids_cpu (vectorised). With
@@ -214,6 +298,8 @@ class ModelRunner(V1Stages, StagedRunner):
         values["num_computed_tokens_cpu"] = ib.num_computed_tokens_cpu[:n].copy()
         values["token_ids_cpu"] = ib.token_ids_cpu[:n].copy()
         values["block_table"] = ib.block_table.block_table_np[:n].copy()
+        for g in range(1, self.num_groups):
+            values[group_name("block_table", g)] = ib.block_tables[g].block_table_np[:n].copy()
         # num_scheduled_tokens: made afresh by update_states, already in values
 
     def record_batch(self, trace: StepTrace) -> None:
@@ -234,10 +320,14 @@ class ModelRunner(V1Stages, StagedRunner):
             self.seq_lens.copy_(self.seq_lens_cpu, non_blocking=True)
             self.req_indices_np[:T] = v["req_indices"]
             self.req_indices[:T].copy_(self.req_indices_cpu[:T], non_blocking=True)
-            self.block_table[:n].copy_(self.input_batch.block_table.block_table_cpu[:n], non_blocking=True)
+            for table, cpu in zip(self.group_block_table, self.input_batch.block_tables.block_tables):
+                table[:n].copy_(cpu.block_table_cpu[:n], non_blocking=True)
         with timer.dev("device_slot_mapping"):
             self.compute_slot_mapping_on_device(T, P)
-        return bool(torch.equal(self.slot_mapping[:P].cpu(), self.slot_mapping_cpu[:P]))
+        return all(
+            torch.equal(dev[:P].cpu(), cpu[:P])
+            for dev, cpu in zip(self.group_slot_mapping, self.group_slot_mapping_cpu)
+        )
 
     def fill_input_ids_from_prev_sampled(self) -> None:
         """Async scheduling: last step's sampled tokens, still on the device, into this step's
@@ -263,9 +353,13 @@ class ModelRunner(V1Stages, StagedRunner):
         }
 
     def compute_slot_mapping_on_device(self, T: int, P: int) -> None:
+        """Every KV cache group's slot_mapping from its device block table (vLLM's
+        MultiGroupBlockTable.compute_slot_mapping: one kernel per group, the same formula)."""
         K, bs = self.max_num_blocks_per_req, self.block_size
         pos = self.positions[:T]
         idx = self.req_indices[:T] * K + torch.div(pos, bs, rounding_mode="floor")
-        numbers = self.block_table.flatten()[idx].to(torch.int64)
-        torch.add(numbers * bs, pos % bs, out=self.slot_mapping[:T])
-        self.slot_mapping[T:P] = -1
+        offsets = pos % bs
+        for table, slot_mapping in zip(self.group_block_table, self.group_slot_mapping):
+            numbers = table.flatten()[idx].to(torch.int64)
+            torch.add(numbers * bs, offsets, out=slot_mapping[:T])
+            slot_mapping[T:P] = -1

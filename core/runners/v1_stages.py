@@ -12,6 +12,7 @@ import torch
 
 from pagedviz.core.config import EngineConfig
 from pagedviz.core.input_batch import InputBatch
+from pagedviz.core.kv_groups import KVCacheGroup
 from pagedviz.core.runners.mrope import MRope
 from pagedviz.core.runners.stages import stage
 from pagedviz.core.spec_decode import calc_spec_decode_metadata
@@ -39,6 +40,8 @@ class V1Stages:
     query_start_loc_np: np.ndarray
     seq_lens_np: np.ndarray
     slot_mapping_np: np.ndarray
+    group_slot_mapping_np: list[np.ndarray]
+    kv_cache_groups: tuple[KVCacheGroup, ...]
     token_ids_flat: torch.Tensor
     token_ids_flat_np: np.ndarray
     prev_req_id_to_index: dict[str, int]
@@ -218,10 +221,17 @@ class V1Stages:
         "block_numbers",
         "block_numbers = block_table.flatten()[block_table_indices]",
         "Each token's physical KV block, read from its request's block-table row.",
+        per_group="block_table block_numbers",
+        group_formula="block_numbers_g{g} = block_table_g{g}.flatten()[block_table_indices] for each KV "
+        "cache group g (group 0: block_numbers from block_table)",
     )
     def _block_numbers(self) -> None:
         v = self.v
-        v["block_numbers"] = self.input_batch.block_table.block_table_np.ravel()[v["block_table_indices"]]
+        idx = v["block_table_indices"]
+        tables = self.input_batch.block_tables.block_tables
+        v["block_numbers"] = tables[0].block_table_np.ravel()[idx]
+        for g in range(1, len(tables)):  # every group's table has the same columns and block size
+            v[f"block_numbers_g{g}"] = tables[g].block_table_np.ravel()[idx]
 
     @stage(
         "block_offsets",
@@ -249,19 +259,26 @@ class V1Stages:
         "(reshape_and_cache_flash) skips, so they write nothing. Attention reads the first T "
         "entries only (`valid` in the trace).",
         views="slot_mapping",
+        per_group="block_numbers slot_mapping",
+        group_formula="slot_mapping_g{g} = block_numbers_g{g} * block_size + block_offsets for each KV "
+        "cache group g (group 0: slot_mapping); slot_mapping_g{g}[T:num_input_tokens] = -1. Each "
+        "group's layers write their K and V at their group's slots: a sliding-window group's table "
+        "holds the null block 0 only below the window, where no token of this step is written",
     )
     def _slot_mapping(self) -> None:
         v = self.v
         T = v["T"]
-        out = self.slot_mapping_np[:T]
-        np.multiply(v["block_numbers"], self.block_size, out=out, dtype=np.int64)
-        np.add(out, v["block_offsets"], out=out)
         # with CUDA graphs the batch is padded to a capture size; padded slots are -1 (written nowhere)
         P = v["num_input_tokens"] = self.config.pad_for_cudagraph(T) if T else 0
-        if P > T:
-            self.slot_mapping_np[T:P] = -1
-            self.pad["slot_mapping"] = (T, None)
-        v["slot_mapping"] = self.slot_mapping_np[:P]
+        for g, buf in enumerate(self.group_slot_mapping_np):
+            suffix = f"_g{g}" if g else ""
+            out = buf[:T]
+            np.multiply(v["block_numbers" + suffix], self.block_size, out=out, dtype=np.int64)
+            np.add(out, v["block_offsets"], out=out)
+            if P > T:
+                buf[T:P] = -1
+                self.pad["slot_mapping" + suffix] = (T, None)
+            v["slot_mapping" + suffix] = buf[:P]
 
     @stage(
         "query_start_loc",
@@ -401,6 +418,13 @@ class V1Stages:
         "vLLM pads them only for FULL graphs of uniform decode batches, which pagedviz does not "
         "model), total_num_scheduled_tokens (num_actual_tokens), num_input_tokens (the token count "
         "padded to a capture size), the longest query and the longest sequence.",
+        per_group="block_table slot_mapping",
+        group_reads="block_table",
+        group_formula="num_input_tokens = pad_for_cudagraph(T); max_query_len = max(num_scheduled_tokens); "
+        "max_seq_len = max(seq_lens); num_reqs is not padded; one CommonAttentionMetadata per KV cache "
+        "group g, these scalars shared, with block_table_tensor = block_table_g{g} and slot_mapping = "
+        "slot_mapping_g{g} (group 0: block_table, slot_mapping); the layers of a sliding-window group "
+        "attend to keys at positions > position - sliding_window; num_kv_cache_groups = G",
     )
     def _attn_metadata(self) -> None:
         v = self.v
@@ -413,3 +437,5 @@ class V1Stages:
         q, s = v["num_scheduled_tokens"], v["seq_lens"]
         scalars["max_query_len"] = int(q[q.argmax()]) if n else 0
         scalars["max_seq_len"] = int(s[s.argmax()]) if n else 0
+        if len(self.kv_cache_groups) > 1:
+            scalars["num_kv_cache_groups"] = len(self.kv_cache_groups)

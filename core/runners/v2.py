@@ -27,7 +27,8 @@ import torch
 
 from pagedviz.core.config import EngineConfig
 from pagedviz.core.device import StageTimer
-from pagedviz.core.runners.stages import LEVELS, StagedRunner
+from pagedviz.core.runners.stages import LEVELS, StagedRunner, group_name
+from pagedviz.core.runners.v1 import group_device_inputs
 from pagedviz.core.runners.v2_spec import V2SpecDecode
 from pagedviz.core.runners.v2_stages import PAD_SLOT_ID, V2Stages
 from pagedviz.core.scheduler import SchedulerOutput
@@ -106,6 +107,14 @@ class ModelRunnerV2(V2Stages, V2SpecDecode, StagedRunner):
             raise ValueError("Model Runner V2's M-RoPE state is not modelled: use model_runner v1")
         self.config = config
         self.device = device
+        self.kv_cache_groups = config.kv_cache_groups
+        G = self.num_groups = len(self.kv_cache_groups)
+        # BlockTables' sliding_window_reach: per group, the tokens below a request's first
+        # scheduled position attention still reads (SlidingWindowSpec.num_retained_tokens =
+        # sliding_window - 1); 0 for a full-attention group
+        self.sliding_window_reach = [
+            (g.sliding_window - 1) if g.sliding and g.sliding_window else 0 for g in self.kv_cache_groups
+        ]
         self.block_size = bs = config.block_size
         self.block_shift = bs.bit_length() - 1 if bs & (bs - 1) == 0 else None  # // and % as shift and mask
         self.max_model_len = config.max_model_len
@@ -128,17 +137,22 @@ class ModelRunnerV2(V2Stages, V2SpecDecode, StagedRunner):
         # the drafts each slot's next step verifies (states.py draft_tokens), written by the speculator
         self.num_spec = config.num_speculative_tokens
         self.draft_tokens = np.zeros((M, self.num_spec), dtype=np.int64)
-        # BlockTables (block_table.py): per slot, plus the per-step gathered copy
-        self.block_tables = np.zeros((M, K), dtype=np.int32)
-        self.num_blocks = np.zeros(M, dtype=np.int32)
-        self.input_block_tables = np.zeros((M, K), dtype=np.int32)
+        # BlockTables (block_table.py): per KV cache group, per slot, plus the per-step gathered
+        # copy; group 0's under vLLM's names (the only ones with one group)
+        self.group_block_tables = [np.zeros((M, K), dtype=np.int32) for _ in range(G)]
+        self.group_num_blocks = np.zeros((G, M), dtype=np.int32)  # BlockTables.num_blocks [G, M]
+        self.group_input_block_tables = [np.zeros((M, K), dtype=np.int32) for _ in range(G)]
+        self.block_tables = self.group_block_tables[0]
+        self.num_blocks = self.group_num_blocks[0]
+        self.input_block_tables = self.group_input_block_tables[0]
         self.dirty_rows = 0
         # InputBuffers (input_batch.py): persistent, so unwritten tails keep stale values
         self.query_start_loc_np = np.zeros(M + 1, dtype=np.int32)
         self.seq_lens_np = np.zeros(M, dtype=np.int32)
         self.input_ids_np = np.zeros(T_pad, dtype=np.int32)
         self.positions_np = np.zeros(T_pad, dtype=np.int64)
-        self.slot_mapping_np = np.full(T_pad, PAD_SLOT_ID, dtype=np.int64)
+        self.group_slot_mapping_np = [np.full(T_pad, PAD_SLOT_ID, dtype=np.int64) for _ in range(G)]
+        self.slot_mapping_np = self.group_slot_mapping_np[0]
         self.arange_np = np.arange(max(M, T_pad) + 1, dtype=np.int64)
         self.block_cols = np.arange(K, dtype=np.int32)
         self.arange_i32 = np.arange(M + 1, dtype=np.int32)  # cu_num_logits without drafts
@@ -148,13 +162,19 @@ class ModelRunnerV2(V2Stages, V2SpecDecode, StagedRunner):
         self.last_sampled_dev = torch.zeros(M, dtype=torch.int64, device=dev)
         self.draft_tokens_dev = torch.zeros((M, self.num_spec), dtype=torch.int64, device=dev)
         self.prefill_len_dev = torch.zeros(M, dtype=torch.int64, device=dev)
-        self.block_tables_dev = torch.zeros((M, K), dtype=torch.int32, device=dev)
+        self.group_block_tables_dev = [torch.zeros((M, K), dtype=torch.int32, device=dev) for _ in range(G)]
+        self.block_tables_dev = self.group_block_tables_dev[0]
         self.input_ids = torch.zeros(T_pad, dtype=torch.int32, device=dev)
         self.positions = torch.zeros(T_pad, dtype=torch.int64, device=dev)
-        self.slot_mapping = torch.full((T_pad,), PAD_SLOT_ID, dtype=torch.int64, device=dev)
+        self.group_slot_mapping = [
+            torch.full((T_pad,), PAD_SLOT_ID, dtype=torch.int64, device=dev) for _ in range(G)
+        ]
+        self.slot_mapping = self.group_slot_mapping[0]
         self.query_start_loc = torch.zeros(M + 1, dtype=torch.int32, device=dev)
         self.seq_lens = torch.zeros(M, dtype=torch.int32, device=dev)
-        self.block_table = torch.zeros((M, K), dtype=torch.int32, device=dev)
+        # the gathered block table each group's attention reads (input_block_tables on the device)
+        self.group_block_table = [torch.zeros((M, K), dtype=torch.int32, device=dev) for _ in range(G)]
+        self.block_table = self.group_block_table[0]
         self.v: dict[str, Any] = {}
         self.pad: dict[str, tuple[int, np.ndarray | None]] = {}
         self.slot_events: list[dict[str, object]] = []
@@ -174,9 +194,29 @@ class ModelRunnerV2(V2Stages, V2SpecDecode, StagedRunner):
             self.state_plan.append(
                 ("draft_tokens", "system", "combine_sampled_and_draft_tokens", "device", None)
             )
+        finish = FINISH_STAGE
+        if G > 1:
+            # every group's per-slot table and block count: group g >= 1 as block_tables_g{g},
+            # num_blocks_g{g}
+            names = [group_name(a, g) for g in range(1, G) for a in ("block_tables", "num_blocks")]
+            self.state_plan += [
+                (n, "system" if n.startswith("block_tables") else "slot", "finish_and_add", "cpu", None)
+                for n in names
+            ]
+            finish = Stage(
+                FINISH_STAGE.name,
+                FINISH_STAGE.reads,
+                [*FINISH_STAGE.writes, *names],
+                FINISH_STAGE.formula + "; for each KV cache group g, its own block ids into "
+                "block_tables_g{g} and num_blocks_g{g} (BlockTables.append_block_ids, one table a group)",
+                FINISH_STAGE.why,
+            )
+            self.DEVICE_INPUTS = group_device_inputs(
+                self.DEVICE_INPUTS, self.kv_cache_groups, "input_block_tables"
+            )
         # the slot state is recorded with the stages' arrays (capture_state), after finish_and_add
         self.record_plan = self.stage_record_plan() + self.state_plan
-        self.stage_records = [FINISH_STAGE, *self.stage_record_list()]
+        self.stage_records = [finish, *self.stage_record_list()]
 
     uses_mrope = False
     # what the forward reads: built on the device from the device's per-slot state
@@ -212,10 +252,11 @@ class ModelRunnerV2(V2Stages, V2SpecDecode, StagedRunner):
             self.prompt_len[slot] = s.num_prompt_tokens
             self.prefill_len[slot] = self.total_len[slot] = n
             self.num_computed_tokens[slot] = self.num_computed_tokens_np[slot] = s.num_computed_tokens
-            nb = len(s.block_ids)
-            self.block_tables[slot, :nb] = s.block_ids  # overwrite=True: the tail stays stale
+            for g, ids in enumerate(s.group_block_ids):
+                nb = len(ids)
+                self.group_block_tables[g][slot, :nb] = ids  # overwrite=True: the tail stays stale
+                self.group_num_blocks[g, slot] = nb
             self.draft_tokens[slot] = 0
-            self.num_blocks[slot] = nb
             added.append(slot)
             self.slot_events.append({"req_id": req_id, "slot": slot, "event": "added"})
         for s in out.scheduled:
@@ -223,10 +264,11 @@ class ModelRunnerV2(V2Stages, V2SpecDecode, StagedRunner):
                 continue
             slot = self.req_id_to_index[s.req_id]
             self.num_computed_tokens_np[slot] = s.num_computed_tokens
-            if s.new_block_ids:
-                start = int(self.num_blocks[slot])
-                self.block_tables[slot, start : start + len(s.new_block_ids)] = s.new_block_ids
-                self.num_blocks[slot] = start + len(s.new_block_ids)
+            for g, ids in enumerate(s.new_group_block_ids):
+                if ids:
+                    start = int(self.group_num_blocks[g, slot])
+                    self.group_block_tables[g][slot, start : start + len(ids)] = ids
+                    self.group_num_blocks[g, slot] = start + len(ids)
         self.added_rows = added
         self._stage_to_device(added, [self.req_id_to_index[s.req_id] for s in out.scheduled])
         self.v = {
@@ -260,9 +302,11 @@ class ModelRunnerV2(V2Stages, V2SpecDecode, StagedRunner):
             self.draft_tokens_dev[rows] = 0
         if touched:
             idx = np.asarray(touched, dtype=np.int64)
-            w = int(self.num_blocks[idx].max())
-            src = torch.from_numpy(self.block_tables[idx, :w]).to(dev)
-            self.block_tables_dev[:, :w].index_copy_(0, torch.from_numpy(idx).to(dev), src)
+            rows = torch.from_numpy(idx).to(dev)
+            for g, table in enumerate(self.group_block_tables):
+                w = int(self.group_num_blocks[g, idx].max())
+                src = torch.from_numpy(table[idx, :w]).to(dev)
+                self.group_block_tables_dev[g][:, :w].index_copy_(0, rows, src)
 
     @property
     def slots(self) -> dict[str, int]:
@@ -280,6 +324,9 @@ class ModelRunnerV2(V2Stages, V2SpecDecode, StagedRunner):
         values["last_sampled_tokens"] = self.last_sampled_tokens.copy()
         values["all_token_ids"] = self.all_token_ids.copy()
         values["block_tables"] = self.block_tables.copy()
+        for g in range(1, self.num_groups):
+            values[group_name("block_tables", g)] = self.group_block_tables[g].copy()
+            values[group_name("num_blocks", g)] = self.group_num_blocks[g].copy()
         if self.num_spec:
             values["draft_tokens"] = self.draft_tokens.copy()
 
@@ -333,12 +380,23 @@ class ModelRunnerV2(V2Stages, V2SpecDecode, StagedRunner):
                 ids[last[decoding]] = self.last_sampled_dev[idx[decoding]].to(torch.int32)
             self.input_ids[:T] = ids
             bs = self.block_size
-            blocks = self.block_tables_dev[slot, torch.div(pos, bs, rounding_mode="floor")].to(torch.int64)
-            self.slot_mapping[:T] = blocks * bs + pos % bs
-            self.slot_mapping[T:] = PAD_SLOT_ID
-            self.block_table[: v["num_reqs_padded"]] = torch.from_numpy(v["input_block_tables"]).to(dev)
+            col = torch.div(pos, bs, rounding_mode="floor")
+            offsets = pos % bs
+            for g in range(self.num_groups):  # compute_slot_mappings: one program row a group
+                suffix = f"_g{g}" if g else ""
+                blocks = self.group_block_tables_dev[g][slot, col].to(torch.int64)
+                slot_mapping = self.group_slot_mapping[g]
+                slot_mapping[:T] = blocks * bs + offsets
+                slot_mapping[T:] = PAD_SLOT_ID
+                gathered = torch.from_numpy(v["input_block_tables" + suffix]).to(dev)
+                self.group_block_table[g][: v["num_reqs_padded"]] = gathered
         agree = (
-            torch.equal(self.slot_mapping[:P].cpu(), torch.from_numpy(v["slot_mapping"]))
+            all(
+                torch.equal(
+                    self.group_slot_mapping[g][:P].cpu(), torch.from_numpy(v[group_name("slot_mapping", g)])
+                )
+                for g in range(self.num_groups)
+            )
             and torch.equal(self.positions[:T].cpu(), torch.from_numpy(v["positions"]))
             and torch.equal(self.input_ids[:T].cpu(), torch.from_numpy(v["input_ids"]))
         )

@@ -40,6 +40,11 @@ class V2Stages:
     block_tables: np.ndarray
     num_blocks: np.ndarray
     input_block_tables: np.ndarray
+    group_block_tables: list[np.ndarray]
+    group_num_blocks: np.ndarray
+    group_input_block_tables: list[np.ndarray]
+    group_slot_mapping_np: list[np.ndarray]
+    sliding_window_reach: list[int]
     query_start_loc_np: np.ndarray
     seq_lens_np: np.ndarray
     input_ids_np: np.ndarray
@@ -258,19 +263,33 @@ class V2Stages:
         "input buffer. Only a row's own blocks are copied: cells past them keep what an earlier step "
         "left there (stale, never read: attention reads cdiv(seq_len, block_size) entries).",
         views="input_block_tables",
+        per_group="block_tables num_blocks input_block_tables",
+        group_reads="num_computed_tokens",
+        group_formula="for each KV cache group g (group 0 unsuffixed), for b < R, j = idx_mapping[b]: "
+        "input_block_tables_g{g}[b, :num_blocks_g{g}[j]] = block_tables_g{g}[j, :num_blocks_g{g}[j]], "
+        "and for a sliding-window group its first max(num_computed_tokens[j] - (sliding_window - 1), 0) "
+        "// block_size entries = 0 (the null block); rows R..max(R_pad, rows used last step) zeroed",
     )
     def _gather_block_tables(self) -> None:
         v = self.v
         R, R_pad = v["num_reqs"], v["num_reqs_padded"]
         idx = v["idx_mapping"]
-        out = self.input_block_tables
-        nb = self.num_blocks[idx]
-        own = self.block_cols < nb[:, None]
-        np.copyto(out[:R], np.take(self.block_tables, idx, axis=0), where=own)
         rows = max(R_pad, self.dirty_rows)
-        out[R:rows] = 0
         self.dirty_rows = R
-        v["input_block_tables"] = out[:R_pad]
+        for g, out in enumerate(self.group_input_block_tables):
+            nb = self.group_num_blocks[g, idx]
+            own = self.block_cols < nb[:, None]
+            reach = self.sliding_window_reach[g]
+            if reach:
+                # entries wholly below the window of the row's first scheduled token are nulled: the
+                # sliding-window manager may have freed them already (gather_block_tables'
+                # MASK_SLIDING_WINDOW)
+                num_null = np.maximum(v["slot_num_computed"] - reach, 0) // self.block_size
+                own &= self.block_cols >= num_null[:, None]
+                out[:R] = np.where(self.block_cols < nb[:, None], 0, out[:R])
+            np.copyto(out[:R], np.take(self.group_block_tables[g], idx, axis=0), where=own)
+            out[R:rows] = 0
+            v["input_block_tables" + (f"_g{g}" if g else "")] = out[:R_pad]
 
     @stage(
         "slot_mappings",
@@ -283,29 +302,37 @@ class V2Stages:
         "program pads the rest of the buffer with -1 from the real token count, so the padded tokens "
         "of a CUDA graph write nowhere.",
         views="slot_mapping",
+        per_group="block_tables slot_mapping",
+        group_formula="for each KV cache group g (group 0 unsuffixed): slot_mapping_g{g}[t] = "
+        "block_tables_g{g}[idx_mapping[i], positions[t] // block_size] * block_size + positions[t] % "
+        "block_size; slot_mapping_g{g}[T:] = -1 (the kernel's grid is (num_kv_cache_groups, R + 1))",
     )
     def _slot_mappings(self) -> None:
         v = self.v
         T, P = v["T"], v["num_tokens_after_padding"]
         bs = self.block_size
         pos = v["positions"]
-        out = self.slot_mapping_np
         shift = self.block_shift
         cell = v["token_slots"] * self.max_num_blocks
         if shift is None:
             cell += pos // bs
-            slots = np.take(self.block_tables.reshape(-1), cell).astype(np.int64)
-            slots *= bs
-            slots += pos % bs
+            offsets = pos % bs
         else:  # a power-of-two block size: shifts and masks
             cell += pos >> shift
-            slots = np.take(self.block_tables.reshape(-1), cell).astype(np.int64)
-            slots <<= shift
-            slots |= pos & (bs - 1)
-        out[:T] = slots
-        out[T:] = PAD_SLOT_ID
-        v["slot_mapping"] = out[:P]
-        self.pad["slot_mapping"] = (T, None)
+            offsets = pos & (bs - 1)
+        for g, out in enumerate(self.group_slot_mapping_np):
+            slots = np.take(self.group_block_tables[g].reshape(-1), cell).astype(np.int64)
+            if shift is None:
+                slots *= bs
+                slots += offsets
+            else:
+                slots <<= shift
+                slots |= offsets
+            out[:T] = slots
+            out[T:] = PAD_SLOT_ID
+            name = "slot_mapping" + (f"_g{g}" if g else "")
+            v[name] = out[:P]
+            self.pad[name] = (T, None)
         v["is_padding"] = self.arange_np[:P] >= T
 
     @stage(
@@ -316,6 +343,13 @@ class V2Stages:
         "The scalars the attention metadata is built with. max_seq_len comes from the CPU's upper "
         "bound (the scheduler's num_computed_tokens plus the scheduled tokens), since the device's "
         "count is not read back (model_runner.py:1535-1542).",
+        per_group="input_block_tables slot_mapping",
+        group_reads="input_block_tables slot_mapping",
+        group_formula="max_query_len = max(n); max_seq_len = max(num_computed_tokens_np[idx_mapping] + n); "
+        "one CommonAttentionMetadata per KV cache group g (build_attn_metadata), these scalars shared, "
+        "with block_table_tensor = input_block_tables_g{g} and slot_mapping = slot_mapping_g{g} (group "
+        "0 unsuffixed); the layers of a sliding-window group attend to keys at positions > position - "
+        "sliding_window; num_kv_cache_groups = G",
     )
     def _attn_metadata(self) -> None:
         v = self.v
@@ -328,3 +362,5 @@ class V2Stages:
         s["max_query_len"] = int(n.max()) if R else 0
         s["max_seq_len"] = int(upper.max()) if R else 0
         s["num_input_tokens"] = v["num_tokens_after_padding"]
+        if len(self.group_block_tables) > 1:
+            s["num_kv_cache_groups"] = len(self.group_block_tables)

@@ -16,6 +16,7 @@ arrays then replace pagedviz's in the trace, and any difference is written into 
 Modules, one concept each:
 - env.py: the process-wide settings vLLM needs, made once when the engine first runs.
 - loop.py: the engine core's batch-queue loop (`EngineCore.step_with_batch_queue`).
+- groups.py: vLLM's KV cache groups for the scenario's layers, planned by vLLM.
 - v1.py: vLLM's scheduler and V1 runner methods for a scenario.
 - v2_worker.py, v2.py: the scheduler built for Model Runner V2, and V2's worker state and kernels.
 - causes.py: the causes oracle, why each request waits and for whom each was preempted, from
@@ -26,12 +27,16 @@ Modules, one concept each:
 What is stubbed, and why (each module's docstring has the details):
 - `ModelConfig` (env.TinyModelConfig): a real one needs Hugging Face files; the scheduler and the
   runners read a dozen plain attributes (a text-only decoder, no M-RoPE, no tokenizer).
-- The KV cache spec: one full-attention group (1 KV head of size 8, float32), the smallest that
-  gives one block table with the scenario's block size. No weights, no KV tensors on vLLM's side.
+- The KV cache specs: one per layer of `config.layer_types` (a full-attention layer, or a sliding
+  window of `config.sliding_window` tokens; null: every layer full attention), each 1 KV head of
+  size 8, float32, the scenario's block size: the smallest page that gives each group its block
+  table. vLLM's own planner groups them with its hybrid KV cache manager on (groups.py), so a
+  hybrid model runs with one block table and one slot_mapping per group, as on a GPU server. No
+  weights, no KV tensors on vLLM's side.
 - V1 (v1.py): `GPUModelRunner.__init__` (it loads a model): a runner object holding only the
   fields `_update_states` / `_prepare_inputs` read; the pipeline-parallel group (one rank);
-  `_to_list` (`tolist()` on the CPU); `compute_slot_mapping`, a GPU-only Triton kernel in 0.33,
-  read off vLLM's own CPU block table with the kernel's formula.
+  `_to_list` (`tolist()` on the CPU). `compute_slot_mapping`, a Triton kernel in 0.33, runs under
+  Triton's interpreter (without Triton: read off vLLM's own block table with the kernel's formula).
 - V2 (v2.py, v2_worker.py): `GPUModelRunner.__init__`: a stub with the three state objects and
   `None` for every optional feature; the model and LoRA states (no-ops); CUDA graphs (vLLM's own
   `CudaGraphManager` without its `__init__`, graphs counted as captured, so dispatch and padding

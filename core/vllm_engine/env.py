@@ -96,8 +96,8 @@ def triton_problem() -> str | None:
 class TinyModelConfig:
     """The attributes of vLLM's ModelConfig that the scheduler and both runners' methods read (V1's
     `_update_states` / `_prepare_inputs`, V2's state and input methods): a text-only decoder, no
-    M-RoPE, no tokenizer (prompts are token ids). Building a real ModelConfig needs Hugging Face
-    files; both sides use this one."""
+    M-RoPE, no tokenizer (prompts are token ids), and the two fields vLLM's KV cache planner reads
+    (groups.py). Building a real ModelConfig needs Hugging Face files; both sides use this one."""
 
     max_model_len: int
     vocab_size: int
@@ -113,7 +113,14 @@ class TinyModelConfig:
     multimodal_config: Any = None
     hf_config: Any = None
     rswa_window: Any = None
+    # read by vLLM's KV cache planner (groups.py): no model-declared grouping
+    supports_kv_cache_grouping: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
     def get_vocab_size(self) -> int:
         return self.vocab_size
+
+    @property
+    def original_max_model_len(self) -> int:
+        """The planner's auto-fit runs only for -1 (never here: the scenario names the length)."""
+        return self.max_model_len

@@ -5,7 +5,10 @@ narration read it unchanged).
 Each step:
 1. vLLM's `Scheduler.schedule()` decides (v1.py / v2.py build it for the scenario); its
    `SchedulerOutput` becomes pagedviz's (`LiveScheduler`, the same conversion an import makes of a
-   recorded step: core/replay.py), with the token ids and block ids vLLM's requests hold.
+   recorded step: core/replay.py), with the token ids and block ids vLLM's requests hold: with
+   several KV cache groups (a hybrid model, groups.py) every group's, as
+   `KVCacheManager.get_block_ids` gives them (`scheduler.block_ids`), and the new ones per group
+   as vLLM's tuple carries them (`scheduler.new_block_ids`).
 2. pagedviz's runner updates its batch and prepares the inputs stage by stage from that output
    (the intermediates the page teaches with), its tiny model runs the forward (or its synthetic
    sampler, without a model) and samples.
@@ -93,7 +96,7 @@ class LiveScheduler:
         self.admit(step_no)
         vout = self.vllm.schedule()
         self.current, self.got = vout, {}
-        out = SchedulerOutput(step=step_no, runner="v2" if self.v2 else "v1")
+        out = SchedulerOutput(step=step_no, runner="v2" if self.v2 else "v1", num_groups=self.kv.num_groups)
         new = {n.req_id: n for n in vout.scheduled_new_reqs}
         cached = vout.scheduled_cached_reqs
         computed = dict(zip(cached.req_ids, cached.num_computed_tokens))
@@ -104,11 +107,14 @@ class LiveScheduler:
             if rid in new:
                 kind = "resumed" if rid in self.seen else "new"
                 start = new[rid].num_computed_tokens
-                new_blocks = list(new[rid].block_ids[0])
+                new_blocks = [list(g) for g in new[rid].block_ids]
             else:
                 kind = "resumed" if rid in resumed else "running"
                 start = computed[rid]
-                new_blocks = list(added[rid][0]) if added.get(rid) is not None else []
+                ids = added.get(rid) or [[] for _ in range(self.kv.num_groups)]
+                new_blocks = [list(g) for g in ids]
+            # every group's blocks as vLLM's KVCacheManager.get_block_ids gives them
+            blocks = self.kv.group_blocks_of(rid)
             out.scheduled.append(
                 ScheduledRequest(
                     rid,
@@ -117,9 +123,11 @@ class LiveScheduler:
                     int(num),
                     int(req.num_prompt_tokens),
                     np.asarray(req.all_token_ids, dtype=np.int32),
-                    list(self.kv.blocks_of(rid)),
-                    new_blocks,
+                    blocks[0],
+                    new_blocks[0],
                     list(vout.scheduled_spec_decode_tokens.get(rid, ())),
+                    group_block_ids=blocks,
+                    new_group_block_ids=new_blocks,
                 )
             )
             self.seen.add(rid)
@@ -242,22 +250,57 @@ class LiveLoop:
 
 
 class _VllmBlocks:
-    """vLLM's block pool seen as pagedviz's KV view reads it: each request's blocks, the free
-    queue in vLLM's order, ref counts and the blocks that hold a hash."""
+    """vLLM's block pool seen as pagedviz's KV view reads it: each request's blocks (per KV cache
+    group: one SingleTypeKVCacheManager each), the free queue in vLLM's order, ref counts and the
+    blocks that hold a hash."""
 
     def __init__(self, scheduler: Any) -> None:
         self.manager = scheduler.kv_cache_manager
         self.block_pool = self.manager.block_pool
         self.num_blocks = self.block_pool.num_gpu_blocks
+        self.managers = list(self.manager.coordinator.single_type_managers)
+        self.num_groups = len(self.managers)
+
+    def _group(self, g: int) -> dict[str, list[int]]:
+        return {
+            rid: [b.block_id for b in blocks]
+            for rid, blocks in self.managers[g].req_to_blocks.items()
+            if blocks
+        }
 
     @property
     def req_blocks(self) -> dict[str, list[int]]:
-        single = self.manager.coordinator.single_type_managers[0]
-        return {rid: [b.block_id for b in blocks] for rid, blocks in single.req_to_blocks.items() if blocks}
+        """The first group's blocks per request (the only group of a model without sliding layers)."""
+        return self._group(0)
 
     def blocks_of(self, req_id: str) -> list[int]:
-        single = self.manager.coordinator.single_type_managers[0]
-        return [b.block_id for b in single.req_to_blocks.get(req_id, ())]
+        return self.group_blocks_of(req_id)[0]
+
+    def group_blocks_of(self, req_id: str) -> list[list[int]]:
+        """One list per group, in vLLM's group order: `KVCacheManager.get_block_ids`."""
+        if req_id not in self.managers[0].req_to_blocks:
+            return [[] for _ in self.managers]
+        return [list(ids) for ids in self.manager.get_block_ids(req_id)]
+
+    def owners(self) -> dict[str, list[str]]:
+        """Block id -> the requests holding it, over every group (the null block is nobody's)."""
+        owners: dict[str, list[str]] = {}
+        for g in range(self.num_groups):
+            for rid, blocks in self._group(g).items():
+                for b in blocks:
+                    if b != 0:
+                        owners.setdefault(str(b), []).append(rid)
+        return owners
+
+    def block_groups(self) -> dict[str, int]:
+        """Block id -> the group whose table holds it."""
+        return {
+            str(b): g
+            for g in range(self.num_groups)
+            for blocks in self._group(g).values()
+            for b in blocks
+            if b != 0
+        }
 
     def snapshot(self) -> dict[str, object]:
         blocks = self.block_pool.blocks
@@ -310,8 +353,15 @@ class LiveEngine(Engine):
         return super()._worker_drafts_v2(out, generated, trace)
 
     def _kv_view(self) -> dict[str, Any]:
-        kv = self.scheduler.kv
-        return self.kv_view(kv.snapshot(), kv.req_blocks, kv.num_blocks)
+        kv: _VllmBlocks = self.scheduler.kv  # type: ignore[assignment]
+        view = self.kv_view(kv.snapshot(), kv.req_blocks, kv.num_blocks)
+        if kv.num_groups > 1:  # as pagedviz's own engine shows several groups (core/engine.py)
+            from pagedviz.core.vllm_engine.groups import describe
+
+            view["owners"] = kv.owners()
+            view["kv_cache_groups"] = describe(self.scheduler.side.kv_cache_config)  # type: ignore[attr-defined]
+            view["block_group"] = kv.block_groups()
+        return view
 
     def step(self) -> StepTrace:
         live: LiveScheduler = self.scheduler  # type: ignore[assignment]

@@ -5,6 +5,10 @@ difference. V1: `_prepare_inputs`' arrays, the block table's rows, the live part
 `token_ids_cpu` (compared only: vLLM leaves stale ids past a request's tokens, where pagedviz writes
 zeros). V2: the per-slot state of the occupied slots, the input buffers, the gathered block table's
 live entries, the CUDA-graph dispatch and the attention metadata's counts.
+
+With several KV cache groups (a hybrid model) each group's block table, slot_mapping (and V2's
+per-slot `num_blocks`) are taken too: group 0 under vLLM's name, group g >= 1 under the name with
+`_g<g>` after it (`block_table_g1`, `slot_mapping_g1`, `input_block_tables_g1`, `num_blocks_g1`).
 """
 
 from __future__ import annotations
@@ -50,6 +54,21 @@ V2_SPEC_ARRAYS = (
     "num_sampled",
     "num_rejected",
 )
+
+
+def group_name(name: str, group: int) -> str:
+    """An array of KV cache group `group` in the trace: vLLM's name for group 0, with the group's
+    index after it for the others (`block_table_g1`, `slot_mapping_g1`): one key per group, as
+    JSON keeps it."""
+    return name if group == 0 else f"{name}_g{group}"
+
+
+def num_groups(arrays: dict[str, Any], name: str) -> int:
+    """How many KV cache groups `arrays` holds `name` for (group 0 under `name` itself)."""
+    g = 0
+    while group_name(name, g) in arrays:
+        g += 1
+    return g
 
 
 def _first_difference(ours: np.ndarray, theirs: np.ndarray) -> str:
@@ -100,9 +119,15 @@ def take_v1(trace: StepTrace, arrays: dict[str, np.ndarray], taken: list[str], d
             _take_device_ids(trace, arrays[name], taken, diffs)
         else:
             take(trace, name, arrays[name], taken, diffs)
-    if "block_table" in arrays and trace.batch.get("req_ids"):
-        rows = len(trace.batch["req_ids"])
-        take(trace, "block_table", arrays["block_table"][:rows], taken, diffs)
+    for g in range(num_groups(arrays, "block_table")):  # MultiGroupBlockTable, group by group
+        if g:
+            name = group_name("slot_mapping", g)
+            if name in arrays:
+                take(trace, name, arrays[name], taken, diffs)
+        if trace.batch.get("req_ids"):
+            rows = len(trace.batch["req_ids"])
+            name = group_name("block_table", g)
+            take(trace, name, arrays[name][:rows], taken, diffs)
     rows_vllm = [str(r) for r in arrays.get("req_ids", [])]
     if rows_vllm != list(trace.batch.get("req_ids", [])):
         diffs["req_ids"] = f"vLLM's batch rows {rows_vllm}, pagedviz's {trace.batch.get('req_ids')}"
@@ -145,7 +170,10 @@ def take_v2(trace: StepTrace, got: Any, taken: list[str], diffs: dict[str, str])
         diffs["slots"] = f"vLLM's RequestState slots {got.slots}, pagedviz's {b.get('slots')}"
     if got.free_slots != b.get("free_slots"):
         diffs["free_slots"] = f"vLLM's free slots {got.free_slots}, pagedviz's {b.get('free_slots')}"
-    for name in V2_SLOT_ARRAYS:
+    slot_names = list(V2_SLOT_ARRAYS)
+    G = num_groups(got.slot_state, "num_blocks")
+    slot_names += [group_name("num_blocks", g) for g in range(1, G)]
+    for name in slot_names:
         entry = trace.array_entries.get(name)
         if entry is None:
             continue
@@ -161,22 +189,26 @@ def take_v2(trace: StepTrace, got: Any, taken: list[str], diffs: dict[str, str])
         return
     if got.req_ids != b.get("req_ids"):
         diffs["req_ids"] = f"vLLM's batch order {got.req_ids}, pagedviz's {b.get('req_ids')}"
-    for name in V2_ARRAYS:
+    names = list(V2_ARRAYS) + [group_name("slot_mapping", g) for g in range(1, G)]
+    for name in names:
         theirs = got.arrays[name]
-        if name == "slot_mapping" and len(got.padded.get("slot_mapping", ())) > len(theirs):
-            theirs = got.padded["slot_mapping"]  # up to the CUDA-graph size, -1 past the tokens
+        if name.startswith("slot_mapping") and len(got.padded.get(name, ())) > len(theirs):
+            theirs = got.padded[name]  # up to the CUDA-graph size, -1 past the tokens
         take(trace, name, theirs, taken, diffs)
-    table = trace.array_entries.get("input_block_tables")
-    if table is not None:
+    for g, block_rows in enumerate(got.group_block_rows or [got.block_rows]):
+        name = group_name("input_block_tables", g)
+        table = trace.array_entries.get(name)
+        if table is None:
+            if g:
+                diffs[name] = "vLLM computed it, pagedviz's trace has no such array"
+            continue
         data = np.array(table.data, copy=True)
-        for i, row in enumerate(got.block_rows):
+        for i, row in enumerate(block_rows):
             if data[i, : len(row)].tolist() != row:
-                diffs.setdefault(
-                    "input_block_tables", f"row {i}: vLLM {row}, pagedviz {data[i, : len(row)].tolist()}"
-                )
+                diffs.setdefault(name, f"row {i}: vLLM {row}, pagedviz {data[i, : len(row)].tolist()}")
             data[i, : len(row)] = row
         table.data = data
-        taken.append("input_block_tables")
+        taken.append(name)
     mode = got.padded.get("cudagraph_mode")
     ours = (trace.scalars.get("cudagraph_mode"), trace.scalars.get("num_tokens_after_padding"))
     if mode is not None and (mode, got.padded["num_tokens_after_padding"]) != ours:

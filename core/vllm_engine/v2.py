@@ -87,6 +87,7 @@ from pagedviz.core.config import Scenario  # noqa: E402
 from pagedviz.core.vllm_engine.arrivals import ArrivalFeed  # noqa: E402
 from pagedviz.core.vllm_engine.env import env as _env  # noqa: E402
 from pagedviz.core.vllm_engine.loop import EngineCoreLoop  # noqa: E402
+from pagedviz.core.vllm_engine.take import group_name  # noqa: E402
 from pagedviz.core.vllm_engine.v2_worker import (  # noqa: E402
     _graph_manager,
     _RunnerStub,
@@ -119,11 +120,17 @@ class V2Step:
     free_slots: list[int]  # next handed out first
     req_ids: list[str]  # batch order
     arrays: dict[str, np.ndarray]
-    block_rows: list[list[int]]  # gathered block table, row i: its first cdiv(seq_lens[i], bs)
+    block_rows: list[list[int]]  # gathered block table (group 0), row i: its first cdiv(seq_lens[i], bs)
     sampled: dict[str, int]  # the rows vLLM says sample, with pagedviz's tokens
     slot_state: dict[str, np.ndarray]  # per-slot state after finish/add/update (before the forward)
     padded: dict[str, Any] = field(default_factory=dict)  # the arrays up to the padded sizes
     scalars: dict[str, int] = field(default_factory=dict)  # the attention metadata's counts
+    # every KV cache group's gathered block table, as block_rows (sliding groups: entries wholly
+    # below the window of the first scheduled token are the null block, as gather_block_tables
+    # writes them)
+    group_block_rows: list[list[list[int]]] = field(default_factory=list)
+    # every scheduled request's blocks per group right after schedule() (get_block_ids)
+    block_ids: dict[str, list[list[int]]] = field(default_factory=dict)
 
 
 class VllmV2Side(ArrivalFeed):
@@ -138,14 +145,15 @@ class VllmV2Side(ArrivalFeed):
             init_none_hash(sha256_cbor)
             self.block_hasher = get_request_block_hasher(cfg.block_size, sha256_cbor)
             cls = AsyncScheduler if self.config.scheduler_config.async_scheduling else Scheduler
+            self.kv_cache_config = kv_cache_config(scenario, self.config)
             self.scheduler = cls(
                 vllm_config=self.config,
-                kv_cache_config=kv_cache_config(scenario),
+                kv_cache_config=self.kv_cache_config,
                 structured_output_manager=StructuredOutputManager(self.config),
                 block_size=cfg.block_size,
             )
         assert self.scheduler.use_v2_model_runner
-        self.runner = _RunnerStub(self.config, scenario)
+        self.runner = _RunnerStub(self.config, scenario, self.kv_cache_config)
         self.graphs = _graph_manager(self.config, cfg.cudagraph_capture_sizes, self.runner.decode_query_len)
         self.feed(scenario)
         self.loop: Any = None
@@ -204,6 +212,8 @@ class VllmV2Side(ArrivalFeed):
         scheduler output `out`, with `sampled` as the sampler's tokens; None for no forward."""
         r = self.runner
         new_prefill = {n.req_id: list(n.prefill_token_ids) for n in out.scheduled_new_reqs}
+        km = self.scheduler.kv_cache_manager
+        block_ids = {rid: [list(g) for g in km.get_block_ids(rid)] for rid in out.num_scheduled_tokens}
         # execute_model's state-update prologue (model_runner.py, execute_model)
         GPUModelRunner.finish_requests(r, out)  # type: ignore[arg-type]
         GPUModelRunner.add_requests(r, out)  # type: ignore[arg-type]
@@ -216,10 +226,11 @@ class VllmV2Side(ArrivalFeed):
             "total_len": rs.total_len.gpu.numpy().copy(),
             "all_token_ids": rs.all_token_ids.gpu.numpy().copy(),
             "last_sampled_tokens": rs.last_sampled_tokens.view(-1).numpy().copy(),
-            "num_blocks": bt.num_blocks.np[0].copy(),
-            "block_tables": bt.block_tables[0].gpu.numpy().copy(),
             "draft_tokens": rs.draft_tokens.numpy().copy(),
         }
+        for g in range(bt.num_kv_cache_groups):  # one block table per KV cache group
+            slot_state[group_name("num_blocks", g)] = bt.num_blocks.np[g].copy()
+            slot_state[group_name("block_tables", g)] = bt.block_tables[g].gpu.numpy().copy()
         step = V2Step(
             out=out,
             new_req_ids=[n.req_id for n in out.scheduled_new_reqs],
@@ -231,6 +242,7 @@ class VllmV2Side(ArrivalFeed):
             block_rows=[],
             sampled={},
             slot_state=slot_state,
+            block_ids=block_ids,
         )
         if not out.total_num_scheduled_tokens:
             return step, None  # execute_model returns before the forward
@@ -244,10 +256,12 @@ class VllmV2Side(ArrivalFeed):
         ib = GPUModelRunner.prepare_inputs(r, out, brs, desc, 0)  # type: ignore[arg-type]
         block_tables, slot_mappings = GPUModelRunner.prepare_attn(r, ib)  # type: ignore[arg-type]
         seq_lens = ib.seq_lens[:R].numpy().copy()
-        bs = self.scenario.config.block_size
-        gathered = block_tables[0][:R].numpy()
         step.req_ids = list(ib.req_ids)
-        step.block_rows = [gathered[i, : -(-int(seq_lens[i]) // bs)].tolist() for i in range(R)]
+        for g, bs in enumerate(bt.block_sizes):  # each group's gathered table, its live entries
+            gathered = block_tables[g][:R].numpy()
+            rows = [gathered[i, : -(-int(seq_lens[i]) // bs)].tolist() for i in range(R)]
+            step.group_block_rows.append(rows)
+        step.block_rows = step.group_block_rows[0]
         step.arrays = {
             "idx_mapping": ib.idx_mapping.numpy().copy(),
             "num_scheduled_tokens": np.asarray(ib.num_scheduled_tokens).copy(),
@@ -257,8 +271,9 @@ class VllmV2Side(ArrivalFeed):
             "input_ids": ib.input_ids[:T].numpy().copy(),
             "cu_num_logits": ib.cu_num_logits[: R + 1].numpy().copy(),
             "logits_indices": ib.logits_indices.numpy().copy(),
-            "slot_mapping": slot_mappings[0][:T].numpy().copy(),
         }
+        for g in range(bt.num_kv_cache_groups):
+            step.arrays[group_name("slot_mapping", g)] = slot_mappings[g][:T].numpy().copy()
         # as attn_utils.build_attn_metadata takes them (max_seq_len from the CPU upper bound)
         step.scalars = {
             "num_reqs": ib.num_reqs,
@@ -273,9 +288,10 @@ class VllmV2Side(ArrivalFeed):
             "num_tokens_after_padding": T_pad,
             "query_start_loc": ib.query_start_loc[: R_pad + 1].numpy().copy(),
             "seq_lens": ib.seq_lens[:R_pad].numpy().copy(),
-            "slot_mapping": slot_mappings[0][:T_pad].numpy().copy(),
-            "padded_block_rows": block_tables[0][R:R_pad].numpy().copy(),
         }
+        for g in range(bt.num_kv_cache_groups):
+            step.padded[group_name("slot_mapping", g)] = slot_mappings[g][:T_pad].numpy().copy()
+            step.padded[group_name("padded_block_rows", g)] = block_tables[g][R:R_pad].numpy().copy()
         if r.speculator is not None:
             assert targets is not None, "speculative decoding needs the target tokens of each logits row"
             return step, self._verify_and_propose(step, ib, targets)

@@ -87,11 +87,7 @@ from vllm.config import (  # noqa: E402
 )
 from vllm.config.compilation import CUDAGraphMode  # noqa: E402
 from vllm.triton_utils import HAS_TRITON  # noqa: E402
-from vllm.v1.kv_cache_interface import (  # noqa: E402
-    FullAttentionSpec,
-    KVCacheConfig,
-    KVCacheGroupSpec,
-)
+from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig  # noqa: E402
 from vllm.v1.worker.block_table import get_block_table_width  # noqa: E402
 from vllm.v1.worker.gpu.block_table import BlockTables  # noqa: E402
 from vllm.v1.worker.gpu.cudagraph_utils import CudaGraphManager  # noqa: E402
@@ -103,6 +99,7 @@ from vllm.v1.worker.gpu.spec_decode.ngram.speculator import NgramGPUSpeculator  
 from vllm.v1.worker.gpu.states import RequestState  # noqa: E402
 
 from pagedviz.core.config import Scenario  # noqa: E402
+from pagedviz.core.vllm_engine import groups  # noqa: E402
 
 logging.getLogger("vllm").setLevel(logging.ERROR)  # the CPU platform's advice on block sizes
 
@@ -149,17 +146,18 @@ def vllm_config(scenario: Scenario) -> VllmConfig:
 
 
 def kv_cache_spec(scenario: Scenario) -> FullAttentionSpec:
+    """The spec of a full-attention layer (every group's page is this size: groups.py)."""
     return FullAttentionSpec(
         block_size=scenario.config.block_size, num_kv_heads=1, head_size=8, dtype=torch.float32
     )
 
 
-def kv_cache_config(scenario: Scenario) -> KVCacheConfig:
-    return KVCacheConfig(
-        num_blocks=scenario.config.num_kv_blocks,
-        kv_cache_tensors=[],
-        kv_cache_groups=[KVCacheGroupSpec(["layer.0"], kv_cache_spec(scenario))],
-    )
+def kv_cache_config(scenario: Scenario, vc: VllmConfig | None = None) -> KVCacheConfig:
+    """vLLM's KV cache groups for the scenario's layers, planned by vLLM (groups.py)."""
+    if vc is None:
+        with _env(VLLM_USE_V2_MODEL_RUNNER="1"):
+            vc = vllm_config(scenario)
+    return groups.plan(vc, scenario.config)
 
 
 def _noop(*args: Any, **kwargs: Any) -> None:
@@ -169,7 +167,7 @@ def _noop(*args: Any, **kwargs: Any) -> None:
 class _RunnerStub:
     """The fields of a V2 `GPUModelRunner` that the driven methods read (module docstring)."""
 
-    def __init__(self, vc: VllmConfig, scenario: Scenario) -> None:
+    def __init__(self, vc: VllmConfig, scenario: Scenario, kv: KVCacheConfig) -> None:
         cfg = scenario.config
         self.device = torch.device("cpu")
         self.max_num_reqs = cfg.max_num_reqs
@@ -185,19 +183,23 @@ class _RunnerStub:
             vocab_size=cfg.vocab_size,
             device=self.device,
         )
-        spec = kv_cache_spec(scenario)
-        # as GPUModelRunner sizes them (model_runner.py, the block-table loop of initialize_kv_cache)
-        width = get_block_table_width(
-            spec.max_num_blocks_per_req(vc, cfg.max_model_len),
-            spec.block_size,
-            token_alignment=spec.block_table_token_alignment,
-        )
+        # one block table per KV cache group, as GPUModelRunner sizes them (model_runner.py, the
+        # block-table loop of initialize_kv_cache), with each sliding group's reach
+        widths = [
+            get_block_table_width(
+                g.kv_cache_spec.max_num_blocks_per_req(vc, cfg.max_model_len),
+                g.kv_cache_spec.block_size,
+                token_alignment=g.kv_cache_spec.block_table_token_alignment,
+            )
+            for g in kv.kv_cache_groups
+        ]
         self.block_tables = BlockTables(
-            block_sizes=[cfg.block_size],
+            block_sizes=groups.group_block_sizes(kv),
             max_num_reqs=cfg.max_num_reqs,
             max_num_batched_tokens=cfg.max_num_batched_tokens,
-            max_num_blocks_per_group=[width],
+            max_num_blocks_per_group=widths,
             device=self.device,
+            sliding_window_reach=groups.sliding_window_reach(kv),
         )
         self.input_buffers = InputBuffers(cfg.max_num_reqs, cfg.max_num_batched_tokens, self.device)
         self.model_state = _ModelState()

@@ -58,13 +58,15 @@ TOKEN_ARRAYS = ("positions", "input_ids", "slot_mapping")
 SLOT_SCALARS = ("num_computed_tokens", "prefill_len", "total_len", "num_blocks")
 
 
-def _vllm_new_blocks(out: Any) -> dict[str, list[int]]:
-    blocks = {r.req_id: list(r.block_ids[0]) for r in out.scheduled_new_reqs}
+def _vllm_new_blocks(out: Any) -> dict[str, Any]:
+    """vLLM's new block ids as pagedviz's trace keeps them: a flat list per request with one KV
+    cache group, one list per group (vLLM's tuple) with several (the hybrid group's scenarios)."""
+    blocks = {r.req_id: [list(g) for g in r.block_ids] for r in out.scheduled_new_reqs}
     cached = out.scheduled_cached_reqs
     for rid, ids in zip(cached.req_ids, cached.new_block_ids):
         if ids is not None:
-            blocks[rid] = list(ids[0])
-    return {rid: b for rid, b in blocks.items() if b}
+            blocks[rid] = [list(g) for g in ids]
+    return {rid: b[0] if len(b) == 1 else b for rid, b in blocks.items() if any(b)}
 
 
 def _slot_events(before: dict[str, int], got: Any) -> list[dict[str, Any]]:

@@ -1,0 +1,280 @@
+"""The fidelity suite's hybrid group (issue 38): KV cache groups, sliding windows beside full
+attention, through vLLM 0.33.0's own code with its hybrid KV cache manager on (pytest -m fidelity).
+
+vLLM's side (pagedviz.core.vllm_engine: v1.py, v2.py, groups.py) plans the groups with vLLM's own
+`get_global_kv_cache_groups` / `get_kv_cache_configs` from the scenario's `layer_types`, runs
+vLLM's `Scheduler` (a `HybridKVCacheCoordinator` over one `SingleTypeKVCacheManager` per group),
+V1's `InputBatch` with its `MultiGroupBlockTable` and V2's `BlockTables` with one table per group.
+These tests pin what vLLM does on hybrid configs, first on the issue's example, then the engine
+`vllm` that shows it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pagedviz.core import Scenario, make_engine
+
+vllm_side = pytest.importorskip(
+    "pagedviz.core.vllm_engine.v1",
+    reason="the vLLM 0.33.0 wheel is not installed (run scripts/fidelity-deps.sh)",
+)
+from pagedviz.core.vllm_engine import groups  # noqa: E402
+
+pytestmark = pytest.mark.fidelity
+
+FULL, SLIDING = "full_attention", "sliding_attention"
+HAS_TRITON = importlib.util.find_spec("triton") is not None
+RUNNERS = ["v1", pytest.param("v2", marks=pytest.mark.skipif(not HAS_TRITON, reason="V2 runs Triton"))]
+
+
+def issue_example(runner: str = "v1", prefix_caching: bool = True, **config: Any) -> Scenario:
+    """The issue's example: layer 0 full attention, layer 1 a sliding window of 8 tokens; block
+    size 4, 40 blocks, max_model_len 64, 4 sequences, a budget of 64 tokens, chunked prefill;
+    request a (prompt ids 1..20, 8 tokens) and b (prompt ids 1..12, 4 tokens) at step 1."""
+    cfg = {
+        "layer_types": [FULL, SLIDING],
+        "sliding_window": 8,
+        "block_size": 4,
+        "num_kv_blocks": 40,
+        "max_model_len": 64,
+        "max_num_reqs": 4,
+        "max_num_batched_tokens": 64,
+        "enable_chunked_prefill": True,
+        "enable_prefix_caching": prefix_caching,
+        "model_runner": runner,
+        "async_scheduling": False,
+        "model": None,
+        "device": "cpu",
+        **config,
+    }
+    requests = [
+        {"id": "a", "prompt_token_ids": list(range(1, 21)), "max_tokens": 8},
+        {"id": "b", "prompt_token_ids": list(range(1, 13)), "max_tokens": 4},
+    ]
+    return Scenario.from_dict({"name": "issue-38", "flavor": "vllm", "config": cfg, "requests": requests})
+
+
+def vllm_sides(scenario: Scenario) -> Any:
+    if scenario.config.model_runner == "v2":
+        from pagedviz.core.vllm_engine import v2
+
+        return v2.VllmV2Side(scenario)
+    return vllm_side.VllmSide(scenario)
+
+
+def step_side(side: Any, sampled: dict[str, int]) -> Any:
+    """One synchronous step of either side (pagedviz's tokens in), returning what the runner got."""
+    if isinstance(side, vllm_side.VllmSide):
+        return side.step(sampled)[1]
+    return side.step(sampled)
+
+
+def block_ids_after(scenario: Scenario, steps: int) -> list[dict[str, tuple[list[int], ...]]]:
+    """vLLM's `KVCacheManager.get_block_ids` of every live request after each of `steps` steps."""
+    side = vllm_sides(scenario)
+    km = side.scheduler.kv_cache_manager
+    seen = []
+    for _ in range(steps):
+        step_side(side, {"a": 7, "b": 7})
+        seen.append({r: km.get_block_ids(r) for r in ("a", "b") if r in side.scheduler.requests})
+    return seen
+
+
+# -- the plan ---------------------------------------------------------------------------------
+
+
+def _scenario_with(layer_types: list[str] | None, window: int | None, **config: Any) -> Scenario:
+    cfg: dict[str, Any] = {
+        "layer_types": layer_types,
+        "sliding_window": window,
+        "block_size": 4,
+        "num_kv_blocks": 400,
+        "max_model_len": 64,
+        "max_num_batched_tokens": 64,
+        "model": None,
+        **config,
+    }
+    return Scenario.from_dict(
+        {"name": "plan", "flavor": "vllm", "config": cfg, "requests": [{"id": "r", "prompt_len": 4}]}
+    )
+
+
+def vllm_plan(scenario: Scenario) -> list[dict[str, Any]]:
+    kv = vllm_side.kv_cache_config(scenario)
+    return groups.describe(kv)
+
+
+def pagedviz_plan(scenario: Scenario) -> list[dict[str, Any]]:
+    return [g.to_dict() for g in scenario.config.kv_cache_groups]
+
+
+def test_vllm_plans_the_issue_example_full_group_first() -> None:
+    """vLLM's groups follow the order in which each kind first appears: layer 0 (full) first."""
+    assert vllm_plan(issue_example()) == [
+        {"kind": FULL, "layers": [0], "sliding_window": None},
+        {"kind": SLIDING, "layers": [1], "sliding_window": 8},
+    ]
+    swapped = issue_example(layer_types=[SLIDING, FULL])
+    assert [g["kind"] for g in vllm_plan(swapped)] == [SLIDING, FULL]
+
+
+@pytest.mark.parametrize(
+    "layer_types",
+    [
+        None,
+        [FULL, FULL],
+        [SLIDING, SLIDING],
+        [SLIDING, FULL],
+        [SLIDING] * 5 + [FULL],  # Gemma 3: five local layers per global one
+        [FULL, SLIDING, SLIDING, SLIDING, SLIDING, SLIDING, FULL],  # groups of 2 with padding
+        [SLIDING, FULL, SLIDING, FULL],  # gpt-oss: alternating
+        [FULL, SLIDING, SLIDING],  # 1:2: one group per sliding layer (2 is not within 1.5x of 1)
+    ],
+)
+def test_vllm_plans_the_groups_pagedviz_plans(layer_types: list[str] | None) -> None:
+    """core/kv_groups.py's plan is vLLM's (`get_global_kv_cache_groups` with the hybrid manager on):
+    the same kinds, layers and windows, in the same order."""
+    scenario = _scenario_with(layer_types, 8 if layer_types and SLIDING in layer_types else None)
+    assert pagedviz_plan(scenario) == vllm_plan(scenario)
+
+
+@settings(max_examples=25, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(st.sampled_from([FULL, SLIDING]), min_size=1, max_size=8),
+    st.integers(1, 40),
+    st.integers(1, 8),
+)
+def test_vllm_plans_every_layer_pattern_as_pagedviz_does(
+    layer_types: list[str], window: int, bs: int
+) -> None:
+    scenario = _scenario_with(layer_types, window if SLIDING in layer_types else None, block_size=bs)
+    assert pagedviz_plan(scenario) == vllm_plan(scenario)
+
+
+def test_vllm_refuses_a_pool_that_cannot_hold_one_sequence_across_the_groups() -> None:
+    """vLLM's own check, with its message: the full group needs max_model_len / block_size blocks,
+    the sliding group what one step can touch (the window plus a budget's chunk, in blocks), and
+    one block is the null block. For the issue's example: 16 + 17 + 1 = 34."""
+    assert groups.describe(vllm_side.kv_cache_config(issue_example(num_kv_blocks=34)))
+    refusal = r"To serve at least one request with the model's max seq len \(64\)"
+    with pytest.raises(ValueError, match=refusal):
+        vllm_side.kv_cache_config(issue_example(num_kv_blocks=33))
+
+
+# -- the issue's example through vLLM's scheduler ------------------------------------------------
+
+
+@pytest.mark.parametrize("runner", RUNNERS)
+def test_the_issues_example_through_vllms_scheduler(runner: str) -> None:
+    """The issue's numbers are what vLLM 0.33.0's scheduler gives with prefix caching off: the
+    window drops a's first three sliding blocks at step 2 (freed tail first, put at the head of
+    the free queue: 8, 7, 6), a's full group takes 8 and its sliding group 7; b drops 14, its full
+    group takes 14 and its sliding group 6."""
+    one, two = block_ids_after(issue_example(runner, prefix_caching=False), 2)
+    assert one == {"a": ([1, 2, 3, 4, 5], [6, 7, 8, 9, 10]), "b": ([11, 12, 13], [14, 15, 16])}
+    assert two == {
+        "a": ([1, 2, 3, 4, 5, 8], [0, 0, 0, 9, 10, 7]),
+        "b": ([11, 12, 13, 14], [0, 15, 16, 6]),
+    }
+
+
+@pytest.mark.parametrize("runner", RUNNERS)
+def test_the_issues_example_with_prefix_caching_on_keeps_cached_sliding_blocks_last(runner: str) -> None:
+    """With prefix caching on (as the issue states its setup) vLLM 0.33.0 gives other numbers: a
+    sliding group caches (hashes) only the blocks a later hit could use, the `need` blocks before
+    each aligned boundary (`SlidingWindowManager.reachable_block_mask`): a's dropped 8 and b's
+    dropped 14 hold a hash and go to the tail of the free queue (`BlockPool.free_blocks`: cached
+    blocks are evicted last), a's 7 and 6 hold none and go to its head."""
+    one, two = block_ids_after(issue_example(runner, prefix_caching=True), 2)
+    assert one == {"a": ([1, 2, 3, 4, 5], [6, 7, 8, 9, 10]), "b": ([11, 12, 13], [14, 15, 16])}
+    assert two == {
+        "a": ([1, 2, 3, 4, 5, 7], [0, 0, 0, 9, 10, 6]),
+        "b": ([11, 12, 13, 17], [0, 15, 16, 18]),
+    }
+
+
+def test_v1_keeps_one_block_table_and_one_slot_mapping_per_group() -> None:
+    """V1's MultiGroupBlockTable: one BlockTable per group, each row appended with the new block
+    ids the scheduler sends for that group. The window's drop never reaches it: the scheduler sends
+    only new blocks, so the sliding row keeps the dropped ids (a's 6, 7, 8) where get_block_ids
+    has the null block, and 7 twice once a's sliding group takes it back. The attention kernel
+    never reads below the window. Each group's slot_mapping is vLLM's own slot-mapping kernel's,
+    over that group's table."""
+    side = vllm_side.VllmSide(issue_example("v1", prefix_caching=False))
+    km = side.scheduler.kv_cache_manager
+    side.step({"a": 7, "b": 7})
+    out, got = side.step({"a": 7, "b": 7})
+    a = got["arrays"]
+    assert list(a["req_ids"]) == ["a", "b"]
+    assert a["block_table"][:2, :6].tolist() == [[1, 2, 3, 4, 5, 8], [11, 12, 13, 14, 0, 0]]
+    assert a["block_table_g1"][:2, :6].tolist() == [[6, 7, 8, 9, 10, 7], [14, 15, 16, 6, 0, 0]]
+    assert km.get_block_ids("a")[1] == [0, 0, 0, 9, 10, 7]
+    # one decode token each, at positions 20 (a) and 12 (b): block 5 (a) and 3 (b) of each table
+    assert a["positions"].tolist() == [20, 12]
+    assert a["slot_mapping"].tolist() == [8 * 4 + 0, 14 * 4 + 0]
+    assert a["slot_mapping_g1"].tolist() == [7 * 4 + 0, 6 * 4 + 0]
+
+
+@pytest.mark.skipif(not HAS_TRITON, reason="V2 runs Triton")
+def test_v2_gathers_one_block_table_and_one_slot_mapping_per_group() -> None:
+    """V2's BlockTables with one table per group: the gathered rows (batch order) and each
+    group's slot_mapping from V2's own kernels."""
+    from pagedviz.core.vllm_engine import v2
+
+    side = v2.VllmV2Side(issue_example("v2", prefix_caching=False))
+    side.step({"a": 7, "b": 7})
+    got = side.step({"a": 7, "b": 7})
+    km = side.scheduler.kv_cache_manager
+    assert len(got.group_block_rows) == 2
+    for g in range(2):
+        assert got.group_block_rows[g] == [km.get_block_ids(r)[g] for r in got.req_ids], g
+    pos = dict(zip(got.req_ids, got.arrays["positions"].tolist()))
+    assert pos == {"a": 20, "b": 12}
+    slots = dict(zip(got.req_ids, got.arrays["slot_mapping"].tolist()))
+    slots_g1 = dict(zip(got.req_ids, got.arrays["slot_mapping_g1"].tolist()))
+    assert slots == {"a": 8 * 4, "b": 14 * 4}
+    assert slots_g1 == {"a": 7 * 4, "b": 6 * 4}
+
+
+# -- the engine `vllm` on a hybrid config ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("runner", RUNNERS)
+@pytest.mark.parametrize("async_scheduling", [False, True])
+def test_the_live_engine_shows_vllms_block_ids_per_group(runner: str, async_scheduling: bool) -> None:
+    """The engine `vllm` runs the hybrid config: every step's `scheduler.block_ids` is vLLM's
+    `get_block_ids`, the KV view names vLLM's groups, and vLLM's arrays of group 1 reach the trace
+    under `_g1` names. Under async scheduling the drop comes a step later (vLLM frees on the
+    processed tokens: step 1's are still in flight when step 2 schedules)."""
+    d = issue_example(runner, prefix_caching=False, async_scheduling=async_scheduling).to_dict()
+    scenario = Scenario.from_dict({**d, "engine": "vllm"})
+    traces = list(make_engine(scenario).run())
+    by_step = {t.step: t for t in traces}
+    assert by_step[1].scheduler["block_ids"] == {
+        "a": [[1, 2, 3, 4, 5], [6, 7, 8, 9, 10]],
+        "b": [[11, 12, 13], [14, 15, 16]],
+    }
+    dropped = by_step[3 if async_scheduling else 2].scheduler["block_ids"]
+    assert dropped["a"][1][:3] == [0, 0, 0] and dropped["b"][1][0] == 0
+    if not async_scheduling:
+        assert dropped == {
+            "a": [[1, 2, 3, 4, 5, 8], [0, 0, 0, 9, 10, 7]],
+            "b": [[11, 12, 13, 14], [0, 15, 16, 6]],
+        }
+        assert by_step[2].scheduler["new_block_ids"] == {"a": [[8], [7]], "b": [[14], [6]]}
+    kv = by_step[2].kv_cache
+    assert kv["kv_cache_groups"] == [
+        {"kind": FULL, "layers": [0], "sliding_window": None},
+        {"kind": SLIDING, "layers": [1], "sliding_window": 8},
+    ]
+    taken = by_step[2].forward["vllm_arrays"]
+    differences = by_step[2].forward.get("vllm_differences", {})
+    for name in ("slot_mapping_g1", "block_table_g1" if runner == "v1" else "input_block_tables_g1"):
+        assert name in taken or name in differences, name
+
