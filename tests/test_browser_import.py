@@ -101,6 +101,6 @@ def test_the_landing_page_lists_the_hybrid_recording_in_both_languages_and_opens
     page.wait_for_selector("body[data-ready='1']", timeout=30_000)
     page.wait_for_selector("body[data-complete='1']", timeout=30_000)
     assert "example=real-vllm-hybrid" in page.url
-    assert "pagedviz's scheduler" in page.locator("#preset-notes").inner_text()
+    assert f"agrees with the recording up to step {num_steps}" in page.locator("#preset-notes").inner_text()
     assert page.locator("#timeline [data-step]").count() == num_steps
     shot(page, "import-hybrid-recording.png")

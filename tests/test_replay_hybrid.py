@@ -7,7 +7,6 @@ a model with more layers than a scenario holds stands in as fewer planned into t
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 from collections.abc import Callable
@@ -20,13 +19,6 @@ from pagedviz.core.recording import RecordingError, read_recording
 from pagedviz.core.recordings import example_bytes
 from pagedviz.core.replay import ReplayError, import_recording
 
-# pagedviz's own hybrid KV cache manager (window drops, per-group prefix hits: the hybrid-engine
-# part of issue 38); until it is merged, pagedviz's scheduler parts from the recording at the
-# first window drop, and the agreement tests are expected to fail (strictly: they must pass after)
-HYBRID_ENGINE = importlib.util.find_spec("pagedviz.core.kv_single_type") is not None
-NEEDS_HYBRID_ENGINE = pytest.mark.xfail(
-    not HYBRID_ENGINE, reason="pagedviz's hybrid KV cache manager is not merged yet", strict=True
-)
 HYBRID = example_bytes("real-vllm-hybrid")
 LINES = HYBRID.splitlines(keepends=True)
 NUM_STEPS = len(LINES) - 1
@@ -65,12 +57,13 @@ def test_each_step_holds_every_groups_blocks_with_the_null_block_where_the_windo
         "a": [[1, 2, 3, 4, 5], [6, 7, 8, 9, 10]],
         "b": [[11, 12, 13], [14, 15, 16]],
     }
-    assert traces[1].scheduler["block_ids"] == {
+    step2 = traces[1].scheduler
+    assert {r: step2["block_ids"][r] for r in "ab"} == {
         "a": [[1, 2, 3, 4, 5, 7], [0, 0, 0, 9, 10, 6]],
         "b": [[11, 12, 13, 17], [0, 15, 16, 18]],
     }
     # new block ids: one list per group, as vLLM's tuple
-    assert traces[1].scheduler["new_block_ids"] == {"a": [[7], [6]], "b": [[17], [18]]}
+    assert {r: step2["new_block_ids"][r] for r in "ab"} == {"a": [[7], [6]], "b": [[17], [18]]}
     for t, rec in zip(traces, RECORDED):
         where = f"step {t.step}"
         # every scheduled request, every group; the null block only in the sliding group's head
@@ -91,11 +84,17 @@ def test_each_step_holds_every_groups_blocks_with_the_null_block_where_the_windo
     assert traces[0].kv_cache["block_group"]["7"] == 1 and traces[1].kv_cache["block_group"]["7"] == 0
     # the dropped blocks the prefix cache keeps (a's 8, b's 14) wait at the free queue's tail
     assert traces[1].kv_cache["free_block_queue"][-2:] == [8, 14]
-    # d is preempted, then resumes (recomputing: its window's blocks were not kept)
-    assert traces[17].scheduler["preempted_req_ids"] == ["d"]
-    resumed = next(t for t in traces[18:] if "d" in t.scheduler["resumed_req_ids"])
-    assert resumed.step == 21
-    assert resumed.scheduler["block_ids"]["d"] == [[23, 1, 2, 4, 7, 9, 5, 13], [14, 22, 11, 10, 6, 15, 12, 3]]
+    # c's sliding block 35, dropped at step 3, is taken by c's own full group in that step
+    assert 35 in traces[1].scheduler["block_ids"]["c"][1] and 35 in traces[2].scheduler["block_ids"]["c"][0]
+    # d is preempted at step 6 and resumes at step 7 on its prefix-cache hits: seven of its eight
+    # full blocks, and in the sliding group the null block up to the window, then blocks 12 and 11
+    assert traces[5].scheduler["preempted_req_ids"] == ["d"]
+    resumed = next(t for t in traces[6:] if "d" in t.scheduler["resumed_req_ids"])
+    assert resumed.step == 7
+    assert resumed.scheduler["block_ids"]["d"] == [
+        [18, 16, 17, 33, 32, 31, 30, 8],
+        [0, 0, 0, 0, 0, 12, 11, 39],
+    ]
 
 
 def test_the_notes_say_pagedviz_compares_its_scheduler_per_group(imported: Any) -> None:
@@ -103,7 +102,6 @@ def test_the_notes_say_pagedviz_compares_its_scheduler_per_group(imported: Any) 
     assert imported.scenario.notes[0] == imported.agreement.text
 
 
-@NEEDS_HYBRID_ENGINE
 def test_the_shipped_hybrid_recording_agrees_with_pagedviz_to_its_last_step(imported: Any) -> None:
     """pagedviz's own scheduler, on the recording's arrivals, gives every step's scheduled tokens,
     preemptions and every request's block ids per group as vLLM's hybrid manager did."""
@@ -112,18 +110,18 @@ def test_the_shipped_hybrid_recording_agrees_with_pagedviz_to_its_last_step(impo
 
 
 def test_a_block_the_server_placed_otherwise_in_one_group_is_named_at_its_step() -> None:
-    # the recording's step 2 with b's sliding block 18 swapped for 19: the replay shows the
-    # server's (edited) block, and the comparison names the step and the key
+    # the recording's step 2 with b's sliding block 18 swapped for 39 (a free one): the replay
+    # shows the server's (edited) block, and the comparison names the step and the key
     lines = list(LINES)
     d = json.loads(lines[2])
     for c in d["cached"]:
         if c["id"] == "b":
-            c["new_block_ids"][1] = [19]
+            c["new_block_ids"][1] = [39]
     lines[2] = json.dumps(d).encode() + b"\n"
     imp = import_recording(*read_recording(lines))
-    assert imp.traces[1].scheduler["block_ids"]["b"][1] == [0, 15, 16, 19]
+    assert imp.traces[1].scheduler["block_ids"]["b"][1] == [0, 15, 16, 39]
     a = imp.agreement
-    assert a.diverges_at == 2 and a.difference.startswith("new_block_ids:") and "[19]" in a.difference
+    assert a.diverges_at == 2 and a.difference.startswith("new_block_ids:") and "[39]" in a.difference
 
 
 @pytest.mark.parametrize(
@@ -204,13 +202,13 @@ def test_a_model_with_more_layers_than_a_scenario_holds_stands_in_as_fewer_in_th
 
 
 def test_a_waiting_requests_derived_cause_counts_the_blocks_of_every_group(imported: Any) -> None:
-    # c (24 prompt tokens) waits at step 2: 6 blocks in the full group and 6 in the sliding one
-    # (under its admission cap of 11: the window less one plus a budget in flight, and one more)
-    cause = imported.traces[1].scheduler["waiting_causes"]["c"]
+    # d (30 prompt tokens) waits at step 3: 8 blocks in the full group and 8 in the sliding one
+    # (under its admission cap of 19: the window less one plus a budget in flight, and one more)
+    cause = imported.traces[2].scheduler["waiting_causes"]["d"]
     assert cause["cause"] == "kv_pool" and cause["derived"] == "recording"
-    assert (cause["blocks_needed"], cause["blocks_free"]) == (12, RECORDED[1]["num_free_blocks"])
-    # d's preemption at step 18 is for c, the running request that gained blocks
-    assert imported.traces[17].scheduler["preemption_causes"]["d"]["for"] == "c"
+    assert (cause["blocks_needed"], cause["blocks_free"]) == (16, RECORDED[2]["num_free_blocks"])
+    # d's preemption at step 6 is for a, the running request that gained blocks
+    assert imported.traces[5].scheduler["preemption_causes"]["d"]["for"] == "a"
 
 
 def test_the_pool_plot_of_a_hybrid_step_marks_the_blocks_of_every_group(imported: Any) -> None:
@@ -218,9 +216,9 @@ def test_the_pool_plot_of_a_hybrid_step_marks_the_blocks_of_every_group(imported
 
     fig = step.kv_pool(imported.traces[1], prev=imported.traces[0])
     marks = {tr.name: len(tr.x) for tr in fig.data if tr.type == "scatter"}
-    # step 2: four new blocks, two per group (7 and 6, which a's window had just dropped, and 17
-    # and 18); 8 and 14, dropped by the window, freed
-    assert marks["allocated this step"] + marks["reused (prefix cache)"] == 4
+    # step 2: a's and b's new block in each group (7 and 6, which a's window had just dropped, and
+    # 17 and 18) and c's ten in each; 8 and 14, dropped by the window, freed
+    assert marks["allocated this step"] + marks["reused (prefix cache)"] == 4 + 20
     assert marks["freed this step"] == 2
 
 
@@ -258,7 +256,6 @@ def test_a_negative_null_head_is_refused_naming_its_line() -> None:
         read_recording(lines)
 
 
-@NEEDS_HYBRID_ENGINE
 def test_the_replays_arrays_of_every_group_are_pagedviz_own_run_of_the_recording(imported: Any) -> None:
     """The recorded block ids fed to pagedviz's runner give the same arrays, each group's block
     table and slot mapping included, as pagedviz's own scheduler and runner on the recorded

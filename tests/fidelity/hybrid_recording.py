@@ -33,7 +33,7 @@ from vllm.sampling_params import SamplingParams  # noqa: E402
 from vllm.utils.hashing import sha256_cbor  # noqa: E402
 from vllm.v1.core.kv_cache_planning import (  # noqa: E402
     get_global_kv_cache_groups,
-    get_kv_cache_config_from_groups,
+    get_kv_cache_configs,
 )
 from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash  # noqa: E402
 from vllm.v1.engine import EngineCoreRequest  # noqa: E402
@@ -51,23 +51,24 @@ from pagedviz.core.vllm_engine.loop import EngineCoreLoop  # noqa: E402
 from pagedviz.record import RecordingAsyncScheduler, RecordingScheduler  # noqa: E402
 
 # the shipped example: the setup (layer 0 full attention, layer 1 a window of 8 tokens,
-# block size 4, prefix caching and chunked prefill on; a: ids 1..20, b: ids 1..12 at step 1),
-# in a pool small enough that the window's dropped blocks are taken at once by the full group, c
-# and d come later, and d is preempted and resumes
+# block size 4, 40 blocks, max_model_len 64, max_num_seqs 4, a budget of 64 tokens, prefix caching
+# and chunked prefill on; a: ids 1..20, max_tokens 8, and b: ids 1..12, max_tokens 4, at step 1),
+# then c, d and e, one a step, until the pool is short and vLLM preempts d
 EXAMPLE: dict[str, Any] = {
     "layer_types": ("full_attention", "sliding_attention"),
     "sliding_window": 8,
     "block_size": 4,
-    "num_kv_blocks": 24,
+    "num_kv_blocks": 40,
     "max_model_len": 64,
     "max_num_seqs": 4,
-    "max_num_batched_tokens": 32,
+    "max_num_batched_tokens": 64,
     # (arrival step, id, prompt token ids, max_tokens)
     "requests": (
         (1, "a", tuple(range(1, 21)), 8),
         (1, "b", tuple(range(1, 13)), 4),
-        (2, "c", tuple(range(101, 125)), 16),
-        (3, "d", (*range(1, 17), 200, 201, 202, 203), 14),
+        (2, "c", tuple(range(101, 141)), 20),
+        (3, "d", tuple(range(301, 331)), 24),
+        (4, "e", tuple(range(501, 537)), 20),
     ),
 }
 VOCAB = 1000
@@ -144,12 +145,14 @@ def _build(
     model.supports_kv_cache_grouping = False  # type: ignore[attr-defined]  (vLLM plans the groups)
     object.__setattr__(vc, "model_config", model)
     vc.scheduler_config.disable_hybrid_kv_cache_manager = False  # as on a GPU
-    groups = get_global_kv_cache_groups(vc, [_specs(layer_types, sliding_window, block_size)])
+    specs = _specs(layer_types, sliding_window, block_size)
+    groups = get_global_kv_cache_groups(vc, [specs])
     # the KVCacheConfig as the engine core makes it (the prefix cache's retention of sliding
     # blocks included: `prefix_cache_retention_interval`, 0 by default), with the pool's size set
-    # as --num-gpu-blocks-override sets it
+    # as --num-gpu-blocks-override sets it, and vLLM's refusal of a pool that cannot hold one
+    # max_model_len request in every group
     cache.num_gpu_blocks_override = num_kv_blocks
-    kv = get_kv_cache_config_from_groups(vc, groups, available_memory=1 << 40)
+    (kv,) = get_kv_cache_configs(vc, [specs], [0], groups)
     assert kv.num_blocks == num_kv_blocks
     cls = RecordingAsyncScheduler if async_scheduling else RecordingScheduler
     return cls(
