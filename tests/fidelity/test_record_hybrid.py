@@ -8,19 +8,28 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 pytest.importorskip("vllm", reason="the vLLM 0.33.0 wheel is not installed (run scripts/fidelity-deps.sh)")
 sys.path.insert(0, str(Path(__file__).parent))
 import hybrid_recording  # noqa: E402
+import test_record  # noqa: E402
+from test_vllm_fidelity import scenarios  # noqa: E402
 
+from pagedviz.core import Scenario, make_engine  # noqa: E402
 from pagedviz.core.recording import read_recording  # noqa: E402
 from pagedviz.core.replay import import_recording  # noqa: E402
-from pagedviz.core.scenario import RequestSpec  # noqa: E402
+from pagedviz.core.scenario import (
+    RequestSpec,  # noqa: E402
+    ScenarioError,  # noqa: E402
+)
 
 pytestmark = pytest.mark.fidelity
 
@@ -274,3 +283,63 @@ def test_the_replays_arrays_per_group_are_vllms_own_runners(tmp_path: Path) -> N
             theirs, ours = vs["arrays"]["token_ids_cpu"][row, :n], t.arrays["token_ids_cpu"][row, :n]
             assert theirs.tolist() == ours.tolist(), f"{where}: token_ids_cpu row {row}"
     assert {"block_table_g1", "slot_mapping", "slot_mapping_g1", "positions"} <= compared
+
+
+@st.composite
+def hybrid_scenarios(draw: st.DrawFn, async_scheduling: bool = False) -> Scenario:
+    """The differential suite's scenarios with a layer pattern holding a sliding window, the pool
+    grown to what vLLM's planner asks for one max_model_len request in every group."""
+    sc = draw(scenarios(async_scheduling=async_scheduling))
+    types = draw(st.lists(st.sampled_from(["full_attention", "sliding_attention"]), min_size=1, max_size=4))
+    if "sliding_attention" not in types:
+        types.append("sliding_attention")
+    d = sc.to_dict()
+    d["config"].update(layer_types=types, sliding_window=draw(st.integers(1, 12)))
+    try:
+        return Scenario.from_dict(d)
+    except ScenarioError as e:
+        need = re.search(r"num_kv_blocks to at least (\d+)", str(e))
+        if need is None:
+            raise
+        d["config"]["num_kv_blocks"] = int(need.group(1)) + draw(st.integers(0, 6))
+        return Scenario.from_dict(d)
+
+
+@settings(
+    max_examples=12,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(scenario=hybrid_scenarios())
+def test_a_recording_of_vllms_hybrid_manager_imports_as_what_it_scheduled(
+    scenario: Scenario, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The engine `vllm`'s V1 side on hybrid scenarios, its scheduler replaced by the recorder
+    (test_record.py's driver, pagedviz's tokens): the import gives vLLM's new block ids per group,
+    its free queue, pagedviz's own arrays of the scenario, and pagedviz's scheduler agrees."""
+    path = tmp_path / "rec.jsonl"
+    seen = test_record.record(scenario, path, monkeypatch)
+    test_record.check_import(scenario, path, seen)
+    with open(path, "rb") as f:
+        header, steps = read_recording(f)
+    assert "SlidingWindowSpec" in [g.kind for g in header.kv_cache_groups]  # vLLM's hybrid manager
+    imported = import_recording(header, steps)
+    own = list(make_engine(scenario).run())
+    for a, b in zip(own, imported.traces):  # every group's block ids and arrays too
+        assert a.scheduler["block_ids"] == b.scheduler["block_ids"], f"step {a.step}"
+        for name in ("block_table_g1", "slot_mapping_g1"):
+            if name in a.arrays:
+                assert a.arrays[name].tolist() == b.arrays[name].tolist(), f"step {a.step}: {name}"
+
+
+@settings(
+    max_examples=8,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(scenario=hybrid_scenarios(async_scheduling=True))
+def test_a_recording_of_vllms_async_hybrid_manager_imports_as_what_it_scheduled(
+    scenario: Scenario, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "rec.jsonl"
+    test_record.check_import(scenario, path, test_record.record(scenario, path, monkeypatch))
