@@ -128,3 +128,17 @@ def test_the_per_line_limit_names_the_setting(tmp_path: Path) -> None:
 def test_a_missing_file_is_one_line(tmp_path: Path) -> None:
     r = pagedviz("import", str(tmp_path / "nope.jsonl"))
     assert r.returncode == 2 and "nope.jsonl" in r.stderr
+
+
+def test_a_kv_cache_group_pagedviz_does_not_model_is_one_line_naming_it(tmp_path: Path) -> None:
+    lines = example_bytes("real-vllm-hybrid").splitlines(keepends=True)
+    header = json.loads(lines[0])
+    header["kv_cache_groups"][1] = {"kind": "MambaSpec", "block_size": 4, "num_layers": 1}
+    path = tmp_path / "mamba.jsonl"
+    path.write_bytes(json.dumps(header).encode() + b"\n" + b"".join(lines[1:]))
+    r = pagedviz("import", str(path))
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.strip() == (
+        f"pagedviz: {path}: line 1: KV cache group 1 is MambaSpec (1 layer(s)): pagedviz models full "
+        "attention (FullAttentionSpec) and sliding windows (SlidingWindowSpec)"
+    )
