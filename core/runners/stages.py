@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from pagedviz.core.device import StageTimer
+from pagedviz.core.kv_groups import KVCacheGroup
 from pagedviz.core.trace import PlanItem, Stage, StepTrace
 
 
@@ -141,6 +142,33 @@ def with_groups(names: tuple[str, ...], per_group: tuple[str, ...], num_groups: 
         if name in per_group:
             out.extend(group_name(name, g) for g in range(1, num_groups))
     return out
+
+
+def group_device_inputs(
+    device_inputs: dict[str, object], groups: tuple[KVCacheGroup, ...], table: str
+) -> dict[str, object]:
+    """With several KV cache groups, what the forward reads: each group's block table and
+    slot_mapping, and each group's attention metadata (its layers attend through its own table and
+    slot_mapping; a sliding-window group's layers mask keys more than sliding_window - 1 positions
+    before the query)."""
+    names = list(device_inputs["device_inputs"])  # type: ignore[call-overload]
+    for g in range(1, len(groups)):
+        names += [group_name(table, g), group_name("slot_mapping", g)]
+    return {
+        **device_inputs,
+        "device_inputs": names,
+        "attn_groups": [
+            {
+                "group": g,
+                "kind": group.kind,
+                "layers": list(group.layers),
+                "sliding_window": group.sliding_window,
+                "block_table": group_name(table, g),
+                "slot_mapping": group_name("slot_mapping", g),
+            }
+            for g, group in enumerate(groups)
+        ],
+    }
 
 
 class StagedRunner:

@@ -18,9 +18,8 @@ import torch
 from pagedviz.core.config import EngineConfig
 from pagedviz.core.device import StageTimer
 from pagedviz.core.input_batch import InputBatch, cpu_tensor
-from pagedviz.core.kv_groups import KVCacheGroup
 from pagedviz.core.runners.mrope import MRope
-from pagedviz.core.runners.stages import StagedRunner, group_name
+from pagedviz.core.runners.stages import StagedRunner, group_device_inputs, group_name
 from pagedviz.core.runners.v1_stages import V1Stages
 from pagedviz.core.scheduler import SchedulerOutput
 from pagedviz.core.trace import PlanItem, Stage, StepTrace
@@ -35,33 +34,6 @@ UPDATE_STATES_STAGE = Stage(
     "the lowest hole, and the last rows move into the holes (condense). Only what "
     "changed is written; scheduled draft tokens are written after a request's tokens.",
 )
-
-
-def group_device_inputs(
-    device_inputs: dict[str, object], groups: tuple[KVCacheGroup, ...], table: str
-) -> dict[str, object]:
-    """With several KV cache groups, what the forward reads: each group's block table and
-    slot_mapping, and each group's attention metadata (its layers attend through its own table and
-    slot_mapping; a sliding-window group's layers mask keys more than sliding_window - 1 positions
-    before the query)."""
-    names = list(device_inputs["device_inputs"])  # type: ignore[call-overload]
-    for g in range(1, len(groups)):
-        names += [group_name(table, g), group_name("slot_mapping", g)]
-    return {
-        **device_inputs,
-        "device_inputs": names,
-        "attn_groups": [
-            {
-                "group": g,
-                "kind": group.kind,
-                "layers": list(group.layers),
-                "sliding_window": group.sliding_window,
-                "block_table": group_name(table, g),
-                "slot_mapping": group_name("slot_mapping", g),
-            }
-            for g, group in enumerate(groups)
-        ],
-    }
 
 
 class ModelRunner(V1Stages, StagedRunner):

@@ -27,8 +27,8 @@ import torch
 
 from pagedviz.core.config import EngineConfig
 from pagedviz.core.device import StageTimer
-from pagedviz.core.runners.stages import LEVELS, StagedRunner, group_name
-from pagedviz.core.runners.v1 import group_device_inputs
+from pagedviz.core.runners.stages import LEVELS, StagedRunner, group_device_inputs, group_name
+from pagedviz.core.runners.v2_block_tables import SlotBlockTables
 from pagedviz.core.runners.v2_spec import V2SpecDecode
 from pagedviz.core.runners.v2_stages import PAD_SLOT_ID, V2Stages
 from pagedviz.core.scheduler import SchedulerOutput
@@ -108,13 +108,7 @@ class ModelRunnerV2(V2Stages, V2SpecDecode, StagedRunner):
         self.config = config
         self.device = device
         self.kv_cache_groups = config.kv_cache_groups
-        G = self.num_groups = len(self.kv_cache_groups)
-        # BlockTables' sliding_window_reach: per group, the tokens below a request's first
-        # scheduled position attention still reads (SlidingWindowSpec.num_retained_tokens =
-        # sliding_window - 1); 0 for a full-attention group
-        self.sliding_window_reach = [
-            (g.sliding_window - 1) if g.sliding and g.sliding_window else 0 for g in self.kv_cache_groups
-        ]
+        self.num_groups = len(self.kv_cache_groups)
         self.block_size = bs = config.block_size
         self.block_shift = bs.bit_length() - 1 if bs & (bs - 1) == 0 else None  # // and % as shift and mask
         self.max_model_len = config.max_model_len
@@ -137,11 +131,13 @@ class ModelRunnerV2(V2Stages, V2SpecDecode, StagedRunner):
         # the drafts each slot's next step verifies (states.py draft_tokens), written by the speculator
         self.num_spec = config.num_speculative_tokens
         self.draft_tokens = np.zeros((M, self.num_spec), dtype=np.int64)
-        # BlockTables (block_table.py): per KV cache group, per slot, plus the per-step gathered
-        # copy; group 0's under vLLM's names (the only ones with one group)
-        self.group_block_tables = [np.zeros((M, K), dtype=np.int32) for _ in range(G)]
-        self.group_num_blocks = np.zeros((G, M), dtype=np.int32)  # BlockTables.num_blocks [G, M]
-        self.group_input_block_tables = [np.zeros((M, K), dtype=np.int32) for _ in range(G)]
+        # BlockTables (block_table.py, v2_block_tables.py): per KV cache group, per slot, plus the
+        # per-step gathered copy and slot_mapping; group 0's under vLLM's names (the only ones
+        # with one group)
+        bt = self.tables = SlotBlockTables(self.kv_cache_groups, M, K, T_pad, device)
+        self.sliding_window_reach = bt.sliding_window_reach
+        self.group_block_tables, self.group_num_blocks = bt.tables, bt.num_blocks
+        self.group_input_block_tables = bt.input_tables
         self.block_tables = self.group_block_tables[0]
         self.num_blocks = self.group_num_blocks[0]
         self.input_block_tables = self.group_input_block_tables[0]
@@ -151,7 +147,7 @@ class ModelRunnerV2(V2Stages, V2SpecDecode, StagedRunner):
         self.seq_lens_np = np.zeros(M, dtype=np.int32)
         self.input_ids_np = np.zeros(T_pad, dtype=np.int32)
         self.positions_np = np.zeros(T_pad, dtype=np.int64)
-        self.group_slot_mapping_np = [np.full(T_pad, PAD_SLOT_ID, dtype=np.int64) for _ in range(G)]
+        self.group_slot_mapping_np = bt.slot_mapping_np
         self.slot_mapping_np = self.group_slot_mapping_np[0]
         self.arange_np = np.arange(max(M, T_pad) + 1, dtype=np.int64)
         self.block_cols = np.arange(K, dtype=np.int32)
@@ -162,18 +158,15 @@ class ModelRunnerV2(V2Stages, V2SpecDecode, StagedRunner):
         self.last_sampled_dev = torch.zeros(M, dtype=torch.int64, device=dev)
         self.draft_tokens_dev = torch.zeros((M, self.num_spec), dtype=torch.int64, device=dev)
         self.prefill_len_dev = torch.zeros(M, dtype=torch.int64, device=dev)
-        self.group_block_tables_dev = [torch.zeros((M, K), dtype=torch.int32, device=dev) for _ in range(G)]
+        self.group_block_tables_dev = bt.tables_dev
         self.block_tables_dev = self.group_block_tables_dev[0]
         self.input_ids = torch.zeros(T_pad, dtype=torch.int32, device=dev)
         self.positions = torch.zeros(T_pad, dtype=torch.int64, device=dev)
-        self.group_slot_mapping = [
-            torch.full((T_pad,), PAD_SLOT_ID, dtype=torch.int64, device=dev) for _ in range(G)
-        ]
+        self.group_slot_mapping = bt.slot_mapping_dev
         self.slot_mapping = self.group_slot_mapping[0]
         self.query_start_loc = torch.zeros(M + 1, dtype=torch.int32, device=dev)
         self.seq_lens = torch.zeros(M, dtype=torch.int32, device=dev)
-        # the gathered block table each group's attention reads (input_block_tables on the device)
-        self.group_block_table = [torch.zeros((M, K), dtype=torch.int32, device=dev) for _ in range(G)]
+        self.group_block_table = bt.input_tables_dev  # what each group's attention reads
         self.block_table = self.group_block_table[0]
         self.v: dict[str, Any] = {}
         self.pad: dict[str, tuple[int, np.ndarray | None]] = {}
@@ -194,23 +187,10 @@ class ModelRunnerV2(V2Stages, V2SpecDecode, StagedRunner):
             self.state_plan.append(
                 ("draft_tokens", "system", "combine_sampled_and_draft_tokens", "device", None)
             )
-        finish = FINISH_STAGE
-        if G > 1:
-            # every group's per-slot table and block count: group g >= 1 as block_tables_g{g},
-            # num_blocks_g{g}
-            names = [group_name(a, g) for g in range(1, G) for a in ("block_tables", "num_blocks")]
-            self.state_plan += [
-                (n, "system" if n.startswith("block_tables") else "slot", "finish_and_add", "cpu", None)
-                for n in names
-            ]
-            finish = Stage(
-                FINISH_STAGE.name,
-                FINISH_STAGE.reads,
-                [*FINISH_STAGE.writes, *names],
-                FINISH_STAGE.formula + "; for each KV cache group g, its own block ids into "
-                "block_tables_g{g} and num_blocks_g{g} (BlockTables.append_block_ids, one table a group)",
-                FINISH_STAGE.why,
-            )
+        # every group's per-slot table and block count: group g >= 1 as block_tables_g{g}, num_blocks_g{g}
+        finish, group_plan = bt.group_records(FINISH_STAGE)
+        self.state_plan += group_plan
+        if self.num_groups > 1:
             self.DEVICE_INPUTS = group_device_inputs(
                 self.DEVICE_INPUTS, self.kv_cache_groups, "input_block_tables"
             )
@@ -252,10 +232,7 @@ class ModelRunnerV2(V2Stages, V2SpecDecode, StagedRunner):
             self.prompt_len[slot] = s.num_prompt_tokens
             self.prefill_len[slot] = self.total_len[slot] = n
             self.num_computed_tokens[slot] = self.num_computed_tokens_np[slot] = s.num_computed_tokens
-            for g, ids in enumerate(s.group_block_ids):
-                nb = len(ids)
-                self.group_block_tables[g][slot, :nb] = ids  # overwrite=True: the tail stays stale
-                self.group_num_blocks[g, slot] = nb
+            self.tables.append_block_ids(slot, s.group_block_ids, overwrite=True)  # the tail stays stale
             self.draft_tokens[slot] = 0
             added.append(slot)
             self.slot_events.append({"req_id": req_id, "slot": slot, "event": "added"})
@@ -264,11 +241,7 @@ class ModelRunnerV2(V2Stages, V2SpecDecode, StagedRunner):
                 continue
             slot = self.req_id_to_index[s.req_id]
             self.num_computed_tokens_np[slot] = s.num_computed_tokens
-            for g, ids in enumerate(s.new_group_block_ids):
-                if ids:
-                    start = int(self.group_num_blocks[g, slot])
-                    self.group_block_tables[g][slot, start : start + len(ids)] = ids
-                    self.group_num_blocks[g, slot] = start + len(ids)
+            self.tables.append_block_ids(slot, s.new_group_block_ids, overwrite=False)
         self.added_rows = added
         self._stage_to_device(added, [self.req_id_to_index[s.req_id] for s in out.scheduled])
         self.v = {
@@ -300,13 +273,7 @@ class ModelRunnerV2(V2Stages, V2SpecDecode, StagedRunner):
                 0, rows, torch.from_numpy(self.prefill_len[idx].astype(np.int64)).to(dev)
             )
             self.draft_tokens_dev[rows] = 0
-        if touched:
-            idx = np.asarray(touched, dtype=np.int64)
-            rows = torch.from_numpy(idx).to(dev)
-            for g, table in enumerate(self.group_block_tables):
-                w = int(self.group_num_blocks[g, idx].max())
-                src = torch.from_numpy(table[idx, :w]).to(dev)
-                self.group_block_tables_dev[g][:, :w].index_copy_(0, rows, src)
+        self.tables.stage_to_device(touched)
 
     @property
     def slots(self) -> dict[str, int]:
@@ -324,9 +291,7 @@ class ModelRunnerV2(V2Stages, V2SpecDecode, StagedRunner):
         values["last_sampled_tokens"] = self.last_sampled_tokens.copy()
         values["all_token_ids"] = self.all_token_ids.copy()
         values["block_tables"] = self.block_tables.copy()
-        for g in range(1, self.num_groups):
-            values[group_name("block_tables", g)] = self.group_block_tables[g].copy()
-            values[group_name("num_blocks", g)] = self.group_num_blocks[g].copy()
+        self.tables.capture(values)  # groups 1..
         if self.num_spec:
             values["draft_tokens"] = self.draft_tokens.copy()
 
