@@ -343,3 +343,34 @@ def test_a_recording_of_vllms_async_hybrid_manager_imports_as_what_it_scheduled(
 ) -> None:
     path = tmp_path / "rec.jsonl"
     test_record.check_import(scenario, path, test_record.record(scenario, path, monkeypatch))
+
+
+def test_a_v2_hybrid_recordings_arrays_of_every_group_are_pagedviz_own_v2_run(tmp_path: Path) -> None:
+    """Model Runner V2 (its BlockTables per group): the recorded block ids fed to pagedviz's V2
+    runner give the arrays pagedviz's own scheduler and V2 runner give on the recorded arrivals
+    with the recorded tokens."""
+    from pagedviz.core.replay import scenario_of
+    from pagedviz.core.replay_agreement import _RecordedTokens
+
+    path = tmp_path / "rec.jsonl"
+    hybrid_recording.record(path, runner="v2")
+    with open(path, "rb") as f:
+        header, steps = read_recording(f)
+    assert header.runner == "v2"
+    imported = import_recording(header, steps)
+    own = _RecordedTokens(scenario_of(header, steps, for_agreement=True))
+    own.outputs = {}
+    own.cursor = {}
+    for s in steps:
+        for rid, toks in (s.sampled or {}).items():
+            own.outputs.setdefault(rid, []).extend(toks)  # type: ignore[arg-type]
+    mine = [t for t in own.run() if t.scheduler.get("num_scheduled_tokens")]
+    replayed = [t for t in imported.traces if t.scheduler.get("num_scheduled_tokens")]
+    assert len(mine) == len(replayed)
+    names = set()
+    for a, b in zip(mine, replayed):
+        for name, arr in a.arrays.items():
+            if name in b.arrays:
+                names.add(name)
+                assert arr.tolist() == b.arrays[name].tolist(), f"step {a.step}: {name}"
+    assert any(n.endswith("_g1") for n in names), sorted(names)
