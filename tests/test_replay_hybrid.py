@@ -15,9 +15,11 @@ from typing import Any
 import pytest
 
 from pagedviz.core.kv_groups import plan_kv_cache_groups
-from pagedviz.core.recording import RecordingError, read_recording
+from pagedviz.core.recording import RecordingError, read_recording, split_lines
 from pagedviz.core.recordings import example_bytes
 from pagedviz.core.replay import ReplayError, import_recording
+
+from recording_cases import gemma_like
 
 HYBRID = example_bytes("real-vllm-hybrid")
 LINES = HYBRID.splitlines(keepends=True)
@@ -170,29 +172,11 @@ def test_a_model_with_more_layers_than_a_scenario_holds_stands_in_as_fewer_in_th
     recorded = plan_kv_cache_groups(tuple(layers), 1024)
     assert [g.kind for g in recorded] == ["sliding_attention"] * 6 + ["full_attention"]
 
-    def gemma(h: dict[str, Any]) -> None:
-        h["kv_cache_groups"] = [
-            {
-                "kind": "SlidingWindowSpec" if g.sliding else "FullAttentionSpec",
-                "block_size": 4,
-                "num_layers": len(g.layers),
-                **({"sliding_window": 8} if g.sliding else {}),
-                "layer_names": [f"model.layers.{i}.self_attn.attn" for i in g.layers],
-            }
-            for g in recorded
-        ]
-
-    h, steps = read_recording(_with_header(gemma))
+    h, steps = read_recording(split_lines(gemma_like(HYBRID)))
     groups = h.kv_cache_groups
-    # the recording's own steps hold two groups: give each step's blocks to the seven groups
-    for s in steps:
-        for n in s.new:
-            n.block_ids = [n.block_ids[1]] * 6 + [n.block_ids[0]]
-        for c in s.cached:
-            if c.new_block_ids:
-                c.new_block_ids = [c.new_block_ids[1]] * 6 + [c.new_block_ids[0]]
-            if c.null_head:
-                c.null_head = [c.null_head[1]] * 6 + [c.null_head[0]]
+    # the recording's groups are the planned ones, layer for layer
+    named = [[int(n.split(".")[2]) for n in (g.model_extra or {})["layer_names"]] for g in groups]
+    assert named == [list(g.layers) for g in recorded]
     imp = import_recording(h, steps)
     cfg = imp.scenario.config
     assert len(cfg.layer_types) <= 8
