@@ -4,19 +4,24 @@ names the line of the first problem. No vLLM needed.
 
 Header (`"pagedviz_recording": 1`): the vLLM version, the runner (v1 | v2), async scheduling, block
 size, max_model_len, the token budget, max_num_seqs, the number of KV blocks, chunked prefill, prefix
-caching, the long-prefill threshold, speculative decoding, the KV cache groups, the CUDA-graph
-capture sizes (the inputs are padded to them), and whether token ids
-were redacted (then every token list is written as its length).
+caching, the long-prefill threshold, speculative decoding, the KV cache groups (in vLLM's order:
+each one's spec class, block size and number of layers, its window where it has one,
+`sliding_window`, and with several groups its `layer_names`), the scheduling policy where it is not
+fcfs (`scheduling_policy`), the CUDA-graph capture sizes (the inputs are padded to them), and
+whether token ids were redacted (then every token list is written as its length).
 
-Step: what `schedule()` returned (new requests with their prompt token ids and block ids, cached
-requests with their new block ids and whether they resumed, preempted and finished ids,
-`num_scheduled_tokens`, draft tokens, the free-block count after scheduling: vLLM's
+Step: what `schedule()` returned (new requests with their prompt token ids and block ids, one list
+per KV cache group; cached requests with their new block ids per group, whether they resumed and,
+where a group may drop blocks, `null_head`: per group, how many of the request's first blocks are
+the null block 0 after the step's schedule(), the blocks a sliding window dropped; preempted and
+finished ids, `num_scheduled_tokens`, draft tokens, the free-block count after scheduling: vLLM's
 `get_num_free_blocks()`, without the null block 0; `freed`: the blocks put back on vLLM's free
 queue since the step before, in the order it took them, each run with where it went, `head` (a block
 without a prefix-cache hash, reused first) or `tail` (a cached block, evicted last); recordings
-older than it lack it, and their free queue's order is not known), the requests that
-arrived before it (`add_request`: id, prompt, max_tokens), and what `update_from_output()` received
-for it (`sampled`: each request's sampled tokens; null if it never reached update_from_output).
+older than it lack it, and their free queue's order is not known), the requests that arrived
+before it (`add_request`: id, prompt, max_tokens, and the priority where it is not 0), and what
+`update_from_output()` received for it (`sampled`: each request's sampled tokens; null if it never
+reached update_from_output).
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import IO, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, ValidationError
 
 FORMAT_VERSION = 1
 HEADER_KEY = "pagedviz_recording"
@@ -73,6 +78,7 @@ class Arrival(BaseModel):
     id: str
     prompt_token_ids: Tokens
     max_tokens: int | None = None
+    priority: int = 0  # the request's priority (written where it is not 0)
 
 
 class NewRequest(BaseModel):
@@ -90,6 +96,10 @@ class CachedRequest(BaseModel):
     new_block_ids: list[list[int]] | None
     num_computed_tokens: int = Field(ge=0)
     num_output_tokens: int = Field(ge=0)
+    # per KV cache group, how many of the request's first blocks are the null block after this
+    # schedule() (a sliding window's dropped blocks); None: no group drops blocks, or an older
+    # recording
+    null_head: list[NonNegativeInt] | None = None
 
 
 class Freed(BaseModel):

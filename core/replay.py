@@ -23,11 +23,13 @@ from typing import Any
 
 import numpy as np
 
-from pagedviz.core.config import EngineConfig, RequestSpec, Scenario
+from pagedviz.core.config import EngineConfig, Scenario
 from pagedviz.core.engine import Engine
 from pagedviz.core.recording import Cut, Header, Step
 from pagedviz.core.replay_agreement import Agreement, Comparer
-from pagedviz.core.replay_scheduler import SEED, RecordedScheduler, ReplayError, prompt_ids
+from pagedviz.core.replay_groups import groups_problem, recorded_layers
+from pagedviz.core.replay_requests import config_fields, request_specs, unmodelled
+from pagedviz.core.replay_scheduler import SEED, RecordedScheduler, ReplayError
 from pagedviz.core.scheduler import SchedulerOutput
 from pagedviz.core.trace import StepTrace
 
@@ -77,15 +79,17 @@ def scenario_from(header: Header, summary: Summary, for_agreement: bool = False)
     whose schedule() first saw the request). `for_agreement`: each request's max_tokens is the
     number of tokens it produced in the recording when it finished there."""
     vocab = header.vocab_size or 32000
-    specs = []
+    arrivals = []
     for rid, (a, step) in summary.arrivals.items():
         produced = summary.produced.get(rid, 1)
         max_tokens = a.max_tokens or max(1, produced)
         if for_agreement and rid in summary.finished:
             max_tokens = max(1, produced)
-        ids = prompt_ids(rid, a.prompt_token_ids, vocab)
-        specs.append(RequestSpec(rid, tuple(int(t) for t in ids), int(max_tokens), step))
+        arrivals.append((a, step, int(max_tokens)))
+    # n > 1: the children as their parent on the page; apart for the agreement (their lengths)
+    specs = request_specs(arrivals, vocab, families=not for_agreement)
     n = summary.num_steps
+    layers = recorded_layers(header)
     cfg = EngineConfig(
         block_size=header.block_size,
         max_model_len=header.max_model_len,
@@ -106,6 +110,9 @@ def scenario_from(header: Header, summary: Summary, for_agreement: bool = False)
         scheduler_reserve_full_isl=bool(getattr(header, "scheduler_reserve_full_isl", False)),
         watermark=float(getattr(header, "watermark", 0.0)),
         num_speculative_tokens=num_spec(header),
+        layer_types=layers.layer_types,
+        sliding_window=layers.sliding_window,
+        **config_fields(header),
     )
     return Scenario(
         name=f"recording of vLLM {header.vllm_version} ({header.scheduler})",
@@ -143,11 +150,7 @@ def replay_problem(header: Header) -> str | None:
                 "a redacted recording with speculative decoding "
                 "(the drafts' token ids are needed to verify them)"
             )
-    if len(header.kv_cache_groups) != 1:
-        return f"{len(header.kv_cache_groups)} KV cache groups (pagedviz models one)"
-    if header.kv_cache_groups[0].block_size != header.block_size:
-        return "the KV cache group's block size differs from the scheduler's"
-    return None
+    return groups_problem(header)
 
 
 class ReplayEngine(Engine):
@@ -226,6 +229,7 @@ class StreamingImport:
         self.header = header
         summary = first if isinstance(first, Summary) else summarise(first)
         self.num_steps = summary.num_steps
+        self.arrivals = summary.arrivals
         self.cut = summary.cut
         self.scenario = scenario_from(header, summary)
         self.engine = ReplayEngine(self.scenario, header, second)
@@ -252,6 +256,10 @@ class StreamingImport:
             notes.append(SYNTHETIC_NOTE)
         if num_spec(h):
             notes.append(SPEC_NOTE)
+        stand_in = recorded_layers(h).note
+        if stand_in:
+            notes.append(stand_in)
+        notes.extend(unmodelled(h, [a for a, _ in self.arrivals.values()]))
         notes.extend(self.engine.scheduler.problems[:3])  # type: ignore[attr-defined]
         return notes
 

@@ -4,7 +4,9 @@ compared with each replayed step as the replay makes it (nothing of the recordin
 tokens not yet sampled). A recording that stops while requests still run (the server was stopped)
 agrees up to its last step. It says "agrees with the recording up to step N" or "diverges at step k:"
 with the first difference (scheduled tokens, new, resumed, preempted or finished requests, new
-block ids). Under async scheduling only the steps that schedule a batch are compared."""
+block ids, every scheduled request's block ids per KV cache group: a sliding window's dropped
+blocks are the null block 0 in both). Under async scheduling only the steps that schedule a batch
+are compared."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import numpy as np
 from pagedviz.core.config import Scenario
 from pagedviz.core.engine import Engine
 from pagedviz.core.recording import Header, Step
+from pagedviz.core.replay_groups import groups_problem
 from pagedviz.core.trace import StepTrace
 
 SCHEDULE_KEYS = (
@@ -26,6 +29,7 @@ SCHEDULE_KEYS = (
     "preempted_req_ids",
     "finished_req_ids",
     "new_block_ids",
+    "block_ids",
 )
 
 
@@ -94,10 +98,17 @@ class Comparer:
         self.trailing_empty = True  # recorded steps after pagedviz's run ended, all empty so far
         self.ended_at: int | None = None
         self.engine: _RecordedTokens | None = None
-        group = header.kv_cache_groups[0] if header.kv_cache_groups else None
-        if group is None or group.kind != "FullAttentionSpec":
-            kind = group.kind if group else "no"
-            self.done = Agreement(False, reason=f"{kind} KV cache (pagedviz models full attention)")
+        problem = groups_problem(header)
+        if problem:
+            self.done = Agreement(False, reason=problem)
+            return
+        retention = (header.model_extra or {}).get("prefix_cache_retention_interval", 0)
+        if retention != 0 and header.enable_prefix_caching:
+            self.done = Agreement(
+                False,
+                reason=f"prefix_cache_retention_interval {retention}: pagedviz's scheduler caches a "
+                "sliding window's blocks as vLLM's default 0 does",
+            )
             return
         if (header.speculative or {}).get("num_speculative_tokens"):
             method = header.speculative.get("method", "") if header.speculative else ""

@@ -13,7 +13,8 @@ recording keeps no queue order) is checked in the order of vLLM 0.33's waiting l
   prefix-cache hits are not recorded, so with prefix caching on this is an upper bound;
 - the free blocks: the step's recorded `num_free_blocks`, against the blocks those tokens (a chunk
   of them with chunked prefill on) need, or, with the header's `scheduler_reserve_full_isl`, the
-  whole sequence; the header's `watermark` held back while requests run.
+  whole sequence, in every KV cache group (a sliding-window group at most its admission cap); the
+  header's `watermark` held back while requests run.
 
 First match: a step that preempted (`preemption`), no budget left (`token_budget`), the running
 list full (`max_num_seqs`), chunking off and too little budget (`token_budget`), the blocks short
@@ -30,7 +31,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from pagedviz.core.kv_groups import plan_kv_cache_groups
 from pagedviz.core.recording import Header, Step
+from pagedviz.core.replay_groups import recorded_layers
 from pagedviz.core.scheduler import SchedulerOutput
 
 Cause = dict[str, Any]
@@ -50,6 +53,25 @@ class RecordedCauses:
         extra = header.model_extra or {}
         self.full_isl = bool(extra.get("scheduler_reserve_full_isl", False))
         self.watermark_blocks = int(float(extra.get("watermark", 0.0) or 0.0) * header.num_kv_blocks)
+        layers = recorded_layers(header)
+        self.groups = plan_kv_cache_groups(layers.layer_types, layers.sliding_window)
+        # the tokens scheduled but not yet settled: one budget per batch in flight
+        self.in_flight = header.max_num_batched_tokens * (2 if header.async_scheduling else 1)
+
+    def _blocks_needed(self, tokens: int) -> int:
+        """The blocks `tokens` need in every KV cache group: a full-attention group all of them; a
+        sliding-window group at most its admission cap, the window less one plus the tokens in
+        flight (`max_admission_blocks_per_request`: the budget per batch in flight) and one block
+        for a window that starts mid-block."""
+        h = self.header
+        total = 0
+        for g in self.groups:
+            n = _blocks(tokens, h.block_size)
+            if g.sliding and g.sliding_window:
+                reach = min(g.sliding_window - 1 + self.in_flight, h.max_model_len)
+                n = min(n, _blocks(reach, h.block_size) + 1)
+            total += n
+        return total
 
     def fill(self, s: Step, out: SchedulerOutput, tokens: dict[str, list[int]]) -> None:
         """Set `out.waiting_causes` and `out.preemption_causes` for the recorded step `s`."""
@@ -95,7 +117,7 @@ class RecordedCauses:
         free = s.num_free_blocks
         watermark = self.watermark_blocks if running else 0
         chunk = min(needed, left)
-        blocks = _blocks(min(num_tokens, h.max_model_len) if self.full_isl else chunk, h.block_size)
+        blocks = self._blocks_needed(min(num_tokens, h.max_model_len) if self.full_isl else chunk)
         if blocks + watermark > free:
             cause: Cause = {"cause": "kv_pool", "blocks_needed": blocks, "blocks_free": free}
             if watermark:

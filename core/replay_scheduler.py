@@ -14,8 +14,10 @@ from typing import Any
 import numpy as np
 
 from pagedviz.core.kv_cache import NULL_BLOCK
+from pagedviz.core.kv_groups import KVCacheGroup, plan_kv_cache_groups
 from pagedviz.core.recording import Freed, Header, Step
 from pagedviz.core.replay_causes import RecordedCauses
+from pagedviz.core.replay_groups import recorded_layers
 from pagedviz.core.sampler import synthetic_tokens
 from pagedviz.core.scheduler import ScheduledRequest, SchedulerOutput
 
@@ -50,8 +52,11 @@ class _Blocks:
     same schedule() is not in its output and comes back where vLLM put it back. An older
     recording has no `freed`: its free queue is every block without a reference, in id order."""
 
-    def __init__(self, num_blocks: int, problems: list[str]) -> None:
-        self.req_blocks: dict[str, list[int]] = {}
+    def __init__(self, num_blocks: int, problems: list[str], groups: tuple[KVCacheGroup, ...]) -> None:
+        self.groups = groups
+        # each group's block list per request, in vLLM's group order (0: a sliding window's
+        # dropped place, the null block)
+        self.group_blocks: list[dict[str, list[int]]] = [{} for _ in groups]
         self.num_free = num_blocks - 1
         self.pool = self
         self.num_blocks = num_blocks
@@ -59,6 +64,35 @@ class _Blocks:
         self.problems = problems
         # vLLM's free queue, head first (None: the recording does not say its order)
         self.queue: OrderedDict[int, None] | None = OrderedDict.fromkeys(range(1, num_blocks))
+
+    @property
+    def req_blocks(self) -> dict[str, list[int]]:
+        """The first group's block list per request (the only one with one group)."""
+        return self.group_blocks[0]
+
+    def drop(self, req_id: str) -> None:
+        for blocks in self.group_blocks:
+            blocks.pop(req_id, None)
+
+    def owners(self) -> dict[str, list[str]]:
+        """Block id (as a string) -> the requests holding it, over every group (not the null block)."""
+        owners: dict[str, list[str]] = {}
+        for blocks_of in self.group_blocks:
+            for req_id, blocks in blocks_of.items():
+                for b in blocks:
+                    if b != NULL_BLOCK:
+                        owners.setdefault(str(b), []).append(req_id)
+        return owners
+
+    def block_groups(self) -> dict[str, int]:
+        """Block id (as a string) -> the group whose table holds it."""
+        return {
+            str(b): g
+            for g, blocks_of in enumerate(self.group_blocks)
+            for blocks in blocks_of.values()
+            for b in blocks
+            if b != NULL_BLOCK
+        }
 
     def follow(self, freed: list[Freed] | None, taken: list[int]) -> None:
         """One step's changes to the free queue: the blocks put back, then the blocks taken."""
@@ -83,9 +117,11 @@ class _Blocks:
 
     def snapshot(self) -> dict[str, object]:
         ref = np.zeros(self.num_blocks, dtype=np.int64)
-        for blocks in self.req_blocks.values():
-            if blocks:
-                np.add.at(ref, np.asarray(blocks), 1)
+        for blocks_of in self.group_blocks:
+            for blocks in blocks_of.values():
+                if blocks:
+                    np.add.at(ref, np.asarray(blocks), 1)
+        ref[NULL_BLOCK] = 0  # the null block: never free, its count not kept (vLLM's is_null)
         if self.queue is not None:
             free = np.fromiter(self.queue, dtype=np.int64, count=len(self.queue))
         else:
@@ -113,7 +149,9 @@ class RecordedScheduler:
         self.steps = steps
         self.vocab = vocab
         self.problems: list[str] = []
-        self.kv = _Blocks(header.num_kv_blocks, self.problems)
+        layers = recorded_layers(header)
+        groups = plan_kv_cache_groups(layers.layer_types, layers.sliding_window)
+        self.kv = _Blocks(header.num_kv_blocks, self.problems, groups)
         self.tokens: dict[str, list[int]] = {}
         self.num_prompt: dict[str, int] = {}
         self.live: set[str] = set()
@@ -139,14 +177,15 @@ class RecordedScheduler:
             self.num_prompt[a.id] = len(ids)
         for rid in s.finished:  # nothing of a finished request is kept (a long recording's memory)
             self.live.discard(rid)
-            self.kv.req_blocks.pop(rid, None)
+            self.kv.drop(rid)
             self.tokens.pop(rid, None)
             self.num_prompt.pop(rid, None)
         for rid in s.preempted:
-            self.kv.req_blocks.pop(rid, None)
+            self.kv.drop(rid)
         new = {n.id: n for n in s.new}
         cached = {c.id: c for c in s.cached}
-        out = SchedulerOutput(step=step_no, runner=self.header.runner)
+        num_groups = len(self.kv.groups)
+        out = SchedulerOutput(step=step_no, runner=self.header.runner, num_groups=num_groups)
         taken: list[int] = []  # the blocks this schedule() handed out (off the free queue)
         for rid, num in s.num_scheduled_tokens.items():
             if rid in new:
@@ -155,43 +194,45 @@ class RecordedScheduler:
                     ids = prompt_ids(rid, n.prompt_token_ids, self.vocab)
                     self.tokens[rid] = ids.tolist()
                     self.num_prompt[rid] = len(ids)
-                blocks = list(n.block_ids[0]) if n.block_ids else []
+                added = self._per_group(s.step, rid, n.block_ids)
+                groups = [list(g) for g in added]
                 kind = "resumed" if rid in self.live else "new"  # V2: resumed requests travel as new
-                self.kv.req_blocks[rid] = blocks
-                taken += blocks
-                sr = ScheduledRequest(
-                    rid,
-                    kind,
-                    n.num_computed_tokens,
-                    num,
-                    self.num_prompt[rid],
-                    np.asarray(self.tokens[rid], dtype=np.int32),
-                    blocks,
-                    list(blocks),
-                )
+                computed, num_prompt = n.num_computed_tokens, self.num_prompt[rid]
             elif rid in cached:
                 c = cached[rid]
-                added = list(c.new_block_ids[0]) if c.new_block_ids else []
+                added = self._per_group(s.step, rid, c.new_block_ids)
                 if c.resumed:
-                    blocks = added
+                    groups = [list(g) for g in added]
                     kind = "resumed"
                 else:
-                    blocks = self.kv.req_blocks.get(rid, []) + added
+                    held = [blocks.get(rid, []) for blocks in self.kv.group_blocks]
+                    groups = [h + a for h, a in zip(held, added)]
                     kind = "running"
-                self.kv.req_blocks[rid] = blocks
-                taken += added
-                sr = ScheduledRequest(
-                    rid,
-                    kind,
-                    c.num_computed_tokens,
-                    num,
-                    self.num_prompt.get(rid, 0),
-                    np.asarray(self.tokens.get(rid, []), dtype=np.int32),
-                    list(blocks),
-                    added,
-                )
+                if c.null_head is not None and len(c.null_head) != num_groups:
+                    raise ReplayError(
+                        f"step {s.step}: {rid!r} has a null head for {len(c.null_head)} KV cache "
+                        f"group(s), the header {num_groups}"
+                    )
+                for blocks, k in zip(groups, c.null_head or ()):
+                    blocks[:k] = [NULL_BLOCK] * min(k, len(blocks))  # a sliding window's dropped blocks
+                computed, num_prompt = c.num_computed_tokens, self.num_prompt.get(rid, 0)
             else:
                 raise ReplayError(f"step {s.step}: {rid!r} is scheduled but neither new nor cached")
+            for g, blocks in enumerate(groups):
+                self.kv.group_blocks[g][rid] = blocks
+            taken += [b for a in added for b in a if b != NULL_BLOCK]
+            sr = ScheduledRequest(
+                rid,
+                kind,
+                computed,
+                num,
+                num_prompt,
+                np.asarray(self.tokens.get(rid, []), dtype=np.int32),
+                list(groups[0]),
+                list(added[0]),
+                group_block_ids=[list(g) for g in groups],
+                new_group_block_ids=[list(a) for a in added],
+            )
             spec = s.spec_tokens.get(rid)
             if isinstance(spec, list):
                 sr.spec_token_ids = list(spec)
@@ -208,6 +249,17 @@ class RecordedScheduler:
         self.kv.follow(s.freed, taken)
         self.causes.fill(s, out, self.tokens)
         return out
+
+    def _per_group(self, step: int, rid: str, recorded: list[list[int]] | None) -> list[list[int]]:
+        """A request's recorded block ids, one list per group (none recorded: an empty list each)."""
+        n = len(self.kv.groups)
+        if not recorded:
+            return [[] for _ in range(n)]
+        if len(recorded) != n:
+            raise ReplayError(
+                f"step {step}: {rid!r} has block ids for {len(recorded)} KV cache group(s), the header {n}"
+            )
+        return [list(g) for g in recorded]
 
     def sampled_for(self, req_ids: list[str], v: dict[str, Any]) -> np.ndarray | None:
         """The recorded token of each logits row (None: a redacted recording, tokens are

@@ -9,6 +9,10 @@ with the sampled tokens it received and appends one JSON line (core/recording.py
 format). The block pool's free queue has its two ways in wrapped too (`prepend_n`, `append_n`):
 they note which blocks went back, in order, so that a replay keeps vLLM's free queue in vLLM's
 order. No decision changes: each wrapper calls vLLM's method first and only reads its result.
+With several KV cache groups (vLLM's hybrid KV cache manager: sliding-window layers beside full
+attention) the header names each group's kind, window and layers, block ids are one list per group,
+and each cached request carries its `null_head` per group, read off vLLM's managers after
+`schedule()`: how many of its first blocks a sliding window has dropped to the null block.
 
 Settings, read when the scheduler is built (not at import), so that every scheduler of a process
 records its own file:
@@ -34,6 +38,7 @@ from typing import Any
 
 import vllm
 from vllm.logger import init_logger
+from vllm.v1.core.kv_cache_utils import null_head_len
 from vllm.v1.core.sched.async_scheduler import AsyncScheduler
 from vllm.v1.core.sched.scheduler import Scheduler
 
@@ -77,6 +82,30 @@ def _speculative(spec: Any) -> dict[str, Any]:
     return out
 
 
+def _groups(kv_cache_groups: Any) -> list[dict[str, Any]]:
+    """The KV cache groups in vLLM's order: each one's spec class, block size and layer count; a
+    window (tokens) where the spec has one; with several groups, each one's layer names (which
+    layer is in which group: the model's `layer_types`). A server with one full-attention group
+    writes what recordings always held."""
+    several = len(kv_cache_groups) > 1
+    out = []
+    for g in kv_cache_groups:
+        spec = g.kv_cache_spec
+        group: dict[str, Any] = {
+            "kind": type(spec).__name__,
+            "block_size": int(spec.block_size),
+            "num_layers": len(g.layer_names),
+        }
+        for key in ("sliding_window", "attention_chunk_size", "extra_retained_tokens"):
+            value = getattr(spec, key, None)
+            if isinstance(value, int) and value > 0:
+                group[key] = value
+        if several:
+            group["layer_names"] = [str(n) for n in g.layer_names]
+        out.append(group)
+    return out
+
+
 class _Recorder:
     """The file, its header and the pairing of scheduled batches with their outputs."""
 
@@ -117,6 +146,13 @@ class _Recorder:
         self.order: list[int] = []  # the unpaired outputs, oldest first
         self.freed: list[dict[str, Any]] = []  # blocks back on the free queue since the last schedule()
         self._watch_free_queue(sched.kv_cache_manager.block_pool.free_block_queue)
+        # a group that is not full attention may drop a request's first blocks (a sliding window
+        # puts the null block in their place): each cached request's `null_head` says how many
+        kcm = sched.kv_cache_manager
+        kinds = [type(g.kv_cache_spec).__name__ for g in sched.kv_cache_config.kv_cache_groups]
+        self.managers: tuple[Any, ...] = ()
+        if any(k != "FullAttentionSpec" for k in kinds):
+            self.managers = tuple(kcm.coordinator.single_type_managers)
         self.written = 0
         self.file: Any = None
         header = self._header(version, async_on, dp_rank)
@@ -130,19 +166,13 @@ class _Recorder:
         vc = s.vllm_config
         sc = vc.scheduler_config
         spec = vc.speculative_config
-        groups = [
-            {
-                "kind": type(g.kv_cache_spec).__name__,
-                "block_size": int(g.kv_cache_spec.block_size),
-                "num_layers": len(g.layer_names),
-            }
-            for g in s.kv_cache_config.kv_cache_groups
-        ]
+        groups = _groups(s.kv_cache_config.kv_cache_groups)
         cc = getattr(vc, "compilation_config", None)
         sizes = getattr(cc, "cudagraph_capture_sizes", None) or None
         eager = bool(getattr(vc.model_config, "enforce_eager", False))
         if eager or str(getattr(cc, "cudagraph_mode", "")).rsplit(".", 1)[-1] == "NONE":
             sizes = None
+        policy = str(getattr(sc, "policy", "fcfs") or "fcfs")
         vocab = None
         get_vocab = getattr(vc.model_config, "get_vocab_size", None)
         if callable(get_vocab):
@@ -163,13 +193,25 @@ class _Recorder:
             "long_prefill_token_threshold": int(sc.long_prefill_token_threshold or 0),
             "scheduler_reserve_full_isl": bool(getattr(sc, "scheduler_reserve_full_isl", False)),
             "watermark": float(getattr(sc, "watermark", 0.0) or 0.0),
+            **({} if policy == "fcfs" else {"scheduling_policy": policy}),
             "speculative": None if spec is None else _speculative(spec),
             "kv_cache_groups": groups,
+            **self._retention(),
             "cudagraph_capture_sizes": None if sizes is None else sorted(int(x) for x in sizes),
             "vocab_size": vocab,
             "redacted": self.redact,
             "data_parallel_rank": dp_rank,
         }
+
+    def _retention(self) -> dict[str, Any]:
+        """Where a group is not full attention: which of its blocks the prefix cache keeps
+        (`prefix_cache_retention_interval`: 0, vLLM's default, only where a later hit can end;
+        None, every block), which decides its prefix-cache hits."""
+        kv = self.sched.kv_cache_config
+        if all(type(g.kv_cache_spec).__name__ == "FullAttentionSpec" for g in kv.kv_cache_groups):
+            return {}
+        value = getattr(kv, "prefix_cache_retention_interval", 0)
+        return {"prefix_cache_retention_interval": None if value is None else int(value)}
 
     def _watch_free_queue(self, queue: Any) -> None:
         """Note each run of blocks vLLM puts back on its free queue (after vLLM has put them)."""
@@ -228,13 +270,15 @@ class _Recorder:
     def arrived(self, request: Any) -> None:
         params = getattr(request, "sampling_params", None)
         max_tokens = getattr(params, "max_tokens", None)
-        self.arrivals.append(
-            {
-                "id": str(request.request_id),
-                "prompt_token_ids": _tokens(request.prompt_token_ids, self.redact),
-                "max_tokens": None if max_tokens is None else int(max_tokens),
-            }
-        )
+        arrival: dict[str, Any] = {
+            "id": str(request.request_id),
+            "prompt_token_ids": _tokens(request.prompt_token_ids, self.redact),
+            "max_tokens": None if max_tokens is None else int(max_tokens),
+        }
+        priority = int(getattr(request, "priority", 0) or 0)
+        if priority:  # written where it is not vLLM's default 0
+            arrival["priority"] = priority
+        self.arrivals.append(arrival)
 
     def scheduled(self, out: Any) -> None:
         self.step_no += 1
@@ -259,6 +303,7 @@ class _Recorder:
                     "new_block_ids": None if nb is None else [list(map(int, g)) for g in nb],
                     "num_computed_tokens": int(nc),
                     "num_output_tokens": int(no),
+                    **self._null_head(rid),
                 }
                 for rid, nb, nc, no in zip(
                     cached.req_ids, cached.new_block_ids, cached.num_computed_tokens, cached.num_output_tokens
@@ -276,6 +321,14 @@ class _Recorder:
         self.freed = []
         self.pending[id(out)] = (out, line)
         self.order.append(id(out))
+
+    def _null_head(self, rid: str) -> dict[str, list[int]]:
+        """How many of the request's first blocks are the null block, per group, after this
+        schedule() (vLLM's `null_head_len`): the blocks a sliding window dropped, which the
+        step's new block ids do not show. Nothing where no group drops blocks."""
+        if not self.managers:
+            return {}
+        return {"null_head": [null_head_len(m.req_to_blocks.get(rid, ())) for m in self.managers]}
 
     def received(self, out: Any, model_output: Any, sampled_lists: list[Any]) -> None:
         key = id(out)

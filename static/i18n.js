@@ -617,6 +617,10 @@ const SERVER_WORDS = {
     [/^a redacted recording: token ids are synthetic \(the recording kept only their counts\)$/, "脱敏的录制：token ID 是合成的（录制只保留了它们的数量）"],
     [/^speculative decoding: each step's drafts are the server's; .*$/, "投机解码：每一步的草稿来自服务器；请求第一个被拒绝的草稿之后的 target_token_ids 没有录制（服务器只保留被接受的前缀），以它的最后一个 token 重复填充"],
     [/^async scheduling: one step per recorded step .*$/, "异步调度：每个录制的步对应一步（每次 schedule() 及它之后收到的输出），按服务器调度的顺序同步回放：一步的输入里是前一步采样出的 token，而服务器的运行器是在设备上填入占位的"],
+    [/^the recorded model's (\d+) layers stand in as (\d+) \((.*)\), which pagedviz plans into the same (\d+) KV cache groups$/, "录制的模型有 $1 层，这里以 $2 层（$3）代替，pagedviz 把它们规划成同样的 $4 个 KV 缓存组"],
+    [/^the server's scheduling policy '(\w+)' is not modelled by this pagedviz$/, "这个版本的 pagedviz 没有模拟服务器的调度策略 '$1'"],
+    [/^the requests' priorities are not modelled by this pagedviz$/, "这个版本的 pagedviz 没有模拟请求的优先级"],
+    [/prefix_cache_retention_interval (\S+): pagedviz's scheduler caches a sliding window's blocks as vLLM's default 0 does$/, "prefix_cache_retention_interval 为 $1：pagedviz 的调度器按 vLLM 的默认值 0 缓存滑动窗口的块"],
   ],
 };
 export function serverText(lang, text) {

@@ -175,3 +175,41 @@ def write_recording(sc: Scenario, path: Path) -> int:
             }
             f.write(json.dumps(line) + "\n")
     return n
+
+
+def gemma_like(body: bytes) -> bytes:
+    """The shipped hybrid recording as a server of a 62-layer model with Gemma 3's groups (five
+    sliding layers per full one: six sliding groups of 10 or 9 layers, then the full one), each
+    sliding group's blocks the recording's sliding ones: more layers than a scenario holds."""
+    lines = [json.loads(x) for x in body.splitlines()]
+    full, sliding = lines[0]["kv_cache_groups"]
+    layers = {k: [i for i in range(62) if (i % 6 == 5) == (k == "full")] for k in ("full", "sliding")}
+    groups = [
+        {
+            **sliding,
+            "num_layers": len(layers["sliding"][g::6]),
+            "layer_names": [f"model.layers.{i}.self_attn.attn" for i in layers["sliding"][g::6]],
+        }
+        for g in range(6)
+    ]
+    groups.append(
+        {
+            **full,
+            "num_layers": 10,
+            "layer_names": [f"model.layers.{i}.self_attn.attn" for i in layers["full"]],
+        }
+    )
+    lines[0]["kv_cache_groups"] = groups
+
+    def seven(per_group: list) -> list:
+        return [per_group[1]] * 6 + [per_group[0]]
+
+    for s in lines[1:]:
+        for n in s["new"]:
+            n["block_ids"] = seven(n["block_ids"])
+        for c in s["cached"]:
+            if c["new_block_ids"]:
+                c["new_block_ids"] = seven(c["new_block_ids"])
+            if c.get("null_head"):
+                c["null_head"] = seven(c["null_head"])
+    return b"".join(json.dumps(x).encode() + b"\n" for x in lines)

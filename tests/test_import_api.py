@@ -21,6 +21,7 @@ from pagedviz.app.main import create_app
 from pagedviz.app.settings import Settings
 from pagedviz.core import __version__
 from pagedviz.core.presets import preset_dict
+from pagedviz.core.recordings import example_bytes
 
 from recording_cases import CUT, CUT_SAYS, EXAMPLE, LINES, NUM_STEPS, cases, scenario, write_recording
 
@@ -93,11 +94,12 @@ def test_the_same_recording_as_text_plain_is_the_same_run() -> None:
 
 def test_the_shipped_example_imports_by_name_and_is_listed() -> None:
     listed = CLIENT.get("/api/recordings").json()
-    assert [x["id"] for x in listed] == ["real-vllm-preemption"]
+    assert [x["id"] for x in listed] == ["real-vllm-preemption", "real-vllm-hybrid"]
     # in 中文 the same list, titled in Chinese
     zh = CLIENT.get("/api/recordings?lang=zh").json()
-    assert [x["id"] for x in zh] == ["real-vllm-preemption"] and zh[0]["title"] != listed[0]["title"]
-    assert re.search(r"[\u4e00-\u9fff]", zh[0]["title"]) and zh[0]["url"] == listed[0]["url"]
+    assert [x["id"] for x in zh] == [x["id"] for x in listed]
+    for a, b in zip(listed, zh):
+        assert b["title"] != a["title"] and re.search(r"[\u4e00-\u9fff]", b["title"]) and b["url"] == a["url"]
     r = CLIENT.post("/api/runs/import?example=real-vllm-preemption")
     assert r.status_code in (201, 202)
     assert finished(CLIENT, r.json()["run_id"]) == {
@@ -105,6 +107,31 @@ def test_the_shipped_example_imports_by_name_and_is_listed() -> None:
         "steps_done": NUM_STEPS,
     }
     assert CLIENT.post("/api/runs/import?example=nope").status_code == 404
+
+
+def test_the_shipped_hybrid_example_imports_by_name_with_every_groups_blocks_per_step() -> None:
+    """The recording of vLLM's hybrid KV cache manager (issue 38, point 7): each step's blocks per
+    KV cache group, the null block where the sliding window dropped, the pool's free count."""
+    recorded = [json.loads(x) for x in example_bytes("real-vllm-hybrid").splitlines()]
+    r = CLIENT.post("/api/runs/import?example=real-vllm-hybrid")
+    assert r.status_code in (201, 202), r.text
+    run_id = r.json()["run_id"]
+    assert finished(CLIENT, run_id)["state"] == "done"
+    ov = CLIENT.get(f"/api/runs/{run_id}").json()
+    assert ov["num_steps"] == len(recorded) - 1
+    cfg = ov["scenario"]["config"]
+    assert cfg["layer_types"] == ["full_attention", "sliding_attention"] and cfg["sliding_window"] == 8
+    assert f"agrees with the recording up to step {len(recorded) - 1}" in ov["scenario"]["notes"][0]
+    step2 = CLIENT.get(f"/api/runs/{run_id}/steps/2").json()
+    assert {r: step2["scheduler"]["block_ids"][r] for r in "ab"} == {
+        "a": [[1, 2, 3, 4, 5, 7], [0, 0, 0, 9, 10, 6]],
+        "b": [[11, 12, 13, 17], [0, 15, 16, 18]],
+    }
+    assert {r: step2["scheduler"]["new_block_ids"][r] for r in "ab"} == {"a": [[7], [6]], "b": [[17], [18]]}
+    for n in (1, 2, len(recorded) - 1):
+        kv = CLIENT.get(f"/api/runs/{run_id}/steps/{n}").json()["kv_cache"]
+        assert kv["num_free_blocks"] == recorded[n]["num_free_blocks"] == len(kv["free_block_queue"])
+        assert [g["kind"] for g in kv["kv_cache_groups"]] == ["full_attention", "sliding_attention"]
 
 
 @pytest.mark.parametrize("name", list(cases(LINE_LIMIT)))

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from pagedviz.core.recordings import example_bytes
+
 from recording_cases import CUT, CUT_SAYS, EXAMPLE, LINES, NUM_STEPS, cases
 
 LIMIT_MB = 1
@@ -54,6 +56,26 @@ def test_the_import_in_the_terminal_says_whether_pagedviz_agrees(tmp_path: Path)
     assert r.returncode == 0, r.stderr
     assert f"agrees with the recording up to step {NUM_STEPS}" in r.stdout
     assert f"=== step {NUM_STEPS} ===" in r.stdout
+
+
+def test_the_shipped_hybrid_recording_imports_with_every_groups_blocks(tmp_path: Path) -> None:
+    """A hybrid server's recording (issue 38, point 7): each step's blocks per KV cache group, the
+    null block where the sliding window dropped, the scenario's layers from the header's groups."""
+    body = example_bytes("real-vllm-hybrid")
+    path = tmp_path / "hybrid.jsonl"
+    path.write_bytes(body)
+    r = pagedviz("import", str(path), "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    recorded = [json.loads(x) for x in body.splitlines()[1:]]
+    assert [s["step"] for s in out["steps"]] == list(range(1, len(recorded) + 1))
+    assert out["steps"][1]["scheduler"]["block_ids"]["a"] == [[1, 2, 3, 4, 5, 7], [0, 0, 0, 9, 10, 6]]
+    for step, rec in zip(out["steps"], recorded):
+        assert step["scheduler"]["num_scheduled_tokens"] == rec["num_scheduled_tokens"]
+        assert all(len(groups) == 2 for groups in step["scheduler"]["block_ids"].values())
+        assert step["kv_cache"]["num_free_blocks"] == rec["num_free_blocks"]
+    assert out["scenario"]["config"]["layer_types"] == ["full_attention", "sliding_attention"]
+    assert out["recording"]["agreement"]["agrees_up_to"] == len(recorded)
 
 
 @pytest.mark.parametrize("name", list(cases(LIMIT_MB << 20)))
@@ -106,3 +128,17 @@ def test_the_per_line_limit_names_the_setting(tmp_path: Path) -> None:
 def test_a_missing_file_is_one_line(tmp_path: Path) -> None:
     r = pagedviz("import", str(tmp_path / "nope.jsonl"))
     assert r.returncode == 2 and "nope.jsonl" in r.stderr
+
+
+def test_a_kv_cache_group_pagedviz_does_not_model_is_one_line_naming_it(tmp_path: Path) -> None:
+    lines = example_bytes("real-vllm-hybrid").splitlines(keepends=True)
+    header = json.loads(lines[0])
+    header["kv_cache_groups"][1] = {"kind": "MambaSpec", "block_size": 4, "num_layers": 1}
+    path = tmp_path / "mamba.jsonl"
+    path.write_bytes(json.dumps(header).encode() + b"\n" + b"".join(lines[1:]))
+    r = pagedviz("import", str(path))
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.strip() == (
+        f"pagedviz: {path}: line 1: KV cache group 1 is MambaSpec (1 layer(s)): pagedviz models full "
+        "attention (FullAttentionSpec) and sliding windows (SlidingWindowSpec)"
+    )
