@@ -134,6 +134,7 @@ def kv_pool(
     usable = int(kv.get("num_usable_blocks", num_blocks))
     has_null = usable < num_blocks  # vLLM's block 0: never free, never handed out
     ref = np.asarray(kv.get("ref_cnt", np.zeros(num_blocks)), dtype=np.int64)
+    groups, block_group = kv.get("kv_cache_groups") or [], kv.get("block_group") or {}
     v = theme_vars(theme)
     colours = [v["panel"], ident.grey]  # 0 free, 1 shared
     code: dict[str, int] = {}
@@ -153,6 +154,9 @@ def kv_pool(
         held = ", ".join(o) if o else label("null_block" if has_null and b == 0 else "free", lang)
         refs = int(ref[b]) if b < len(ref) else 0
         hover[r][c] = f"{label('block', lang)} {b} · {label('owner', lang)}: {held} · ref_cnt {refs}"
+        if str(b) in block_group:  # a hybrid model: the KV cache group whose table holds it
+            g = int(block_group[str(b)])
+            hover[r][c] += f" · group {g} ({groups[g]['kind']})"
     for r in range(rows):  # cells past the pool: nothing
         for c in range(cols):
             if r * cols + c >= num_blocks:
@@ -173,7 +177,6 @@ def kv_pool(
             name=label("kv_pool", lang),
         )
     )
-    # with several KV cache groups a request's new block ids are one list per group
     new_blocks = {int(b) for bs in t.scheduler.get("new_block_ids", {}).values() for b in flat_blocks(bs)}
     cached_before = {int(b) for b in (before.kv_cache.get("block_hash", {}) if before else {})}
     held_before = {int(b) for b in (before.kv_cache.get("owners", {}) if before else {})}
@@ -210,15 +213,22 @@ def block_table(
     *,
     n: int | None = None,
     scenario: Any = None,
+    group: int = 0,
     theme: str = "light",
     lang: str = "en",
 ) -> go.Figure:
     """The step's block table (V1's block_table; Model Runner V2's input_block_tables, one row per
     batch row; nano-vllm's block_tables): a cell per entry with its block id, the rows its requests
-    hold tinted in their colours."""
+    hold tinted in their colours. `group`: which KV cache group's table (a hybrid model has one per
+    group, `block_table_g1`, ...; a sliding-window group's 0 entries past its window are the null
+    block)."""
     t, _, src = one_step(step, n, scenario)
-    name = next((nm for nm in BLOCK_TABLES if nm in t.array_entries), None)
+    suffix = f"_g{group}" if group else ""
+    name = next((nm + suffix for nm in BLOCK_TABLES if nm + suffix in t.array_entries), None)
     if name is None:
+        groups = t.kv_cache.get("kv_cache_groups") or [{}]
+        if group >= len(groups) or group < 0:
+            raise ValueError(f"group: the run has {len(groups)} KV cache group(s), numbered from 0")
         raise ValueError(f"step: step {t.step} has no block table (one of {', '.join(BLOCK_TABLES)})")
     table = np.asarray(t.array_entries[name].value)
     ident = Identity(src.req_ids())
@@ -262,4 +272,9 @@ def block_table(
     fig.update_xaxes(title=label("column", lang), dtick=1)
     fig.update_yaxes(type="category", autorange="reversed")
     title = f"{name} · {label('step', lang)} {t.step}"
+    groups = t.kv_cache.get("kv_cache_groups") or []
+    if len(groups) > 1:
+        g = groups[group]
+        window = f", window {g['sliding_window']}" if g.get("sliding_window") else ""
+        title += f" · group {group}: {g['kind']} {g['layers']}{window}"
     return apply_theme(fig, theme, title, height=max(180, 80 + 28 * table.shape[0]))
