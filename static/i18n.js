@@ -612,6 +612,7 @@ const SERVER_WORDS = {
     [/^pagedviz's scheduler agrees with the recording up to step (\d+)$/, "pagedviz 的调度器与录制一致，直到第 $1 步"],
     [/^pagedviz's scheduler diverges at step (\d+): /, "pagedviz 的调度器在第 $1 步与录制不同："],
     [/^pagedviz's scheduler was not compared: /, "没有与 pagedviz 的调度器对比："],
+    [/^the recording is being replayed: whether pagedviz's scheduler agrees with it is said once it ends$/, "录制正在回放：回放结束后才会说明 pagedviz 的调度器是否与它一致"],
     [/^recorded by vLLM (\S+)'s (\w+) \((V1|V2) runner, async scheduling\)$/, "由 vLLM $1 的 $2 录制（$3 运行器，异步调度）"],
     [/^recorded by vLLM (\S+)'s (\w+) \((V1|V2) runner\)$/, "由 vLLM $1 的 $2 录制（$3 运行器）"],
     [/^a redacted recording: token ids are synthetic \(the recording kept only their counts\)$/, "脱敏的录制：token ID 是合成的（录制只保留了它们的数量）"],
@@ -672,4 +673,5 @@ Object.assign(STRINGS.zh, {
   // the landing form's help of the scenario's layer fields (core/scenario.py)
   fh_layer_types: "各层的注意力，按顺序：\"full_attention\" 或 \"sliding_attention\"（Hugging Face 的 layer_types）；null：每层都是全注意力，一个 KV cache 组。vLLM 为每个 KV cache 组规划一张块表（core/kv_groups.py）；model.num_layers 随列表而定",
   fh_sliding_window: "sliding_attention 层关注的 token 数（含查询自身）；有 sliding_attention 层时必填",
+  fh_scheduling_policy: "仅 vllm 风格：fcfs（先来先服务）或 priority（vLLM 的 --scheduling-policy：等待队列按每个请求的 (priority, arrival) 排序，抢占时选 (priority, arrival) 最大的运行请求，而不是最后一个）",
 });

@@ -277,7 +277,17 @@ export function renderTokenTable() {
   // presentation: the token row from positions to slot_mapping, and what the stage reads and writes
   if (state.present) {
     const key = new Set(["req_indices", "positions", "block_numbers", "block_offsets", "slot_mapping", ...curInfo.reads, ...curInfo.writes]);
-    names.splice(0, names.length, ...names.filter((n) => key.has(n)));
+    // several KV cache groups: group 0's rows and those of the first group of another kind, as
+    // the block tables beside them show (a Gemma-3 style model's other sliding groups fold there)
+    const groups = (tr.kv_cache && tr.kv_cache.kv_cache_groups) || [];
+    const other = groups.findIndex((g) => g.kind !== groups[0].kind);
+    // (their block_numbers only at the stage that writes them: slot_mapping_g{g} says where they went)
+    const shown = (n) => {
+      const m = /_g(\d+)$/.exec(n);
+      if (!m) return true;
+      return Number(m[1]) === other && (!n.startsWith("block_numbers") || curInfo.writes.includes(n));
+    };
+    names.splice(0, names.length, ...names.filter((n) => key.has(n) && shown(n)));
   }
   const only = S.focusOnly ? focusRow() : -1;
   if (S.focusOnly && state.req && only < 0) {
