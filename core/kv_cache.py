@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from pagedviz.core.block_pool import NULL_BLOCK, BlockPool, hash_block, usable_blocks
-from pagedviz.core.kv_groups import FULL, KVCacheGroup
+from pagedviz.core.kv_groups import FULL, KVCacheGroup, block_group_of, block_owners
 from pagedviz.core.kv_planning import group_max_blocks
 from pagedviz.core.kv_single_type import FullAttentionManager, SlidingWindowManager
 
@@ -91,23 +91,11 @@ class KVCacheManager:
     def owners(self) -> dict[str, list[str]]:
         """Block id (as a string) -> the requests holding it, over every group; the null block
         (a sliding group's dropped places) is nobody's."""
-        owners: dict[str, list[str]] = {}
-        for blocks_of in self.group_blocks:
-            for req_id, blocks in blocks_of.items():
-                for b in blocks:
-                    if b != NULL_BLOCK:
-                        owners.setdefault(str(b), []).append(req_id)
-        return owners
+        return block_owners(self.group_blocks)
 
     def block_groups(self) -> dict[str, int]:
         """Block id (as a string) -> the group whose table holds it (several groups only)."""
-        return {
-            str(b): g
-            for g, blocks_of in enumerate(self.group_blocks)
-            for blocks in blocks_of.values()
-            for b in blocks
-            if b != NULL_BLOCK
-        }
+        return block_group_of(self.group_blocks)
 
     def block_hashes(self, token_ids: np.ndarray, num_blocks: int, start: list[str]) -> list[str]:
         hashes = list(start)

@@ -77,3 +77,26 @@ def flat_blocks(entry: list[int] | list[list[int]]) -> list[int]:
     if entry and isinstance(entry[0], list):
         return [b for group in entry for b in group if b != 0]  # type: ignore[union-attr]
     return list(entry)  # type: ignore[arg-type]
+
+
+def block_owners(group_blocks: list[dict[str, list[int]]]) -> dict[str, list[str]]:
+    """Block id (as a string) -> the requests holding it, over every group's block lists; the
+    null block 0 (a sliding group's dropped places) is nobody's."""
+    owners: dict[str, list[str]] = {}
+    for blocks_of in group_blocks:
+        for req_id, blocks in blocks_of.items():
+            for b in blocks:
+                if b != 0:
+                    owners.setdefault(str(b), []).append(req_id)
+    return owners
+
+
+def block_group_of(group_blocks: list[dict[str, list[int]]]) -> dict[str, int]:
+    """Block id (as a string) -> the group whose block lists hold it (the null block left out)."""
+    return {
+        str(b): g
+        for g, blocks_of in enumerate(group_blocks)
+        for blocks in blocks_of.values()
+        for b in blocks
+        if b != 0
+    }

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from pagedviz.core.kv_cache import NULL_BLOCK
-from pagedviz.core.kv_groups import KVCacheGroup, plan_kv_cache_groups
+from pagedviz.core.kv_groups import KVCacheGroup, block_group_of, block_owners, plan_kv_cache_groups
 from pagedviz.core.recording import Freed, Header, Step
 from pagedviz.core.replay_causes import RecordedCauses
 from pagedviz.core.replay_groups import recorded_layers
@@ -76,23 +76,11 @@ class _Blocks:
 
     def owners(self) -> dict[str, list[str]]:
         """Block id (as a string) -> the requests holding it, over every group (not the null block)."""
-        owners: dict[str, list[str]] = {}
-        for blocks_of in self.group_blocks:
-            for req_id, blocks in blocks_of.items():
-                for b in blocks:
-                    if b != NULL_BLOCK:
-                        owners.setdefault(str(b), []).append(req_id)
-        return owners
+        return block_owners(self.group_blocks)
 
     def block_groups(self) -> dict[str, int]:
         """Block id (as a string) -> the group whose table holds it."""
-        return {
-            str(b): g
-            for g, blocks_of in enumerate(self.group_blocks)
-            for blocks in blocks_of.values()
-            for b in blocks
-            if b != NULL_BLOCK
-        }
+        return block_group_of(self.group_blocks)
 
     def follow(self, freed: list[Freed] | None, taken: list[int]) -> None:
         """One step's changes to the free queue: the blocks put back, then the blocks taken."""
