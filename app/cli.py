@@ -12,7 +12,7 @@ from pagedviz.app.serve import check_listen, serve
 from pagedviz.app.settings import Settings
 from pagedviz.core.cli import HELP, CliError, build_parser
 from pagedviz.core.cli import main as core_main
-from pagedviz.core.config import Limits
+from pagedviz.core.limits import Limits
 
 SERVE_LIMITS = {
     "max_runs": "PAGEDVIZ_MAX_RUNS",

@@ -362,7 +362,7 @@ class Worker:
 def engine_bytes(scenario: Scenario) -> int:
     """What a run's engine is estimated to hold in its worker while it computes: the KV cache
     tensor, the persistent batch's token table, the block pool's Python objects."""
-    from pagedviz.core.config import step_costs
+    from pagedviz.core.limits import step_costs
 
     c = scenario.config
     return (

@@ -9,7 +9,7 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from pagedviz.core.config import Limits, SettingError, env_int
+from pagedviz.core.limits import Limits, SettingError, env_int
 
 # a CSP source expression: a scheme, host, port, path or keyword, none of the characters that would
 # end the directive or the header

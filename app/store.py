@@ -44,8 +44,8 @@ import numpy as np
 from pagedviz.app.db import RunDB, StoreError, cleanup_temporary, temporary_db
 from pagedviz.app.import_runs import Imports, is_import
 from pagedviz.core import Scenario, ScenarioError, __version__, make_engine
-from pagedviz.core.config import Limits
 from pagedviz.core.engine import RunTooLongError
+from pagedviz.core.limits import Limits
 from pagedviz.core.trace import StepTrace
 
 if TYPE_CHECKING:

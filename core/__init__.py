@@ -1,10 +1,11 @@
 """pagedviz's engine: a vLLM-v1-style scheduler, paged KV blocks, persistent batch and
 prepare_inputs, stage by stage, with a tiny paged-attention model. No web code lives here."""
 
-from pagedviz.core.config import EngineConfig, Limits, ModelConfig, Scenario, ScenarioError
 from pagedviz.core.engine import Engine
+from pagedviz.core.limits import Limits
 from pagedviz.core.presets import list_presets, load_preset, preset_dict
 from pagedviz.core.registry import engine_class, make_engine
+from pagedviz.core.scenario import EngineConfig, ModelConfig, Scenario, ScenarioError
 from pagedviz.core.trace import StepTrace
 
 __all__ = [

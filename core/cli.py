@@ -22,13 +22,15 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedCo
 from rich.table import Table
 
 from pagedviz.core import __version__
-from pagedviz.core.config import Scenario, ScenarioError, SettingError, decode_ids, scenario_schema
 from pagedviz.core.device import DeviceUnavailableError
+from pagedviz.core.limits import SettingError
 from pagedviz.core.narrate import narrate
 from pagedviz.core.presets import list_presets, preset_dict
 from pagedviz.core.registry import make_engine
 from pagedviz.core.runners.stages import base_name
-from pagedviz.core.scenario import ENGINES
+from pagedviz.core.scenario import ENGINES, Scenario, ScenarioError
+from pagedviz.core.schema import scenario_schema
+from pagedviz.core.tokenizer import decode_ids
 from pagedviz.core.trace import StepTrace
 from pagedviz.core.upstream import UPSTREAM, upstream_of
 

@@ -14,11 +14,10 @@ import numpy as np
 import torch
 
 from pagedviz.core.async_scheduler import AsyncScheduler
-from pagedviz.core.config import DENSE_CHECK_MAX_TOKENS, Scenario
 from pagedviz.core.device import StageTimer, resolve_device
 from pagedviz.core.engine_core import BatchQueueLoop, QueuedBatch
 from pagedviz.core.kv_cache import usable_blocks
-from pagedviz.core.model import ForwardInputs, TinyTransformer
+from pagedviz.core.limits import DENSE_CHECK_MAX_TOKENS
 from pagedviz.core.ngram_v2 import gather_draft_sampled, greedy_verify
 from pagedviz.core.parallel_sampling import family, scheduled_specs
 from pagedviz.core.registry import register_flavor
@@ -27,8 +26,10 @@ from pagedviz.core.runners.mrope import MRope, mrope_prompt_positions
 from pagedviz.core.runners.v1 import ModelRunner
 from pagedviz.core.runners.v2 import ModelRunnerV2
 from pagedviz.core.sampler import gumbel_noise, synthetic_tokens
+from pagedviz.core.scenario import Scenario
 from pagedviz.core.scheduler import Scheduler, SchedulerOutput
 from pagedviz.core.spec_decode import greedy_accept, ngram_propose
+from pagedviz.core.tiny_model import ForwardInputs, TinyTransformer
 from pagedviz.core.trace import Stage, StepTrace
 
 V2_REJECTION_STAGE = Stage(

@@ -6,7 +6,7 @@ preset id or an inline scenario), the step and the stage of prepare_inputs to sh
 selection (a request, block, token or row to light up, as narration refs do), the views its text
 talks about (`views`: panels such as "queue" or "slots", or arrays; the page brings them onto the
 first screen), a paragraph in both languages and, optionally, a checkpoint `{array, indices}`: the
-entries a student predicts before the page reveals them (checked by core/check.py). A paragraph's
+entries a student predicts before the page reveals them (checked by core/answers.py). A paragraph's
 numbers that the engine computes are placeholders (`{{batch.slots.c}}`, core/lesson_text.py) that
 `fill_lesson` fills in from the section's run before the lesson is served.
 
@@ -26,11 +26,12 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from pagedviz.core.config import Limits, Scenario, ScenarioError
 from pagedviz.core.lesson_text import PlaceholderError, fill, has_placeholders, syntax_errors
+from pagedviz.core.limits import Limits
 from pagedviz.core.presets import list_presets, preset_dict
 from pagedviz.core.registry import engine_class
 from pagedviz.core.runners.v2 import FINISH_STAGE, ModelRunnerV2
+from pagedviz.core.scenario import Scenario, ScenarioError
 from pagedviz.core.trace import StepTrace
 
 LANGS = ("en", "zh")

@@ -21,7 +21,6 @@ three flavours narrate alike. Arrays a flavour or an engine version lacks are sk
 
 from __future__ import annotations
 
-from pagedviz.core.config import EngineConfig
 from pagedviz.core.narrate_batch import _idle, _last, _moves, _padding, _pool, _sampling, _spec
 from pagedviz.core.narrate_explain import explain
 from pagedviz.core.narrate_facts import Facts, Item
@@ -39,6 +38,7 @@ from pagedviz.core.narrate_sched import (
 )
 from pagedviz.core.narrate_stages import _stage_sentence
 from pagedviz.core.narrate_v2 import narrate_v2
+from pagedviz.core.scenario import EngineConfig
 from pagedviz.core.trace import StepTrace
 
 __all__ = ["explain", "narrate"]

@@ -13,8 +13,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from pagedviz.core.config import EngineConfig
 from pagedviz.core.narrate_facts import Facts, Item, _item, _join_en, _join_zh, _text
+from pagedviz.core.scenario import EngineConfig
 
 # the phrase that states each cause for request {r} (behind: requests {r} behind {h})
 MARKERS: dict[str, tuple[str, str]] = {

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from pagedviz.core.config import EngineConfig
 from pagedviz.core.narrate_causes import preempted_for, waiting_items
 from pagedviz.core.narrate_facts import (
     Facts,
@@ -22,6 +21,7 @@ from pagedviz.core.narrate_facts import (
     _word,
 )
 from pagedviz.core.narrate_groups import blocks_by_group, flat, new_blocks_per_group
+from pagedviz.core.scenario import EngineConfig
 from pagedviz.core.trace import StepTrace
 
 

@@ -18,7 +18,6 @@ from typing import Any
 
 import numpy as np
 
-from pagedviz.core.config import EngineConfig
 from pagedviz.core.narrate_batch import _idle, _last, _padding, _pool, _sampling
 from pagedviz.core.narrate_explain import _ex_logits_indices, _tok
 from pagedviz.core.narrate_facts import (
@@ -47,6 +46,7 @@ from pagedviz.core.narrate_sched import (
 from pagedviz.core.narrate_stages import _example_token, _token_refs
 from pagedviz.core.narrate_stages import _stage_sentence as v1_stage_sentence
 from pagedviz.core.narrate_v2_explain import V2_EXPLAIN, _ex_idx_mapping, _ex_input_ids
+from pagedviz.core.scenario import EngineConfig
 from pagedviz.core.trace import StepTrace
 
 

@@ -10,8 +10,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
-    from pagedviz.core.config import Scenario
     from pagedviz.core.engine import Engine
+    from pagedviz.core.scenario import Scenario
 
 # where each flavour's engine is defined (imported on first use)
 FLAVOR_MODULES: dict[str, str] = {

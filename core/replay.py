@@ -23,13 +23,13 @@ from typing import Any
 
 import numpy as np
 
-from pagedviz.core.config import EngineConfig, Scenario
 from pagedviz.core.engine import Engine
 from pagedviz.core.recording import Cut, Header, Step
 from pagedviz.core.replay_agreement import Agreement, Comparer
 from pagedviz.core.replay_groups import groups_problem, recorded_layers
 from pagedviz.core.replay_requests import config_fields, request_specs, unmodelled
 from pagedviz.core.replay_scheduler import SEED, RecordedScheduler, ReplayError
+from pagedviz.core.scenario import EngineConfig, Scenario
 from pagedviz.core.scheduler import SchedulerOutput
 from pagedviz.core.trace import StepTrace
 

@@ -16,10 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from pagedviz.core.config import Scenario
 from pagedviz.core.engine import Engine
 from pagedviz.core.recording import Header, Step
 from pagedviz.core.replay_groups import groups_problem
+from pagedviz.core.scenario import Scenario
 from pagedviz.core.trace import StepTrace
 
 SCHEDULE_KEYS = (

@@ -25,7 +25,7 @@ from pagedviz.core.scenario import (
     ScenarioError,
     default_capture_sizes,
 )
-from pagedviz.core.text import NUM_SPECIAL_IDS, encode_text
+from pagedviz.core.tokenizer import NUM_SPECIAL_IDS, encode_text
 
 CONFIG_FIELDS = tuple(s.name for s in fields_of(EngineConfig))
 MODEL_FIELDS = tuple(s.name for s in fields_of(ModelConfig))

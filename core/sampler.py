@@ -8,7 +8,7 @@ import zlib
 
 import numpy as np
 
-from pagedviz.core.config import NUM_SPECIAL_IDS
+from pagedviz.core.tokenizer import NUM_SPECIAL_IDS
 
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)

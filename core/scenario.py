@@ -5,7 +5,7 @@ A scenario is plain JSON: a name, a flavour, a seed, an engine config and a list
 `Scenario.from_dict` validates everything before anything runs (core/validate.py) and reports each
 problem with the field path and the rule it breaks, so the CLI and the REST API can show the same
 clear message. Prompts may be token ids, a length (ids drawn from the seed) or text (a byte-level
-tokenizer, core/text.py).
+tokenizer, core/tokenizer.py).
 """
 
 from __future__ import annotations

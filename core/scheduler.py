@@ -17,12 +17,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pagedviz.core.config import EngineConfig, RequestSpec
 from pagedviz.core.kv_cache import KVCacheManager
 from pagedviz.core.kv_planning import max_in_flight_tokens
 from pagedviz.core.parallel_sampling import scheduled_specs
 from pagedviz.core.request import Request, Status
 from pagedviz.core.request_queue import PriorityQueue, victim_key, waiting_queue
+from pagedviz.core.scenario import EngineConfig, RequestSpec
 
 
 @dataclass

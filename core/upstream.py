@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from pagedviz.core.config import Scenario
+    from pagedviz.core.scenario import Scenario
 
 UPSTREAM: dict[str, dict[str, str]] = {
     "vllm": {"project": "vllm", "version": "0.33.0"},

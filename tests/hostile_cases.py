@@ -1,6 +1,6 @@
 """The most expensive scenarios the default limits allow, one per cost the limits bound (for the
 memory test and benchmarks/hostile.py). Each is found by searching the largest size that the
-cost model (core.config.cost_problems) still lets through, so they follow the limits."""
+cost model (core.limits.cost_problems) still lets through, so they follow the limits."""
 
 from __future__ import annotations
 

@@ -15,8 +15,8 @@ from fastapi.testclient import TestClient
 from pagedviz.app.main import create_app
 from pagedviz.app.settings import Settings
 from pagedviz.core import Limits, Scenario
-from pagedviz.core.config import scenario_schema
 from pagedviz.core.presets import preset_dict
+from pagedviz.core.schema import scenario_schema
 
 
 @pytest.fixture

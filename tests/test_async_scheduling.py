@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 
 from pagedviz.core import Scenario, make_engine
 from pagedviz.core.async_scheduler import AsyncScheduler
-from pagedviz.core.config import EngineConfig, RequestSpec
 from pagedviz.core.engine_core import BATCH_QUEUE_SIZE
 from pagedviz.core.narrate import narrate
+from pagedviz.core.scenario import EngineConfig, RequestSpec
 
 
 def scenario(reqs: list[dict[str, Any]], **config: Any) -> Scenario:

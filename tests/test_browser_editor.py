@@ -13,7 +13,7 @@ import pytest
 from test_browser import CHROMIUM, base_url, browser, shot, watched_page  # noqa: F401 (fixtures)
 
 from pagedviz.core import Limits
-from pagedviz.core.config import scenario_schema
+from pagedviz.core.schema import scenario_schema
 
 pytestmark = [
     pytest.mark.browser,

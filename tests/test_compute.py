@@ -21,8 +21,8 @@ from pagedviz.app.main import create_app
 from pagedviz.app.settings import Settings
 from pagedviz.app.store import Progress, RunTooLargeError, compute, measured_bytes
 from pagedviz.core import Scenario, load_preset, make_engine
-from pagedviz.core.config import SettingError
 from pagedviz.core.engine import RunTooLongError
+from pagedviz.core.limits import SettingError
 from pagedviz.core.presets import preset_dict
 
 from conftest import LONG_RUN

@@ -10,8 +10,8 @@ import torch
 
 from pagedviz.core import Engine, load_preset, make_engine
 from pagedviz.core.device import DeviceUnavailableError, pick_device_type, resolve_device
-from pagedviz.core.model import ForwardInputs
 from pagedviz.core.presets import list_presets
+from pagedviz.core.tiny_model import ForwardInputs
 
 from conftest import make_scenario, run_all
 

@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 from pagedviz.app.main import create_app
 from pagedviz.app.settings import Settings
 from pagedviz.core import Limits
-from pagedviz.core.config import scenario_schema
+from pagedviz.core.schema import scenario_schema
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = sorted((ROOT / "docs").glob("*.md"))

@@ -12,7 +12,7 @@ from test_hostile_cli import one_line_exit_2, pagedviz
 from pagedviz.app.main import create_app
 from pagedviz.app.serve import free_port, running_server
 from pagedviz.app.settings import Settings, embed_ancestors
-from pagedviz.core.config import SettingError
+from pagedviz.core.limits import SettingError
 
 
 def frame_ancestors(r: httpx.Response) -> str:

@@ -25,8 +25,8 @@ from pagedviz.app.main import create_app
 from pagedviz.app.settings import Settings
 from pagedviz.app.store import BusyError, RunStore, compute, measured_bytes
 from pagedviz.core import Limits, Scenario, ScenarioError, load_preset, make_engine
-from pagedviz.core.config import SettingError
 from pagedviz.core.engine import RunTooLongError
+from pagedviz.core.limits import SettingError
 
 from conftest import LONG_RUN
 from hostile_cases import assert_refusal_names_its_governor, worst_scenarios

@@ -16,9 +16,9 @@ from fastapi.testclient import TestClient
 from pagedviz.app.main import create_app
 from pagedviz.app.settings import Settings
 from pagedviz.core import Scenario, make_engine
-from pagedviz.core.config import ModelConfig
 from pagedviz.core.kv_groups import plan_kv_cache_groups
-from pagedviz.core.model import TinyTransformer
+from pagedviz.core.scenario import ModelConfig
+from pagedviz.core.tiny_model import TinyTransformer
 
 WINDOW, BS = 8, 4
 LAYERS = ["sliding_attention", "full_attention"]  # vLLM's groups: [sliding (layer 0), full (layer 1)]

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from test_properties import scenarios
 
 from pagedviz.core import Scenario, list_presets, load_preset, make_engine
-from pagedviz.core.check import check_entries
+from pagedviz.core.answers import check_entries
 from pagedviz.core.cli import main
 from pagedviz.core.metrics import step_metrics
 from pagedviz.core.narrate import explain, narrate

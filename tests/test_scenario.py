@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from pagedviz.core import Limits, Scenario, ScenarioError
-from pagedviz.core.config import decode_ids, encode_text
+from pagedviz.core.tokenizer import decode_ids, encode_text
 
 
 def base(**over: Any) -> dict[str, Any]:

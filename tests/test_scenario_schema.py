@@ -13,8 +13,10 @@ import jsonschema
 import pytest
 
 from pagedviz.core import Limits, Scenario, ScenarioError
-from pagedviz.core.config import EngineConfig, ModelConfig, fields_of, scenario_schema
+from pagedviz.core.fields import fields_of
 from pagedviz.core.presets import list_presets, preset_dict
+from pagedviz.core.scenario import EngineConfig, ModelConfig
+from pagedviz.core.schema import scenario_schema
 
 LIMITS = Limits()
 SCHEMA = scenario_schema(LIMITS)

@@ -270,7 +270,7 @@ def test_a_preemption_told_from_an_earlier_step_names_whom_it_was_for_when_the_t
     a step that records it names the request the victim made way for; one without it still says
     the step."""
     from pagedviz.core import load_preset, make_engine
-    from pagedviz.core.check_why import why
+    from pagedviz.core.answers_why import why
 
     steps = list(make_engine(load_preset("demo-preemption")).run())
     at = next(s for s in steps if "c" in map(str, s.scheduler.get("resumed_req_ids") or []))

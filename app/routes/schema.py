@@ -7,7 +7,7 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 
-from pagedviz.core.config import scenario_schema
+from pagedviz.core.schema import scenario_schema
 
 router = APIRouter(prefix="/api/schema", tags=["schema"])
 

@@ -1,7 +1,7 @@
 """Teaching routes: a step's narration, a run's metrics, two runs compared step by step, a
 predict-then-reveal check of chosen entries, and lessons (the shipped ones, a lecturer's own
 file validated, a lesson packed into a link). The engine side lives in core/narrate.py,
-core/metrics.py, core/compare.py, core/check.py and core/lesson.py."""
+core/metrics.py, core/compare.py, core/answers.py and core/lesson.py."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from pagedviz.app.links import LinkError, pack, unpack
 from pagedviz.app.routes.runs import ERRORS, _run, _step, _store, read_json
 from pagedviz.app.schemas import ErrorItem
 from pagedviz.core import Scenario
-from pagedviz.core.check import CheckError, check_entries
+from pagedviz.core.answers import CheckError, check_entries
 from pagedviz.core.compare import compare_runs
 from pagedviz.core.lesson import (
     LessonError,

@@ -34,11 +34,11 @@ import torch
 
 from pagedviz.core.device import StageTimer
 from pagedviz.core.engine import Engine
-from pagedviz.core.model import ForwardInputs
 from pagedviz.core.registry import register_flavor
 from pagedviz.core.request import Request, Status
 from pagedviz.core.runners.stages import LEVELS, stage
 from pagedviz.core.sampler import synthetic_tokens
+from pagedviz.core.tiny_model import ForwardInputs
 from pagedviz.core.trace import Stage, StepTrace
 
 UPSTREAM = "nano-vllm bb823b3"  # GeeeekExplorer/nano-vllm HEAD this flavour follows

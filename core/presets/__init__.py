@@ -9,7 +9,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from pagedviz.core.config import Scenario
+from pagedviz.core.scenario import Scenario
 
 
 @cache

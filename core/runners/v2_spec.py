@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from pagedviz.core.config import EngineConfig
 from pagedviz.core.ngram_v2 import ngram_propose_v2
 from pagedviz.core.runners.stages import stage
+from pagedviz.core.scenario import EngineConfig
 
 
 class V2SpecDecode:

@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from pagedviz.core.config import EngineConfig
 from pagedviz.core.runners.stages import stage
+from pagedviz.core.scenario import EngineConfig
 
 PAD_SLOT_ID = -1
 

@@ -31,7 +31,7 @@ from vllm.v1.engine import EngineCoreRequest
 from vllm.v1.engine.parallel_sampling import ParentRequest
 from vllm.v1.request import Request
 
-from pagedviz.core.config import Scenario
+from pagedviz.core.scenario import Scenario
 
 # a request's arrival time: its step, plus this per place in the scenario's list
 ARRIVAL_ORDER_GAP = 1e-6

@@ -42,8 +42,8 @@ from typing import Any
 
 import numpy as np
 
-from pagedviz.core.config import Scenario
 from pagedviz.core.engine import Engine
+from pagedviz.core.scenario import Scenario
 from pagedviz.core.scheduler import ScheduledRequest, SchedulerOutput
 from pagedviz.core.trace import StepTrace
 from pagedviz.core.vllm_engine import ENGINE_LABEL

@@ -55,7 +55,7 @@ from vllm.v1.worker import gpu_model_runner  # noqa: E402
 from vllm.v1.worker.gpu_input_batch import InputBatch  # noqa: E402
 from vllm.v1.worker.gpu_model_runner import GPUModelRunner  # noqa: E402
 
-from pagedviz.core.config import Scenario  # noqa: E402
+from pagedviz.core.scenario import Scenario  # noqa: E402
 from pagedviz.core.vllm_engine import groups  # noqa: E402
 from pagedviz.core.vllm_engine.arrivals import ArrivalFeed  # noqa: E402
 from pagedviz.core.vllm_engine.loop import EngineCoreLoop, LoopStep  # noqa: E402

@@ -83,7 +83,7 @@ from vllm.v1.worker.gpu.model_runner import GPUModelRunner  # noqa: E402
 from vllm.v1.worker.gpu.spec_decode.rejection_sampler import gather_draft_sampled  # noqa: E402
 from vllm.v1.worker.gpu.spec_decode.rejection_sampler_utils import rejection_sample  # noqa: E402
 
-from pagedviz.core.config import Scenario  # noqa: E402
+from pagedviz.core.scenario import Scenario  # noqa: E402
 from pagedviz.core.vllm_engine.arrivals import ArrivalFeed  # noqa: E402
 from pagedviz.core.vllm_engine.env import env as _env  # noqa: E402
 from pagedviz.core.vllm_engine.loop import EngineCoreLoop  # noqa: E402

@@ -98,7 +98,7 @@ from vllm.v1.worker.gpu.model_runner import GPUModelRunner  # noqa: E402
 from vllm.v1.worker.gpu.spec_decode.ngram.speculator import NgramGPUSpeculator  # noqa: E402
 from vllm.v1.worker.gpu.states import RequestState  # noqa: E402
 
-from pagedviz.core.config import Scenario  # noqa: E402
+from pagedviz.core.scenario import Scenario  # noqa: E402
 from pagedviz.core.vllm_engine import groups  # noqa: E402
 
 logging.getLogger("vllm").setLevel(logging.ERROR)  # the CPU platform's advice on block sizes

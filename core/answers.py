@@ -2,7 +2,7 @@
 
 Each entry comes back right or wrong; a wrong one carries the expected value, a hint that points
 at the rule without the value (for a page that lets the student try again before it reveals),
-and its explanation: the cause told from the trace where there is one (core/check_why.py: the
+and its explanation: the cause told from the trace where there is one (core/answers_why.py: the
 free queue's order, a preemption), else the array's formula with this entry's numbers
 (core/narrate_explain.py). `values=None` asks to be shown the answers ("Just show me"): every entry
 comes back with its value and explanation. Input errors name their field (CheckError), as
@@ -15,7 +15,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from pagedviz.core.check_why import hint, rule, why
+from pagedviz.core.answers_why import hint, rule, why
 from pagedviz.core.trace import StepTrace
 
 MAX_ENTRIES = 4096

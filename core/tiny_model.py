@@ -23,8 +23,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from pagedviz.core.config import ModelConfig
 from pagedviz.core.kv_groups import KVCacheGroup
+from pagedviz.core.scenario import ModelConfig
 
 
 @dataclass

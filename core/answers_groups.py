@@ -1,4 +1,4 @@
-"""Why a block-table entry of a KV cache group has its value (predict, then reveal: core/check.py),
+"""Why a block-table entry of a KV cache group has its value (predict, then reveal: core/answers.py),
 for a run with several groups (a sliding window beside full attention, core/kv_groups.py).
 
 Group 0's table is `block_table` (V1); group g >= 1's is `block_table_g{g}` (the runners' contract).

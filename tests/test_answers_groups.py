@@ -1,4 +1,4 @@
-"""Predict, then reveal, on a KV cache group's block table (core/check.py, core/check_groups.py), on
+"""Predict, then reveal, on a KV cache group's block table (core/answers.py, core/answers_groups.py), on
 the real engine: the gpt-oss style preset at step 2, where request a's sliding-window group (group 0,
 the runner's `block_table`) has its first blocks dropped by the window.
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 
 from pagedviz.core import load_preset, make_engine
-from pagedviz.core.check import check_entries
+from pagedviz.core.answers import check_entries
 from pagedviz.core.trace import StepTrace
 
 PRESET = "demo-gpt-oss-sliding-window"  # group 0 slides (layer 0, window 8), group 1 is full

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from pagedviz.core.check_groups import group_cause, is_group_table, rule_extra, table_group
+from pagedviz.core.answers_groups import group_cause, is_group_table, rule_extra, table_group
 from pagedviz.core.narrate_explain import explain
 from pagedviz.core.narrate_facts import Facts, Text, _text
 from pagedviz.core.trace import StepTrace
@@ -171,7 +171,7 @@ def cause(t: StepTrace, array: str, i: int, history: Sequence[StepTrace] = ()) -
     """Why entry i has its value, told from the trace, with the value; None where the trace has no
     more to say than the formula (core/narrate_explain.py)."""
     a = t.arrays
-    if is_group_table(t, array):  # several KV cache groups: core/check_groups.py
+    if is_group_table(t, array):  # several KV cache groups: core/answers_groups.py
         return group_cause(t, array, i, history)
     if array == "block_table" and a["block_table"].ndim == 2:
         r, c = divmod(i, _shape_cols(t, array))
