@@ -1,5 +1,5 @@
 """The worst requests at the default limits, against a real server: for each of the costliest
-scenarios the limits allow (tests/hostile_cases.py), and for requests just over the limits, the
+scenarios the limits allow (tests/support/hostile_cases.py), and for requests just over the limits, the
 answer, its time and the peak memory growth (VmHWM - VmRSS before) of the server, which keeps the
 trace, and of its compute processes, which run the engine, on a fresh server each, so one case's
 peak does not hide another's. Run:
@@ -22,9 +22,8 @@ from pagedviz.app.links import pack
 from pagedviz.app.serve import running_server
 from pagedviz.core.presets import preset_dict
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"))
 from common import tree_growth_mb, tree_rss_mb  # noqa: E402
-
 from hostile_cases import worst_scenarios  # noqa: E402
 
 

@@ -13,8 +13,7 @@ from hypothesis import strategies as st
 from pagedviz.app.main import create_app
 from pagedviz.app.settings import Settings
 from pagedviz.core.presets import preset_dict
-
-from hostile_cases import assert_refusal_names_its_governor
+from tests.support.hostile_cases import assert_refusal_names_its_governor
 
 CLIENT = TestClient(create_app(Settings(max_runs=8)), raise_server_exceptions=False)
 

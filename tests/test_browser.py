@@ -10,8 +10,7 @@ from pathlib import Path
 import pytest
 
 from pagedviz.app.serve import running_server
-
-from conftest import LONG_RUN, make_scenario
+from tests.support.scenarios import LONG_RUN, make_scenario
 
 CHROMIUM = os.environ.get("PAGEDVIZ_CHROMIUM", "/usr/bin/chromium")
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"

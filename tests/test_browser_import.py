@@ -13,8 +13,7 @@ from test_browser import CHROMIUM, base_url, browser, shot, watched_page  # noqa
 from pagedviz.core.recording import read_recording, split_lines
 from pagedviz.core.recordings import example_bytes
 from pagedviz.core.replay import import_recording
-
-from recording_cases import CUT, CUT_SAYS, EXAMPLE, NUM_STEPS, cases, gemma_like
+from tests.support.recording_cases import CUT, CUT_SAYS, EXAMPLE, NUM_STEPS, cases, gemma_like
 
 HYBRID = example_bytes("real-vllm-hybrid")
 

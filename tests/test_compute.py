@@ -24,9 +24,8 @@ from pagedviz.core import Scenario, load_preset, make_engine
 from pagedviz.core.engine import RunTooLongError
 from pagedviz.core.limits import SettingError
 from pagedviz.core.presets import preset_dict
-
-from conftest import LONG_RUN
-from hostile_cases import worst_scenarios
+from tests.support.hostile_cases import worst_scenarios
+from tests.support.scenarios import LONG_RUN
 
 # the tiny model over many steps: seconds of computing on a small machine
 HEAVY = {**LONG_RUN, "name": "heavy", "max_steps": 400}

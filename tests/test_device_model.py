@@ -12,8 +12,7 @@ from pagedviz.core import Engine, load_preset, make_engine
 from pagedviz.core.device import DeviceUnavailableError, pick_device_type, resolve_device
 from pagedviz.core.presets import list_presets
 from pagedviz.core.tiny_model import ForwardInputs
-
-from conftest import make_scenario, run_all
+from tests.support.scenarios import make_scenario, run_all
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 

@@ -27,9 +27,8 @@ from pagedviz.app.store import BusyError, RunStore, compute, measured_bytes
 from pagedviz.core import Limits, Scenario, ScenarioError, load_preset, make_engine
 from pagedviz.core.engine import RunTooLongError
 from pagedviz.core.limits import SettingError
-
-from conftest import LONG_RUN
-from hostile_cases import assert_refusal_names_its_governor, worst_scenarios
+from tests.support.hostile_cases import assert_refusal_names_its_governor, worst_scenarios
+from tests.support.scenarios import LONG_RUN
 
 CLIENT = TestClient(create_app(Settings(max_runs=4)), raise_server_exceptions=False)
 

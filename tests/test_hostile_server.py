@@ -13,8 +13,7 @@ import httpx
 
 from pagedviz.app.serve import running_server
 from pagedviz.core.presets import preset_dict
-
-from hostile_cases import worst_scenarios
+from tests.support.hostile_cases import worst_scenarios
 
 
 def rss_kb(pid: int, field: str = "VmRSS") -> int:

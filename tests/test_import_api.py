@@ -22,8 +22,16 @@ from pagedviz.app.settings import Settings
 from pagedviz.core import __version__
 from pagedviz.core.presets import preset_dict
 from pagedviz.core.recordings import example_bytes
-
-from recording_cases import CUT, CUT_SAYS, EXAMPLE, LINES, NUM_STEPS, cases, scenario, write_recording
+from tests.support.recording_cases import (
+    CUT,
+    CUT_SAYS,
+    EXAMPLE,
+    LINES,
+    NUM_STEPS,
+    cases,
+    scenario,
+    write_recording,
+)
 
 LINE_LIMIT = 1 << 20
 SETTINGS = Settings(

@@ -14,8 +14,7 @@ from pathlib import Path
 import pytest
 
 from pagedviz.core.recordings import example_bytes
-
-from recording_cases import CUT, CUT_SAYS, EXAMPLE, LINES, NUM_STEPS, cases
+from tests.support.recording_cases import CUT, CUT_SAYS, EXAMPLE, LINES, NUM_STEPS, cases
 
 LIMIT_MB = 1
 

@@ -13,8 +13,7 @@ import numpy as np
 from pagedviz.core import ScenarioError
 from pagedviz.core.kv_cache import KVCacheManager
 from pagedviz.core.kv_groups import FULL, SLIDING, KVCacheGroup
-
-from conftest import make_scenario, run_all
+from tests.support.scenarios import make_scenario, run_all
 
 HYBRID = {
     "layer_types": ["full_attention", "sliding_attention"],

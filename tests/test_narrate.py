@@ -21,8 +21,7 @@ from pagedviz.core.metrics import step_metrics
 from pagedviz.core.narrate import explain, narrate
 from pagedviz.core.parallel_sampling import scheduled_specs
 from pagedviz.core.trace import StepTrace
-
-from conftest import make_scenario, run_all
+from tests.support.scenarios import make_scenario, run_all
 
 REF_KINDS = {"request", "block", "token", "row"}
 

@@ -20,8 +20,7 @@ from pagedviz.core.narrate_causes import MANY, stated_causes
 from pagedviz.core.presets import list_presets, preset_dict
 from pagedviz.core.recording import read_recording
 from pagedviz.core.replay import import_recording
-
-from recording_cases import LINES
+from tests.support.recording_cases import LINES
 
 # the compare page's contrasts (static/compare.js CONTRASTS) that change what waits
 CHUNKED_OFF = {"enable_chunked_prefill": False, "max_num_batched_tokens": 240}

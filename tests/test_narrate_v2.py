@@ -15,8 +15,7 @@ from test_v2_spec_decode import scenario as spec_scenario
 from pagedviz.core import load_preset, make_engine
 from pagedviz.core.narrate import explain, narrate
 from pagedviz.core.trace import StepTrace
-
-from conftest import make_scenario, run_all
+from tests.support.scenarios import make_scenario, run_all
 
 
 @functools.cache

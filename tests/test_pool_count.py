@@ -29,8 +29,7 @@ from pagedviz.core.narrate import narrate
 from pagedviz.core.presets import preset_dict
 from pagedviz.core.recording import read_recording
 from pagedviz.core.replay import import_recording
-
-from recording_cases import EXAMPLE, LINES, scenario, write_recording
+from tests.support.recording_cases import EXAMPLE, LINES, scenario, write_recording
 
 POOL = "KV pool (usable blocks)"
 

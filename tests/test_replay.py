@@ -15,8 +15,7 @@ from pagedviz.core import Scenario, make_engine
 from pagedviz.core.presets import preset_dict
 from pagedviz.core.recording import read_recording
 from pagedviz.core.replay import ReplayError, import_recording
-
-from recording_cases import LINES, NUM_STEPS, write_recording
+from tests.support.recording_cases import LINES, NUM_STEPS, write_recording
 
 
 def _edited(step: int, edit: Callable[[dict], None]) -> list[bytes]:

@@ -18,8 +18,7 @@ from pagedviz.core.kv_groups import plan_kv_cache_groups
 from pagedviz.core.recording import RecordingError, read_recording, split_lines
 from pagedviz.core.recordings import example_bytes
 from pagedviz.core.replay import ReplayError, import_recording
-
-from recording_cases import gemma_like
+from tests.support.recording_cases import gemma_like
 
 HYBRID = example_bytes("real-vllm-hybrid")
 LINES = HYBRID.splitlines(keepends=True)

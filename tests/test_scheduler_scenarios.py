@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import make_scenario, run_all
+from tests.support.scenarios import make_scenario, run_all
 
 
 def test_preemption_recomputes_the_last_running_request() -> None:

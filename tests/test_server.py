@@ -11,8 +11,7 @@ import numpy as np
 
 from pagedviz.app.serve import running_server
 from pagedviz.core.presets import preset_dict
-
-from conftest import LONG_RUN
+from tests.support.scenarios import LONG_RUN
 
 
 def test_real_server_runs_a_preset_end_to_end() -> None:

@@ -19,8 +19,7 @@ from pagedviz.app.routes import runs as runs_route
 from pagedviz.app.settings import Settings
 from pagedviz.core import Scenario
 from pagedviz.core.presets import preset_dict
-
-from conftest import LONG_RUN
+from tests.support.scenarios import LONG_RUN
 
 
 @pytest.fixture()

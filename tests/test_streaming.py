@@ -10,8 +10,7 @@ from fastapi.testclient import TestClient
 from pagedviz.app.main import create_app
 from pagedviz.app.settings import Settings
 from pagedviz.core import Scenario
-
-from conftest import LONG_RUN
+from tests.support.scenarios import LONG_RUN
 
 
 def test_step_one_is_answered_while_later_steps_compute() -> None:

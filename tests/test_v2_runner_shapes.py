@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import make_scenario, run_all
+from tests.support.scenarios import make_scenario, run_all
 
 
 def test_v2_gathers_a_block_table_wider_than_the_token_and_request_buffers() -> None:

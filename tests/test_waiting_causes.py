@@ -19,9 +19,8 @@ from pagedviz.core.async_scheduler import AsyncScheduler
 from pagedviz.core.presets import list_presets, preset_dict
 from pagedviz.core.recording import read_recording
 from pagedviz.core.replay import import_recording
-
-from conftest import make_scenario, run_all
-from recording_cases import LINES, write_recording
+from tests.support.recording_cases import LINES, write_recording
+from tests.support.scenarios import make_scenario, run_all
 
 CAUSE_KEYS: dict[str, set[str]] = {
     "token_budget": {"tokens_needed", "tokens_left"},

@@ -1,4 +1,5 @@
-"""Shared helpers for the test suite."""
+"""Scenario builders shared by the test tiers: a small V1 scenario, running it, a run long enough for
+progress tests."""
 
 from __future__ import annotations
 
