@@ -27,7 +27,11 @@ stage by stage.
 
 - [The scenario format](/docs-md/scenario-format.md) (also as JSON Schema: `GET /api/schema/scenario`)
 - [Every array in the trace](/docs-md/arrays.md): what it is, its shape, its formula, why vLLM computes it
-- [Architecture](/docs-md/architecture.md): one engine step, and where each part lives
+- [The trace contract](/docs-md/trace-contract.md): one step as data, the shape every step endpoint answers
+- [Architecture](/docs-md/architecture.md): the packages, one engine step, and where each part lives
+- [Recording a vLLM server](/docs-md/recording.md): the recorder, and what `POST /api/runs/import` takes
+- [Deployment](/docs-md/deployment.md): the limits (`PAGEDVIZ_*`), a class server, workers, the run store
+- [Fidelity](/docs-md/fidelity.md): what is proven against vLLM 0.33.0's own code
 
 Every error has one shape: `{"error": ..., "detail": [{"field": ..., "message": ...}]}`."""
 

@@ -1,4 +1,5 @@
-"""StepTrace: everything one engine step produced, in the shape of the trace contract (§5).
+"""StepTrace: everything one engine step produced, in the shape of the trace contract
+(docs/trace-contract.md).
 
 Each array keeps its name (vLLM's), its level (request / token / system / scalar), the stage that
 wrote it and the side it was read from (cpu or device). System tables are stored as their active
