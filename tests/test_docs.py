@@ -110,6 +110,39 @@ def test_relative_links_point_at_files_in_the_repository(source: Path) -> None:
     assert "DESIGN.md" not in text
 
 
+def heading_anchors(page: Path) -> set[str]:
+    """The anchors GitHub gives a page's headings: lower case, punctuation dropped, spaces as
+    hyphens, a repeated heading numbered (-1, -2, ...)."""
+    text = re.sub(r"^```.*?^```", "", page.read_text(encoding="utf-8"), flags=re.S | re.M)
+    anchors: set[str] = set()
+    for heading in re.findall(r"^#{1,6} +(.+?) *$", text, re.M):
+        slug = re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
+        n = 0
+        while (slug if n == 0 else f"{slug}-{n}") in anchors:
+            n += 1
+        anchors.add(slug if n == 0 else f"{slug}-{n}")
+    return anchors
+
+
+@pytest.mark.parametrize("source", PAGES, ids=_rel)
+def test_links_into_a_page_name_one_of_its_headings(source: Path) -> None:
+    bad = []
+    for target in LINK.findall(source.read_text(encoding="utf-8")):
+        path, _, anchor = target.partition("#")
+        if not anchor or target.startswith(("http://", "https://", "/")):
+            continue
+        page = (source.parent / path).resolve() if path else source
+        if page.suffix == ".md" and anchor not in heading_anchors(page):
+            bad.append(target)
+    assert not bad, f"{_rel(source)} links to headings its targets do not have: {bad}"
+
+
+def test_heading_anchors_are_githubs() -> None:
+    anchors = heading_anchors(ROOT / "docs" / "arrays.md")
+    assert "why-requests-wait-schedulerwaiting_causes-schedulerpreemption_causes" in anchors
+    assert "model-runner-v2" in anchors and "token_ids_cpu--max_num_reqs-m-int32" in anchors
+
+
 def test_the_readme_links_into_docs() -> None:
     links = LINK.findall((ROOT / "README.md").read_text(encoding="utf-8"))
     assert {f"docs/{d.name}" for d in DOCS} <= set(links)
