@@ -15,7 +15,7 @@ from pagedviz.app.settings import Settings
 from pagedviz.core import Limits
 from pagedviz.core.schema import scenario_schema
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DOCS = sorted((ROOT / "docs").glob("*.md"))
 ZH_DOCS = sorted((ROOT / "docs" / "zh").glob("*.md"))  # the Chinese versions (?lang=zh)
 HAN = re.compile(r"[\u4e00-\u9fff]")
