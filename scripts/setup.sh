@@ -29,6 +29,9 @@ for arg in "$@"; do
   esac
 done
 read -r -a PIP <<<"${PAGEDVIZ_PIP:-.venv/bin/python -m pip}"
+# pip installs without byte-compiling every module (torch, plotly, sympy...: about 11,000 files and
+# most of the install's time); Python compiles what it imports, once, when it first imports it
+INSTALL=(install -q --no-compile)
 
 # The index that answers within a few seconds, or nothing
 reachable() {
@@ -60,7 +63,7 @@ choose_torch() {
 
 install_torch() {
   choose_torch
-  local cmd=("${PIP[@]}" install -q "torch==$TORCH_VERSION")
+  local cmd=("${PIP[@]}" "${INSTALL[@]}" "torch==$TORCH_VERSION")
   if [ "$DRY_RUN" = 1 ]; then
     echo "would run: ${cmd[*]}${TORCH_INDEX:+ --index-url $TORCH_INDEX}"
     return
@@ -91,9 +94,9 @@ HASH=$("$PY" -c "import hashlib, sys; print(hashlib.sha256(open(sys.argv[1], 'rb
 read -r OLD_HASH OLD_MODE 2>/dev/null <"$STAMP" || true
 if [ "${OLD_HASH:-}" != "$HASH" ] || { [ "$MODE" = test ] && [ "${OLD_MODE:-}" != test ]; }; then
   if [ "$MODE" = test ]; then
-    "${PIP[@]}" install -q -e ".[test,notebook]"
+    "${PIP[@]}" "${INSTALL[@]}" -e ".[test,notebook]"
   else
-    "${PIP[@]}" install -q -e .
+    "${PIP[@]}" "${INSTALL[@]}" -e .
   fi
   echo "$HASH $MODE" >"$STAMP"
 fi

@@ -20,7 +20,7 @@ nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
 pytest.importorskip("ipykernel")
 
-NOTEBOOKS = Path(__file__).resolve().parents[1] / "docs" / "notebooks"
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "docs" / "notebooks"
 PLOTLY = "application/vnd.plotly.v1+json"
 
 

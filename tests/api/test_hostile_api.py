@@ -449,7 +449,7 @@ def test_pages_send_a_strict_csp_and_security_headers() -> None:
 
 
 def test_templates_hold_no_inline_script() -> None:
-    root = Path(__file__).resolve().parents[1] / "templates"
+    root = Path(__file__).resolve().parents[2] / "templates"
     for page in root.glob("*.html"):
         text = page.read_text()
         for tag in re.findall(r"<script\b[^>]*>", text):

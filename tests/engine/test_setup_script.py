@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 
 
@@ -140,9 +140,9 @@ def test_installs_once_then_only_when_pyproject_changes(fake_repo: Path, index_u
     assert r.returncode == 0, r.stderr
     # the CPU index answered, pip failed with it, the plain install followed; then the package
     assert pip_calls(fake_repo) == [
-        f"install -q torch==2.13.0 --index-url {index_url}",
-        "install -q torch==2.13.0",
-        "install -q -e .",
+        f"install -q --no-compile torch==2.13.0 --index-url {index_url}",
+        "install -q --no-compile torch==2.13.0",
+        "install -q --no-compile -e .",
     ]
     assert "pip failed with" in r.stderr
 
@@ -154,7 +154,7 @@ def test_installs_once_then_only_when_pyproject_changes(fake_repo: Path, index_u
         f.write("\n# a change\n")
     changed = setup(cwd=fake_repo, **env)
     assert changed.returncode == 0, changed.stderr
-    assert pip_calls(fake_repo) == ["install -q -e ."]
+    assert pip_calls(fake_repo) == ["install -q --no-compile -e ."]
 
 
 def test_test_mode_adds_the_test_tools_once(fake_repo: Path) -> None:
@@ -164,10 +164,10 @@ def test_test_mode_adds_the_test_tools_once(fake_repo: Path) -> None:
         "PAGEDVIZ_NO_APT": "1",
     }
     assert setup(cwd=fake_repo, **env).returncode == 0
-    assert pip_calls(fake_repo)[-1] == "install -q -e ."
+    assert pip_calls(fake_repo)[-1] == "install -q --no-compile -e ."
     # chromium's check may print a note where it is missing; the pip calls are what count here
     setup("--test", cwd=fake_repo, **env)
-    assert pip_calls(fake_repo) == ["install -q -e .[test,notebook]"]
+    assert pip_calls(fake_repo) == ["install -q --no-compile -e .[test,notebook]"]
     setup("--test", cwd=fake_repo, **env)
     setup(cwd=fake_repo, **env)
     assert pip_calls(fake_repo) == []

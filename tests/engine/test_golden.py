@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent / "golden"))
-from regen import GOLDEN, stable_trace  # noqa: E402
+from tests.golden.regen import GOLDEN, stable_trace
+
+GOLDEN_DIR = Path(__file__).resolve().parents[1] / "golden"
 
 
 @pytest.mark.parametrize("preset", GOLDEN)
 def test_preset_trace_matches_its_golden_file(preset: str) -> None:
-    golden = json.loads((Path(__file__).parent / "golden" / f"{preset}.json").read_text())
+    golden = json.loads((GOLDEN_DIR / f"{preset}.json").read_text())
     fresh = stable_trace(preset)
     assert len(fresh) == len(golden)
     for got, want in zip(fresh, golden):

@@ -4,9 +4,6 @@ traceback, whatever the file holds (a real subprocess, and hypothesis through th
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,23 +14,7 @@ from hypothesis import strategies as st
 from pagedviz.app.cli import main
 from pagedviz.app.serve import free_port
 from pagedviz.core.presets import preset_dict
-
-
-def pagedviz(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "pagedviz.app.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, **(env or {})},
-        errors="backslashreplace",
-    )
-
-
-def one_line_exit_2(r: subprocess.CompletedProcess[str]) -> str:
-    assert r.returncode == 2, (r.returncode, r.stderr)
-    assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
-    return r.stderr.strip()
+from tests.support.cli import one_line_exit_2, pagedviz
 
 
 @pytest.mark.parametrize(

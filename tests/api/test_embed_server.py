@@ -7,12 +7,12 @@ from __future__ import annotations
 import httpx
 import pytest
 from fastapi.testclient import TestClient
-from test_hostile_cli import one_line_exit_2, pagedviz
 
 from pagedviz.app.main import create_app
 from pagedviz.app.serve import free_port, running_server
 from pagedviz.app.settings import Settings, embed_ancestors
 from pagedviz.core.limits import SettingError
+from tests.support.cli import one_line_exit_2, pagedviz
 
 
 def frame_ancestors(r: httpx.Response) -> str:

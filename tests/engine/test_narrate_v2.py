@@ -9,13 +9,13 @@ from typing import Any
 
 import numpy as np
 import pytest
-from test_v2_spec_decode import REQS as SPEC_REQS
-from test_v2_spec_decode import scenario as spec_scenario
 
 from pagedviz.core import load_preset, make_engine
 from pagedviz.core.narrate import explain, narrate
 from pagedviz.core.trace import StepTrace
 from tests.support.scenarios import make_scenario, run_all
+from tests.support.spec_decode import REQS as SPEC_REQS
+from tests.support.spec_decode import spec_scenario
 
 
 @functools.cache

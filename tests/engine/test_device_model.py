@@ -14,8 +14,6 @@ from pagedviz.core.presets import list_presets
 from pagedviz.core.tiny_model import ForwardInputs
 from tests.support.scenarios import make_scenario, run_all
 
-cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-
 
 def test_auto_picks_cpu_without_accelerators() -> None:
     if torch.cuda.is_available():
@@ -128,7 +126,7 @@ def _strip(steps: list) -> list:
     return out
 
 
-@cuda
+@pytest.mark.cuda
 @pytest.mark.parametrize("preset", [p["id"] for p in list_presets()])
 def test_cpu_and_cuda_give_identical_traces(preset: str) -> None:
     from pagedviz.core import Scenario
@@ -155,7 +153,7 @@ def _v2_variants() -> list[str]:
     return out
 
 
-@cuda
+@pytest.mark.cuda
 @pytest.mark.parametrize("preset", _v2_variants())
 def test_cpu_and_cuda_give_identical_v2_traces(preset: str) -> None:
     from pagedviz.core import Scenario
@@ -169,7 +167,7 @@ def test_cpu_and_cuda_give_identical_v2_traces(preset: str) -> None:
     assert on("cpu") == on("cuda")
 
 
-@cuda
+@pytest.mark.cuda
 def test_cuda_staging_tensors_are_pinned() -> None:
     engine = make_engine(load_preset("seed-001"))
     assert engine.device.type == "cuda"
@@ -177,7 +175,7 @@ def test_cuda_staging_tensors_are_pinned() -> None:
     assert engine.runner.slot_mapping.device.type == "cuda"
 
 
-@cuda
+@pytest.mark.cuda
 @pytest.mark.parametrize("runner", ["v1", "v2"])
 @pytest.mark.parametrize("async_scheduling", [False, True])
 def test_cpu_and_cuda_give_identical_hybrid_traces(runner: str, async_scheduling: bool) -> None:

@@ -289,7 +289,7 @@ def test_the_run_page_preloads_every_module_it_imports(client: TestClient) -> No
     import re
     from pathlib import Path
 
-    static = Path(__file__).resolve().parents[1] / "static"
+    static = Path(__file__).resolve().parents[2] / "static"
     imported: set[str] = set()
     todo = ["run.js", "embed.js"]
     while todo:

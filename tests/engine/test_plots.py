@@ -14,7 +14,7 @@ from pagedviz.core import load_preset, make_engine
 from pagedviz.plots.run import blocks_in_use
 from pagedviz.plots.style import theme_vars
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

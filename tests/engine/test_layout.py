@@ -15,7 +15,7 @@ from pagedviz.core import Engine, engine_class, load_preset, make_engine
 from pagedviz.core.flavors.ascend import AscendEngine
 from pagedviz.core.flavors.nanovllm import NanoEngine
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _imports(path: Path) -> set[str]:

@@ -43,9 +43,16 @@ def test_no_access_log_by_default() -> None:
     assert "GET /api/presets/seed-001" not in out and "GET /healthz" not in out
 
 
-def test_server_and_helpers_leave_nothing_in_the_temp_directory(tmp_path: Path) -> None:
+def test_server_and_helpers_leave_nothing_in_the_temp_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     tmp = tmp_path / "tmp"
     tmp.mkdir()
+    # this process's temp directory (where running_server keeps its output) is the test's own,
+    # so that what other tests and xdist workers put in the shared one does not count
+    own = tmp_path / "own"
+    own.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(own))
     before = set(os.listdir(tempfile.gettempdir()))
     # two workers share their run store (a database) in a folder of the server's temporary directory
     with running_server("--workers", "2", env={"TMPDIR": str(tmp)}) as server:

@@ -11,28 +11,8 @@ import numpy as np
 from pagedviz.core import Scenario, make_engine
 from pagedviz.core.ngram_v2 import gather_draft_sampled, greedy_verify, ngram_propose_v2
 from pagedviz.core.sampler import synthetic_tokens
-
-SEED = 0
-VOCAB = 512
-
-
-def scenario(requests: list[dict[str, Any]], **config: Any) -> Scenario:
-    base = {
-        "num_speculative_tokens": 3,
-        "prompt_lookup_min": 1,
-        "prompt_lookup_max": 3,
-        "block_size": 4,
-        "max_model_len": 64,
-        "max_num_reqs": 4,
-        "max_num_batched_tokens": 32,
-        "num_kv_blocks": 80,
-        "vocab_size": VOCAB,
-        "model": None,
-        "async_scheduling": False,  # the synchronous steps; async has tests of its own below
-    }
-    return Scenario.from_dict(
-        {"flavor": "vllm", "seed": SEED, "config": {**base, **config}, "requests": requests}
-    )
+from tests.support.spec_decode import REQS, SEED, VOCAB
+from tests.support.spec_decode import spec_scenario as scenario
 
 
 def propose(tokens: list[int], k: int = 3, min_n: int = 1, max_n: int = 3, sampled: int = 1) -> list[int]:
@@ -162,13 +142,6 @@ def outputs(sc: Scenario) -> dict[str, list[int]]:
             for rid, tok in t.sampled_token_ids.items():
                 out.setdefault(rid, []).append(tok)
     return out
-
-
-REQS = [
-    {"id": "a", "prompt_token_ids": [5, 6, 7, 5, 6, 7, 5, 6], "max_tokens": 9},
-    {"id": "b", "prompt_len": 20, "max_tokens": 5},
-    {"id": "c", "prompt_len": 3, "max_tokens": 4, "arrival_step": 2},
-]
 
 
 def test_greedy_spec_decode_on_v2_outputs_what_plain_decoding_outputs() -> None:

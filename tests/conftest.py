@@ -1,0 +1,118 @@
+"""What every test tier shares: the hypothesis profiles, the `cuda` marker, and CI's rule that the
+reference tiers never skip silently.
+
+- Hypothesis: the profile "ci" (no deadline, derandomized: each test's seed is a digest of its own
+  code, so every CI run draws the same examples; a failure prints its reproduction blob) is loaded
+  when CI=true, the profile "dev" (hypothesis' defaults, random seeds) otherwise; HYPOTHESIS_PROFILE
+  names another. The run's header says which, and what the seed is.
+- `@pytest.mark.cuda` tests skip, saying so, where torch sees no CUDA GPU.
+- With CI=true, a skipped test of the browser tier (tests/browser) or the fidelity tier
+  (tests/fidelity) fails the run: the end of the run lists each with its tier and reason. Without
+  CI the list is printed and the run passes. Under pytest-xdist the controller collects the skips
+  from the workers' reports.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import PurePosixPath
+from typing import Any
+
+import pytest
+from hypothesis import settings
+
+# the tiers whose tests compare pagedviz with a reference (vLLM's code, what a person sees)
+REFERENCE_TIERS = ("browser", "fidelity")
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
+
+
+settings.register_profile("dev")  # hypothesis' defaults: what every run did before the profiles
+settings.register_profile("ci", deadline=None, derandomize=True, print_blob=True, database=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if in_ci() else "dev"))
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    """The hypothesis profile and seed, at the top of a run (pytest prints no header with -q)."""
+    current = settings.default
+    if current.derandomize:
+        seed = "derandomized: each test's seed is a digest of its own code, the same on every run"
+    elif config.getoption("hypothesis_seed", None) is not None:
+        seed = f"{config.getoption('hypothesis_seed')} (--hypothesis-seed)"
+    else:
+        seed = "random per test (a failure prints how to reproduce it)"
+    return (
+        f"hypothesis profile {settings.get_current_profile_name()!r} (deadline={current.deadline}, "
+        f"derandomize={current.derandomize}, print_blob={current.print_blob}); seed: {seed}"
+    )
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if item.get_closest_marker("cuda") is not None:
+        import torch
+
+        if not torch.cuda.is_available():
+            pytest.skip("needs a CUDA GPU (torch sees none)")
+
+
+def tier_of(nodeid: str, keywords: Any) -> str | None:
+    """The reference tier a test or module belongs to, by its folder or its marker."""
+    folders = PurePosixPath(nodeid.split("::", 1)[0]).parts[:-1]
+    for tier in REFERENCE_TIERS:
+        if tier in folders or tier in keywords:
+            return tier
+    return None
+
+
+def skip_reason(report: pytest.TestReport | pytest.CollectReport) -> str:
+    longrepr = report.longrepr
+    reason = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
+    return str(reason).removeprefix("Skipped: ")
+
+
+class ReferenceSkips:
+    """The skipped tests of the reference tiers, as the reports reach this process."""
+
+    def __init__(self) -> None:
+        self.skips: dict[str, tuple[str, str]] = {}  # nodeid -> (tier, reason)
+
+    def note(self, report: pytest.TestReport | pytest.CollectReport) -> None:
+        if not report.skipped or hasattr(report, "wasxfail"):
+            return
+        tier = tier_of(report.nodeid, getattr(report, "keywords", {}))
+        if tier is not None:
+            self.skips.setdefault(report.nodeid, (tier, skip_reason(report)))
+
+    @pytest.hookimpl
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.note(report)
+
+    @pytest.hookimpl
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        self.note(report)  # a module that skips as a whole (pytest.importorskip at its top)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if self.skips and in_ci() and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    @pytest.hookimpl
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if not self.skips:
+            return
+        tiers = sorted({tier for tier, _ in self.skips.values()})
+        if in_ci():
+            title = f"CI=true: skipped {' and '.join(tiers)} tests fail the run"
+        else:
+            title = f"skipped {' and '.join(tiers)} tests (with CI=true they fail the run)"
+        terminalreporter.section(title, sep="=", red=in_ci(), yellow=not in_ci(), bold=True)
+        for nodeid, (tier, reason) in sorted(self.skips.items()):
+            terminalreporter.line(f"SKIPPED [{tier} tier] {nodeid}: {reason}")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # on an xdist worker the controller gets every report and decides; the worker only runs tests
+    if not hasattr(config, "workerinput"):
+        config.pluginmanager.register(ReferenceSkips(), "reference-tier-skips")
