@@ -28,7 +28,8 @@ from pagedviz.core.narrate import narrate
 from pagedviz.core.presets import list_presets, preset_dict
 from pagedviz.core.registry import make_engine
 from pagedviz.core.runners.stages import base_name
-from pagedviz.core.scenario import ENGINES, Scenario, ScenarioError
+from pagedviz.core.scenario import Scenario
+from pagedviz.core.scenario_parts import ENGINES, ScenarioError
 from pagedviz.core.schema import scenario_schema
 from pagedviz.core.tokenizer import decode_ids
 from pagedviz.core.trace import StepTrace

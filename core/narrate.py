@@ -49,7 +49,7 @@ from pagedviz.core.narrate_sched import (
 )
 from pagedviz.core.narrate_stages import stage_sentence
 from pagedviz.core.narrate_v2 import narrate_v2
-from pagedviz.core.scenario import EngineConfig
+from pagedviz.core.scenario_parts import EngineConfig
 from pagedviz.core.trace import StepTrace
 
 __all__ = ["explain", "narrate"]

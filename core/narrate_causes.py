@@ -15,7 +15,7 @@ from typing import Any
 
 from pagedviz.core.narrate_common import Item, en_zh, join_en, join_zh, sentence
 from pagedviz.core.narrate_facts import Facts
-from pagedviz.core.scenario import EngineConfig
+from pagedviz.core.scenario_parts import EngineConfig
 
 # the phrase that states each cause for request {r} (behind: requests {r} behind {h})
 MARKERS: dict[str, tuple[str, str]] = {

@@ -10,7 +10,7 @@ from pagedviz.core.narrate_causes import preempted_for
 from pagedviz.core.narrate_common import Item, block_ranges, en_zh, join_en, join_zh, plural, sentence
 from pagedviz.core.narrate_facts import Facts
 from pagedviz.core.narrate_groups import blocks_by_group, flat, new_blocks_per_group
-from pagedviz.core.scenario import EngineConfig
+from pagedviz.core.scenario_parts import EngineConfig
 from pagedviz.core.trace import StepTrace
 
 

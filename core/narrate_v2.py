@@ -37,7 +37,7 @@ from pagedviz.core.narrate_stages import example_token, token_refs
 from pagedviz.core.narrate_stages import stage_sentence as v1_stage_sentence
 from pagedviz.core.narrate_v1_explain import explain_logits_indices
 from pagedviz.core.narrate_v2_explain import V2_EXPLAIN, explain_idx_mapping, explain_input_ids
-from pagedviz.core.scenario import EngineConfig
+from pagedviz.core.scenario_parts import EngineConfig
 from pagedviz.core.trace import StepTrace
 
 
