@@ -10,8 +10,9 @@ from typing import Any
 from pagedviz.app.db import StoreError
 from pagedviz.app.serve import check_listen, serve
 from pagedviz.app.settings import Settings
-from pagedviz.core.cli import HELP, CliError, build_parser
+from pagedviz.core.cli import build_parser
 from pagedviz.core.cli import main as core_main
+from pagedviz.core.cli_common import HELP, CliError
 from pagedviz.core.limits import Limits
 
 SERVE_LIMITS = {

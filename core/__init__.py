@@ -5,7 +5,8 @@ from pagedviz.core.engine import Engine
 from pagedviz.core.limits import Limits
 from pagedviz.core.presets import list_presets, load_preset, preset_dict
 from pagedviz.core.registry import engine_class, make_engine
-from pagedviz.core.scenario import EngineConfig, ModelConfig, Scenario, ScenarioError
+from pagedviz.core.scenario import Scenario
+from pagedviz.core.scenario_parts import EngineConfig, ModelConfig, ScenarioError
 from pagedviz.core.trace import StepTrace
 
 __all__ = [

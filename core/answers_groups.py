@@ -15,7 +15,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from pagedviz.core.narrate_facts import Text, _text
+from pagedviz.core.narrate_common import Text, en_zh
 from pagedviz.core.narrate_groups import group_name, groups_of
 from pagedviz.core.trace import StepTrace
 
@@ -37,7 +37,7 @@ def rule_extra(t: StepTrace) -> Text | None:
     """What the block-table rule adds for a run with a sliding-window group."""
     if not any(g.get("kind") == "sliding_attention" for g in groups_of(t)):
         return None
-    return _text(
+    return en_zh(
         " Each KV cache group has its own table over the one pool. Before a step's new blocks are "
         "taken, a sliding-window group replaces every block whose tokens all lie before the window "
         "(positions below num_computed_tokens − sliding_window + 1) with the null block 0 and gives it "
@@ -82,11 +82,11 @@ def _drop_words(t: StepTrace, step: int, d: dict[str, Any], c: int, bs: int) -> 
     k = [int(x) for x in d.get("block_indices") or []].index(c)
     ids = [int(x) for x in d.get("block_ids") or []]
     blk = ids[k] if k < len(ids) else None
-    when = _text("this step", "本步") if step == t.step else _text(f"at step {step}", f"在第 {step} 步")
+    when = en_zh("this step", "本步") if step == t.step else en_zh(f"at step {step}", f"在第 {step} 步")
     n, w, first = d.get("num_computed_tokens"), d.get("sliding_window"), d.get("first_kept_token")
     span = f", token positions {c * bs}–{c * bs + bs - 1}" if bs else ""
     span_zh = f"，token 位置 {c * bs}–{c * bs + bs - 1}" if bs else ""
-    why = _text(
+    why = en_zh(
         f"(logical block {c}{span}): at {n} computed tokens the window of {w} keeps positions {first} onward",
         f"（第 {c} 个逻辑块{span_zh}）：已计算 {n} 个 token 时，{w} 个 token 的窗口只保留位置 {first} 及之后",
     )
@@ -122,14 +122,14 @@ def group_cause(t: StepTrace, array: str, i: int, history: Sequence[StepTrace] =
         step, d = drop
         when, why, blk = _drop_words(t, step, d, c, bs)
         if b == 0:
-            return _text(
+            return en_zh(
                 f"{head}: request {rid}'s {name_en} dropped this block {when['en']} {why['en']}; the null "
                 "block 0 took its place",
                 f"{head}：请求 {rid} 的{name_zh}{when['zh']}丢弃了这个块{why['zh']}；空块 0 顶替了它的位置",
             )
         was_en = f" (block {blk})" if blk is not None and blk != b else ""
         was_zh = f"（块 {blk}）" if blk is not None and blk != b else ""
-        return _text(
+        return en_zh(
             f"{head}: the runner's row keeps the block it was given for request {rid}'s logical block {c}. "
             f"The scheduler's {name_en} dropped it {when['en']} {why['en']}, so it put the null block 0 in "
             f"that place in its own list{listed_en} and gave the block{was_en} back to the free queue; but "
@@ -142,7 +142,7 @@ def group_cause(t: StepTrace, array: str, i: int, history: Sequence[StepTrace] =
         )
     if b == 0:
         held = sched if sched is not None else [int(x) for x in a[r] if int(x) > 0]
-        return _text(
+        return en_zh(
             f"{head}: request {rid}'s {name_en} holds {len(held)} blocks ([{_lst(held)}]), so its logical "
             f"block {c} is not allocated; 0 is the null block",
             f"{head}：请求 {rid} 的{name_zh}只有 {len(held)} 个块（[{_lst(held)}]），它的第 {c} 个逻辑块"
@@ -165,7 +165,7 @@ def group_cause(t: StepTrace, array: str, i: int, history: Sequence[StepTrace] =
         order = [(group_name(groups, k), x) for k, x in enumerate(new) if x]
         order_en = "; ".join(f"{nm[0]} [{_lst(x)}]" for nm, x in order)
         order_zh = "；".join(f"{nm[1]} [{_lst(x)}]" for nm, x in order)
-        return _text(
+        return en_zh(
             f"{head}: request {rid}'s {name_en} took block {b} this step from the head of the free "
             f"queue{back_en}, as its logical block {c}; its groups took their new blocks in group "
             f"order: {order_en}",
@@ -175,7 +175,7 @@ def group_cause(t: StepTrace, array: str, i: int, history: Sequence[StepTrace] =
     sliding = 0 <= g < len(groups) and groups[g].get("kind") == "sliding_attention"
     keeps_en = "while its tokens stay in the window" if sliding else "until it finishes or is preempted"
     keeps_zh = "只要它的 token 还在窗口内" if sliding else "直到它完成或被抢占"
-    return _text(
+    return en_zh(
         f"{head}: request {rid}'s {name_en} got block {b} in an earlier step and keeps it {keeps_en}",
         f"{head}：请求 {rid} 的{name_zh}在更早的一步拿到块 {b}，{keeps_zh}一直持有它",
     )

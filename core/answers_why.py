@@ -23,8 +23,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from pagedviz.core.answers_groups import group_cause, is_group_table, rule_extra, table_group
+from pagedviz.core.narrate_common import Text, en_zh
 from pagedviz.core.narrate_explain import explain
-from pagedviz.core.narrate_facts import Facts, Text, _text
+from pagedviz.core.narrate_facts import Facts
 from pagedviz.core.trace import StepTrace
 
 
@@ -65,7 +66,7 @@ def rule(t: StepTrace, array: str) -> Text:
     """The rule of the array, said once for all its checked entries: what to apply, not a value."""
     a = t.arrays
     if (array == "block_tables" or table_group(array) is not None) and a[array].ndim == 2:
-        text = _text(
+        text = en_zh(
             "A request holds ceil(tokens / block_size) blocks; the blocks it gets this step come from "
             "the head of the free queue, in order, after the rows before it took theirs. An entry past "
             "its blocks stays 0 (the null block).",
@@ -73,9 +74,9 @@ def rule(t: StepTrace, array: str) -> Text:
             "排在它前面的行先取。超出它所持块数的位置保持 0（空块）。",
         )
         extra = rule_extra(t)  # several KV cache groups: the window's drops, the groups' order
-        return _text(text["en"] + extra["en"], text["zh"] + extra["zh"]) if extra else text
+        return en_zh(text["en"] + extra["en"], text["zh"] + extra["zh"]) if extra else text
     if array in ("num_computed_tokens_cpu", "num_computed_tokens"):
-        return _text(
+        return en_zh(
             "The tokens whose KV is already in the cache before this step. A preemption throws a "
             "request's KV away; a prefix-cache hit counts the shared full blocks as computed.",
             "本步之前 KV 已在缓存中的 token 数。抢占会丢弃请求的 KV；前缀缓存命中把共享的满块算作已计算。",
@@ -93,15 +94,15 @@ def rule(t: StepTrace, array: str) -> Text:
                 "this step"
             )
             f_zh = "positions[i] = 请求已计算的 token 数 + 该 token 在它本步 token 中的偏移"
-        return _text(f_en, f_zh)
+        return en_zh(f_en, f_zh)
     if array == "slot_mapping":
         bt = "block_table" if "block_table" in a else "block_tables"
-        return _text(
+        return en_zh(
             f"slot_mapping[i] = {bt}[row, position // block_size] * block_size + position % block_size",
             f"slot_mapping[i] = {bt}[行, position // block_size] * block_size + position % block_size",
         )
     formula = next((st.formula for st in t.stages if array in st.writes), "")
-    return _text(
+    return en_zh(
         formula or f"read the stage that writes {array}",
         formula or f"看写入 {array} 的阶段",
     )
@@ -117,14 +118,14 @@ def hint(t: StepTrace, array: str, i: int) -> Text:
         bs = int(t.kv_cache.get("block_size", 0)) or None
         toks = f" (its tokens {c * bs}–{c * bs + bs - 1})" if bs else ""
         toks_zh = f"（它的第 {c * bs}–{c * bs + bs - 1} 个 token）" if bs else ""
-        return _text(
+        return en_zh(
             f"{array}[{r}][{c}] is {_req_en(rid)} logical block {c}{toks}",
             f"{array}[{r}][{c}] 是{_req_zh(rid)}第 {c} 个逻辑块{toks_zh}",
         )
     if array in ("num_computed_tokens_cpu", "num_computed_tokens") and a[array].ndim == 1:
         rid = _row_req(t, i) if array == "num_computed_tokens_cpu" else _slot_req(t, i)
         who, who_zh = (f"request {rid}", f"请求 {rid}") if rid is not None else ("this request", "这个请求")
-        return _text(
+        return en_zh(
             f"{array}[{i}]: was {who} admitted, resumed or preempted lately?",
             f"{array}[{i}]：{who_zh} 最近是否刚加入、恢复或被抢占？",
         )
@@ -132,7 +133,7 @@ def hint(t: StepTrace, array: str, i: int) -> Text:
         r, rid = _token_req(t, i)
         if array == "positions":
             row = f" (row {r})" if r >= 0 else ""
-            return _text(
+            return en_zh(
                 f"positions[{i}]: token {i} is one of {_req_en(rid)} tokens of this step{row}: "
                 "count its offset",
                 f"positions[{i}]：第 {i} 个 token 是{_req_zh(rid)}本步 token 之一：数出它的偏移",
@@ -140,13 +141,13 @@ def hint(t: StepTrace, array: str, i: int) -> Text:
         pos = int(a["positions"][i]) if "positions" in a and i < a["positions"].size else None
         at = f" at position {pos}" if pos is not None else ""
         at_zh = f"位置 {pos} 上的 " if pos is not None else ""
-        return _text(
+        return en_zh(
             f"slot_mapping[{i}]: token {i} is {_req_en(rid)} token{at}; "
             "find its logical block in the block table",
             f"slot_mapping[{i}]：第 {i} 个 token 是{_req_zh(rid)}{at_zh}token；在块表里找到它的逻辑块",
         )
     if array == "idx_mapping":
-        return _text(
+        return en_zh(
             f"idx_mapping[{i}]: which request does the sort put in batch row {i}, and which state slot "
             "does it hold? Did it get one this step, from the top of the free slot stack?",
             f"idx_mapping[{i}]：排序把哪个请求放在批次第 {i} 行？它占着哪个状态槽位？"
@@ -156,7 +157,7 @@ def hint(t: StepTrace, array: str, i: int) -> Text:
     rid = _row_req(t, i) if a[array].ndim == 1 and a[array].size <= n_rows + 1 else None
     row = f" (row {i}: request {rid})" if rid is not None else ""
     row_zh = f"（第 {i} 行：请求 {rid}）" if rid is not None else ""
-    return _text(
+    return en_zh(
         f"{array}[{i}]{row}: this entry's numbers in the rule",
         f"{array}[{i}]{row_zh}：把这一项的数代入规则",
     )
@@ -182,7 +183,7 @@ def cause(t: StepTrace, array: str, i: int, history: Sequence[StepTrace] = ()) -
         row = [int(x) for x in a["block_table"][r] if int(x) > 0]
         new = {str(k): list(v) for k, v in (t.scheduler.get("new_block_ids") or {}).items()}
         if b == 0:
-            return _text(
+            return en_zh(
                 f"block_table[{r}][{c}] = 0: request {rid} holds {len(row)} blocks ([{_lst(row)}]), so "
                 f"its logical block {c} "
                 "is not allocated; 0 is the null block",
@@ -193,7 +194,7 @@ def cause(t: StepTrace, array: str, i: int, history: Sequence[StepTrace] = ()) -
             before = [f"{k} → [{_lst(v)}]" for k, v in new.items() if k != rid][: list(new).index(rid)]
             after_en = f", after {'; '.join(before)}" if before else ""
             after_zh = f"，排在 {'；'.join(before)} 之后" if before else ""
-            return _text(
+            return en_zh(
                 f"block_table[{r}][{c}] = {b}: request {rid} got the new blocks [{_lst(new[rid])}] this "
                 f"step, in order from the "
                 f"head of the free queue{after_en}; its logical block {c} is block {b}",
@@ -201,7 +202,7 @@ def cause(t: StepTrace, array: str, i: int, history: Sequence[StepTrace] = ()) -
                 f"拿到新块 [{_lst(new[rid])}]{after_zh}；"
                 f"它的第 {c} 个逻辑块就是块 {b}",
             )
-        return _text(
+        return en_zh(
             f"block_table[{r}][{c}] = {b}: request {rid} got block {b} in an earlier step and keeps it "
             f"until it finishes "
             "or is preempted",
@@ -215,7 +216,7 @@ def cause(t: StepTrace, array: str, i: int, history: Sequence[StepTrace] = ()) -
         sch = t.scheduler
         if rid in map(str, sch.get("resumed_req_ids") or []):
             when_en, when_zh = _preempted(history, t.step, str(rid))
-            return _text(
+            return en_zh(
                 f"num_computed_tokens_cpu[{i}] = {v}: request {rid} was preempted{when_en}; the "
                 f"preemption freed its blocks and "
                 f"reset its num_computed_tokens to 0, so it resumes now recomputing from {v}",
@@ -225,18 +226,18 @@ def cause(t: StepTrace, array: str, i: int, history: Sequence[StepTrace] = ()) -
             )
         if rid in map(str, sch.get("new_req_ids") or []):
             if v:
-                return _text(
+                return en_zh(
                     f"num_computed_tokens_cpu[{i}] = {v}: request {rid} is new, and its first {v} "
                     f"tokens are full blocks "
                     "already in the prefix cache",
                     f"num_computed_tokens_cpu[{i}] = {v}：请求 {rid} 是新请求，"
                     f"它的前 {v} 个 token 是前缀缓存中已有的满块",
                 )
-            return _text(
+            return en_zh(
                 f"num_computed_tokens_cpu[{i}] = 0: request {rid} is new; nothing of it is computed yet",
                 f"num_computed_tokens_cpu[{i}] = 0：请求 {rid} 是新请求，还没有计算过任何 token",
             )
-        return _text(
+        return en_zh(
             f"num_computed_tokens_cpu[{i}] = {v}: request {rid}'s tokens computed in the steps before "
             f"this one",
             f"num_computed_tokens_cpu[{i}] = {v}：请求 {rid} 在此前各步已计算的 token 数",
@@ -286,7 +287,7 @@ def _slot_cause(t: StepTrace, row: int) -> Text | None:
         (j for j, e in enumerate(events) if str(e.get("req_id")) == rid and e.get("event") == "added"), None
     )
     if got is None:
-        return _text(
+        return en_zh(
             f"{head}: request {rid} got slot {slot} when it arrived and keeps it until it leaves; the "
             f"sort only moves its batch row",
             f"{head}：请求 {rid} 到来时拿到槽位 {slot}，直到离开都不变；排序只移动它在批次中的行",
@@ -305,14 +306,14 @@ def _slot_cause(t: StepTrace, row: int) -> Text | None:
     top = f"[{_lst(stack)}]"
     if freed is not None:
         by = str(freed.get("req_id"))
-        return _text(
+        return en_zh(
             f"{head}: {by} left this step and its slot {slot} went back on top of the free slot stack "
             f"(free_indices, top first {top}); {rid}, sent as a new request, popped the top: slot {slot}, "
             f"not the slot it had before",
             f"{head}：{by} 本步离开，它的槽位 {slot} 回到空闲槽位栈（free_indices，栈顶在前 {top}）的顶上；"
             f"{rid} 作为新请求弹出栈顶，拿到槽位 {slot}，而不是它以前的槽位",
         )
-    return _text(
+    return en_zh(
         f"{head}: request {rid} got its slot this step from the top of the free slot stack "
         f"(free_indices, top first {top}): slot {slot}",
         f"{head}：请求 {rid} 本步从空闲槽位栈（free_indices，栈顶在前 {top}）顶上拿到槽位 {slot}",
@@ -336,7 +337,7 @@ def _positions_cause(t: StepTrace, i: int, history: Sequence[StepTrace]) -> Text
         bs = f.bs
         blocks = f" ({c // bs} full blocks of {bs})" if bs and c % bs == 0 else ""
         blocks_zh = f"（{c // bs} 个 {bs} token 的满块）" if bs and c % bs == 0 else ""
-        return _text(
+        return en_zh(
             f"{formula['en']}: request {rid} is new, and its first {c} tokens{blocks} hit the prefix "
             f"cache: their blocks were already computed, so its computed tokens start at {c}",
             f"{formula['zh']}：请求 {rid} 是新请求，它的前 {c} 个 token{blocks_zh}命中前缀缓存："
@@ -344,7 +345,7 @@ def _positions_cause(t: StepTrace, i: int, history: Sequence[StepTrace]) -> Text
         )
     if rid in map(str, sch.get("resumed_req_ids") or []):
         when_en, when_zh = _preempted(history, t.step, str(rid))
-        return _text(
+        return en_zh(
             f"{formula['en']}: request {rid} was preempted{when_en}, which reset its computed tokens "
             f"to 0: it recomputes from position {c}",
             f"{formula['zh']}：请求 {rid} {when_zh}被抢占，已计算 token 数归零：它从位置 {c} 重新计算",

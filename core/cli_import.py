@@ -10,7 +10,8 @@ import json
 import sys
 from typing import Any
 
-from pagedviz.core.cli import HELP, CliError, make_console, render_step
+from pagedviz.core.cli_common import HELP, CliError, make_console
+from pagedviz.core.cli_tables import render_step
 from pagedviz.core.upstream import upstream_of
 
 

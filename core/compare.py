@@ -22,7 +22,7 @@ import numpy as np
 from pagedviz.core.kernel_reads import read_mask, stale_entries
 from pagedviz.core.metrics import STEP_FIELDS, run_metrics
 from pagedviz.core.narrate import narrate
-from pagedviz.core.scenario import EngineConfig
+from pagedviz.core.scenario_parts import EngineConfig
 from pagedviz.core.trace import StepTrace
 
 MAX_INDICES = 256  # differing entries listed per array; `num_diff` counts them all

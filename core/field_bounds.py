@@ -8,7 +8,8 @@ from typing import Any
 
 from pagedviz.core.fields import fields_of
 from pagedviz.core.limits import Limits
-from pagedviz.core.scenario import EngineConfig, Scenario, ScenarioError
+from pagedviz.core.scenario import Scenario
+from pagedviz.core.scenario_parts import EngineConfig, ScenarioError
 
 # the config fields whose accepted maximum depends on the others (their own bound is the schema's)
 CROSS_BOUNDED = ("num_kv_blocks", "max_model_len")

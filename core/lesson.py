@@ -11,7 +11,7 @@ numbers that the engine computes are placeholders (`{{batch.slots.c}}`, core/les
 `fill_lesson` fills in from the section's run before the lesson is served.
 
 `validate_lesson` checks the shape and every field, and collects every problem as (field, message)
-pairs in one LessonError, as core/scenario.py's ScenarioError does; `check_lesson_against_runs` then
+pairs in one LessonError, as core/scenario_parts.py's ScenarioError does; `check_lesson_against_runs` then
 checks what only a run can tell (the step exists, the checkpoint's entries exist in that step,
 each placeholder names a value of the run and none gives the checkpoint away).
 Text is kept as written: whoever shows it escapes it (the page sets textContent).
@@ -31,7 +31,8 @@ from pagedviz.core.limits import Limits
 from pagedviz.core.presets import list_presets, preset_dict
 from pagedviz.core.registry import engine_class
 from pagedviz.core.runners.v2 import FINISH_STAGE, ModelRunnerV2
-from pagedviz.core.scenario import Scenario, ScenarioError
+from pagedviz.core.scenario import Scenario
+from pagedviz.core.scenario_parts import ScenarioError
 from pagedviz.core.trace import StepTrace
 
 LANGS = ("en", "zh")

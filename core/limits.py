@@ -6,10 +6,24 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from pagedviz.core.scenario import Scenario
+    from pagedviz.core.scenario_parts import EngineConfig, RequestSpec
+
+
+class CostedScenario(Protocol):
+    """What the cost model reads of a scenario (a core/scenario.py Scenario): its flavour, its
+    engine config and its requests."""
+
+    @property
+    def flavor(self) -> str: ...
+
+    @property
+    def config(self) -> EngineConfig: ...
+
+    @property
+    def requests(self) -> tuple[RequestSpec, ...]: ...
 
 
 class SettingError(ValueError):
@@ -67,7 +81,7 @@ def raised_by(limit: str) -> str:
 DENSE_CHECK_MAX_TOKENS = 16384
 
 
-def step_costs(s: Scenario) -> dict[str, int]:
+def step_costs(s: CostedScenario) -> dict[str, int]:
     """Upper bounds of what one step of `s` can cost, from its config and requests alone.
 
     L is the longest sequence (prompt + max_tokens), T the padded tokens of a step, rows the
@@ -98,7 +112,7 @@ def step_costs(s: Scenario) -> dict[str, int]:
     return costs
 
 
-def cost_problems(s: Scenario, limits: Limits) -> list[tuple[str, str]]:
+def cost_problems(s: CostedScenario, limits: Limits) -> list[tuple[str, str]]:
     """Each size over its limit, as (field, message naming the limit and the setting that raises it)."""
     k = step_costs(s)
     m = s.config.model

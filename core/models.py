@@ -1,5 +1,5 @@
 """The scenario format as pydantic models, built from the field declarations (core/fields.py and
-the tables in core/scenario.py) with one server's limits as bounds.
+the tables in core/scenario_parts.py) with one server's limits as bounds.
 
 The models check what each field alone must be: its type (strictly: no "3" for 3, no true for 1),
 its bounds, its choices, and that no unknown field is given; and they publish the JSON Schema
@@ -29,7 +29,7 @@ from pydantic_core import PydanticCustomError
 from pagedviz.core.fields import FieldSpec, fields_of
 from pagedviz.core.kv_groups import LAYER_TYPES
 from pagedviz.core.limits import FIXED_BOUND, Limits, raised_by
-from pagedviz.core.scenario import (
+from pagedviz.core.scenario_parts import (
     PROMPT_FIELDS,
     REQUEST_FIELDS,
     SCENARIO_FIELDS,

@@ -7,10 +7,11 @@ from typing import Any
 
 import numpy as np
 
-from pagedviz.core.narrate_facts import Facts, Item, _blocks, _item, _join_en, _join_zh, _plural, _text
+from pagedviz.core.narrate_common import Item, block_ranges, en_zh, join_en, join_zh, plural, sentence
+from pagedviz.core.narrate_facts import Facts
 
 
-def _moves(f: Facts) -> list[Item]:
+def move_items(f: Facts) -> list[Item]:
     items = []
     for m in f.t.batch.get("moves", []):
         rid, src, dst = str(m["req_id"]), int(m["from"]), int(m["to"])
@@ -23,37 +24,37 @@ def _moves(f: Facts) -> list[Item]:
             f"0..{len(f.rows) - 1} 连续（它的 token id 和块表行一起移动）。"
         )
         items.append(
-            _item(
-                f"move:{rid}", _text(en, zh), [("request", rid), ("row", src), ("row", dst)], "update_states"
+            sentence(
+                f"move:{rid}", en_zh(en, zh), [("request", rid), ("row", src), ("row", dst)], "update_states"
             )
         )
     return items
 
 
-def _padding(f: Facts) -> list[Item]:
+def padding_items(f: Facts) -> list[Item]:
     n_in = int(f.t.scalars.get("num_input_tokens", f.T))
     if n_in <= f.T:
         return []
     pad = n_in - f.T
     en = (
         f"Padding: {f.T} tokens are padded to {n_in} (num_input_tokens, the next CUDA-graph capture size); "
-        f"the {_plural(pad, 'padded slot')} in slot_mapping hold -1, so nothing is written there."
+        f"the {plural(pad, 'padded slot')} in slot_mapping hold -1, so nothing is written there."
     )
     zh = (
         f"填充：{f.T} 个 token 被填充到 {n_in} 个（num_input_tokens，下一个 CUDA graph 捕获尺寸）；"
         f"slot_mapping 中的 {pad} 个填充位置为 -1，不会写入任何 KV。"
     )
-    return [_item("padding", _text(en, zh), [("token", i) for i in range(f.T, n_in)], "attn_metadata")]
+    return [sentence("padding", en_zh(en, zh), [("token", i) for i in range(f.T, n_in)], "attn_metadata")]
 
 
-def _sampling(f: Facts) -> list[Item]:
+def sampling_items(f: Facts) -> list[Item]:
     sampled = f.t.sampled_token_ids
     if not sampled:
         return []
     ids = list(sampled)
     counts = {rid: (len(v) if isinstance(v, list) else 1) for rid, v in sampled.items()}
-    en = f"After the forward, {_join_en(ids)} {'samples' if len(ids) == 1 else 'each sample'} the next token"
-    zh = f"前向计算之后，{_join_zh(ids)} 各采样下一个 token"
+    en = f"After the forward, {join_en(ids)} {'samples' if len(ids) == 1 else 'each sample'} the next token"
+    zh = f"前向计算之后，{join_zh(ids)} 各采样下一个 token"
     if any(c > 1 for c in counts.values()):
         en += " (" + ", ".join(f"{rid}: {c}" for rid, c in counts.items()) + " tokens)"
         zh += "（" + "，".join(f"{rid}：{c} 个" for rid, c in counts.items()) + "）"
@@ -62,7 +63,7 @@ def _sampling(f: Facts) -> list[Item]:
         zh += "，位置由 logits_indices 给出（每个请求最后一个调度的 token）"
     en += "."
     zh += "。"
-    return [_item("sample", _text(en, zh), [("request", r) for r in ids])]
+    return [sentence("sample", en_zh(en, zh), [("request", r) for r in ids])]
 
 
 def _per_request(value: Any, rows: list[str]) -> dict[str, int]:
@@ -80,7 +81,7 @@ def _per_request(value: Any, rows: list[str]) -> dict[str, int]:
     return {}
 
 
-def _spec(f: Facts) -> list[Item]:
+def spec_items(f: Facts) -> list[Item]:
     """Speculative decoding, when the trace carries it (drafts, accepted, rejected per request)."""
     t = f.t
     found: dict[str, dict[str, int]] = {}
@@ -117,7 +118,7 @@ def _spec(f: Facts) -> list[Item]:
             continue
         parts_en, parts_zh = [], []
         if d is not None:
-            parts_en.append(f"verifies {_plural(d, 'draft token')}")
+            parts_en.append(f"verifies {plural(d, 'draft token')}")
             parts_zh.append(f"验证 {d} 个草稿 token")
         if acc is not None:
             parts_en.append(f"{acc} accepted")
@@ -127,39 +128,39 @@ def _spec(f: Facts) -> list[Item]:
             parts_zh.append(f"拒绝 {rej} 个并回退（块和 num_computed_tokens）")
         en = f"Speculative decoding: request {rid} " + ", ".join(parts_en) + "."
         zh = f"推测解码：请求 {rid} " + "，".join(parts_zh) + "。"
-        items.append(_item(f"spec:{rid}", _text(en, zh), [("request", rid)]))
+        items.append(sentence(f"spec:{rid}", en_zh(en, zh), [("request", rid)]))
     return items
 
 
-def _last(f: Facts) -> list[Item]:
+def last_step_items(f: Facts) -> list[Item]:
     done = list(f.t.sampled_token_ids)
     if not done:
         return []
     blocks = sorted({int(b) for b, o in f.t.kv_cache.get("owners", {}).items() if set(o) & set(done)})
     one = len(done) == 1
     en = (
-        f"This is the run's last step: {_join_en(done)} "
+        f"This is the run's last step: {join_en(done)} "
         + ("samples its last token and finishes; its" if one else "sample their last token and finish; their")
-        + f" blocks {_blocks(blocks)} go back to the free queue at the end of the step."
+        + f" blocks {block_ranges(blocks)} go back to the free queue at the end of the step."
     )
     zh = (
-        f"这是运行的最后一步：{_join_zh(done)} 采样出最后一个 token 后完成；"
-        f"{'它' if one else '它们'}的块 {_blocks(blocks)} 在这一步结束时回到空闲队列。"
+        f"这是运行的最后一步：{join_zh(done)} 采样出最后一个 token 后完成；"
+        f"{'它' if one else '它们'}的块 {block_ranges(blocks)} 在这一步结束时回到空闲队列。"
     )
     return [
-        _item(
-            "finish:last", _text(en, zh), [*(("request", r) for r in done), *(("block", b) for b in blocks)]
+        sentence(
+            "finish:last", en_zh(en, zh), [*(("request", r) for r in done), *(("block", b) for b in blocks)]
         )
     ]
 
 
-def _pool(f: Facts) -> list[Item]:
+def pool_items(f: Facts) -> list[Item]:
     kv = f.t.kv_cache
     if "free_block_queue" not in kv:
         return []
     free = [int(b) for b in kv["free_block_queue"]]
     head = free[:4]
-    en = f"The pool has {_plural(len(free), 'free block')} after scheduling"
+    en = f"The pool has {plural(len(free), 'free block')} after scheduling"
     zh = f"调度之后块池还有 {len(free)} 个空闲块"
     if head and str(kv.get("free_queue_order", "")).startswith("not recorded"):
         # an older recording: the count is recorded, the order not (the blocks in id order)
@@ -175,16 +176,16 @@ def _pool(f: Facts) -> list[Item]:
     elif head:
         en += f"; the next allocations take {', '.join(map(str, head))} from the head of the free queue"
         zh += f"；下一次分配从空闲队列头部取 {', '.join(map(str, head))}"
-    return [_item("pool", _text(en + ".", zh + "。"), [("block", b) for b in head])]
+    return [sentence("pool", en_zh(en + ".", zh + "。"), [("block", b) for b in head])]
 
 
-def _idle(f: Facts) -> list[Item]:
+def idle_items(f: Facts) -> list[Item]:
     waiting = [str(r) for r in f.sched.get("waiting_req_ids", [])]
     en = "Idle step: nothing can be scheduled (no request is running"
     zh = "空闲步：没有可调度的内容（没有运行中的请求"
     if waiting:
-        en += f"; {_join_en(waiting)} wait"
-        zh += f"；{_join_zh(waiting)} 在等待"
+        en += f"; {join_en(waiting)} wait"
+        zh += f"；{join_zh(waiting)} 在等待"
     en += "). It is recorded with empty arrays so step numbers stay aligned with arrival steps."
     zh += "）。它仍被记录（数组为空），让步号与请求到达的步号对齐。"
-    return [_item("idle", _text(en, zh), [("request", r) for r in waiting])]
+    return [sentence("idle", en_zh(en, zh), [("request", r) for r in waiting])]

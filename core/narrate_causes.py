@@ -13,8 +13,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from pagedviz.core.narrate_facts import Facts, Item, _item, _join_en, _join_zh, _text
-from pagedviz.core.scenario import EngineConfig
+from pagedviz.core.narrate_common import Item, en_zh, join_en, join_zh, sentence
+from pagedviz.core.narrate_facts import Facts
+from pagedviz.core.scenario_parts import EngineConfig
 
 # the phrase that states each cause for request {r} (behind: requests {r} behind {h})
 MARKERS: dict[str, tuple[str, str]] = {
@@ -92,8 +93,8 @@ def _head_words(rid: str, c: dict[str, Any], f: Facts, config: EngineConfig | No
                 en += ": it was preempted in this step's decode"
                 zh += "：它在这一步的解码中被抢占"
         else:
-            en += f": vLLM admits nobody in a step that preempted ({_join_en(victims)})"
-            zh += f"：发生抢占（{_join_zh(victims)}）的一步，vLLM 不接纳任何请求"
+            en += f": vLLM admits nobody in a step that preempted ({join_en(victims)})"
+            zh += f"：发生抢占（{join_zh(victims)}）的一步，vLLM 不接纳任何请求"
     elif cause == "output_in_flight":
         n = int(c.get("tokens_in_flight", 0))
         en += (
@@ -128,7 +129,7 @@ def waiting_items(f: Facts, config: EngineConfig | None) -> list[Item]:
     if not waiting:
         return []
     causes: dict[str, dict[str, Any]] = {str(k): v for k, v in (f.sched.get("waiting_causes") or {}).items()}
-    en, zh = [f"Still waiting: {_join_en(waiting)}"], [f"仍在等待：{_join_zh(waiting)}"]
+    en, zh = [f"Still waiting: {join_en(waiting)}"], [f"仍在等待：{join_zh(waiting)}"]
     behind: dict[str, list[str]] = {}
     parts_en, parts_zh = [], []
     for rid in waiting:
@@ -147,15 +148,15 @@ def waiting_items(f: Facts, config: EngineConfig | None) -> list[Item]:
             parts_zh.append(_marker("behind_rest", 1, "", h, n=len(rs)) + "（先来先服务）")
             continue
         parts_en.append(
-            _marker("behind", 0, _join_en(rs), h, "" if len(rs) > 1 else "s") + " (first come, first served)"
+            _marker("behind", 0, join_en(rs), h, "" if len(rs) > 1 else "s") + " (first come, first served)"
         )
-        parts_zh.append(_marker("behind", 1, _join_zh(rs), h) + "（先来先服务）")
+        parts_zh.append(_marker("behind", 1, join_zh(rs), h) + "（先来先服务）")
     text_en = (
         en[0] + (". " + "; ".join(parts_en)[:1].upper() + "; ".join(parts_en)[1:] if parts_en else "") + "."
     )
     text_zh = zh[0] + ("。" + "；".join(parts_zh) if parts_zh else "") + "。"
     refs: list[tuple[str, Any]] = [("request", r) for r in waiting]
-    return [_item("waiting", _text(text_en, text_zh), refs)]
+    return [sentence("waiting", en_zh(text_en, text_zh), refs)]
 
 
 def preempted_for(f: Facts, rid: str) -> tuple[str, str] | None:

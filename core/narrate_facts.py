@@ -1,6 +1,6 @@
-"""The narration's vocabulary: the sentence items the page renders (`Item`, `Text`), the helpers
-that write lists of requests and blocks in en and zh, and `Facts`, what a step's trace says in one
-vocabulary for every flavour."""
+"""`Facts`, what a step's trace says in one vocabulary for every flavour, and `SlotFacts`, what a
+Model Runner V2 step says about its state slots. The words the narration writes them in are
+core/narrate_common.py's."""
 
 from __future__ import annotations
 
@@ -9,53 +9,6 @@ from typing import Any
 import numpy as np
 
 from pagedviz.core.trace import StepTrace
-
-Item = dict[str, Any]
-Text = dict[str, str]
-
-
-def _text(en: str, zh: str) -> Text:
-    return {"en": en, "zh": zh}
-
-
-def _item(key: str, text: Text, refs: list[tuple[str, Any]] | None = None, stage: str | None = None) -> Item:
-    return {
-        "key": key,
-        "text": text,
-        "refs": [{"kind": k, "id": i} for k, i in (refs or [])],
-        "stage": stage,
-    }
-
-
-def _join_en(xs: list[Any]) -> str:
-    s = [str(x) for x in xs]
-    return s[0] if len(s) == 1 else ", ".join(s[:-1]) + " and " + s[-1]
-
-
-def _join_zh(xs: list[Any]) -> str:
-    s = [str(x) for x in xs]
-    return s[0] if len(s) == 1 else "、".join(s[:-1]) + " 和 " + s[-1]
-
-
-def _blocks(bs: list[int]) -> str:
-    """Block ids, runs written as ranges: 1–9, 13, 14."""
-    out: list[str] = []
-    i = 0
-    while i < len(bs):
-        j = i
-        while j + 1 < len(bs) and bs[j + 1] == bs[j] + 1:
-            j += 1
-        out.append(f"{bs[i]}–{bs[j]}" if j - i >= 2 else ", ".join(str(b) for b in bs[i : j + 1]))
-        i = j + 1
-    return ", ".join(out)
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
-
-
-def _word(xs: list[Any], word: str) -> str:
-    return word if len(xs) == 1 else word + "s"
 
 
 # ------------------------------------------------------------------ facts read from a trace
@@ -102,6 +55,16 @@ class Facts:
             return int(self.a["req_indices"][i])
         return int(np.searchsorted(self.qsl, i, side="right") - 1)
 
+    def token(self, i: int) -> tuple[int, str, int]:
+        """Token i's row, request id and position."""
+        r = self.row_of_token(i)
+        rid = self.rows[r] if 0 <= r < len(self.rows) else "?"
+        if "positions" in self.a and i < len(self.a["positions"]):
+            p = int(self.a["positions"][i])
+        else:
+            p = int(self.computed[r]) + i - int(self.qsl[r])
+        return r, rid, p
+
     def total_tokens(self, r: int) -> int | None:
         """The request's known tokens (prompt + outputs) when the trace has them."""
         if "num_tokens" in self.a:
@@ -110,20 +73,6 @@ class Facts:
 
     def owners(self) -> dict[int, list[str]]:
         return {int(b): list(o) for b, o in self.t.kv_cache.get("owners", {}).items()}
-
-
-def _blocks_of(t: StepTrace | None, req_id: str) -> list[int]:
-    if t is None:
-        return []
-    return [int(b) for b, o in t.kv_cache.get("owners", {}).items() if req_id in o]
-
-
-def _running_order(prev: StepTrace | None) -> list[str]:
-    """The running queue after the previous step: its scheduling order, finished ones left out."""
-    if prev is None:
-        return []
-    order = [str(r) for r in prev.scheduler.get("num_scheduled_tokens", {})]
-    return [r for r in order if r in {str(x) for o in prev.kv_cache.get("owners", {}).values() for x in o}]
 
 
 class SlotFacts:

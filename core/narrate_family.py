@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from pagedviz.core.narrate_facts import Facts, Item, _blocks, _item, _join_en, _join_zh, _plural, _text
+from pagedviz.core.narrate_common import Item, block_ranges, en_zh, join_en, join_zh, plural, sentence
+from pagedviz.core.narrate_facts import Facts
 
 
 def _sampler_words(f: Facts, n: int) -> tuple[str, str]:
@@ -29,7 +30,7 @@ def _sampler_words(f: Facts, n: int) -> tuple[str, str]:
     )
 
 
-def _siblings(f: Facts, resumed: set[str] | frozenset[str] = frozenset()) -> list[Item]:
+def sibling_items(f: Facts, resumed: set[str] | frozenset[str] = frozenset()) -> list[Item]:
     """One sentence per parent whose children are admitted this step (`resumed`: Model Runner V2's
     resumed requests, which travel among the new ones)."""
     parents: dict[str, Any] = f.sched.get("parents") or {}
@@ -56,32 +57,32 @@ def _siblings(f: Facts, resumed: set[str] | frozenset[str] = frozenset()) -> lis
         refs: list[tuple[str, Any]] = [("request", c) for c in kids] + [("block", b) for b in shared]
         all_en = "are the" if len(kids) == n else "is one of the" if len(kids) == 1 else "are among the"
         en = (
-            f"{_join_en(kids)} {all_en} n = {n} children of request {parent}: vLLM's ParentRequest "
+            f"{join_en(kids)} {all_en} n = {n} children of request {parent}: vLLM's ParentRequest "
             f"names them {{index}}_{{request_id}} and adds them to the scheduler in index order, each "
             f"with {parent}'s prompt"
         )
         zh = (
-            f"{_join_zh(kids)} 是请求 {parent} 的 n = {n} 个子请求{'' if len(kids) == n else '中的成员'}："
+            f"{join_zh(kids)} 是请求 {parent} 的 n = {n} 个子请求{'' if len(kids) == n else '中的成员'}："
             f"vLLM 的 ParentRequest 把它们命名为 {{index}}_{{request_id}}，按 index 顺序交给调度器，"
             f"每个都带着 {parent} 的提示"
         )
         if prompt is not None:
-            en += f" ({_plural(prompt, 'token')})"
+            en += f" ({plural(prompt, 'token')})"
             zh += f"（{prompt} 个 token）"
         en += ". vLLM V1 does not copy on write"
         zh += "。vLLM V1 不做写时复制（copy-on-write）"
         if shared and hitters:
             counts = sorted({ref_cnt[b] for b in shared if b < len(ref_cnt)})
             cnt = "/".join(str(c) for c in counts)
-            found = _join_en(sorted({hits[c] for c in hitters}))
+            found = join_en(sorted({hits[c] for c in hitters}))
             en += (
-                f": the children share the prompt's full blocks {_blocks(shared)} only through "
-                f"prefix-cache hits ({_join_en(hitters)} found {found} tokens cached; ref_cnt {cnt}). "
+                f": the children share the prompt's full blocks {block_ranges(shared)} only through "
+                f"prefix-cache hits ({join_en(hitters)} found {found} tokens cached; ref_cnt {cnt}). "
                 "A full block is never written again, so sharing it needs no copy"
             )
             zh += (
-                f"：子请求只通过前缀缓存命中共享提示的满块 {_blocks(shared)}（{_join_zh(hitters)} 命中了 "
-                f"{_join_zh(sorted({hits[c] for c in hitters}))} 个已缓存的 token；ref_cnt 为 {cnt}）。"
+                f"：子请求只通过前缀缓存命中共享提示的满块 {block_ranges(shared)}（{join_zh(hitters)} 命中了 "
+                f"{join_zh(sorted({hits[c] for c in hitters}))} 个已缓存的 token；ref_cnt 为 {cnt}）。"
                 "满块之后不会再被写入，所以共享它不需要复制"
             )
         else:
@@ -90,7 +91,7 @@ def _siblings(f: Facts, resumed: set[str] | frozenset[str] = frozenset()) -> lis
                 "prompt into blocks of its own"
             )
             zh += "：没有前缀缓存命中时，子请求不共享任何块，每个都把整个提示算进自己的块里"
-        mine = [f"{c}: {_blocks(own[c])}" for c in kids if own[c]]
+        mine = [f"{c}: {block_ranges(own[c])}" for c in kids if own[c]]
         if mine:
             en += (
                 "; the last, partial prompt block and the outputs are each child's own, computed by it "
@@ -98,5 +99,5 @@ def _siblings(f: Facts, resumed: set[str] | frozenset[str] = frozenset()) -> lis
             )
             zh += f"；最后那个未满的提示块和输出都归各子请求自己，由它自己计算（{'；'.join(mine)}）"
         s_en, s_zh = _sampler_words(f, n)
-        items.append(_item(f"children:{parent}", _text(en + "." + s_en, zh + "。" + s_zh), refs))
+        items.append(sentence(f"children:{parent}", en_zh(en + "." + s_en, zh + "。" + s_zh), refs))
     return items

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from pagedviz.core.narrate_facts import Facts, Item, _blocks, _item, _join_en, _join_zh, _text
+from pagedviz.core.narrate_common import Item, block_ranges, en_zh, join_en, join_zh, sentence
+from pagedviz.core.narrate_facts import Facts
 from pagedviz.core.trace import StepTrace
 
 NULL_BLOCK = 0
@@ -33,7 +34,7 @@ def _layers(g: dict[str, Any]) -> tuple[str, str]:
         return "", ""
     if len(layers) == 1:
         return f"layer {layers[0]}", f"第 {layers[0]} 层"
-    return f"layers {_join_en(layers)}", f"第 {_join_zh(layers)} 层"
+    return f"layers {join_en(layers)}", f"第 {join_zh(layers)} 层"
 
 
 def group_name(groups: list[dict[str, Any]], g: int) -> tuple[str, str]:
@@ -90,9 +91,9 @@ def blocks_by_group(f: Facts, lists: list[list[int]]) -> tuple[str, str] | None:
     for g, blocks in enumerate(lists):
         if blocks:
             en, zh = short_group_name(groups, g)
-            parts_en.append(f"{_blocks(blocks)} ({en})")
-            parts_zh.append(f"{_blocks(blocks)}（{zh}）")
-    return _join_en(parts_en), _join_zh(parts_zh)
+            parts_en.append(f"{block_ranges(blocks)} ({en})")
+            parts_zh.append(f"{block_ranges(blocks)}（{zh}）")
+    return join_en(parts_en), join_zh(parts_zh)
 
 
 def _token_ranges(indices: list[int], bs: int) -> tuple[str, str]:
@@ -126,8 +127,8 @@ def window_drops(f: Facts) -> list[Item]:
             n, w, first = d.get("num_computed_tokens"), d.get("sliding_window"), d.get("first_kept_token")
             name_en, name_zh = group_name(groups, g)
             word = "block" if len(blocks) == 1 else "blocks"
-            en = f"Request {rid}'s {name_en} dropped {word} {_blocks(sorted(blocks))}"
-            zh = f"请求 {rid} 的{name_zh}丢弃了块 {_blocks(sorted(blocks))}"
+            en = f"Request {rid}'s {name_en} dropped {word} {block_ranges(sorted(blocks))}"
+            zh = f"请求 {rid} 的{name_zh}丢弃了块 {block_ranges(sorted(blocks))}"
             if idx and f.bs:
                 span_en, span_zh = _token_ranges(idx, f.bs)
                 en += f" (token positions {span_en})"
@@ -158,7 +159,7 @@ def window_drops(f: Facts) -> list[Item]:
                 f"滑动窗口层不再读取{'它' if one else '它们'}。"
             )
             refs: list[tuple[str, Any]] = [("request", rid), *(("block", b) for b in blocks)]
-            items.append(_item(f"window_drop:{rid}:{g}", _text(en, zh), refs))
+            items.append(sentence(f"window_drop:{rid}:{g}", en_zh(en, zh), refs))
     return items
 
 
@@ -201,8 +202,8 @@ def group_moves(f: Facts, prev: StepTrace | None) -> list[Item]:
                 if held:
                     holders = prev_owners.get(b, [])
                     old_en, old_zh = group_name(prev_groups, g0)
-                    who_en = f"request {_join_en(holders)}'s " if holders else "a "
-                    who_zh = f"请求 {_join_zh(holders)} 的" if holders else ""
+                    who_en = f"request {join_en(holders)}'s " if holders else "a "
+                    who_zh = f"请求 {join_zh(holders)} 的" if holders else ""
                     en = f"Block {b} moved between groups: at the end of step {prev.step} it was in "
                     en += f"{who_en}{old_en}"
                     zh = f"块 {b} 换了组：第 {prev.step} 步结束时它在{who_zh}{old_zh}中"
@@ -230,5 +231,5 @@ def group_moves(f: Facts, prev: StepTrace | None) -> list[Item]:
                 )
                 refs: list[tuple[str, Any]] = [("block", b), ("request", rid)]
                 refs += [("request", o) for o in holders if o != rid]
-                items.append(_item(f"group_move:{b}", _text(en, zh), refs))
+                items.append(sentence(f"group_move:{b}", en_zh(en, zh), refs))
     return items

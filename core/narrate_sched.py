@@ -6,26 +6,33 @@ from __future__ import annotations
 
 from typing import Any
 
-from pagedviz.core.narrate_causes import preempted_for, waiting_items
-from pagedviz.core.narrate_facts import (
-    Facts,
-    Item,
-    _blocks,
-    _blocks_of,
-    _item,
-    _join_en,
-    _join_zh,
-    _plural,
-    _running_order,
-    _text,
-    _word,
-)
+from pagedviz.core.narrate_causes import preempted_for
+from pagedviz.core.narrate_common import Item, block_ranges, en_zh, join_en, join_zh, plural, sentence
+from pagedviz.core.narrate_facts import Facts
 from pagedviz.core.narrate_groups import blocks_by_group, flat, new_blocks_per_group
-from pagedviz.core.scenario import EngineConfig
+from pagedviz.core.scenario_parts import EngineConfig
 from pagedviz.core.trace import StepTrace
 
 
-def _finishes(f: Facts, prev: StepTrace | None) -> list[Item]:
+def _blocks_of(t: StepTrace | None, req_id: str) -> list[int]:
+    if t is None:
+        return []
+    return [int(b) for b, o in t.kv_cache.get("owners", {}).items() if req_id in o]
+
+
+def _running_order(prev: StepTrace | None) -> list[str]:
+    """The running queue after the previous step: its scheduling order, finished ones left out."""
+    if prev is None:
+        return []
+    order = [str(r) for r in prev.scheduler.get("num_scheduled_tokens", {})]
+    return [r for r in order if r in {str(x) for o in prev.kv_cache.get("owners", {}).values() for x in o}]
+
+
+def _word(xs: list[Any], word: str) -> str:
+    return word if len(xs) == 1 else word + "s"
+
+
+def finish_items(f: Facts, prev: StepTrace | None) -> list[Item]:
     items = []
     finished = {str(r) for r in f.sched.get("finished_req_ids", [])}
     prev_owners = {int(b): o for b, o in prev.kv_cache.get("owners", {}).items()} if prev else {}
@@ -54,22 +61,22 @@ def _finishes(f: Facts, prev: StepTrace | None) -> list[Item]:
             en = f"Request {rid} finished at the end of step {f.t.step - 1} (it sampled its last token)"
             zh = f"请求 {rid} 在第 {f.t.step - 1} 步结束时完成（采样出了最后一个 token）"
         if freed:
-            en += f": its {_word(freed, 'block')} {_blocks(freed)} went back to the free queue then"
-            zh += f"：它的块 {_blocks(freed)} 当时已回到空闲队列"
+            en += f": its {_word(freed, 'block')} {block_ranges(freed)} went back to the free queue then"
+            zh += f"：它的块 {block_ranges(freed)} 当时已回到空闲队列"
         if kept:
             holders = sorted({o for b in kept for o in prev_owners[b]} - finished)
-            en += f"; {_blocks(kept)} stay allocated, still used by {_join_en(holders)}"
+            en += f"; {block_ranges(kept)} stay allocated, still used by {join_en(holders)}"
             en += " (ref count dropped by one)"
-            zh += f"；块 {_blocks(kept)} 仍被 {_join_zh(holders)} 使用，保持分配（引用计数减一）"
+            zh += f"；块 {block_ranges(kept)} 仍被 {join_zh(holders)} 使用，保持分配（引用计数减一）"
         if row is not None and not f.nano and not f.v2:
             en += f", and its row {row} of the persistent batch is removed now"
             zh += f"，它在持久批次中的第 {row} 行现在被移除"
             refs.append(("row", row))
-        items.append(_item(f"finish:{rid}", _text(en + ".", zh + "。"), refs))
+        items.append(sentence(f"finish:{rid}", en_zh(en + ".", zh + "。"), refs))
     return items
 
 
-def _engine_core(f: Facts) -> list[Item]:
+def engine_core_items(f: Facts) -> list[Item]:
     """Async scheduling: one sentence on what the engine core's batch queue did this step, whose
     output update_from_output took, and why finishes and frees come a step late."""
     ec = f.t.engine_core
@@ -81,14 +88,14 @@ def _engine_core(f: Facts) -> list[Item]:
     if k is None:
         en = (
             f"Async scheduling: update_from_output waits; the engine core's batch queue (size {size}) "
-            f"holds {_word(queue, 'step')} {_join_en(queue)}, whose sampled tokens reach the scheduler "
+            f"holds {_word(queue, 'step')} {join_en(queue)}, whose sampled tokens reach the scheduler "
             "only once the queue is full or nothing is left to schedule."
         )
         zh = (
             f"异步调度：update_from_output 暂不执行；引擎核心的批次队列（容量 {size}）中有第 "
-            f"{_join_zh(queue)} 步，其采样结果要等队列满了或没有可调度的请求时才交给调度器。"
+            f"{join_zh(queue)} 步，其采样结果要等队列满了或没有可调度的请求时才交给调度器。"
         )
-        return [_item("engine_core", _text(en, zh), refs)]
+        return [sentence("engine_core", en_zh(en, zh), refs)]
     if not ec["scheduled"]:
         en = f"Nothing is left to schedule, so this step only drains the queue: update_from_output ← step {k}"
         zh = f"没有可调度的请求，这一步只排空批次队列：update_from_output ← 第 {k} 步"
@@ -114,19 +121,19 @@ def _engine_core(f: Facts) -> list[Item]:
     if fin:
         one = len(fin) == 1
         en += (
-            f"; {_join_en(fin)} {'reaches' if one else 'reach'} max_tokens there and "
+            f"; {join_en(fin)} {'reaches' if one else 'reach'} max_tokens there and "
             f"{'finishes' if one else 'finish'}, and {'its' if one else 'their'} blocks go back to the "
             f"free queue, a step after step {k} sampled the last token (the runner hears of it at the "
             "next schedule())"
         )
         zh += (
-            f"；{_join_zh(fin)} 在其中达到 max_tokens 而完成，块回到空闲队列，比采样出最后一个 token 的"
+            f"；{join_zh(fin)} 在其中达到 max_tokens 而完成，块回到空闲队列，比采样出最后一个 token 的"
             f"第 {k} 步晚一步（runner 在下一次 schedule() 时得知）"
         )
-    return [_item("engine_core", _text(en + ".", zh + "。"), refs)]
+    return [sentence("engine_core", en_zh(en + ".", zh + "。"), refs)]
 
 
-def _preemptions(f: Facts, prev: StepTrace | None) -> list[Item]:
+def preemption_items(f: Facts, prev: StepTrace | None) -> list[Item]:
     victims = [str(r) for r in f.sched.get("preempted_req_ids", [])]
     if not victims:
         return []
@@ -147,28 +154,28 @@ def _preemptions(f: Facts, prev: StepTrace | None) -> list[Item]:
         c = (f.sched.get("preemption_causes") or {}).get(rid) or {}
         if c.get("policy") == "priority":
             words = _priority_victim(rid, c, blocks, last, lastz)
-            items.append(_item(f"preempt:{rid}", _text(en + words[0], zh + words[1]), refs))
+            items.append(sentence(f"preempt:{rid}", en_zh(en + words[0], zh + words[1]), refs))
             continue
         en += (
             f"The scheduler preempts request {rid}, the last request in the running queue{last}: "
             "vLLM takes the most recently admitted one first, so the oldest requests keep making progress. "
-            f"Its blocks {_blocks(blocks) if blocks else '(none)'} go back to the free queue, its "
+            f"Its blocks {block_ranges(blocks) if blocks else '(none)'} go back to the free queue, its "
             "num_computed_tokens is reset to 0 and it goes to the front of the waiting queue; it will "
             "recompute its tokens from scratch when it resumes."
         )
         zh += (
             f"调度器抢占请求 {rid}，它是运行队列中的最后一个{lastz}：vLLM 先抢占最晚加入的请求，"
-            f"让最早的请求继续前进。它的块 {_blocks(blocks) if blocks else '（无）'} 回到空闲队列，"
+            f"让最早的请求继续前进。它的块 {block_ranges(blocks) if blocks else '（无）'} 回到空闲队列，"
             "num_computed_tokens 归零，它被放到等待队列最前面；恢复时要从头重新计算所有 token。"
         )
-        items.append(_item(f"preempt:{rid}", _text(en, zh), refs))
+        items.append(sentence(f"preempt:{rid}", en_zh(en, zh), refs))
     causes = (f.sched.get("waiting_causes") or {}).values()
     if f.nano or not any(c.get("cause") == "preemption" for c in causes):
         return items  # nano-vllm preempts in a decode step, which admits no prefill anyway
     items.append(
-        _item(
+        sentence(
             "preempt:no_admission",
-            _text(
+            en_zh(
                 "In a step with a preemption no waiting request is admitted.",
                 "发生抢占的这一步，不再接纳任何等待中的请求。",
             ),
@@ -186,7 +193,7 @@ def _priority_victim(
         f"The scheduler preempts request {rid}, the lowest-priority running request{last}: under "
         "scheduling_policy priority vLLM takes the running request with the largest (priority, "
         f"arrival), not the last one, and {rid} has priority {p} (lower is served first) and arrived "
-        f"at step {step}. Its blocks {_blocks(blocks) if blocks else '(none)'} go back to the free "
+        f"at step {step}. Its blocks {block_ranges(blocks) if blocks else '(none)'} go back to the free "
         "queue and its num_computed_tokens is "
         "reset to 0; it goes back into the waiting queue at its place in (priority, arrival) order, "
         "not to the front, and will recompute its tokens from scratch when it resumes."
@@ -195,14 +202,14 @@ def _priority_victim(
         f"调度器抢占请求 {rid}，它是运行中优先级最低的请求{lastz}：在 scheduling_policy priority 下，"
         "vLLM 抢占 (priority, arrival) 最大的运行请求，而不是最后一个；"
         f"{rid} 的 priority 为 {p}（数值越小越先服务），在第 {step} 步到达。"
-        f"它的块 {_blocks(blocks) if blocks else '（无）'} 回到空闲队列，num_computed_tokens 归零；"
+        f"它的块 {block_ranges(blocks) if blocks else '（无）'} 回到空闲队列，num_computed_tokens 归零；"
         "它按 (priority, arrival) 顺序回到等待队列中自己的位置，而不是最前面；"
         "恢复时要从头重新计算所有 token。"
     )
     return en, zh
 
 
-def _admissions(f: Facts) -> list[Item]:
+def admission_items(f: Facts) -> list[Item]:
     items = []
     new_blocks = new_blocks_per_group(f)  # one list per KV cache group
     for kind in ("new", "resumed"):
@@ -217,20 +224,20 @@ def _admissions(f: Facts) -> list[Item]:
             refs: list[tuple[str, Any]] = [("request", rid), ("row", r), *(("block", b) for b in blocks)]
             size = total if total is not None else int(f.seq_lens[r])
             if kind == "new":
-                en = f"Request {rid} is admitted: {_plural(size, 'token')} of prompt"
+                en = f"Request {rid} is admitted: {plural(size, 'token')} of prompt"
                 zh = f"请求 {rid} 被接纳：提示共 {size} 个 token"
             else:
-                en = f"Request {rid} resumes after its preemption: {_plural(size, 'token')} to recompute"
+                en = f"Request {rid} resumes after its preemption: {plural(size, 'token')} to recompute"
                 zh = f"请求 {rid} 在被抢占后恢复：需要重新计算 {size} 个 token"
             en += f"; it schedules {n} now, takes row {r} of the batch"
             zh += f"；这一步调度 {n} 个，占用批次第 {r} 行"
             if blocks:
                 shown = blocks_by_group(f, lists)  # several KV cache groups: each group's blocks
-                en += f" and gets {_word(blocks, 'block')} {shown[0] if shown else _blocks(blocks)}"
+                en += f" and gets {_word(blocks, 'block')} {shown[0] if shown else block_ranges(blocks)}"
                 en += " (prefix-cache hits included)" if int(f.computed[r]) > 0 else " from the free queue"
-                zh += f"，拿到块 {shown[1] if shown else _blocks(blocks)}"
+                zh += f"，拿到块 {shown[1] if shown else block_ranges(blocks)}"
                 zh += "（含前缀缓存命中的块）" if int(f.computed[r]) > 0 else "（来自空闲队列）"
-            items.append(_item(f"{kind}:{rid}", _text(en + ".", zh + "。"), refs))
+            items.append(sentence(f"{kind}:{rid}", en_zh(en + ".", zh + "。"), refs))
             hit = int(f.computed[r]) if r < len(f.computed) else 0
             if hit > 0 and f.bs:
                 items.append(_prefix_hit(f, rid, r, hit, lists[0]))
@@ -250,16 +257,16 @@ def _prefix_hit(f: Facts, rid: str, r: int, hit: int, blocks: list[int]) -> Item
         *(("request", o) for o in others),
     ]
     en = (
-        f"Prefix-cache hit: request {rid}'s first {_plural(nblk, 'full block')} ({hit} tokens) hash the same "
-        f"as cached blocks, so it reuses blocks {_blocks(hits)} instead of computing them"
+        f"Prefix-cache hit: request {rid}'s first {plural(nblk, 'full block')} ({hit} tokens) hash the same "
+        f"as cached blocks, so it reuses blocks {block_ranges(hits)} instead of computing them"
     )
     zh = (
         f"前缀缓存命中：请求 {rid} 的前 {nblk} 个满块（{hit} 个 token）哈希与缓存中的块相同，"
-        f"于是直接复用块 {_blocks(hits)}，不再计算"
+        f"于是直接复用块 {block_ranges(hits)}，不再计算"
     )
     if others:
-        en += f" (shared with {_join_en(others)}"
-        zh += f"（与 {_join_zh(others)} 共享"
+        en += f" (shared with {join_en(others)}"
+        zh += f"（与 {join_zh(others)} 共享"
         if counts:
             en += f", ref count {'/'.join(map(str, counts))}"
             zh += f"，引用计数 {'/'.join(map(str, counts))}"
@@ -268,10 +275,10 @@ def _prefix_hit(f: Facts, rid: str, r: int, hit: int, blocks: list[int]) -> Item
     en += f"; num_computed_tokens starts at {hit} and only the remaining {f.nst.get(rid, 0)} tokens"
     en += " are prefilled."
     zh += f"；num_computed_tokens 从 {hit} 开始，只预填充剩下的 {f.nst.get(rid, 0)} 个 token。"
-    return _item(f"prefix_hit:{rid}", _text(en, zh), refs)
+    return sentence(f"prefix_hit:{rid}", en_zh(en, zh), refs)
 
 
-def _chunks(f: Facts, config: EngineConfig | None) -> list[Item]:
+def chunk_items(f: Facts, config: EngineConfig | None) -> list[Item]:
     """Requests that schedule only part of what they still need (a chunked prefill)."""
     items = []
     sampled = f.t.sampled_token_ids
@@ -304,11 +311,11 @@ def _chunks(f: Facts, config: EngineConfig | None) -> list[Item]:
             + ". A partial prefill samples nothing (discard_request_mask); the rest follows next step."
         )
         zh += reason_zh + "。未完成的预填充不采样（discard_request_mask）；剩下的下一步继续。"
-        items.append(_item(f"chunk:{rid}", _text(en, zh), [("request", rid), ("row", r)]))
+        items.append(sentence(f"chunk:{rid}", en_zh(en, zh), [("request", rid), ("row", r)]))
     return items
 
 
-def _growth(f: Facts) -> list[Item]:
+def growth_items(f: Facts) -> list[Item]:
     """Running requests whose next tokens open a new block."""
     kinds = set(f.sched.get("new_req_ids", [])) | set(f.sched.get("resumed_req_ids", []))
     grown = {rid: lists for rid, lists in new_blocks_per_group(f).items() if rid not in kinds and flat(lists)}
@@ -317,8 +324,8 @@ def _growth(f: Facts) -> list[Item]:
     parts_en, parts_zh = [], []
     for rid, lists in grown.items():
         shown = blocks_by_group(f, lists)  # several KV cache groups: each group's blocks
-        parts_en.append(f"{shown[0] if shown else _blocks(flat(lists))} for {rid}")
-        parts_zh.append(f"{rid} 得到 {shown[1] if shown else _blocks(flat(lists))}")
+        parts_en.append(f"{shown[0] if shown else block_ranges(flat(lists))} for {rid}")
+        parts_zh.append(f"{rid} 得到 {shown[1] if shown else block_ranges(flat(lists))}")
     en = (
         "New blocks for running requests whose next tokens cross into a block they do not have yet: "
         + "; ".join(parts_en)
@@ -327,14 +334,14 @@ def _growth(f: Facts) -> list[Item]:
     refs: list[tuple[str, Any]] = []
     for rid, lists in grown.items():
         refs += [("request", rid), *(("block", b) for b in flat(lists))]
-    return [_item("grow", _text(en + ".", zh + "。"), refs)]
+    return [sentence("grow", en_zh(en + ".", zh + "。"), refs)]
 
 
-def _budget(f: Facts, config: EngineConfig | None) -> list[Item]:
+def budget_items(f: Facts, config: EngineConfig | None) -> list[Item]:
     kinds = set(f.sched.get("new_req_ids", [])) | set(f.sched.get("resumed_req_ids", []))
     running = sum(n for rid, n in f.nst.items() if rid not in kinds)
     admitted = f.T - running
-    en = f"This step schedules {_plural(f.T, 'token')} for {_plural(len(f.nst), 'request')}"
+    en = f"This step schedules {plural(f.T, 'token')} for {plural(len(f.nst), 'request')}"
     zh = f"这一步为 {len(f.nst)} 个请求调度了 {f.T} 个 token"
     en += f" ({running} for running requests, {admitted} for new or resumed ones)"
     zh += f"（运行中的请求 {running} 个，新加入或恢复的请求 {admitted} 个）"
@@ -343,10 +350,4 @@ def _budget(f: Facts, config: EngineConfig | None) -> list[Item]:
         en += f" out of a budget of {config.max_num_batched_tokens} (max_num_batched_tokens): {left} left"
         zh += f"，预算 {config.max_num_batched_tokens}（max_num_batched_tokens）剩下 {left}"
     refs = [("request", rid) for rid in f.nst]
-    return [_item("budget", _text(en + ".", zh + "。"), refs)]
-
-
-def _waiting(f: Facts, config: EngineConfig | None) -> list[Item]:
-    """The "Still waiting" sentence and why, rendered only from `scheduler.waiting_causes`
-    (core/narrate_causes.py)."""
-    return waiting_items(f, config)
+    return [sentence("budget", en_zh(en + ".", zh + "。"), refs)]

@@ -5,17 +5,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from pagedviz.core.narrate_explain import _tok, explain
-from pagedviz.core.narrate_facts import Facts, Item, _blocks, _item, _join_en, _join_zh, _plural, _text
+from pagedviz.core.narrate_common import Item, block_ranges, en_zh, join_en, join_zh, plural, sentence
+from pagedviz.core.narrate_explain import explain
+from pagedviz.core.narrate_facts import Facts
 
 
-def _example_token(f: Facts) -> int:
+def example_token(f: Facts) -> int:
     """The token a stage sentence works through: the first token of the last request."""
     return int(f.qsl[-2]) if len(f.qsl) >= 2 else 0
 
 
-def _token_refs(f: Facts, i: int, name: str) -> list[tuple[str, Any]]:
-    r, rid, p = _tok(f, i)
+def token_refs(f: Facts, i: int, name: str) -> list[tuple[str, Any]]:
+    r, rid, p = f.token(i)
     refs: list[tuple[str, Any]] = [("token", i), ("row", r), ("request", rid)]
     if name in ("block_numbers", "slot_mapping") and "block_numbers" in f.a:
         refs.append(("block", int(f.a["block_numbers"][i])))
@@ -27,26 +28,26 @@ def _token_refs(f: Facts, i: int, name: str) -> list[tuple[str, Any]]:
 def _stage_update_states(f: Facts) -> Item:
     added = [*f.sched.get("new_req_ids", []), *f.sched.get("resumed_req_ids", [])]
     removed = list(f.sched.get("finished_req_ids", [])) + list(f.sched.get("preempted_req_ids", []))
-    en = f"update_states: the batch now holds {_plural(len(f.rows), 'row')} ({', '.join(f.rows)})"
+    en = f"update_states: the batch now holds {plural(len(f.rows), 'row')} ({', '.join(f.rows)})"
     zh = f"update_states：批次现在有 {len(f.rows)} 行（{', '.join(f.rows)}）"
     if removed:
-        en += f"; removed: {_join_en(removed)}"
-        zh += f"；移除：{_join_zh(removed)}"
+        en += f"; removed: {join_en(removed)}"
+        zh += f"；移除：{join_zh(removed)}"
     if added:
-        en += f"; added (lowest hole first): {_join_en(added)}"
-        zh += f"；加入（先填最低的空洞）：{_join_zh(added)}"
+        en += f"; added (lowest hole first): {join_en(added)}"
+        zh += f"；加入（先填最低的空洞）：{join_zh(added)}"
     moves = f.t.batch.get("moves", [])
     if moves:
-        en += f"; {_plural(len(moves), 'condense move')}"
+        en += f"; {plural(len(moves), 'condense move')}"
         zh += f"；{len(moves)} 次压缩移动"
     refs = [("request", r) for r in [*f.rows, *removed]]
-    return _item("stage:update_states", _text(en + ".", zh + "。"), refs, "update_states")
+    return sentence("stage:update_states", en_zh(en + ".", zh + "。"), refs, "update_states")
 
 
 def _stage_attn_metadata(f: Facts) -> Item:
     s = f.t.scalars
     en = (
-        f"attn_metadata: num_reqs = {s.get('num_reqs')}, {_plural(f.T, 'scheduled token')} "
+        f"attn_metadata: num_reqs = {s.get('num_reqs')}, {plural(f.T, 'scheduled token')} "
         f"(num_input_tokens = {s.get('num_input_tokens', f.T)}), max_query_len = {s.get('max_query_len')}, "
         f"max_seq_len = {s.get('max_seq_len')}"
     )
@@ -55,7 +56,7 @@ def _stage_attn_metadata(f: Facts) -> Item:
         f"（num_input_tokens = {s.get('num_input_tokens', f.T)}），max_query_len = {s.get('max_query_len')}，"
         f"max_seq_len = {s.get('max_seq_len')}"
     )
-    return _item("stage:attn_metadata", _text(en + ".", zh + "。"), [], "attn_metadata")
+    return sentence("stage:attn_metadata", en_zh(en + ".", zh + "。"), [], "attn_metadata")
 
 
 _ATTN_STATE = {
@@ -98,7 +99,7 @@ def _stage_attn_mask(f: Facts) -> Item:
     if shape is not None:
         en += f"; attn_mask has shape {shape}"
         zh += f"；attn_mask 形状为 {shape}"
-    return _item("stage:attn_mask", _text(en + ".", zh + "。"), [], "attn_mask")
+    return sentence("stage:attn_mask", en_zh(en + ".", zh + "。"), [], "attn_mask")
 
 
 def _stage_block_tables(f: Facts) -> Item:
@@ -108,16 +109,16 @@ def _stage_block_tables(f: Facts) -> Item:
     refs: list[tuple[str, Any]] = []
     if bt is not None and bt.size and f.rows:
         row = [int(b) for b in bt[-1] if b >= 0]
-        en += f"; sequence {f.rows[-1]} reads blocks {_blocks(row)}"
-        zh += f"；序列 {f.rows[-1]} 读块 {_blocks(row)}"
+        en += f"; sequence {f.rows[-1]} reads blocks {block_ranges(row)}"
+        zh += f"；序列 {f.rows[-1]} 读块 {block_ranges(row)}"
         refs = [("request", f.rows[-1]), *(("block", b) for b in row)]
     elif bt is None:
         en += " (not passed to this prefill: no sequence has a prefix-cache hit)"
         zh += "（这次预填充没有传入：没有序列命中前缀缓存）"
-    return _item("stage:block_tables", _text(en + ".", zh + "。"), refs, "block_tables")
+    return sentence("stage:block_tables", en_zh(en + ".", zh + "。"), refs, "block_tables")
 
 
-def _stage_sentence(f: Facts, name: str, writes: list[str]) -> Item | None:
+def stage_sentence(f: Facts, name: str, writes: list[str]) -> Item | None:
     special = {
         "update_states": _stage_update_states,
         "attn_metadata": _stage_attn_metadata,
@@ -132,8 +133,8 @@ def _stage_sentence(f: Facts, name: str, writes: list[str]) -> Item | None:
         if entry is None or entry.value.ndim != 1 or entry.value.size == 0:
             continue
         if entry.level == "token":
-            i = _example_token(f)
-            refs = _token_refs(f, i, arr_name)
+            i = example_token(f)
+            refs = token_refs(f, i, arr_name)
         else:
             i = max(len(f.rows) - 1, 0)
             if arr_name in ("query_start_loc", "cu_seqlens_q", "cu_seqlens_k"):
@@ -142,5 +143,5 @@ def _stage_sentence(f: Facts, name: str, writes: list[str]) -> Item | None:
         text = explain(f.t, arr_name, i)
         if text is None:
             continue
-        return _item(f"stage:{name}", _text(text["en"] + ".", text["zh"] + "。"), refs, name)
+        return sentence(f"stage:{name}", en_zh(text["en"] + ".", text["zh"] + "。"), refs, name)
     return None

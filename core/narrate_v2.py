@@ -18,35 +18,26 @@ from typing import Any
 
 import numpy as np
 
-from pagedviz.core.narrate_batch import _idle, _last, _padding, _pool, _sampling
-from pagedviz.core.narrate_explain import _ex_logits_indices, _tok
-from pagedviz.core.narrate_facts import (
-    Facts,
-    Item,
-    SlotFacts,
-    _blocks,
-    _item,
-    _join_en,
-    _join_zh,
-    _plural,
-    _text,
-)
-from pagedviz.core.narrate_family import _siblings
+from pagedviz.core.narrate_batch import idle_items, last_step_items, padding_items, pool_items, sampling_items
+from pagedviz.core.narrate_causes import waiting_items
+from pagedviz.core.narrate_common import Item, block_ranges, en_zh, join_en, join_zh, plural, sentence
+from pagedviz.core.narrate_facts import Facts, SlotFacts
+from pagedviz.core.narrate_family import sibling_items
 from pagedviz.core.narrate_groups import group_moves, window_drops
 from pagedviz.core.narrate_sched import (
-    _admissions,
-    _budget,
-    _chunks,
-    _engine_core,
-    _finishes,
-    _growth,
-    _preemptions,
-    _waiting,
+    admission_items,
+    budget_items,
+    chunk_items,
+    engine_core_items,
+    finish_items,
+    growth_items,
+    preemption_items,
 )
-from pagedviz.core.narrate_stages import _example_token, _token_refs
-from pagedviz.core.narrate_stages import _stage_sentence as v1_stage_sentence
-from pagedviz.core.narrate_v2_explain import V2_EXPLAIN, _ex_idx_mapping, _ex_input_ids
-from pagedviz.core.scenario import EngineConfig
+from pagedviz.core.narrate_stages import example_token, token_refs
+from pagedviz.core.narrate_stages import stage_sentence as v1_stage_sentence
+from pagedviz.core.narrate_v1_explain import explain_logits_indices
+from pagedviz.core.narrate_v2_explain import V2_EXPLAIN, explain_idx_mapping, explain_input_ids
+from pagedviz.core.scenario_parts import EngineConfig
 from pagedviz.core.trace import StepTrace
 
 
@@ -83,7 +74,9 @@ def _slot_events(f: Facts, s: SlotFacts, resumed: list[str]) -> list[Item]:
                 "所以它是下一个被分出的状态槽"
             )
             items.append(
-                _item(f"slot_freed:{rid}", _text(en + ".", zh + "。"), [("request", rid)], "finish_and_add")
+                sentence(
+                    f"slot_freed:{rid}", en_zh(en + ".", zh + "。"), [("request", rid)], "finish_and_add"
+                )
             )
             continue
         kind_en = "comes back from its preemption as a new request" if rid in resumed else "is added"
@@ -97,7 +90,7 @@ def _slot_events(f: Facts, s: SlotFacts, resumed: list[str]) -> list[Item]:
             en += " (slots are handed out from the highest down, a freed one first)"
             zh += "（状态槽从编号最大的开始分出，释放过的优先）"
         items.append(
-            _item(f"slot_added:{rid}", _text(en + ".", zh + "。"), [("request", rid)], "finish_and_add")
+            sentence(f"slot_added:{rid}", en_zh(en + ".", zh + "。"), [("request", rid)], "finish_and_add")
         )
     return items
 
@@ -124,7 +117,7 @@ def _resumptions(f: Facts, s: SlotFacts, resumed: list[str]) -> list[Item]:
             f"带着提示和目前为止的输出，共 {size} 个 token（prefill_len[{j}] = {size}），add_requests 把它们"
             f"写入 all_token_ids[{j}]；这一步调度其中 {n} 个，位于批次第 {r} 行，重新计算它们的 KV"
         )
-        items.append(_item(f"resumed:{rid}", _text(en + ".", zh + "。"), [("request", rid), ("row", r)]))
+        items.append(sentence(f"resumed:{rid}", en_zh(en + ".", zh + "。"), [("request", rid), ("row", r)]))
     return items
 
 
@@ -141,8 +134,8 @@ def _sort(f: Facts, s: SlotFacts, config: EngineConfig | None) -> list[Item]:
     pre = [r for r in f.rows if r not in dec]
     parts_en, parts_zh = [], []
     if dec:
-        parts_en.append(f"decodes first ({_join_en(dec)})")
-        parts_zh.append(f"先是解码（{_join_zh(dec)}）")
+        parts_en.append(f"decodes first ({join_en(dec)})")
+        parts_zh.append(f"先是解码（{join_zh(dec)}）")
     if pre:
         chunks = ", ".join(f"{r}: {f.nst[r]}" for r in pre)
         parts_en.append(f"{'then ' if dec else ''}prefill chunks by ascending length ({chunks})")
@@ -163,7 +156,7 @@ def _sort(f: Facts, s: SlotFacts, config: EngineConfig | None) -> list[Item]:
         f"第 {r} 行（{rid}）读状态槽 {s.idx[r]}" for r, rid in enumerate(f.rows)
     )
     refs = [("request", rid) for rid in f.rows] + [("row", r) for r in range(len(f.rows))]
-    return [_item("sort", _text(en + ".", zh + "。"), refs)]
+    return [sentence("sort", en_zh(en + ".", zh + "。"), refs)]
 
 
 # ------------------------------------------------------------------ stage sentences
@@ -183,7 +176,7 @@ def _stage_finish_and_add(f: Facts, s: SlotFacts) -> Item:
     en += f"; free list, next first: [{free}]. Running requests keep their slots: no row moves"
     zh += f"；空闲列表（下一个在前）：[{free}]。运行中的请求保留原状态槽：没有行移动"
     refs = [("request", r) for r in s.slots]
-    return _item("stage:finish_and_add", _text(en + ".", zh + "。"), refs, "finish_and_add")
+    return sentence("stage:finish_and_add", en_zh(en + ".", zh + "。"), refs, "finish_and_add")
 
 
 def _stage_cudagraph(f: Facts) -> Item:
@@ -208,17 +201,17 @@ def _stage_cudagraph(f: Facts) -> Item:
         en = "cudagraph_mode = NONE: no captured graph fits, so the step runs eagerly"
         en += f" with {R} requests and {f.T} tokens, unpadded"
         zh = f"cudagraph_mode = NONE：没有合适的已捕获图，本步直接执行，{R} 个请求、{f.T} 个 token，不补齐"
-    return _item("stage:cudagraph_dispatch", _text(en + ".", zh + "。"), [], "cudagraph_dispatch")
+    return sentence("stage:cudagraph_dispatch", en_zh(en + ".", zh + "。"), [], "cudagraph_dispatch")
 
 
 def _stage_idx_mapping(f: Facts, s: SlotFacts) -> Item | None:
     if not f.rows:
         return None
     r = len(f.rows) - 1
-    text = _ex_idx_mapping(f, r, np.asarray(s.idx))
-    return _item(
+    text = explain_idx_mapping(f, r, np.asarray(s.idx))
+    return sentence(
         "stage:idx_mapping",
-        _text(text["en"] + ".", text["zh"] + "。"),
+        en_zh(text["en"] + ".", text["zh"] + "。"),
         [("row", r), ("request", f.rows[r])],
         "idx_mapping",
     )
@@ -232,21 +225,21 @@ def _stage_combine(f: Facts, s: SlotFacts) -> Item | None:
         for r in range(len(f.rows)):
             last = int(f.qsl[r + 1]) - 1
             if int(f.seq_lens[r]) > int(prefill[s.slot_of_row(r)]):
-                text = _ex_input_ids(f, last, ids)
+                text = explain_input_ids(f, last, ids)
                 refs: list[tuple[str, Any]] = [("token", last), ("row", r), ("request", f.rows[r])]
-                return _item(
+                return sentence(
                     "stage:combine_sampled_and_draft_tokens",
-                    _text(text["en"] + ".", text["zh"] + "。"),
+                    en_zh(text["en"] + ".", text["zh"] + "。"),
                     refs,
                     "combine_sampled_and_draft_tokens",
                 )
     li = f.a.get("logits_indices")
     if li is None or not f.rows:
         return None
-    text = _ex_logits_indices(f, len(f.rows) - 1, li)
-    return _item(
+    text = explain_logits_indices(f, len(f.rows) - 1, li)
+    return sentence(
         "stage:combine_sampled_and_draft_tokens",
-        _text(text["en"] + ".", text["zh"] + "。"),
+        en_zh(text["en"] + ".", text["zh"] + "。"),
         [("row", len(f.rows) - 1)],
         "combine_sampled_and_draft_tokens",
     )
@@ -259,16 +252,16 @@ def _stage_prefill_inputs(f: Facts, s: SlotFacts) -> Item | None:
         return None
     for r in range(len(f.rows)):
         i = int(f.qsl[r])
-        _, _, p = _tok(f, i)
+        _, _, p = f.token(i)
         if p < int(prefill[s.slot_of_row(r)]):
-            text = _ex_input_ids(f, i, ids)
+            text = explain_input_ids(f, i, ids)
             refs: list[tuple[str, Any]] = [("token", i), ("row", r), ("request", f.rows[r])]
-            return _item(
-                "stage:prefill_inputs", _text(text["en"] + ".", text["zh"] + "。"), refs, "prefill_inputs"
+            return sentence(
+                "stage:prefill_inputs", en_zh(text["en"] + ".", text["zh"] + "。"), refs, "prefill_inputs"
             )
     en = "prefill_inputs: no row is prefilling in this step; every input comes from last_sampled_tokens"
     zh = "prefill_inputs：这一步没有处于预填充的行；所有输入都来自 last_sampled_tokens"
-    return _item("stage:prefill_inputs", _text(en + ".", zh + "。"), [], "prefill_inputs")
+    return sentence("stage:prefill_inputs", en_zh(en + ".", zh + "。"), [], "prefill_inputs")
 
 
 def _stage_gather(f: Facts, s: SlotFacts) -> Item | None:
@@ -278,8 +271,8 @@ def _stage_gather(f: Facts, s: SlotFacts) -> Item | None:
     for r, rid in enumerate(f.rows):
         j = s.slot_of_row(r)
         bs = s.row_blocks(f, r)
-        parts_en.append(f"row {r} ← slot {j} (blocks {_blocks(bs)})")
-        parts_zh.append(f"第 {r} 行 ← 状态槽 {j}（块 {_blocks(bs)}）")
+        parts_en.append(f"row {r} ← slot {j} (blocks {block_ranges(bs)})")
+        parts_zh.append(f"第 {r} 行 ← 状态槽 {j}（块 {block_ranges(bs)}）")
         refs += [("row", r), ("request", rid), *(("block", b) for b in bs)]
     en = (
         "gather_block_tables: input_block_tables[row] = block_tables[idx_mapping[row]], the row's own "
@@ -291,7 +284,7 @@ def _stage_gather(f: Facts, s: SlotFacts) -> Item | None:
         f"{'；'.join(parts_zh)}。其后的单元格保留之前某一步留下的值（已过期，从不被读取：注意力只读 "
         "cdiv(seq_len, block_size) 个元素）"
     )
-    return _item("stage:gather_block_tables", _text(en + ".", zh + "。"), refs, "gather_block_tables")
+    return sentence("stage:gather_block_tables", en_zh(en + ".", zh + "。"), refs, "gather_block_tables")
 
 
 def _stage_token(f: Facts, name: str, array: str) -> Item | None:
@@ -299,12 +292,14 @@ def _stage_token(f: Facts, name: str, array: str) -> Item | None:
     arr = f.a.get(array)
     if arr is None or arr.size == 0:
         return None
-    i = _example_token(f)
+    i = example_token(f)
     text = V2_EXPLAIN[array](f, i, arr)
-    return _item(f"stage:{name}", _text(text["en"] + ".", text["zh"] + "。"), _token_refs(f, i, array), name)
+    return sentence(
+        f"stage:{name}", en_zh(text["en"] + ".", text["zh"] + "。"), token_refs(f, i, array), name
+    )
 
 
-def _stage_sentence(f: Facts, s: SlotFacts, name: str, writes: list[str]) -> Item | None:
+def stage_sentence(f: Facts, s: SlotFacts, name: str, writes: list[str]) -> Item | None:
     if name == "finish_and_add":
         return _stage_finish_and_add(f, s)
     if name == "idx_mapping":
@@ -336,7 +331,7 @@ def _rejections(f: Facts) -> list[Item]:
     items = []
     for rid, k in rejected.items():
         en = (
-            f"Request {rid}: {_plural(k, 'draft')} rejected. post_update advances its slot's "
+            f"Request {rid}: {plural(k, 'draft')} rejected. post_update advances its slot's "
             f"num_computed_tokens by the scheduled tokens less {k} on the worker now"
         )
         zh = (
@@ -355,7 +350,7 @@ def _rejections(f: Facts) -> list[Item]:
         else:
             en += "; the scheduler rolls back its own count in this step's update_from_output"
             zh += "；调度器在这一步的 update_from_output 中回退自己的计数"
-        items.append(_item(f"rejected:{rid}", _text(en + ".", zh + "。"), [("request", rid)]))
+        items.append(sentence(f"rejected:{rid}", en_zh(en + ".", zh + "。"), [("request", rid)]))
     return items
 
 
@@ -368,31 +363,36 @@ def narrate_v2(
     t = f.t
     s = SlotFacts(f)
     resumed = _resumed(f, s, prev)
-    items = _finishes(f, prev)
+    items = finish_items(f, prev)
     if t.idle:
-        return items + _slot_events(f, s, resumed) + (_engine_core(f) or _idle(f)) + _waiting(f, config)
-    items += _engine_core(f)
-    items += _preemptions(f, prev)
-    items += [it for it in _admissions(f) if it["key"].split(":", 1)[1] not in resumed]
-    items += _siblings(f, resumed)
+        return (
+            items
+            + _slot_events(f, s, resumed)
+            + (engine_core_items(f) or idle_items(f))
+            + waiting_items(f, config)
+        )
+    items += engine_core_items(f)
+    items += preemption_items(f, prev)
+    items += [it for it in admission_items(f) if it["key"].split(":", 1)[1] not in resumed]
+    items += sibling_items(f, resumed)
     items += _resumptions(f, s, resumed)
     items += _slot_events(f, s, resumed)
     items += _sort(f, s, config)
-    items += _chunks(f, config)
+    items += chunk_items(f, config)
     items += window_drops(f)
-    items += _growth(f)
+    items += growth_items(f)
     items += group_moves(f, prev)
-    items += _budget(f, config)
-    items += _waiting(f, config)
-    items += _padding(f)
+    items += budget_items(f, config)
+    items += waiting_items(f, config)
+    items += padding_items(f)
     items += _rejections(f)
-    items += _sampling(f)
+    items += sampling_items(f)
     if last:
-        items += _last(f)
-    items += _pool(f)
+        items += last_step_items(f)
+    items += pool_items(f)
     writes = {st.name: st.writes for st in t.stages}
     for st in t.stages:
-        item = _stage_sentence(f, s, st.name, writes.get(st.name, []))
+        item = stage_sentence(f, s, st.name, writes.get(st.name, []))
         if item is not None:
             items.append(item)
     return items

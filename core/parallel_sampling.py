@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from pagedviz.core.scenario import RequestSpec
+from pagedviz.core.scenario_parts import RequestSpec
 
 
 def child_id(request_id: str, index: int) -> str:

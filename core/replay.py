@@ -29,7 +29,8 @@ from pagedviz.core.replay_agreement import Agreement, Comparer
 from pagedviz.core.replay_groups import groups_problem, recorded_layers
 from pagedviz.core.replay_requests import config_fields, request_specs, unmodelled
 from pagedviz.core.replay_scheduler import SEED, RecordedScheduler, ReplayError
-from pagedviz.core.scenario import EngineConfig, Scenario
+from pagedviz.core.scenario import Scenario
+from pagedviz.core.scenario_parts import EngineConfig
 from pagedviz.core.scheduler import SchedulerOutput
 from pagedviz.core.trace import StepTrace
 

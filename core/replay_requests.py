@@ -22,7 +22,7 @@ from typing import Any
 
 from pagedviz.core.recording import Arrival, Header
 from pagedviz.core.replay_scheduler import prompt_ids
-from pagedviz.core.scenario import EngineConfig, RequestSpec
+from pagedviz.core.scenario_parts import EngineConfig, RequestSpec
 
 _CHILD = re.compile(r"^(0|[1-9]\d*)_(.+)$")
 _SPEC_FIELDS = {f.name for f in dataclasses.fields(RequestSpec)}

@@ -6,7 +6,7 @@ import enum
 
 import numpy as np
 
-from pagedviz.core.scenario import RequestSpec
+from pagedviz.core.scenario_parts import RequestSpec
 
 
 class Status(enum.Enum):

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -16,16 +17,17 @@ from pagedviz.core.kv_cache import usable_blocks
 from pagedviz.core.kv_groups import SLIDING, plan_kv_cache_groups
 from pagedviz.core.kv_planning import group_max_blocks, max_in_flight_tokens, pool_too_small
 from pagedviz.core.limits import Limits, raised_by
-from pagedviz.core.scenario import (
+from pagedviz.core.scenario_parts import (
     PROMPT_FIELDS,
     EngineConfig,
     ModelConfig,
     RequestSpec,
-    Scenario,
     ScenarioError,
     default_capture_sizes,
 )
 from pagedviz.core.tokenizer import NUM_SPECIAL_IDS, encode_text
+
+S = TypeVar("S")  # the scenario `Rules.scenario` builds (core/scenario.py's Scenario)
 
 CONFIG_FIELDS = tuple(s.name for s in fields_of(EngineConfig))
 MODEL_FIELDS = tuple(s.name for s in fields_of(ModelConfig))
@@ -49,8 +51,9 @@ class Rules:
         self.errors.append((loc, msg))
         self.too_large = self.too_large or too_large
 
-    def scenario(self, m: Any) -> Scenario:
-        """The Scenario of a validated scenario model; raises ScenarioError if a rule is broken."""
+    def scenario(self, m: Any, build: Callable[..., S]) -> S:
+        """The scenario (made by `build`, the Scenario class) of a validated scenario model;
+        raises ScenarioError if a rule is broken."""
         self.flavor = m.flavor
         cfg = self.config(m.config)
         if self.flavor == "nanovllm" and cfg.block_size < 2:
@@ -98,7 +101,7 @@ class Rules:
                 self.err(loc, msg)
         if self.errors:
             raise ScenarioError(self.errors, too_large=self.too_large)
-        return Scenario(
+        return build(
             name=m.name,
             flavor=m.flavor,
             seed=m.seed,

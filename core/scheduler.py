@@ -22,7 +22,7 @@ from pagedviz.core.kv_planning import max_in_flight_tokens
 from pagedviz.core.parallel_sampling import scheduled_specs
 from pagedviz.core.request import Request, Status
 from pagedviz.core.request_queue import PriorityQueue, victim_key, waiting_queue
-from pagedviz.core.scenario import EngineConfig, RequestSpec
+from pagedviz.core.scenario_parts import EngineConfig, RequestSpec
 
 
 @dataclass

@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 
 from pagedviz.core.kv_groups import KVCacheGroup
-from pagedviz.core.scenario import ModelConfig
+from pagedviz.core.scenario_parts import ModelConfig
 
 
 @dataclass

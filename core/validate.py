@@ -7,29 +7,33 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Callable
 from dataclasses import asdict
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
 from pagedviz.core.fields import fields_of
-from pagedviz.core.limits import FIXED_BOUND, Limits, cost_problems, raised_by
+from pagedviz.core.limits import FIXED_BOUND, CostedScenario, Limits, cost_problems, raised_by
 from pagedviz.core.models import IMAGE_KEYS, scenario_model
 from pagedviz.core.rules import Rules
-from pagedviz.core.scenario import (
+from pagedviz.core.scenario_parts import (
     MAX_N,
     REQUEST_FIELDS,
     SCENARIO_FIELDS,
     EngineConfig,
     ModelConfig,
-    Scenario,
     ScenarioError,
 )
 
+S = TypeVar("S", bound=CostedScenario)
 
-def parse_scenario(data: Any, limits: Limits | None = None) -> Scenario:
+
+def parse_scenario(data: Any, build: Callable[..., S], limits: Limits | None = None) -> S:
     """`Scenario.from_dict`: precheck, the fields, the rules across them, then the cost model (a
-    ScenarioError marked too_large when a size is over a limit)."""
+    ScenarioError marked too_large when a size is over a limit). `build` makes the scenario of
+    its fields (the Scenario class itself: this module does not import core/scenario.py, which
+    imports it)."""
     limits = limits or Limits.from_env()
     data = precheck(data, limits)
     if not isinstance(data, dict):
@@ -38,7 +42,7 @@ def parse_scenario(data: Any, limits: Limits | None = None) -> Scenario:
         model = scenario_model(limits).model_validate(data)
     except ValidationError as e:
         raise _field_errors(data, limits, e) from None
-    scenario = Rules(limits).scenario(model)
+    scenario = Rules(limits).scenario(model, build)
     problems = cost_problems(scenario, limits)
     if problems:
         raise ScenarioError(problems, too_large=True)

@@ -14,7 +14,7 @@ from pagedviz.core.input_batch import InputBatch
 from pagedviz.core.kv_groups import KVCacheGroup
 from pagedviz.core.runners.mrope import MRope
 from pagedviz.core.runners.stages import stage
-from pagedviz.core.scenario import EngineConfig
+from pagedviz.core.scenario_parts import EngineConfig
 from pagedviz.core.spec_decode import calc_spec_decode_metadata
 
 # below this many tokens input_ids is gathered with numpy's take (torch's index_select has a

@@ -30,7 +30,7 @@ from pagedviz.core.runners.stages import LEVELS, StagedRunner, group_device_inpu
 from pagedviz.core.runners.v2_block_tables import SlotBlockTables
 from pagedviz.core.runners.v2_spec import V2SpecDecode
 from pagedviz.core.runners.v2_stages import PAD_SLOT_ID, V2Stages
-from pagedviz.core.scenario import EngineConfig
+from pagedviz.core.scenario_parts import EngineConfig
 from pagedviz.core.scheduler import SchedulerOutput
 from pagedviz.core.trace import PlanItem, Stage, StepTrace
 

@@ -19,7 +19,7 @@ import torch
 
 from pagedviz.core.ngram_v2 import ngram_propose_v2
 from pagedviz.core.runners.stages import stage
-from pagedviz.core.scenario import EngineConfig
+from pagedviz.core.scenario_parts import EngineConfig
 
 
 class V2SpecDecode:

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from pagedviz.core.runners.stages import stage
-from pagedviz.core.scenario import EngineConfig
+from pagedviz.core.scenario_parts import EngineConfig
 
 PAD_SLOT_ID = -1
 

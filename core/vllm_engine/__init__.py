@@ -67,7 +67,8 @@ from pagedviz.core.upstream import UPSTREAM
 
 if TYPE_CHECKING:
     from pagedviz.core.engine import Engine
-    from pagedviz.core.scenario import EngineConfig, RequestSpec, Scenario
+    from pagedviz.core.scenario import Scenario
+    from pagedviz.core.scenario_parts import EngineConfig, RequestSpec
 
 VLLM_VERSION = UPSTREAM["vllm"]["version"]
 INSTALL = "pip install 'pagedviz[vllm]'"

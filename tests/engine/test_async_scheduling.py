@@ -14,7 +14,7 @@ from pagedviz.core import Scenario, make_engine
 from pagedviz.core.async_scheduler import AsyncScheduler
 from pagedviz.core.engine_core import BATCH_QUEUE_SIZE
 from pagedviz.core.narrate import narrate
-from pagedviz.core.scenario import EngineConfig, RequestSpec
+from pagedviz.core.scenario_parts import EngineConfig, RequestSpec
 
 
 def scenario(reqs: list[dict[str, Any]], **config: Any) -> Scenario:

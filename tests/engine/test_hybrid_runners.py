@@ -17,7 +17,7 @@ from pagedviz.app.main import create_app
 from pagedviz.app.settings import Settings
 from pagedviz.core import Scenario, make_engine
 from pagedviz.core.kv_groups import plan_kv_cache_groups
-from pagedviz.core.scenario import ModelConfig
+from pagedviz.core.scenario_parts import ModelConfig
 from pagedviz.core.tiny_model import TinyTransformer
 
 WINDOW, BS = 8, 4

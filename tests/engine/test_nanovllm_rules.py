@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from pagedviz.core import Scenario, make_engine
 from pagedviz.core.flavors.nanovllm import NanoBlockManager
 from pagedviz.core.request import Request
-from pagedviz.core.scenario import RequestSpec
+from pagedviz.core.scenario_parts import RequestSpec
 from pagedviz.core.trace import StepTrace
 
 

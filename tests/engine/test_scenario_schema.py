@@ -15,7 +15,7 @@ import pytest
 from pagedviz.core import Limits, Scenario, ScenarioError
 from pagedviz.core.fields import fields_of
 from pagedviz.core.presets import list_presets, preset_dict
-from pagedviz.core.scenario import EngineConfig, ModelConfig
+from pagedviz.core.scenario_parts import EngineConfig, ModelConfig
 from pagedviz.core.schema import scenario_schema
 
 LIMITS = Limits()

@@ -218,7 +218,7 @@ def test_same_scenario_gives_the_same_trace() -> None:
 def test_configs_vllm_refuses_are_refused_with_its_reason() -> None:
     import pytest
 
-    from pagedviz.core.scenario import ScenarioError
+    from pagedviz.core.scenario_parts import ScenarioError
 
     with pytest.raises(ScenarioError) as e:
         make_scenario(
@@ -239,7 +239,7 @@ def test_vocab_size_is_a_setting_of_its_own() -> None:
     import pytest
 
     from pagedviz.core import Scenario
-    from pagedviz.core.scenario import ScenarioError
+    from pagedviz.core.scenario_parts import ScenarioError
 
     big = [{"id": "A", "prompt_token_ids": [151000, 7], "max_tokens": 2}]
     sc = make_scenario(big, vocab_size=151936)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from pagedviz.core import Scenario, make_engine
-from pagedviz.core.scenario import ScenarioError
+from pagedviz.core.scenario_parts import ScenarioError
 
 
 def v2(requests: list[dict[str, Any]], **config: Any) -> Scenario:

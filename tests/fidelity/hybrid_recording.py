@@ -166,7 +166,8 @@ def _build(
 def _vllm_runner(sched: Any, config: dict[str, Any]) -> Any:
     """vLLM's V1 runner as the engine `vllm` drives it (core/vllm_engine/v1.py), on the recording
     scheduler's own configs and KV cache groups."""
-    from pagedviz.core.scenario import EngineConfig, Scenario
+    from pagedviz.core.scenario import Scenario
+    from pagedviz.core.scenario_parts import EngineConfig
     from pagedviz.core.vllm_engine import v1
 
     cfg = EngineConfig(

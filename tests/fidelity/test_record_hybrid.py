@@ -26,7 +26,7 @@ from test_vllm_fidelity import scenarios  # noqa: E402
 from pagedviz.core import Scenario, make_engine  # noqa: E402
 from pagedviz.core.recording import read_recording  # noqa: E402
 from pagedviz.core.replay import import_recording  # noqa: E402
-from pagedviz.core.scenario import (
+from pagedviz.core.scenario_parts import (
     RequestSpec,  # noqa: E402
     ScenarioError,  # noqa: E402
 )

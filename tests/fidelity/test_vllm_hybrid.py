@@ -31,7 +31,7 @@ from hypothesis import strategies as st
 
 from pagedviz.core import Scenario, make_engine
 from pagedviz.core.presets import list_presets, preset_dict
-from pagedviz.core.scenario import ScenarioError
+from pagedviz.core.scenario_parts import ScenarioError
 
 vllm_side = pytest.importorskip(
     "pagedviz.core.vllm_engine.v1",
