@@ -27,7 +27,8 @@ from pagedviz.core.runners.v1 import ModelRunner
 from pagedviz.core.runners.v2 import ModelRunnerV2
 from pagedviz.core.sampler import gumbel_noise, synthetic_tokens
 from pagedviz.core.scenario import Scenario
-from pagedviz.core.scheduler import Scheduler, SchedulerOutput
+from pagedviz.core.scheduler import Scheduler
+from pagedviz.core.scheduler_output import SchedulerOutput
 from pagedviz.core.spec_decode import greedy_accept, ngram_propose
 from pagedviz.core.tiny_model import ForwardInputs, TinyTransformer
 from pagedviz.core.trace import Stage, StepTrace

@@ -16,6 +16,9 @@ arrays then replace pagedviz's in the trace, and any difference is written into 
 Modules, one concept each:
 - env.py: the process-wide settings vLLM needs, made once when the engine first runs.
 - loop.py: the engine core's batch-queue loop (`EngineCore.step_with_batch_queue`).
+- config.py: vLLM's `VllmConfig` for a scenario (`scheduler_config`), for V1 and V2 alike; which
+  scenario field is which vLLM setting is core/vllm_settings.py's table (the import reads a
+  recording's header with it).
 - groups.py: vLLM's KV cache groups for the scenario's layers, planned by vLLM.
 - v1.py: vLLM's scheduler and V1 runner methods for a scenario.
 - v2_worker.py, v2.py: the scheduler built for Model Runner V2, and V2's worker state and kernels.
