@@ -1,5 +1,5 @@
 """One engine step (docs/architecture.md): schedule -> update_states -> prepare_inputs -> forward ->
-sample -> update the scheduler. `Engine.step()` returns the step's StepTrace; `run()` yields them
+sample -> update the scheduler. `PagedvizEngine.step()` returns the step's StepTrace; `run()` yields them
 until every request has finished or `max_steps` is reached (then `truncated` is True). With
 `async_scheduling` the engine core's batch queue (core/engine_core.py) decides whether a step
 schedules and whose output its update_from_output takes. Speculative decoding's verification and
@@ -48,11 +48,16 @@ KV_LAYOUTS = {
 
 
 @register_flavor("vllm")
-class Engine(DraftSteps):
-    """The vllm flavour's engine: runs a Scenario step by step; `capture=False` skips recording
-    arrays (for timing); `stage_timing=True` times each stage of prepare_inputs, not only their
-    total. Other flavours subclass it and register themselves (core/registry.py);
-    `make_engine(scenario)` picks the scenario's."""
+class PagedvizEngine(DraftSteps):
+    """pagedviz's own engine (a scenario's `engine: pagedviz`, the default), of the vllm flavour:
+    runs a Scenario step by step; `capture=False` skips recording arrays (for timing);
+    `stage_timing=True` times each stage of prepare_inputs, not only their total. Other flavours
+    subclass it and register themselves (core/registry.py); so does the engine `vllm`
+    (core/vllm_engine/live.py's `VllmEngine`, vLLM's own scheduler in this engine's step).
+    `make_engine(scenario)` picks the scenario's.
+
+    Also importable as `pagedviz.core.Engine`: that name is the public Python API's, kept as an
+    alias of this class (`Engine` below)."""
 
     flavor = "vllm"
     runner_cls: type[ModelRunner] = ModelRunner
@@ -329,3 +334,7 @@ class Engine(DraftSteps):
                     w.cpu().tolist() for w in self.model.written_slots_by_group()
                 ]
         return view
+
+
+# the public Python API's name for pagedviz's own engine (`pagedviz.core.Engine`): an alias
+Engine = PagedvizEngine

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from pagedviz.core.engine import Engine
+from pagedviz.core.engine import PagedvizEngine
 from pagedviz.core.recording import Cut, Header, Step
 from pagedviz.core.replay_agreement import Agreement, Comparer
 from pagedviz.core.replay_groups import groups_problem, recorded_layers
@@ -146,7 +146,7 @@ def replay_problem(header: Header) -> str | None:
     return groups_problem(header)
 
 
-class ReplayEngine(Engine):
+class ReplayEngine(PagedvizEngine):
     """pagedviz's engine with the recorded scheduler and the recorded tokens."""
 
     def __init__(self, scenario: Scenario, header: Header, steps: Iterator[Step]) -> None:

@@ -1,6 +1,7 @@
 """The recorded scheduler of a replay (core/replay.py): it stands in for pagedviz's scheduler,
 each schedule() the next recorded step of a real vLLM 0.33 server (core/recording.py) as
-pagedviz's SchedulerOutput, with that server's block ids; it hands the runner the recorded
+pagedviz's SchedulerOutput (through core/vllm_output.py, the adapter the engine vllm converts vLLM's
+own outputs with), with that server's block ids; it hands the runner the recorded
 sampled tokens (with drafts, per logits row) and the next step's recorded drafts. It keeps each
 live request's tokens and blocks and nothing of a finished request. No vLLM needed.
 """

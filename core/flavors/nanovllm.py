@@ -35,7 +35,7 @@ import numpy as np
 import torch
 
 from pagedviz.core.device import StageTimer
-from pagedviz.core.engine import Engine
+from pagedviz.core.engine import PagedvizEngine
 from pagedviz.core.flavors.nanovllm_blocks import NanoBlockManager
 from pagedviz.core.flavors.nanovllm_inputs import NanoInputs
 from pagedviz.core.registry import register_flavor
@@ -50,7 +50,7 @@ NANO_LEVELS = {**LEVELS, "last_indices": "request"}
 
 
 @register_flavor("nanovllm")
-class NanoEngine(NanoInputs, Engine):
+class NanoEngine(NanoInputs, PagedvizEngine):
     """nano-vllm's scheduler, block manager and prepare_prefill / prepare_decode."""
 
     flavor = "nanovllm"

@@ -1,7 +1,7 @@
 """The engine `vllm` (`"engine": "vllm"` in a scenario, `pagedviz run --engine vllm`): vLLM 0.33.0's
 own code as a pagedviz engine, in-process on the CPU. Needs the `vllm` extra
 (`pip install 'pagedviz[vllm]'`); this package imports vLLM only when the engine first runs
-(`make_live_engine`), so pagedviz imports and runs its own engine without it.
+(`make_vllm_engine`), so pagedviz imports and runs its own engine without it.
 
 What is vLLM's: the scheduling (vLLM's `Scheduler`, its `KVCacheManager`, `BlockPool` and free
 queue: scheduled tokens, block ids, preemptions, the free queue's order), and the final arrays of
@@ -24,8 +24,8 @@ Modules, one concept each:
 - v2_worker.py, v2.py: the scheduler built for Model Runner V2, and V2's worker state and kernels.
 - causes.py: the causes oracle, why each request waits and for whom each was preempted, from
   vLLM's own scheduler (watched calls and counterfactual copies; sched_copy.py copies a scheduler).
-- live.py: the engine itself, a pagedviz `Engine` whose scheduler, causes and final arrays are
-  vLLM's.
+- live.py: the engine itself, `VllmEngine`: pagedviz's engine (`PagedvizEngine`) whose scheduler,
+  causes and final arrays are vLLM's.
 
 What is stubbed, and why (each module's docstring has the details):
 - `ModelConfig` (env.TinyModelConfig): a real one needs Hugging Face files; the scheduler and the
@@ -69,7 +69,7 @@ from typing import TYPE_CHECKING, Any
 from pagedviz.core.upstream import UPSTREAM
 
 if TYPE_CHECKING:
-    from pagedviz.core.engine import Engine
+    from pagedviz.core.engine import PagedvizEngine
     from pagedviz.core.scenario import EngineConfig, RequestSpec, Scenario
 
 VLLM_VERSION = UPSTREAM["vllm"]["version"]
@@ -152,8 +152,8 @@ def problems(
     return out
 
 
-def make_live_engine(scenario: Scenario, capture: bool = True, **kwargs: Any) -> Engine:
+def make_vllm_engine(scenario: Scenario, capture: bool = True, **kwargs: Any) -> PagedvizEngine:
     """The engine `vllm` for the scenario (imports vLLM on first use)."""
-    from pagedviz.core.vllm_engine.live import LiveEngine
+    from pagedviz.core.vllm_engine.live import VllmEngine
 
-    return LiveEngine(scenario, capture, **kwargs)
+    return VllmEngine(scenario, capture, **kwargs)

@@ -1,6 +1,6 @@
-"""The engine `vllm`: a pagedviz `Engine` whose scheduler is vLLM 0.33.0's and whose final arrays
-are vLLM's, in the trace format of pagedviz's own engine (the page, the REST API and the
-narration read it unchanged).
+"""The engine `vllm`, `VllmEngine`: pagedviz's engine (`PagedvizEngine`) whose scheduler is vLLM
+0.33.0's and whose final arrays are vLLM's, in the trace format of pagedviz's own engine (the page,
+the REST API and the narration read it unchanged).
 
 Each step:
 1. vLLM's `Scheduler.schedule()` decides (v1.py / v2.py build it for the scenario); its
@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from pagedviz.core.engine import Engine
+from pagedviz.core.engine import PagedvizEngine
 from pagedviz.core.scenario import Scenario
 from pagedviz.core.scheduler_output import SchedulerOutput
 from pagedviz.core.trace import StepTrace
@@ -341,7 +341,7 @@ class _VllmBlocks:
         }
 
 
-class LiveEngine(Engine):
+class VllmEngine(PagedvizEngine):
     """pagedviz's engine driven by vLLM's scheduler, with vLLM's final arrays (module docstring)."""
 
     def __init__(self, scenario: Scenario, capture: bool = True, stage_timing: bool = False) -> None:
