@@ -15,7 +15,8 @@ the request carries `num_speculative_tokens` drafts of -1, which the worker fill
 from __future__ import annotations
 
 from pagedviz.core.request import Request
-from pagedviz.core.scheduler import Scheduler, SchedulerOutput
+from pagedviz.core.scheduler import Scheduler
+from pagedviz.core.scheduler_output import SchedulerOutput
 
 
 class AsyncScheduler(Scheduler):

@@ -30,7 +30,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from pagedviz.core.scheduler import Scheduler, SchedulerOutput
+from pagedviz.core.scheduler import Scheduler
+from pagedviz.core.scheduler_output import SchedulerOutput
 
 # VllmConfig.max_concurrent_batches with async scheduling at pipeline size 1 (both runners)
 BATCH_QUEUE_SIZE = 2

@@ -23,16 +23,17 @@ from typing import Any
 
 import numpy as np
 
-from pagedviz.core.engine import Engine
+from pagedviz.core.engine import PagedvizEngine
 from pagedviz.core.recording import Cut, Header, Step
 from pagedviz.core.replay_agreement import Agreement, Comparer
 from pagedviz.core.replay_groups import groups_problem, recorded_layers
-from pagedviz.core.replay_requests import config_fields, request_specs, unmodelled
+from pagedviz.core.replay_requests import request_specs, unmodelled
 from pagedviz.core.replay_scheduler import SEED, RecordedScheduler, ReplayError
 from pagedviz.core.scenario import Scenario
 from pagedviz.core.scenario_parts import EngineConfig
-from pagedviz.core.scheduler import SchedulerOutput
+from pagedviz.core.scheduler_output import SchedulerOutput
 from pagedviz.core.trace import StepTrace
+from pagedviz.core.vllm_settings import engine_fields
 
 SYNTHETIC_NOTE = "a redacted recording: token ids are synthetic (the recording kept only their counts)"
 SPEC_NOTE = (
@@ -91,15 +92,11 @@ def scenario_from(header: Header, summary: Summary, for_agreement: bool = False)
     specs = request_specs(arrivals, vocab, families=not for_agreement)
     n = summary.num_steps
     layers = recorded_layers(header)
+    settings = engine_fields(header)
+    # the agreement runs pagedviz's own scheduler as the server scheduled; the page replays in steps
+    settings["async_scheduling"] = header.async_scheduling and for_agreement
     cfg = EngineConfig(
-        block_size=header.block_size,
-        max_model_len=header.max_model_len,
-        max_num_reqs=header.max_num_seqs,
-        max_num_batched_tokens=header.max_num_batched_tokens,
-        num_kv_blocks=header.num_kv_blocks,
-        long_prefill_token_threshold=header.long_prefill_token_threshold,
-        enable_chunked_prefill=header.enable_chunked_prefill,
-        enable_prefix_caching=header.enable_prefix_caching,
+        **settings,
         cudagraph_capture_sizes=None
         if header.cudagraph_capture_sizes is None
         else tuple(sorted(header.cudagraph_capture_sizes)),
@@ -107,13 +104,9 @@ def scenario_from(header: Header, summary: Summary, for_agreement: bool = False)
         vocab_size=vocab,
         model=None,
         model_runner=header.runner,
-        async_scheduling=header.async_scheduling and for_agreement,
-        scheduler_reserve_full_isl=bool(getattr(header, "scheduler_reserve_full_isl", False)),
-        watermark=float(getattr(header, "watermark", 0.0)),
         num_speculative_tokens=num_spec(header),
         layer_types=layers.layer_types,
         sliding_window=layers.sliding_window,
-        **config_fields(header),
     )
     return Scenario(
         name=f"recording of vLLM {header.vllm_version} ({header.scheduler})",
@@ -154,7 +147,7 @@ def replay_problem(header: Header) -> str | None:
     return groups_problem(header)
 
 
-class ReplayEngine(Engine):
+class ReplayEngine(PagedvizEngine):
     """pagedviz's engine with the recorded scheduler and the recorded tokens."""
 
     def __init__(self, scenario: Scenario, header: Header, steps: Iterator[Step]) -> None:

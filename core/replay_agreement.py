@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from pagedviz.core.engine import Engine
+from pagedviz.core.engine import PagedvizEngine
 from pagedviz.core.recording import Header, Step
 from pagedviz.core.replay_groups import groups_problem
 from pagedviz.core.scenario import Scenario
@@ -69,7 +69,7 @@ def _same(key: str, a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
-class _RecordedTokens(Engine):
+class _RecordedTokens(PagedvizEngine):
     """pagedviz's own engine whose samples are the recorded tokens, request by request (its own
     synthetic ones past what the recording has, or for a redacted recording)."""
 

@@ -34,7 +34,7 @@ from typing import Any
 from pagedviz.core.kv_groups import plan_kv_cache_groups
 from pagedviz.core.recording import Header, Step
 from pagedviz.core.replay_groups import recorded_layers
-from pagedviz.core.scheduler import SchedulerOutput
+from pagedviz.core.scheduler_output import SchedulerOutput
 
 Cause = dict[str, Any]
 DERIVED = {"derived": "recording"}

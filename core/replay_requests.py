@@ -34,12 +34,6 @@ def policy(header: Header) -> str:
     return str((header.model_extra or {}).get("scheduling_policy") or "fcfs")
 
 
-def config_fields(header: Header) -> dict[str, Any]:
-    """The EngineConfig fields of the recorded policy (none where it is fcfs or not modelled)."""
-    p = policy(header)
-    return {"scheduling_policy": p} if p != "fcfs" and "scheduling_policy" in _CONFIG_FIELDS else {}
-
-
 def unmodelled(header: Header, arrivals: list[Arrival]) -> list[str]:
     """What the recording has that this pagedviz's scenario cannot carry (notes)."""
     out = []

@@ -1,6 +1,7 @@
 """The recorded scheduler of a replay (core/replay.py): it stands in for pagedviz's scheduler,
 each schedule() the next recorded step of a real vLLM 0.33 server (core/recording.py) as
-pagedviz's SchedulerOutput, with that server's block ids; it hands the runner the recorded
+pagedviz's SchedulerOutput (through core/vllm_output.py, the adapter the engine vllm converts vLLM's
+own outputs with), with that server's block ids; it hands the runner the recorded
 sampled tokens (with drafts, per logits row) and the next step's recorded drafts. It keeps each
 live request's tokens and blocks and nothing of a finished request. No vLLM needed.
 """
@@ -19,7 +20,8 @@ from pagedviz.core.recording import Freed, Header, Step
 from pagedviz.core.replay_causes import RecordedCauses
 from pagedviz.core.replay_groups import recorded_layers
 from pagedviz.core.sampler import synthetic_tokens
-from pagedviz.core.scheduler import ScheduledRequest, SchedulerOutput
+from pagedviz.core.scheduler_output import SchedulerOutput
+from pagedviz.core.vllm_output import OutputAdapter, Scheduled, from_recorded
 
 SEED = 0
 NOT_RECORDED = "not recorded (blocks in id order)"  # an older recording's free queue
@@ -142,7 +144,10 @@ class RecordedScheduler:
         self.kv = _Blocks(header.num_kv_blocks, self.problems, groups)
         self.tokens: dict[str, list[int]] = {}
         self.num_prompt: dict[str, int] = {}
-        self.live: set[str] = set()
+        # the recorded outputs as pagedviz's (core/vllm_output.py, as the engine vllm converts vLLM's)
+        self.adapter = OutputAdapter(header.runner, len(groups))
+        self._step = 0  # the recorded step being converted, and the blocks it handed out
+        self._taken: list[int] = []
         self.current: Step | None = None
         self.recorded: dict[int, Step] = {}
         self._next: Step | None = next(self.steps, None)
@@ -164,79 +169,58 @@ class RecordedScheduler:
             self.tokens[a.id] = ids.tolist()
             self.num_prompt[a.id] = len(ids)
         for rid in s.finished:  # nothing of a finished request is kept (a long recording's memory)
-            self.live.discard(rid)
+            self.adapter.forget(rid)
             self.kv.drop(rid)
             self.tokens.pop(rid, None)
             self.num_prompt.pop(rid, None)
         for rid in s.preempted:
             self.kv.drop(rid)
-        new = {n.id: n for n in s.new}
-        cached = {c.id: c for c in s.cached}
-        num_groups = len(self.kv.groups)
-        out = SchedulerOutput(step=step_no, runner=self.header.runner, num_groups=num_groups)
-        taken: list[int] = []  # the blocks this schedule() handed out (off the free queue)
-        for rid, num in s.num_scheduled_tokens.items():
-            if rid in new:
-                n = new[rid]
-                if rid not in self.tokens:  # no arrival line: the new request's prompt
-                    ids = prompt_ids(rid, n.prompt_token_ids, self.vocab)
-                    self.tokens[rid] = ids.tolist()
-                    self.num_prompt[rid] = len(ids)
-                added = self._per_group(s.step, rid, n.block_ids)
-                groups = [list(g) for g in added]
-                kind = "resumed" if rid in self.live else "new"  # V2: resumed requests travel as new
-                computed, num_prompt = n.num_computed_tokens, self.num_prompt[rid]
-            elif rid in cached:
-                c = cached[rid]
-                added = self._per_group(s.step, rid, c.new_block_ids)
-                if c.resumed:
-                    groups = [list(g) for g in added]
-                    kind = "resumed"
-                else:
-                    held = [blocks.get(rid, []) for blocks in self.kv.group_blocks]
-                    groups = [h + a for h, a in zip(held, added)]
-                    kind = "running"
-                if c.null_head is not None and len(c.null_head) != num_groups:
-                    raise ReplayError(
-                        f"step {s.step}: {rid!r} has a null head for {len(c.null_head)} KV cache "
-                        f"group(s), the header {num_groups}"
-                    )
-                for blocks, k in zip(groups, c.null_head or ()):
-                    blocks[:k] = [NULL_BLOCK] * min(k, len(blocks))  # a sliding window's dropped blocks
-                computed, num_prompt = c.num_computed_tokens, self.num_prompt.get(rid, 0)
-            else:
-                raise ReplayError(f"step {s.step}: {rid!r} is scheduled but neither new nor cached")
-            for g, blocks in enumerate(groups):
-                self.kv.group_blocks[g][rid] = blocks
-            taken += [b for a in added for b in a if b != NULL_BLOCK]
-            sr = ScheduledRequest(
-                rid,
-                kind,
-                computed,
-                num,
-                num_prompt,
-                np.asarray(self.tokens.get(rid, []), dtype=np.int32),
-                list(groups[0]),
-                list(added[0]),
-                group_block_ids=[list(g) for g in groups],
-                new_group_block_ids=[list(a) for a in added],
-            )
-            spec = s.spec_tokens.get(rid)
-            if isinstance(spec, list):
-                sr.spec_token_ids = list(spec)
-            out.scheduled.append(sr)
-            self.live.add(rid)
-        out.preempted_req_ids = list(s.preempted)
-        out.finished_req_ids = list(s.finished)
+        self._step = s.step
+        self._taken = []  # the blocks this schedule() handed out (off the free queue)
+        out = self.adapter.convert(from_recorded(s, ReplayError), step_no, self)
         scheduled = set(s.num_scheduled_tokens)
         out.waiting_req_ids = [
             r for r in self.tokens if r not in scheduled and r not in self.done_ids and r not in s.finished
         ]
         self.kv.num_free = s.num_free_blocks
         self.kv.step = s.step
-        self.kv.follow(s.freed, taken)
+        self.kv.follow(s.freed, self._taken)
         self.causes.fill(s, out, self.tokens)
         return out
+
+    def tokens_of(self, s: Scheduled) -> tuple[np.ndarray, int]:
+        """The request's known tokens (a new request without an arrival line: its prompt)."""
+        rid = s.req_id
+        if s.is_new and rid not in self.tokens:
+            ids = prompt_ids(rid, s.prompt_token_ids, self.vocab)
+            self.tokens[rid] = ids.tolist()
+            self.num_prompt[rid] = len(ids)
+        num_prompt = self.num_prompt[rid] if s.is_new else self.num_prompt.get(rid, 0)
+        return np.asarray(self.tokens.get(rid, []), dtype=np.int32), num_prompt
+
+    def blocks_of(self, s: Scheduled, kind: str) -> tuple[list[list[int]], list[list[int]]]:
+        """The request's blocks per group after this step, kept here from the recorded lines: a
+        new or resumed request's are the recorded ones, a running request's those it held and the
+        new ones, its first blocks null where a sliding window dropped them (`null_head`)."""
+        rid, num_groups = s.req_id, len(self.kv.groups)
+        added = self._per_group(self._step, rid, s.new_block_ids)
+        if kind == "running":
+            held = [blocks.get(rid, []) for blocks in self.kv.group_blocks]
+            groups = [h + a for h, a in zip(held, added)]
+        else:
+            groups = [list(g) for g in added]
+        if not s.is_new:
+            if s.null_head is not None and len(s.null_head) != num_groups:
+                raise ReplayError(
+                    f"step {self._step}: {rid!r} has a null head for {len(s.null_head)} KV cache "
+                    f"group(s), the header {num_groups}"
+                )
+            for blocks, k in zip(groups, s.null_head or ()):
+                blocks[:k] = [NULL_BLOCK] * min(k, len(blocks))  # a sliding window's dropped blocks
+        for g, blocks in enumerate(groups):
+            self.kv.group_blocks[g][rid] = blocks
+        self._taken += [b for a in added for b in a if b != NULL_BLOCK]
+        return groups, added
 
     def _per_group(self, step: int, rid: str, recorded: list[list[int]] | None) -> list[list[int]]:
         """A request's recorded block ids, one list per group (none recorded: an empty list each)."""

@@ -73,6 +73,11 @@ LAYER_TYPES_SCHEMA: dict[str, Any] = {
 
 @dataclass(frozen=True)
 class EngineConfig:
+    """A scenario's `config` section: the serving engine's settings (block size, budgets, pool,
+    runner, scheduling policies, model), whichever engine runs it (the scenario's `engine`:
+    pagedviz's own, `PagedvizEngine`, or vLLM's, `VllmEngine`). Not an engine itself; the name is
+    the scenario format's. core/vllm_settings.py says which field is which vLLM setting."""
+
     block_size: int = setting(16, "tokens per KV-cache block", lo=1, hi="max_block_size")
     max_model_len: int = setting(
         240, "longest sequence (prompt + output) of a request: the width of token_ids_cpu", lo=1, hi=1 << 20

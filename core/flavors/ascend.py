@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pagedviz.core.engine import Engine
+from pagedviz.core.engine import PagedvizEngine
 from pagedviz.core.registry import register_flavor
 from pagedviz.core.runners.stages import stage
 from pagedviz.core.runners.v1 import ModelRunner
@@ -138,7 +138,7 @@ class AscendModelRunner(ModelRunner):
 
 
 @register_flavor("ascend")
-class AscendEngine(Engine):
+class AscendEngine(PagedvizEngine):
     """vLLM's scheduling with vllm-ascend's attention state and mask."""
 
     flavor = "ascend"

@@ -21,11 +21,13 @@ It mirrors nano-vllm's `engine/block_manager.py`, `engine/scheduler.py`, `engine
   `max_seqlen_q/k`, `slot_mapping`, `context_lens`, `block_tables` (rows padded with -1) and
   `last_indices`. A prefill passes `block_tables` only when some sequence has a cache hit
   (`cu_seqlens_k[-1] > cu_seqlens_q[-1]`); without one, flash-attn reads this step's K/V directly.
+
+The block manager is core/flavors/nanovllm_blocks.py, the input stages core/flavors/nanovllm_inputs.py;
+this module holds the scheduler and the step.
 """
 
 from __future__ import annotations
 
-import hashlib
 from collections import deque
 from typing import Any
 
@@ -33,10 +35,12 @@ import numpy as np
 import torch
 
 from pagedviz.core.device import StageTimer
-from pagedviz.core.engine import Engine
+from pagedviz.core.engine import PagedvizEngine
+from pagedviz.core.flavors.nanovllm_blocks import NanoBlockManager
+from pagedviz.core.flavors.nanovllm_inputs import NanoInputs
 from pagedviz.core.registry import register_flavor
 from pagedviz.core.request import Request, Status
-from pagedviz.core.runners.stages import LEVELS, stage
+from pagedviz.core.runners.stages import LEVELS
 from pagedviz.core.sampler import synthetic_tokens
 from pagedviz.core.tiny_model import ForwardInputs
 from pagedviz.core.trace import Stage, StepTrace
@@ -45,141 +49,8 @@ UPSTREAM = "nano-vllm bb823b3"  # GeeeekExplorer/nano-vllm HEAD this flavour fol
 NANO_LEVELS = {**LEVELS, "last_indices": "request"}
 
 
-def block_hash(token_ids: np.ndarray, prefix: str | None) -> str:
-    """`BlockManager.compute_hash`: a 64-bit hash of the parent's hash and the block's token ids
-    (nano-vllm uses xxh64; any 64-bit hash gives the same hits, as token ids are compared too)."""
-    h = hashlib.blake2b(digest_size=8)
-    if prefix is not None:
-        h.update(bytes.fromhex(prefix))
-    h.update(np.asarray(token_ids, dtype=np.int64).tobytes())
-    return h.hexdigest()
-
-
-class NanoBlockManager:
-    """nano-vllm's `BlockManager`: free deque, used set, ref counts and the hash -> block map."""
-
-    def __init__(self, num_blocks: int, block_size: int) -> None:
-        self.block_size = block_size
-        self.ref_cnt = np.zeros(num_blocks, dtype=np.int32)
-        self.hash: list[str | None] = [None] * num_blocks
-        self.block_tokens: list[tuple[int, ...]] = [()] * num_blocks
-        self.hash_to_block_id: dict[str, int] = {}
-        self.free_block_ids: deque[int] = deque(range(num_blocks))
-        self.used_block_ids: set[int] = set()
-        self.block_tables: dict[str, list[int]] = {}
-        self.last_refusal: dict[str, object] = {}  # why can_allocate last returned -1
-
-    def num_blocks_of(self, seq: Request) -> int:
-        return -(-seq.num_tokens // self.block_size)
-
-    def block(self, seq: Request, i: int) -> np.ndarray:
-        return seq.token_ids[i * self.block_size : min((i + 1) * self.block_size, seq.num_tokens)]
-
-    def table(self, seq: Request) -> list[int]:
-        return self.block_tables.setdefault(seq.req_id, [])
-
-    def _allocate_block(self) -> int:
-        b = self.free_block_ids.popleft()
-        assert self.ref_cnt[b] == 0
-        h = self.hash[b]
-        if h is not None and self.hash_to_block_id.get(h) == b:
-            del self.hash_to_block_id[h]
-        self.ref_cnt[b] = 1
-        self.hash[b] = None
-        self.block_tokens[b] = ()
-        self.used_block_ids.add(b)
-        return b
-
-    def _deallocate_block(self, b: int) -> None:
-        self.used_block_ids.remove(b)
-        self.free_block_ids.append(b)
-
-    def _lookup(self, seq: Request, i: int, h: str | None) -> tuple[str, int]:
-        tokens = self.block(seq, i)
-        h2 = block_hash(tokens, h)
-        b = self.hash_to_block_id.get(h2, -1)
-        if b != -1 and self.block_tokens[b] != tuple(tokens.tolist()):
-            b = -1
-        return h2, b
-
-    def probe(self, seq: Request) -> tuple[int, int]:
-        """(leading full blocks found in the cache -- the last block is never looked up --, free
-        blocks the sequence would take); a hit on a free block still takes a free block."""
-        h: str | None = None
-        num_cached_blocks = 0
-        num_new_blocks = self.num_blocks_of(seq)
-        for i in range(self.num_blocks_of(seq) - 1):
-            h, b = self._lookup(seq, i, h)
-            if b == -1:
-                break
-            num_cached_blocks += 1
-            if b in self.used_block_ids:
-                num_new_blocks -= 1
-        return num_cached_blocks, num_new_blocks
-
-    def can_allocate(self, seq: Request) -> int:
-        """Leading full blocks found in the cache, or -1 when the free blocks cannot hold the rest
-        (`last_refusal` then says how many it needs and how many are free)."""
-        num_cached_blocks, num_new_blocks = self.probe(seq)
-        if len(self.free_block_ids) < num_new_blocks:
-            self.last_refusal = {"blocks_needed": num_new_blocks, "blocks_free": len(self.free_block_ids)}
-            return -1
-        return num_cached_blocks
-
-    def allocate(self, seq: Request, num_cached_blocks: int) -> None:
-        table = self.table(seq)
-        assert not table
-        h: str | None = None
-        for i in range(num_cached_blocks):
-            h, b = self._lookup(seq, i, h)
-            if b in self.used_block_ids:
-                self.ref_cnt[b] += 1
-            else:
-                self.ref_cnt[b] = 1
-                self.free_block_ids.remove(b)
-                self.used_block_ids.add(b)
-            table.append(b)
-        for _ in range(num_cached_blocks, self.num_blocks_of(seq)):
-            table.append(self._allocate_block())
-        seq.num_computed_tokens = num_cached_blocks * self.block_size
-
-    def deallocate(self, seq: Request) -> None:
-        for b in reversed(self.block_tables.pop(seq.req_id, [])):
-            self.ref_cnt[b] -= 1
-            if self.ref_cnt[b] == 0:
-                self._deallocate_block(b)
-        seq.num_computed_tokens = 0
-
-    def can_append(self, seq: Request) -> bool:
-        return len(self.free_block_ids) >= (seq.num_tokens % self.block_size == 1)
-
-    def may_append(self, seq: Request) -> list[int]:
-        if seq.num_tokens % self.block_size == 1:
-            b = self._allocate_block()
-            self.table(seq).append(b)
-            return [b]
-        return []
-
-    def hash_blocks(self, seq: Request, num_scheduled: int) -> None:
-        """Hash the blocks this step filled (num_computed_tokens is the count before the step)."""
-        bs = self.block_size
-        start = seq.num_computed_tokens // bs
-        end = (seq.num_computed_tokens + num_scheduled) // bs
-        if start == end:
-            return
-        table = self.block_tables[seq.req_id]
-        h = self.hash[table[start - 1]] if start > 0 else None
-        for i in range(start, end):
-            b = table[i]
-            tokens = self.block(seq, i)
-            h = block_hash(tokens, h)
-            self.hash[b] = h
-            self.block_tokens[b] = tuple(tokens.tolist())
-            self.hash_to_block_id[h] = b
-
-
 @register_flavor("nanovllm")
-class NanoEngine(Engine):
+class NanoEngine(NanoInputs, PagedvizEngine):
     """nano-vllm's scheduler, block manager and prepare_prefill / prepare_decode."""
 
     flavor = "nanovllm"
@@ -188,16 +59,6 @@ class NanoEngine(Engine):
     @classmethod
     def stages_from(cls) -> type:
         return cls
-
-    STAGES = (
-        "_positions",
-        "_input_ids",
-        "_cu_seqlens_q",
-        "_cu_seqlens_k",
-        "_slot_mapping",
-        "_block_tables",
-        "_last_indices",
-    )
 
     def _setup(self) -> None:
         cfg = self.scenario.config
@@ -348,113 +209,6 @@ class NanoEngine(Engine):
                 self.running.remove(seq)
                 finished.append(seq.req_id)
         return finished
-
-    # ------------------------------------------------------------------ prepare_prefill / decode
-    @stage(
-        "positions",
-        "seqs",
-        "positions",
-        "prefill: positions = concat(range(num_cached_tokens, num_cached_tokens + num_scheduled_tokens)); "
-        "decode: positions = len(seq) - 1",
-    )
-    def _positions(self) -> None:
-        v = self.v
-        n_q, start = v["n_q"], v["start"]
-        cu = np.concatenate(([0], np.cumsum(n_q))).astype(np.int64)
-        v["req_indices"] = np.repeat(np.arange(len(n_q)), n_q)
-        offsets = np.arange(int(cu[-1]), dtype=np.int64) - np.repeat(cu[:-1], n_q)
-        v["positions"] = np.repeat(start, n_q) + offsets
-
-    @stage(
-        "input_ids",
-        "seqs",
-        "input_ids",
-        "prefill: input_ids = concat(seq[num_cached_tokens : num_cached_tokens + num_scheduled_tokens] "
-        "for seq in seqs); decode: input_ids = [seq.last_token for seq in seqs]",
-    )
-    def _input_ids(self) -> None:
-        v = self.v
-        parts = [s.token_ids[a:b] for s, a, b in zip(v["seqs"], v["start"], v["end"])]
-        v["input_ids"] = np.concatenate(parts).astype(np.int64)
-
-    @stage(
-        "cu_seqlens_q",
-        "seqs",
-        "cu_seqlens_q max_seqlen_q context_lens",
-        "prefill: cu_seqlens_q = [0, *cumsum(seqlen_q)], seqlen_q = num_scheduled_tokens; "
-        "max_seqlen_q = max(seqlen_q); decode: context_lens = len(seq)",
-    )
-    def _cu_seqlens_q(self) -> None:
-        v = self.v
-        if v["is_prefill"]:
-            v["cu_seqlens_q"] = np.concatenate(([0], np.cumsum(v["n_q"]))).astype(np.int32)
-            v["scalars"]["max_seqlen_q"] = int(v["n_q"].max())
-        else:
-            v["context_lens"] = v["end"].astype(np.int32)
-
-    @stage(
-        "cu_seqlens_k",
-        "seqs",
-        "cu_seqlens_k max_seqlen_k",
-        "prefill: cu_seqlens_k = [0, *cumsum(seqlen_k)], seqlen_k = num_cached_tokens + "
-        "num_scheduled_tokens; max_seqlen_k = max(seqlen_k); decode: none (context_lens)",
-    )
-    def _cu_seqlens_k(self) -> None:
-        v = self.v
-        if v["is_prefill"]:
-            v["cu_seqlens_k"] = np.concatenate(([0], np.cumsum(v["end"]))).astype(np.int32)
-            v["scalars"]["max_seqlen_k"] = int(v["end"].max())
-
-    @stage(
-        "slot_mapping",
-        "seqs positions",
-        "slot_mapping",
-        "slot_mapping = seq.block_table[position // block_size] * block_size + position % block_size "
-        "(prefill: the slots of positions num_cached_tokens.. ; decode: "
-        "block_table[-1] * block_size + last_block_num_tokens - 1)",
-    )
-    def _slot_mapping(self) -> None:
-        v = self.v
-        bs = self.scenario.config.block_size
-        bt = v["padded_tables"]
-        idx = v["req_indices"] * bt.shape[1] + v["positions"] // bs
-        v["slot_mapping"] = (bt.ravel()[idx].astype(np.int64) * bs + v["positions"] % bs).astype(np.int32)
-
-    @stage(
-        "block_tables",
-        "seqs cu_seqlens_q cu_seqlens_k",
-        "block_tables",
-        "block_tables = [seq.block_table + [-1] * (max_len - len(seq.block_table))]; "
-        "prefill: only if cu_seqlens_k[-1] > cu_seqlens_q[-1] (a prefix-cache hit), else None",
-    )
-    def _block_tables(self) -> None:
-        v = self.v
-        if not v["is_prefill"] or v["cu_seqlens_k"][-1] > v["cu_seqlens_q"][-1]:
-            v["block_tables"] = v["padded_tables"]
-            v["scalars"]["block_tables"] = "passed"
-        else:
-            v["scalars"]["block_tables"] = "None (no prefix-cache hit)"
-
-    @stage(
-        "last_indices",
-        "cu_seqlens_q",
-        "last_indices",
-        "prefill: last_indices = cu_seqlens_q[1:] - 1 (the LM head keeps these rows); "
-        "decode: every row (one token per sequence)",
-    )
-    def _last_indices(self) -> None:
-        v = self.v
-        if v["is_prefill"]:
-            v["last_indices"] = (v["cu_seqlens_q"][1:] - 1).astype(np.int64)
-
-    def _padded_tables(self, seqs: list[Request]) -> np.ndarray:
-        """`prepare_block_tables`: every sequence's block table, padded with -1 to the longest."""
-        tables = [self.bm.block_tables[s.req_id] for s in seqs]
-        width = max(len(t) for t in tables)
-        lens = np.array([len(t) for t in tables])
-        bt = np.full((len(tables), width), -1, dtype=np.int32)
-        bt[np.arange(width)[None, :] < lens[:, None]] = np.concatenate(tables)
-        return bt
 
     # ------------------------------------------------------------------ step
     def step(self) -> StepTrace:

@@ -21,7 +21,7 @@ from pagedviz.core.runners.mrope import MRope
 from pagedviz.core.runners.stages import StagedRunner, group_device_inputs, group_name
 from pagedviz.core.runners.v1_stages import V1Stages
 from pagedviz.core.scenario_parts import EngineConfig
-from pagedviz.core.scheduler import SchedulerOutput
+from pagedviz.core.scheduler_output import SchedulerOutput
 from pagedviz.core.trace import PlanItem, Stage, StepTrace
 
 UPDATE_STATES_STAGE = Stage(

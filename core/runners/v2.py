@@ -31,7 +31,7 @@ from pagedviz.core.runners.v2_block_tables import SlotBlockTables
 from pagedviz.core.runners.v2_spec import V2SpecDecode
 from pagedviz.core.runners.v2_stages import PAD_SLOT_ID, V2Stages
 from pagedviz.core.scenario_parts import EngineConfig
-from pagedviz.core.scheduler import SchedulerOutput
+from pagedviz.core.scheduler_output import SchedulerOutput
 from pagedviz.core.trace import PlanItem, Stage, StepTrace
 
 UPSTREAM_V2 = "vLLM 0.33.0 · Model Runner V2 (vllm/v1/worker/gpu/)"

@@ -1,7 +1,7 @@
 """The engine `vllm` (`"engine": "vllm"` in a scenario, `pagedviz run --engine vllm`): vLLM 0.33.0's
 own code as a pagedviz engine, in-process on the CPU. Needs the `vllm` extra
 (`pip install 'pagedviz[vllm]'`); this package imports vLLM only when the engine first runs
-(`make_live_engine`), so pagedviz imports and runs its own engine without it.
+(`make_vllm_engine`), so pagedviz imports and runs its own engine without it.
 
 What is vLLM's: the scheduling (vLLM's `Scheduler`, its `KVCacheManager`, `BlockPool` and free
 queue: scheduled tokens, block ids, preemptions, the free queue's order), and the final arrays of
@@ -16,13 +16,16 @@ arrays then replace pagedviz's in the trace, and any difference is written into 
 Modules, one concept each:
 - env.py: the process-wide settings vLLM needs, made once when the engine first runs.
 - loop.py: the engine core's batch-queue loop (`EngineCore.step_with_batch_queue`).
+- config.py: vLLM's `VllmConfig` for a scenario (`scheduler_config`), for V1 and V2 alike; which
+  scenario field is which vLLM setting is core/vllm_settings.py's table (the import reads a
+  recording's header with it).
 - groups.py: vLLM's KV cache groups for the scenario's layers, planned by vLLM.
 - v1.py: vLLM's scheduler and V1 runner methods for a scenario.
 - v2_worker.py, v2.py: the scheduler built for Model Runner V2, and V2's worker state and kernels.
 - causes.py: the causes oracle, why each request waits and for whom each was preempted, from
   vLLM's own scheduler (watched calls and counterfactual copies; sched_copy.py copies a scheduler).
-- live.py: the engine itself, a pagedviz `Engine` whose scheduler, causes and final arrays are
-  vLLM's.
+- live.py: the engine itself, `VllmEngine`: pagedviz's engine (`PagedvizEngine`) whose scheduler,
+  causes and final arrays are vLLM's.
 
 What is stubbed, and why (each module's docstring has the details):
 - `ModelConfig` (env.TinyModelConfig): a real one needs Hugging Face files; the scheduler and the
@@ -66,7 +69,7 @@ from typing import TYPE_CHECKING, Any
 from pagedviz.core.upstream import UPSTREAM
 
 if TYPE_CHECKING:
-    from pagedviz.core.engine import Engine
+    from pagedviz.core.engine import PagedvizEngine
     from pagedviz.core.scenario import Scenario
     from pagedviz.core.scenario_parts import EngineConfig, RequestSpec
 
@@ -150,8 +153,8 @@ def problems(
     return out
 
 
-def make_live_engine(scenario: Scenario, capture: bool = True, **kwargs: Any) -> Engine:
+def make_vllm_engine(scenario: Scenario, capture: bool = True, **kwargs: Any) -> PagedvizEngine:
     """The engine `vllm` for the scenario (imports vLLM on first use)."""
-    from pagedviz.core.vllm_engine.live import LiveEngine
+    from pagedviz.core.vllm_engine.live import VllmEngine
 
-    return LiveEngine(scenario, capture, **kwargs)
+    return VllmEngine(scenario, capture, **kwargs)

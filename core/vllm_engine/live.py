@@ -1,11 +1,11 @@
-"""The engine `vllm`: a pagedviz `Engine` whose scheduler is vLLM 0.33.0's and whose final arrays
-are vLLM's, in the trace format of pagedviz's own engine (the page, the REST API and the
-narration read it unchanged).
+"""The engine `vllm`, `VllmEngine`: pagedviz's engine (`PagedvizEngine`) whose scheduler is vLLM
+0.33.0's and whose final arrays are vLLM's, in the trace format of pagedviz's own engine (the page,
+the REST API and the narration read it unchanged).
 
 Each step:
 1. vLLM's `Scheduler.schedule()` decides (v1.py / v2.py build it for the scenario); its
-   `SchedulerOutput` becomes pagedviz's (`LiveScheduler`, the same conversion an import makes of a
-   recorded step: core/replay.py), with the token ids and block ids vLLM's requests hold: with
+   `SchedulerOutput` becomes pagedviz's (`LiveScheduler`, with the adapter an import converts a
+   recorded step with: core/vllm_output.py), with the token ids and block ids vLLM's requests hold: with
    several KV cache groups (a hybrid model, groups.py) every group's, as
    `KVCacheManager.get_block_ids` gives them (`scheduler.block_ids`), and the new ones per group
    as vLLM's tuple carries them (`scheduler.new_block_ids`).
@@ -42,12 +42,13 @@ from typing import Any
 
 import numpy as np
 
-from pagedviz.core.engine import Engine
+from pagedviz.core.engine import PagedvizEngine
 from pagedviz.core.scenario import Scenario
-from pagedviz.core.scheduler import ScheduledRequest, SchedulerOutput
+from pagedviz.core.scheduler_output import SchedulerOutput
 from pagedviz.core.trace import StepTrace
 from pagedviz.core.vllm_engine import ENGINE_LABEL
 from pagedviz.core.vllm_engine.take import take_v1, take_v2
+from pagedviz.core.vllm_output import OutputAdapter, Scheduled, from_vllm, per_group
 
 
 class LiveScheduler:
@@ -72,10 +73,11 @@ class LiveScheduler:
         # why requests wait and for whom each was preempted, from vLLM's own scheduler (causes.py)
         self.oracle = CausesOracle(self.vllm)
         self.cause_problem: str | None = None  # the oracle could not name a cause this step
-        self.seen: set[str] = set()  # requests scheduled before (V2 sends resumed ones as new)
         self.current: Any = None  # vLLM's SchedulerOutput of this step
         self.got: dict[str, Any] = {}  # what vLLM's runner made of it (arrays, V2Step, samples)
         self.kv = _VllmBlocks(self.vllm)
+        # vLLM's outputs as pagedviz's (core/vllm_output.py, as the import converts a recorded step)
+        self.adapter = OutputAdapter("v2" if self.v2 else "v1", self.kv.num_groups)
         self.admitted = 0  # the last step whose arrivals reached vLLM's scheduler
         # speculative decoding (V2): pagedviz's target token at each logits row, by request
         self.targets: dict[str, list[int]] | None = None
@@ -96,44 +98,8 @@ class LiveScheduler:
         with _DropWatch(self.kv.managers) as drops:
             vout = self.vllm.schedule()
         self.current, self.got = vout, {}
-        out = SchedulerOutput(step=step_no, runner="v2" if self.v2 else "v1", num_groups=self.kv.num_groups)
+        out = self.adapter.convert(from_vllm(vout), step_no, self)
         out.window_drops = drops.drops
-        new = {n.req_id: n for n in vout.scheduled_new_reqs}
-        cached = vout.scheduled_cached_reqs
-        computed = dict(zip(cached.req_ids, cached.num_computed_tokens))
-        added = dict(zip(cached.req_ids, cached.new_block_ids))
-        resumed = set(cached.resumed_req_ids)
-        for rid, num in vout.num_scheduled_tokens.items():
-            req = self.vllm.requests[rid]
-            if rid in new:
-                kind = "resumed" if rid in self.seen else "new"
-                start = new[rid].num_computed_tokens
-                new_blocks = [list(g) for g in new[rid].block_ids]
-            else:
-                kind = "resumed" if rid in resumed else "running"
-                start = computed[rid]
-                ids = added.get(rid) or [[] for _ in range(self.kv.num_groups)]
-                new_blocks = [list(g) for g in ids]
-            # every group's blocks as vLLM's KVCacheManager.get_block_ids gives them
-            blocks = self.kv.group_blocks_of(rid)
-            out.scheduled.append(
-                ScheduledRequest(
-                    rid,
-                    kind,
-                    int(start),
-                    int(num),
-                    int(req.num_prompt_tokens),
-                    np.asarray(req.all_token_ids, dtype=np.int32),
-                    blocks[0],
-                    new_blocks[0],
-                    list(vout.scheduled_spec_decode_tokens.get(rid, ())),
-                    group_block_ids=blocks,
-                    new_group_block_ids=new_blocks,
-                )
-            )
-            self.seen.add(rid)
-        out.preempted_req_ids = sorted(vout.preempted_req_ids or ())
-        out.finished_req_ids = sorted(vout.finished_req_ids)
         out.waiting_req_ids = [r.request_id for r in self.vllm.waiting]
         causes = self.oracle.last
         if causes is not None:
@@ -141,6 +107,15 @@ class LiveScheduler:
             out.preemption_causes = dict(causes.preemption)
             self.cause_problem = causes.problem
         return out
+
+    def blocks_of(self, s: Scheduled, kind: str) -> tuple[list[list[int]], list[list[int]]]:
+        """Every group's blocks as vLLM's `KVCacheManager.get_block_ids` gives them, and the new
+        ones as vLLM's tuple carries them."""
+        return self.kv.group_blocks_of(s.req_id), per_group(s.new_block_ids, self.kv.num_groups)
+
+    def tokens_of(self, s: Scheduled) -> tuple[np.ndarray, int]:
+        req = self.vllm.requests[s.req_id]
+        return np.asarray(req.all_token_ids, dtype=np.int32), int(req.num_prompt_tokens)
 
     def execute(self, sampled: dict[str, int]) -> Any:
         """vLLM's runner on this step's output with pagedviz's sampled tokens (its bookkeeping
@@ -366,7 +341,7 @@ class _VllmBlocks:
         }
 
 
-class LiveEngine(Engine):
+class VllmEngine(PagedvizEngine):
     """pagedviz's engine driven by vLLM's scheduler, with vLLM's final arrays (module docstring)."""
 
     def __init__(self, scenario: Scenario, capture: bool = True, stage_timing: bool = False) -> None:

@@ -3,9 +3,9 @@
 Everything that decides a number is vLLM's: `Scheduler` (with its `KVCacheManager`, `BlockPool`
 and `FreeKVCacheBlockQueue`), `InputBatch` and its `MultiGroupBlockTable`, and the model runner's
 `_update_states` / `_prepare_inputs`, called on a runner object that holds only the fields those
-two methods read. This module only builds configs, feeds requests in at their arrival steps,
-hands the sampled tokens (taken from pagedviz, so both sides see the same sequences) back to
-`Scheduler.update_from_output`, and reads the results out.
+two methods read. This module builds vLLM's scheduler (from its configs: config.py), feeds requests
+in at their arrival steps, hands the sampled tokens (taken from pagedviz, so both sides see the
+same sequences) back to `Scheduler.update_from_output`, and reads the results out.
 
 What is stubbed, and why:
 - `ModelConfig`: building one needs a Hugging Face config and tokenizer (files or a download).
@@ -41,7 +41,7 @@ from pagedviz.core.vllm_engine import env as vllm_env
 
 vllm_env.prepare()  # before vLLM: Triton usable, V1 pinned by default (env.py)
 import torch  # noqa: E402
-from vllm.config import CacheConfig, DeviceConfig, SchedulerConfig, VllmConfig  # noqa: E402
+from vllm.config import VllmConfig  # noqa: E402
 from vllm.triton_utils import HAS_TRITON  # noqa: E402
 from vllm.utils.hashing import sha256_cbor  # noqa: E402
 from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash  # noqa: E402
@@ -58,41 +58,14 @@ from vllm.v1.worker.gpu_model_runner import GPUModelRunner  # noqa: E402
 from pagedviz.core.scenario import Scenario  # noqa: E402
 from pagedviz.core.vllm_engine import groups  # noqa: E402
 from pagedviz.core.vllm_engine.arrivals import ArrivalFeed  # noqa: E402
+from pagedviz.core.vllm_engine.config import scheduler_config  # noqa: E402
 from pagedviz.core.vllm_engine.loop import EngineCoreLoop, LoopStep  # noqa: E402
 from pagedviz.core.vllm_engine.take import group_name  # noqa: E402
 
 
-def vllm_config(scenario: Scenario) -> VllmConfig:
-    """vLLM's own configs for the scenario; SchedulerConfig validates as vLLM does. With
-    `async_scheduling` the engine core builds an AsyncScheduler and a batch queue of 2."""
-    cfg = scenario.config
-    sched = SchedulerConfig(
-        max_model_len=cfg.max_model_len,
-        is_encoder_decoder=False,
-        max_num_batched_tokens=cfg.max_num_batched_tokens,
-        max_num_seqs=cfg.max_num_reqs,
-        enable_chunked_prefill=cfg.enable_chunked_prefill,
-        long_prefill_token_threshold=cfg.long_prefill_token_threshold,
-        scheduler_reserve_full_isl=cfg.scheduler_reserve_full_isl,
-        watermark=cfg.watermark,
-        async_scheduling=cfg.async_scheduling,
-        policy=cfg.scheduling_policy,  # fcfs or priority: vLLM's request queue and victim choice
-    )
-    cache = CacheConfig(block_size=cfg.block_size, enable_prefix_caching=cfg.enable_prefix_caching)
-    cache.num_gpu_blocks = cfg.num_kv_blocks
-    vc = VllmConfig(scheduler_config=sched, cache_config=cache, device_config=DeviceConfig(device="cpu"))
-    object.__setattr__(vc, "model_config", vllm_env.TinyModelConfig(cfg.max_model_len, cfg.vocab_size))
-    # vLLM's CPU platform turns async scheduling off (platforms/cpu.py, "not required on CPU"); a
-    # GPU server keeps it, and with it `max_concurrent_batches` 2: `max_in_flight_tokens` (what a
-    # sliding-window group's admission cap and the pool check count) is two budgets, as pagedviz
-    # models it (core/kv_planning.py)
-    sched.async_scheduling = cfg.async_scheduling
-    return vc
-
-
 def kv_cache_config(scenario: Scenario, vc: VllmConfig | None = None) -> KVCacheConfig:
     """vLLM's KV cache groups for the scenario's layers, planned by vLLM (groups.py)."""
-    return groups.plan(vc if vc is not None else vllm_config(scenario), scenario.config)
+    return groups.plan(vc if vc is not None else scheduler_config(scenario), scenario.config)
 
 
 class VllmSide(ArrivalFeed):
@@ -100,7 +73,7 @@ class VllmSide(ArrivalFeed):
 
     def __init__(self, scenario: Scenario) -> None:
         self.scenario = scenario
-        self.config = vllm_config(scenario)
+        self.config = scheduler_config(scenario)
         cfg = scenario.config
         init_none_hash(sha256_cbor)
         self.block_hasher = get_request_block_hasher(cfg.block_size, sha256_cbor)

@@ -85,6 +85,7 @@ from vllm.v1.worker.gpu.spec_decode.rejection_sampler_utils import rejection_sam
 
 from pagedviz.core.scenario import Scenario  # noqa: E402
 from pagedviz.core.vllm_engine.arrivals import ArrivalFeed  # noqa: E402
+from pagedviz.core.vllm_engine.config import scheduler_config  # noqa: E402
 from pagedviz.core.vllm_engine.env import env as _env  # noqa: E402
 from pagedviz.core.vllm_engine.loop import EngineCoreLoop  # noqa: E402
 from pagedviz.core.vllm_engine.take import group_name  # noqa: E402
@@ -93,7 +94,6 @@ from pagedviz.core.vllm_engine.v2_worker import (  # noqa: E402
     _RunnerStub,
     kv_cache_config,
     kv_cache_spec,
-    vllm_config,
 )
 
 __all__ = [
@@ -105,7 +105,7 @@ __all__ = [
     "VllmV2Side",
     "kv_cache_config",
     "kv_cache_spec",
-    "vllm_config",
+    "scheduler_config",
 ]
 
 
@@ -140,7 +140,7 @@ class VllmV2Side(ArrivalFeed):
         self.scenario = scenario
         cfg = scenario.config
         with _env(VLLM_USE_V2_MODEL_RUNNER="1"):
-            self.config = vllm_config(scenario)
+            self.config = scheduler_config(scenario, runner="v2")
             assert self.config.use_v2_model_runner, "vLLM did not choose Model Runner V2"
             init_none_hash(sha256_cbor)
             self.block_hasher = get_request_block_hasher(cfg.block_size, sha256_cbor)

@@ -1,8 +1,8 @@
 """Model Runner V2's worker on the CPU, as the V2 side (v2.py) drives it: the imports that must
 come first (V2's modules under Triton's interpreter, vLLM's CPU patch set undone on torch), one fix
-to the interpreter, vLLM's configs for a scenario, and the stand-ins for what `GPUModelRunner.__init__`
-would build (`_RunnerStub`, the model and LoRA states, the CUDA-graph manager). What each stand-in
-holds, and why, is in v2.py's docstring.
+to the interpreter, vLLM's KV cache configs for a scenario (its `VllmConfig`: config.py), and the
+stand-ins for what `GPUModelRunner.__init__` would build (`_RunnerStub`, the model and LoRA
+states, the CUDA-graph manager). What each stand-in holds, and why, is in v2.py's docstring.
 """
 
 from __future__ import annotations
@@ -78,13 +78,7 @@ def _bool_masks_for_the_interpreter() -> None:
 _bool_masks_for_the_interpreter()
 
 import torch  # noqa: E402
-from vllm.config import (  # noqa: E402
-    CacheConfig,
-    DeviceConfig,
-    SchedulerConfig,
-    SpeculativeConfig,  # noqa: E402
-    VllmConfig,
-)
+from vllm.config import VllmConfig  # noqa: E402
 from vllm.config.compilation import CUDAGraphMode  # noqa: E402
 from vllm.triton_utils import HAS_TRITON  # noqa: E402
 from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig  # noqa: E402
@@ -100,6 +94,7 @@ from vllm.v1.worker.gpu.states import RequestState  # noqa: E402
 
 from pagedviz.core.scenario import Scenario  # noqa: E402
 from pagedviz.core.vllm_engine import groups  # noqa: E402
+from pagedviz.core.vllm_engine.config import scheduler_config  # noqa: E402
 
 logging.getLogger("vllm").setLevel(logging.ERROR)  # the CPU platform's advice on block sizes
 
@@ -110,40 +105,6 @@ def check_triton() -> None:
         raise ImportError(
             "vLLM was imported before env.prepare() made Triton usable (CUDA_VISIBLE_DEVICES='')"
         )
-
-
-def vllm_config(scenario: Scenario) -> VllmConfig:
-    """vLLM's configs for the scenario, with Model Runner V2 chosen (read while building)."""
-    cfg = scenario.config
-    sched = SchedulerConfig(
-        max_model_len=cfg.max_model_len,
-        is_encoder_decoder=False,
-        max_num_batched_tokens=cfg.max_num_batched_tokens,
-        max_num_seqs=cfg.max_num_reqs,
-        enable_chunked_prefill=cfg.enable_chunked_prefill,
-        long_prefill_token_threshold=cfg.long_prefill_token_threshold,
-        scheduler_reserve_full_isl=cfg.scheduler_reserve_full_isl,
-        watermark=cfg.watermark,
-        async_scheduling=bool(cfg.async_scheduling),
-        policy=cfg.scheduling_policy,  # fcfs or priority: vLLM's request queue and victim choice
-    )
-    cache = CacheConfig(block_size=cfg.block_size, enable_prefix_caching=cfg.enable_prefix_caching)
-    cache.num_gpu_blocks = cfg.num_kv_blocks
-    vc = VllmConfig(scheduler_config=sched, cache_config=cache, device_config=DeviceConfig(device="cpu"))
-    object.__setattr__(vc, "model_config", vllm_env.TinyModelConfig(cfg.max_model_len, cfg.vocab_size))
-    # vLLM's CPU platform turns async scheduling off (platforms/cpu.py, check_and_update_config:
-    # "not required on CPU"); the GPU engine pagedviz models keeps what the scenario asks for
-    vc.scheduler_config.async_scheduling = bool(cfg.async_scheduling)
-    if cfg.num_speculative_tokens:
-        # after the model config: SpeculativeConfig reads nothing of it for n-gram
-        spec = SpeculativeConfig(
-            method="ngram",
-            num_speculative_tokens=cfg.num_speculative_tokens,
-            prompt_lookup_min=cfg.prompt_lookup_min,
-            prompt_lookup_max=cfg.prompt_lookup_max,
-        )
-        object.__setattr__(vc, "speculative_config", spec)
-    return vc
 
 
 def kv_cache_spec(scenario: Scenario) -> FullAttentionSpec:
@@ -157,7 +118,7 @@ def kv_cache_config(scenario: Scenario, vc: VllmConfig | None = None) -> KVCache
     """vLLM's KV cache groups for the scenario's layers, planned by vLLM (groups.py)."""
     if vc is None:
         with _env(VLLM_USE_V2_MODEL_RUNNER="1"):
-            vc = vllm_config(scenario)
+            vc = scheduler_config(scenario, runner="v2")
     return groups.plan(vc, scenario.config)
 
 

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pagedviz.core import Scenario, make_engine
-from pagedviz.core.flavors.nanovllm import NanoBlockManager
+from pagedviz.core.flavors.nanovllm_blocks import NanoBlockManager
 from pagedviz.core.request import Request
 from pagedviz.core.scenario_parts import RequestSpec
 from pagedviz.core.trace import StepTrace
