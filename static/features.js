@@ -10,7 +10,7 @@
 
 import { getJSON } from "./api.js";
 import { serverText, stageText } from "./i18n.js";
-import { $, A, L, S, reqOfTokens, scheduledRequests, stageFlavor, state, tokenCount } from "./trace.js";
+import { $, A, L, S, reqOfTokens, scheduledRequests, stageFlavor, state, tokenCount } from "./context.js";
 import { clear, el, heatmap } from "./views.js";
 import { isRerun } from "./whatif.js";
 

@@ -2,7 +2,7 @@
 // Each view lives in its own module -- timeline.js (steps, badges, changes), stages.js (stage list
 // and formulas), tables.js (request and token tables), heatmaps.js (token_ids_cpu, block table,
 // attention mask), kvgrid.js (KV cache), hover.js (linked hover and selection), export.js (array
-// downloads, PNG, copied link) -- and reads the run from trace.js, which this file fills.
+// downloads, PNG, copied link) -- and reads the run from context.js, which this file fills.
 
 import { errorLines, getJSON, postJSON, unpackLink, withProgress } from "./api.js";
 import { stagesUrl, startRun, takeEarlyRun } from "./boot.js";
@@ -15,9 +15,9 @@ import { drawKv, kvMetricSelect } from "./kvgrid.js";
 import { kvGroups } from "./groups.js";
 import { drawGroupTables, groupCardId } from "./grouptables.js";
 import { renderStageDetail, renderStages } from "./stages.js";
-import { writeState } from "./state.js";
+import { writeState } from "./urlstate.js";
 import { noteRowTops, renderRequestTable, renderTokenTable, slidePendingRows } from "./tables.js";
-import { $, L, S, bigBatch, btName, isV2, stageNames, state } from "./trace.js";
+import { $, L, S, bigBatch, btName, isV2, stageNames, state } from "./context.js";
 import { renderSlots } from "./slots.js";
 import { drawAllTokenIds, drawInputBlockTables, drawSlotBlockTables } from "./v2tables.js";
 import { buildTimeline, markQueueFocus, renderBadges, renderChanges, renderQueue, renderTimelineActive } from "./timeline.js";
