@@ -1,4 +1,5 @@
-// Every string of the pages in English and 简体中文, and each stage's title and explanation.
+// Every string of the pages in English and 简体中文 (the stages' titles and explanations are the
+// engine's: stageText below reads them).
 // The Chinese follows the seed documents' own terms (块表, 槽位映射, 预填充, ...).
 
 export const STRINGS = {
@@ -150,58 +151,6 @@ export const STRINGS = {
   },
 };
 
-export const STAGES = {
-  en: {
-    update_states: ["Update the persistent batch", "The persistent batch catches up with the scheduler: finished and unscheduled requests leave (their rows become holes), new ones take the lowest hole, and the last rows move into the holes (condense). Only what changed is written."],
-    req_indices: ["Request index of each token", "Which request each scheduled token belongs to: request i repeated num_scheduled_tokens[i] times."],
-    cu_num_tokens: ["Cumulative sum and batched arange", "The running total of scheduled tokens, and an arange that restarts at 0 for every request, both without a Python loop."],
-    positions: ["Token positions", "Each token's position inside its own sequence: what the request had already computed plus its offset in this step. RoPE rotates by it. vLLM 0.33 computes the same sum on the device from its device copy of num_computed_tokens."],
-    token_indices: ["Token indices", "Where each token sits in the flattened token-id table: position + request row × max_model_len (M)."],
-    input_ids: ["Input ids", "The model's input: token ids gathered from the token-id table with token_indices, in one torch.index_select (faster than np.take for large tables)."],
-    block_table_indices: ["Block-table indices", "Which cell of the flattened block table [max_num_reqs, K] holds each token's block: row × K + position // block_size. This is vLLM's CPU path up to 0.10; vLLM 0.33 does this stage and the next two on the device in one Triton kernel (BlockTable.compute_slot_mapping) from query_start_loc, positions and the device block table. pagedviz does both and checks that they agree."],
-    block_numbers: ["Physical block numbers", "Each token's physical KV block, read from the block table."],
-    block_offsets: ["Offsets inside the block", "Each token's offset inside its block: position % block_size."],
-    slot_mapping: ["Slot mapping", "The global KV-cache slot where each token's K and V are written: block number × block_size + offset. With CUDA graphs the token count T is padded to the next capture size (num_input_tokens): the padded tokens run through the graph, but their slot is -1 (PAD_SLOT_ID), which the cache-write kernel (reshape_and_cache_flash) skips. Attention reads the first T entries only."],
-    query_start_loc: ["Query start locations", "Where each request's tokens start in the flat batch, plus the end: num_reqs + 1 entries, which FlashAttention's varlen kernel reads as cu_seqlens_q. The persistent buffer has max_num_reqs + 1 entries; past num_reqs it repeats the last value so that it stays non-decreasing, as FlashAttention requires: a padded request there has an empty query."],
-    seq_lens: ["Sequence lengths", "Each request's length after this step: computed + scheduled tokens. Attention reads this many keys through the request's block-table row (FlashAttention's seqused_k). Past num_reqs the buffer is 0, so a padded request attends to nothing."],
-    logits_indices: ["Logits indices", "The last token of each request gives the logits to sample from; a request still in a partial prefill discards its sample."],
-    attn_metadata: ["Attention metadata", "Scalars the attention backend is built with: num_reqs, the real request count (not padded: with piecewise CUDA graphs attention runs outside the graph; vLLM pads request counts only for FULL graphs of uniform decode batches, which pagedviz does not model), total_num_scheduled_tokens (num_actual_tokens), num_input_tokens (the token count padded to a CUDA-graph capture size), the longest query and the longest sequence."],
-    attn_mask: ["Attention state and mask", "Ascend (vllm-ascend's _build_attn_state, first match): PrefillNoCache when nothing was computed before, one max_seq_len × max_seq_len causal mask for all requests; DecodeOnly when every request has one token, no mask; SpecDecoding with an MTP drafter; ChunkedPrefill when chunked prefill is on, one mask row per token picked by its position ([T, max_seq_len]); otherwise PrefillCacheHit, a fixed 128 × 128 causal mask. Document 000 calls a decode token's row all zeros: it is zero over the request's own keys 0..seq_len-1, and its 1s lie past seq_len where the request has no keys, so it is literally all zeros only for the longest request. Current vllm-ascend passes one 2048 × 2048 mask for every state and lets the kernel align it to each request's last key (sparse_mode=3): the same rows."],
-    block_tables: ["Block tables", "nano-vllm: each sequence's block list, padded with -1 to the longest."],
-    "nanovllm:positions": ["Token positions", "nano-vllm builds them per sequence: a prefill covers positions num_cached_tokens up to num_cached_tokens + num_scheduled_tokens (a prefix-cache hit or an earlier chunk is skipped); a decode feeds position len(seq) - 1."],
-    "nanovllm:input_ids": ["Input ids", "nano-vllm has no token-id table: it concatenates each sequence's own token ids, seq[num_cached_tokens : num_cached_tokens + num_scheduled_tokens], one sequence after another (a decode feeds seq.last_token). No gather through token_indices."],
-    "nanovllm:cu_seqlens_q": ["Query boundaries (cu_seqlens_q)", "Where each sequence's query tokens start and end in the flat batch: [0, *cumsum(num_scheduled_tokens)]. flash_attn_varlen_func splits the queries with it; a decode step has none and passes context_lens instead."],
-    "nanovllm:cu_seqlens_k": ["Key boundaries (cu_seqlens_k)", "The same for keys: each sequence has num_cached_tokens + num_scheduled_tokens keys. It equals cu_seqlens_q unless some keys are already in the cache (a prefix-cache hit or an earlier chunk)."],
-    "nanovllm:slot_mapping": ["Slot mapping", "The KV-cache slot each new token is written to: block_table[position // block_size] * block_size + position % block_size. Cached tokens are not written again."],
-    "nanovllm:block_tables": ["Block tables", "Each sequence's block list, padded with -1 to the longest. A prefill passes them only when cu_seqlens_k[-1] > cu_seqlens_q[-1] (some keys come from the cache); otherwise attention reads this step's K/V directly. A decode always passes them."],
-    "nanovllm:last_indices": ["Last token of each sequence (last_indices)", "In a prefill the LM head keeps only the rows last_indices = cu_seqlens_q[1:] - 1; a decode has one row per sequence already. A sequence still in a partial prefill gets a logits row whose sample is dropped."],
-  },
-  zh: {
-    update_states: ["更新持久化批次", "持久化批次（persistent batch）与调度结果同步：已完成和本步未被调度的请求移出（所在行成为空洞），新请求填入最低的空洞，再把末尾的行搬进空洞（condense）。只写入发生变化的部分。"],
-    req_indices: ["请求索引", "每个被调度的 token 属于哪个请求：请求 i 重复 num_scheduled_tokens[i] 次。"],
-    cu_num_tokens: ["前缀和与分段 arange", "调度 token 数的前缀和（cumsum），以及每个请求各自从 0 开始的 arange，全部向量化计算，没有 Python 循环。"],
-    positions: ["token 位置", "每个 token 在其请求序列中的位置：已计算的 token 数加上本步内的偏移。RoPE（旋转位置编码）按它旋转。vLLM 0.33 在设备上用 num_computed_tokens 的设备副本计算同样的和。"],
-    token_indices: ["token 下标", "每个 token 在展平的 token ID 表中的下标：位置 + 请求行号 × max_model_len（M）。"],
-    input_ids: ["输入 ID", "模型的输入：用 token_indices 从 token ID 表（token_ids_cpu）中一次 torch.index_select 取出的 token ID（大表时比 np.take 快）。"],
-    block_table_indices: ["块表下标", "每个 token 所在块在展平块表 [max_num_reqs, K] 中的下标：行号 × K + position // block_size。这是 vLLM 0.10 及以前的 CPU 路径；vLLM 0.33 在设备上用一个 Triton 内核（BlockTable.compute_slot_mapping）根据 query_start_loc、positions 和设备端块表一次完成这一阶段和后两个阶段。pagedviz 两种都算，并检查结果一致。"],
-    block_numbers: ["物理块号", "每个 token 所在的物理 KV 块号，从块表中读出。"],
-    block_offsets: ["块内偏移", "每个 token 在块内的偏移：position % block_size。"],
-    slot_mapping: ["槽位映射", "槽位映射：每个 token 的 K/V 写入的全局 KV cache 槽位 = 物理块号 × block_size + 块内偏移。使用 CUDA Graph 时 token 数 T 被补齐到下一个捕获大小（num_input_tokens）：补齐的 token 也会跑过整个图，但槽位为 -1（PAD_SLOT_ID），写缓存的内核（reshape_and_cache_flash）会跳过它们。注意力只读前 T 个元素。"],
-    query_start_loc: ["查询起始位置", "每个请求的 token 在扁平批次中的起始位置，再加上结束位置：共 num_reqs + 1 个元素，FlashAttention 的 varlen 内核把它当作 cu_seqlens_q。持久缓冲区有 max_num_reqs + 1 个元素；num_reqs 之后重复最后一个值，保持单调不减（FlashAttention 的要求）：那里补齐的请求 query 为空。"],
-    seq_lens: ["序列长度", "本步之后每个请求的序列长度：已计算 + 本步调度的 token 数。注意力通过该请求的块表行读取这么多个 key（FlashAttention 的 seqused_k）。num_reqs 之后缓冲区为 0，补齐的请求不读任何 key。"],
-    logits_indices: ["logits 下标", "每个请求最后一个 token 的输出用于采样；仍处于分块预填充中的请求丢弃本次采样。"],
-    attn_metadata: ["注意力元数据", "构建注意力后端所需的标量：num_reqs 是真实的请求数（不补齐：分段 CUDA Graph 下注意力在图外执行；vLLM 只在 FULL 图的统一解码批次中补齐请求数，pagedviz 不模拟这种情况）、total_num_scheduled_tokens（num_actual_tokens）、num_input_tokens（补齐到 CUDA Graph 捕获大小的 token 数）、最长的 query 和最长的序列。"],
-    attn_mask: ["注意力状态与掩码", "昇腾（vllm-ascend 的 _build_attn_state，按顺序取第一个匹配）：之前没有计算过任何 token 时为 PrefillNoCache，所有请求共用一个 max_seq_len × max_seq_len 的因果掩码；每个请求只有一个 token 时为 DecodeOnly，不需要掩码；使用 MTP 草稿模型时为 SpecDecoding；开启分块预填充时为 ChunkedPrefill，按每个 token 的位置取出对应的掩码行（[T, max_seq_len]）；否则为 PrefillCacheHit，使用固定的 128 × 128 因果掩码。文档 000 说解码 token 的掩码行全为 0：它在本请求自己的 key 0..seq_len-1 上为 0，值为 1 的位置都在 seq_len 之后，那里没有本请求的 key，所以只有最长的请求那一行才真正全为 0。当前的 vllm-ascend 对所有状态都传入同一个 2048 × 2048 掩码，由算子按每个请求最后一个 key 对齐（sparse_mode=3），效果与按位置取行相同。"],
-    block_tables: ["块表", "nano-vllm：每个序列的块列表，用 -1 补齐到最长。"],
-    "nanovllm:positions": ["token 位置", "nano-vllm 逐序列生成位置：预填充覆盖 num_cached_tokens 到 num_cached_tokens + num_scheduled_tokens（跳过前缀缓存命中的部分或之前已算过的块）；解码输入位置 len(seq) - 1。"],
-    "nanovllm:input_ids": ["输入 ID", "nano-vllm 没有 token ID 表：它把每个序列自己的 token ID seq[num_cached_tokens : num_cached_tokens + num_scheduled_tokens] 依次拼接（解码时取 seq.last_token），不经过 token_indices 的 gather。"],
-    "nanovllm:cu_seqlens_q": ["query 边界 (cu_seqlens_q)", "每个序列的 query token 在扁平批次中的起止位置：[0, *cumsum(num_scheduled_tokens)]。flash_attn_varlen_func 用它切分 query；解码步没有它，改传 context_lens。"],
-    "nanovllm:cu_seqlens_k": ["key 边界 (cu_seqlens_k)", "key 的起止位置：每个序列有 num_cached_tokens + num_scheduled_tokens 个 key。除非有 key 已在缓存中（前缀缓存命中或之前的分块），它与 cu_seqlens_q 相同。"],
-    "nanovllm:slot_mapping": ["槽位映射", "每个新 token 写入的 KV cache 槽位：block_table[position // block_size] * block_size + position % block_size。已缓存的 token 不再写入。"],
-    "nanovllm:block_tables": ["块表", "每个序列的块列表，用 -1 补齐到最长。预填充只在 cu_seqlens_k[-1] > cu_seqlens_q[-1]（有 key 来自缓存）时传入；否则注意力直接读取本步的 K/V。解码总是传入。"],
-    "nanovllm:last_indices": ["每个序列的最后一个 token (last_indices)", "预填充时 LM head 只保留 last_indices = cu_seqlens_q[1:] - 1 这几行；解码时每个序列本来就只有一行。仍在分块预填充中的序列也会得到一行 logits，但其采样结果被丢弃。"],
-  },
-};
 
 export function t(lang, key) {
   return (STRINGS[lang] && STRINGS[lang][key]) || STRINGS.en[key] || key;
@@ -215,10 +164,23 @@ export function progressText(lang, p) {
   return p.paused ? `${text} ${t(lang, "paused_memory")}` : text;
 }
 
-// A flavour's own text ("nanovllm:input_ids") wins over the shared one.
+// The stages' titles and explanations come from the engine's @stage text (GET /api/stages/text), which
+// the run page carries in its HTML (templates/run.html, #stage-texts) so that they show at first
+// paint: key ("positions", or "v2:positions" where a flavour or Model Runner V2 has its own) ->
+// {title: {en, zh}, why: {en, zh}}.
+let stageTexts = null;
+function stageTextMap() {
+  if (stageTexts) return stageTexts;
+  const box = typeof document === "undefined" ? null : document.getElementById("stage-texts");
+  stageTexts = new Map((box ? JSON.parse(box.textContent).stages : []).map((s) => [s.key, s]));
+  return stageTexts;
+}
+
+// [title, why] of a stage; a flavour's own text ("nanovllm:input_ids") wins over the shared one.
 export function stageText(lang, name, flavor) {
-  const pick = (key) => (STAGES[lang] && STAGES[lang][key]) || STAGES.en[key];
-  return (flavor && pick(`${flavor}:${name}`)) || pick(name) || [name, ""];
+  const texts = stageTextMap();
+  const s = (flavor && texts.get(`${flavor}:${name}`)) || texts.get(name);
+  return s ? [s.title[lang] || s.title.en, s.why[lang] || s.why.en] : [name, ""];
 }
 
 // Fill every [data-i18n] element's text and every [data-i18n-aria] element's aria-label.
@@ -233,8 +195,8 @@ export function applyI18n(root, lang) {
   root.querySelectorAll("a[href^='/docs-md/']").forEach((a) => { a.href = docHref(lang, a.getAttribute("href")); });
 }
 
-// The feature views' strings and the stages that appear only when their feature is on (the what-if,
-// async scheduling, speculative decoding, M-RoPE); features.js shows them.
+// The feature views' strings (the what-if, async scheduling, speculative decoding, M-RoPE);
+// features.js shows them.
 Object.assign(STRINGS.en, {
   engine_vllm: "Computed by {version}'s own code.",
   engine_vllm_parts: "vLLM's scheduler decided this step (scheduled tokens, block ids, preemptions, the free queue) and vLLM's input preparation made its final arrays (input_ids, positions, slot_mapping, query_start_loc, seq_lens, the block table, logits_indices); the stage-by-stage intermediates, the tiny model's forward, its K/V and the sampled tokens are pagedviz's, whose runner replays vLLM's scheduler output.",
@@ -311,20 +273,6 @@ Object.assign(STRINGS.zh, {
   as_PrefillCacheHit: ["其他情况：关闭分块预填充，且有预填充覆盖已缓存的 token", "固定的 [128, 128] 因果掩码"],
   as_decode_claim: "文档 000 说解码 token 的掩码行全为 0。它的行（位置 seq_len - 1）在本请求自己的 key 0..seq_len-1 上为 0；值为 1 的位置都在 seq_len 之后，那里没有本请求的 key，所以只有最长的请求那一行才真正全为 0。",
 });
-Object.assign(STAGES.en, {
-  token_indices_whatif: ["What if: the wrong token_indices", "A counterfactual, not what vLLM does: why token_indices multiplies by max_model_len. The token table's rows are M = max_model_len long; block-table rows hold K = ceil(M / block_size) blocks, i.e. K × block_size ≥ M slots. When M % block_size ≠ 0 the two differ, so striding by K × block_size lands every request past row 0 in the wrong cell (the next row's tokens, or past the table: -1) and input_ids_whatif reads wrong ids."],
-  prepare_input_ids: ["Fill input_ids on the device (async)", "Async scheduling: the scheduler planned this step before the last step's sampled tokens reached the CPU, so a decode request's input token is only a placeholder in token_ids_cpu (0 here) and in the CPU input_ids. _prepare_input_ids copies input_ids to the device, then fills each such token from prev_sampled_token_ids (last step's rows): when the batch kept its order the requests are rows 0..n-1 in both steps and one slice copy does it; otherwise a scatter by (sample_flattened_indices, prev_common_req_indices)."],
-  spec_decode_metadata: ["Speculative-decoding metadata", "_calc_spec_decode_metadata: a request with k drafts scheduled k + 1 tokens (its last known token, then the drafts) and needs the logits of all k + 1: the first k verify the drafts (target_logits_indices, rows of the logits), the last gives the bonus token if every draft is accepted (bonus_logits_indices). A request without drafts reads one row, as before."],
-  rejection_sampler: ["Verify the drafts (rejection sampler)", "Greedy verification: the target model's own choice at each draft's row decides. Every request outputs its accepted drafts plus one token: the target's token where the first draft was wrong, or the bonus token when all were right. The scheduler rolls num_computed_tokens back by the rejected drafts; their KV slots stay allocated (as in vLLM) and are overwritten by later tokens."],
-  mrope_positions: ["M-RoPE positions", "M-RoPE (Qwen2-VL): three position rows (t, h, w) per token. Text tokens count up equally on all three; an image's t × h × w placeholder tokens take their grid coordinates from the position the image starts at; the text after the image continues at max + 1, so the image uses max(t, h, w) positions instead of t·h·w (mrope_position_delta = max + 1 - num_prompt is negative). _calc_mrope_positions copies the prompt's precomputed columns and computes the decoded tokens' columns as position + delta. The tiny model still rotates by the 1-D positions."],
-});
-Object.assign(STAGES.zh, {
-  token_indices_whatif: ["假如：错误的 token_indices", "反事实推演，并非 vLLM 的做法：说明 token_indices 为什么乘以 max_model_len。token 表每行长 M = max_model_len；块表每行有 K = ceil(M / block_size) 个块，即 K × block_size ≥ M 个槽位。当 M % block_size ≠ 0 时两者不同，按 K × block_size 跨行会让第 0 行之后的每个请求落到错误的单元格（下一行的 token，或超出表外：-1），input_ids_whatif 读到错误的 ID。"],
-  prepare_input_ids: ["在设备上填入 input_ids（异步）", "异步调度：调度器在上一步采样出的 token 回到 CPU 之前就规划了本步，所以解码请求的输入 token 在 token_ids_cpu（此处为 0）和 CPU 的 input_ids 中只是占位。_prepare_input_ids 把 input_ids 拷到设备后，再用 prev_sampled_token_ids（上一步的各行）填入这些 token：批次顺序未变时，请求在两步中都是第 0..n-1 行，一次切片拷贝即可；否则按 (sample_flattened_indices, prev_common_req_indices) 做 scatter。"],
-  spec_decode_metadata: ["投机解码元数据", "_calc_spec_decode_metadata：有 k 个草稿的请求调度了 k + 1 个 token（最后一个已知 token 加上草稿），需要全部 k + 1 行 logits：前 k 行验证草稿（target_logits_indices，logits 的行号），最后一行在全部草稿被接受时给出奖励 token（bonus_logits_indices）。没有草稿的请求照旧只读一行。"],
-  rejection_sampler: ["验证草稿（拒绝采样）", "贪心验证：由目标模型在每个草稿所在行的选择决定。每个请求输出被接受的草稿再加一个 token：第一个错误草稿处目标模型的 token，或全部正确时的奖励 token。调度器按被拒绝的草稿数回退 num_computed_tokens；它们的 KV 槽位仍保留（与 vLLM 相同），之后被新 token 覆盖。"],
-  mrope_positions: ["M-RoPE 位置", "M-RoPE（Qwen2-VL）：每个 token 有三行位置（t、h、w）。文本 token 在三行上同步递增；图像的 t × h × w 个占位 token 从图像起始位置开始取网格坐标；图像之后的文本从 max + 1 继续，因此图像只占 max(t, h, w) 个位置而不是 t·h·w 个（mrope_position_delta = max + 1 - num_prompt 为负）。_calc_mrope_positions 拷贝提示词预先算好的列，解码 token 的列为 position + delta。这个小模型仍按一维 positions 旋转。"],
-});
 // motion & embed: a slot's writer and readers, a block's references, the Δ of the previous step,
 // links to a note, the embeddable figure
 Object.assign(STRINGS.en, {
@@ -345,8 +293,8 @@ Object.assign(STRINGS.zh, {
   note_link: "链接到此说明", note_linked: "链接的说明",
   embed_link: "嵌入链接", embed_step: "步", embed_help: "← / → 切换步",
 });
-// Model Runner V2 views: the slot panel (slots.js), V2's tables (v2tables.js), its stages'
-// titles and whys (stages_v2.js links them upstream), and the runner each stage link names
+// Model Runner V2 views: the slot panel (slots.js), V2's tables (v2tables.js), and the runner each
+// stage link names
 Object.assign(STRINGS.en, {
   runner_v1: "V1 runner", runner_v2: "Model Runner V2",
   v2_slots_title: "State slots and batch order (Model Runner V2)",
@@ -376,34 +324,6 @@ Object.assign(STRINGS.zh, {
   v2_input_block_tables: "收集后的块表（input_block_tables，每个批次行一行：注意力读取的就是它）",
   v2_all_token_ids: "各状态槽的 token（all_token_ids，到 total_len 为止）",
   v2_padding: "补齐", v2_decode_next_stage: "解码行：它的输入在下一阶段取自 last_sampled_tokens",
-});
-Object.assign(STAGES.en, {
-  "v2:finish_and_add": ["Free and add state slots", "Model Runner V2 keeps each request in a fixed state slot. Finished and preempted requests free theirs, in sorted request-id order. A new request takes free_indices.pop(), the highest free slot, so a slot just freed is the next one handed out. A resumed request comes back as a new one, with its prompt and outputs so far, and takes a fresh slot. Running requests keep their slots and only append new blocks: nothing moves, there is no condense."],
-  "v2:idx_mapping": ["Sort the batch, map rows to slots", "Every step the scheduled requests are sorted: requests with drafts first, then decodes (one token), then prefill chunks by ascending length; ties keep the scheduler's order. Decodes and short chunks come first so that the batch's shape is regular (a uniform-decode batch can replay a CUDA graph). idx_mapping[i] is the state slot of batch row i: every per-request read of the kernels goes through it."],
-  "v2:cudagraph_dispatch": ["Pick a CUDA graph", "CudaGraphManager.dispatch picks a captured graph. A full graph of a uniform decode batch replays a fixed number of requests, so the request count is padded too (padded rows: empty query, seq_len 0, a zero block-table row, slot -1); a piecewise graph pads only the tokens. With no capture sizes the step runs eagerly."],
-  "v2:query_start_loc": ["Query start locations", "Where each batch row's tokens start: a cumulative sum of num_scheduled_tokens in the sorted order. The whole max_num_reqs + 1 buffer is written: past the real rows it repeats T, non-decreasing as FlashAttention needs, so padded rows have empty queries."],
-  "v2:seq_lens": ["Sequence lengths", "prepare_pos_seq_lens: each row's length after this step, read from its slot: num_computed_tokens[idx_mapping[i]] + num_scheduled_tokens[i]. The count is the runner's own on the device (post_update advances it), not the scheduler's. The rest of the buffer is zeroed."],
-  "v2:positions": ["Token positions", "The same kernel: a token's position is its slot's num_computed_tokens plus its offset in the row. V2 builds positions on the device only."],
-  "v2:prefill_inputs": ["Prefill input ids from the slot", "prepare_prefill_inputs: a prefilling row copies its tokens from its slot's all_token_ids, which holds the prompt (and, for a resumed request, the outputs so far). Decode rows are left to the next stage."],
-  "v2:num_logits": ["Logits rows per request", "With drafts, a row that verifies d drafts needs d + 1 logits rows: cu_num_logits counts them, and expanded_idx_mapping / expanded_local_pos map each logits row to its slot and its place in the row. The scheduler sends only the draft count; the values stay in the slot's draft_tokens."],
-  "v2:combine_sampled_and_draft_tokens": ["Decode input ids, logits indices", "A decode row's input is the token its slot sampled last step, kept on the device (last_sampled_tokens), so the CPU never waits for it. Each row's last token gives its logits: logits_indices = query_start_loc[1:] - 1. A row verifying drafts is [last sampled, its slot's draft_tokens], and its last d + 1 tokens give logits."],
-  "v2:gather_block_tables": ["Gather the block table", "The attention kernel reads a block table in batch order, so every step copies each row's slot row of block_tables (its num_blocks entries) into input_block_tables through idx_mapping. Cells past a row's own blocks keep what an earlier step left there: stale, and never read (attention reads cdiv(seq_len, block_size) entries)."],
-  "v2:slot_mappings": ["Slot mapping", "Where each token's K and V are written: block_tables[idx_mapping[row], position // block_size] * block_size + position % block_size, read from the persistent per-slot table (not the gathered one). Past the real tokens the buffer is -1, so CUDA-graph padding writes nowhere."],
-  "v2:attn_metadata": ["Attention metadata", "The scalars attention is built with: the real request and token counts, the longest query, and max_seq_len from the CPU's upper bound (the scheduler's computed count plus the scheduled tokens), since the device's count is not read back."],
-});
-Object.assign(STAGES.zh, {
-  "v2:finish_and_add": ["释放与分配状态槽", "模型运行器 V2 把每个请求放在固定的状态槽里。已完成和被抢占的请求按请求 ID 排序后释放各自的状态槽。新请求取 free_indices.pop()，即编号最大的空闲状态槽，所以刚释放的状态槽最先被再次分出。恢复的请求作为新请求回来，带着提示和目前为止的输出，占用一个新的状态槽。运行中的请求保留原状态槽，只追加新块：没有任何移动，也没有压缩（condense）。"],
-  "v2:idx_mapping": ["批次排序，行映射到状态槽", "每一步都对被调度的请求排序：先是带草稿的请求，再是解码（一个 token），最后按分块长度升序排预填充；长度相同的保持调度器的顺序。解码和短分块排在前面，批次形状更规整（统一解码的批次可以重放 CUDA Graph）。idx_mapping[i] 是批次第 i 行的状态槽：内核对每个请求的读取都经过它。"],
-  "v2:cudagraph_dispatch": ["选择 CUDA Graph", "CudaGraphManager.dispatch 选择一个已捕获的图。统一解码批次的完整图重放固定数量的请求，所以请求数也要补齐（补齐的行：query 为空、seq_len 为 0、块表行为 0、槽位为 -1）；分段图只补齐 token。没有捕获大小时本步直接执行。"],
-  "v2:query_start_loc": ["查询起始位置", "每个批次行的 token 从哪里开始：按排序后的顺序对 num_scheduled_tokens 求前缀和。整个 max_num_reqs + 1 的缓冲区都被写入：真实行之后重复 T，保持 FlashAttention 要求的单调不减，补齐的行 query 为空。"],
-  "v2:seq_lens": ["序列长度", "prepare_pos_seq_lens：每行在本步之后的长度，从它的状态槽读取：num_computed_tokens[idx_mapping[i]] + num_scheduled_tokens[i]。这个计数是运行器自己在设备上的（由 post_update 推进），不是调度器的。缓冲区其余部分清零。"],
-  "v2:positions": ["token 位置", "同一个内核：token 的位置是其状态槽的 num_computed_tokens 加上它在本行内的偏移。V2 只在设备上生成 positions。"],
-  "v2:prefill_inputs": ["从状态槽取预填充输入", "prepare_prefill_inputs：处于预填充的行从其状态槽的 all_token_ids 复制 token，那里保存着提示（对恢复的请求，还有目前为止的输出）。解码行留给下一阶段。"],
-  "v2:num_logits": ["每个请求的 logits 行", "有草稿时，验证 d 个草稿的行需要 d + 1 个 logits 行：cu_num_logits 统计它们，expanded_idx_mapping / expanded_local_pos 把每个 logits 行映射到它的槽位和它在行内的位置。调度器只发送草稿个数；草稿的值留在槽位的 draft_tokens 里。"],
-  "v2:combine_sampled_and_draft_tokens": ["解码输入与 logits 下标", "解码行的输入是其状态槽上一步采样出的 token，保存在设备上（last_sampled_tokens），CPU 无需等待它。每行最后一个 token 给出 logits：logits_indices = query_start_loc[1:] - 1。验证草稿的行是 [上次采样的 token, 槽位的 draft_tokens]，其最后 d + 1 个 token 给出 logits。"],
-  "v2:gather_block_tables": ["收集块表", "注意力内核按批次顺序读取块表，所以每一步都通过 idx_mapping 把每行对应状态槽的 block_tables 行（其 num_blocks 个元素）复制到 input_block_tables。超出本行自身块的单元格保留之前某一步留下的值：已过期，但从不被读取（注意力只读 cdiv(seq_len, block_size) 个元素）。"],
-  "v2:slot_mappings": ["槽位映射", "每个 token 的 K/V 写到哪里：block_tables[idx_mapping[行], position // block_size] * block_size + position % block_size，读取的是持久的按状态槽的块表（不是收集后的那张）。真实 token 之后缓冲区为 -1，CUDA Graph 的补齐不会写入任何位置。"],
-  "v2:attn_metadata": ["注意力元数据", "构建注意力所需的标量：真实的请求数和 token 数、最长的 query，以及 max_seq_len。max_seq_len 取 CPU 上的上界（调度器的已计算数加上本步调度的 token 数），因为设备上的计数不会读回。"],
 });
 
 // The engine core's batch queue on the step bar (async scheduling); enginecore.js shows them.

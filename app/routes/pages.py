@@ -13,6 +13,7 @@ from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
+from pagedviz.app.routes.stage_text import stages_payload
 from pagedviz.core import __version__
 
 router = APIRouter(include_in_schema=False)
@@ -54,7 +55,10 @@ def landing(request: Request) -> HTMLResponse:
 def run_page(request: Request) -> HTMLResponse:
     modules = module_graph("run.js", "embed.js", "runcharts.js")
     return templates.TemplateResponse(
-        request, "run.html", {"version": __version__, "page": "run", "modules": modules}
+        request,
+        "run.html",
+        # the stages' titles and explanations (GET /api/stages/text), in the page for its first paint
+        {"version": __version__, "page": "run", "modules": modules, "stage_texts": stages_payload()},
     )
 
 

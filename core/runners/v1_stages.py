@@ -68,6 +68,11 @@ class V1Stages:
         "req_indices = repeat(arange(num_reqs), num_scheduled_tokens)",
         "Which batch row each scheduled token belongs to: row i repeated num_scheduled_tokens[i] "
         "times (np.repeat in GPUModelRunner._prepare_inputs).",
+        title=("Request index of each token", "请求索引"),
+        why_zh=(
+            "每个被调度的 token 属于批次的哪一行：第 i 行重复 num_scheduled_tokens[i] 次"
+            "（GPUModelRunner._prepare_inputs 中的 np.repeat）。"
+        ),
     )
     def _req_indices(self) -> None:
         v = self.v
@@ -81,6 +86,11 @@ class V1Stages:
         "arange = arange(T) - repeat(cu_num_tokens - num_scheduled_tokens, num_scheduled_tokens)",
         "_get_cumsum_and_arange: the running total of scheduled tokens and an arange that restarts "
         "at 0 for every request (vLLM keeps it in query_pos), without a Python loop.",
+        title=("Cumulative sum and batched arange", "前缀和与分段 arange"),
+        why_zh=(
+            "调度 token 数的前缀和（cumsum），以及每个请求各自从 0 开始的 arange，全部向量化计算，没有 "
+            "Python 循环。"
+        ),
     )
     def _cu_num_tokens(self) -> None:
         v = self.v
@@ -100,6 +110,11 @@ class V1Stages:
         "plus its offset in this step. RoPE rotates by it. vLLM 0.33 computes the same sum on the "
         "device from its device copy of num_computed_tokens.",
         views="positions",
+        title=("Token positions", "token 位置"),
+        why_zh=(
+            "每个 token 在其请求序列中的位置：已计算的 token 数加上本步内的偏移。RoPE（旋转位置编码）按"
+            "它旋转。vLLM 0.33 在设备上用 num_computed_tokens 的设备副本计算同样的和。"
+        ),
     )
     def _positions(self) -> None:
         v = self.v
@@ -121,6 +136,14 @@ class V1Stages:
         "the decoded tokens' columns as position + delta. The tiny model still rotates by the 1-D "
         "positions.",
         when=lambda r: r.uses_mrope,
+        title=("M-RoPE positions", "M-RoPE 位置"),
+        why_zh=(
+            "M-RoPE（Qwen2-VL）：每个 token 有三行位置（t、h、w）。文本 token 在三行上同步递增；图像的 "
+            "t × h × w 个占位 token 从图像起始位置开始取网格坐标；图像之后的文本从 max + 1 继续，因此图"
+            "像只占 max(t, h, w) 个位置而不是 t·h·w 个（mrope_position_delta = max + 1 - num_prompt 为"
+            "负）。_calc_mrope_positions 拷贝提示词预先算好的列，解码 token 的列为 position + delta。这"
+            "个小模型仍按一维 positions 旋转。"
+        ),
     )
     def _mrope_positions(self) -> None:
         v = self.v
@@ -146,6 +169,8 @@ class V1Stages:
         "token_indices = positions + req_indices * M",
         "Where each token sits in the flattened token table token_ids_cpu [max_num_reqs, M]: its row "
         "times the row length M = max_model_len (token_ids_cpu.shape[1]) plus its position.",
+        title=("Token indices", "token 下标"),
+        why_zh="每个 token 在展平的 token ID 表中的下标：位置 + 请求行号 × max_model_len（M）。",
     )
     def _token_indices(self) -> None:
         v = self.v
@@ -161,6 +186,11 @@ class V1Stages:
         "The model's input ids, gathered from the token table with token_indices in one "
         "torch.index_select (faster than np.take for large tables).",
         views="input_ids",
+        title=("Input ids", "输入 ID"),
+        why_zh=(
+            "模型的输入：用 token_indices 从 token ID 表（token_ids_cpu）中一次 torch.index_select 取出"
+            "的 token ID（大表时比 np.take 快）。"
+        ),
     )
     def _input_ids(self) -> None:
         v = self.v
@@ -186,6 +216,13 @@ class V1Stages:
         "striding by K * block_size lands every request past row 0 in the wrong cell (the next "
         "row's tokens, or past the table: -1) and input_ids_whatif reads wrong ids.",
         when=lambda r: r.max_model_len % r.block_size != 0,
+        title=("What if: the wrong token_indices", "假如：错误的 token_indices"),
+        why_zh=(
+            "反事实推演，并非 vLLM 的做法：说明 token_indices 为什么乘以 max_model_len。token 表每行长 "
+            "M = max_model_len；块表每行有 K = ceil(M / block_size) 个块，即 K × block_size ≥ M 个槽位"
+            "。当 M % block_size ≠ 0 时两者不同，按 K × block_size 跨行会让第 0 行之后的每个请求落到错"
+            "误的单元格（下一行的 token，或超出表外：-1），input_ids_whatif 读到错误的 ID。"
+        ),
     )
     def _token_indices_whatif(self) -> None:
         v = self.v
@@ -205,6 +242,13 @@ class V1Stages:
         "the CPU path of vLLM up to 0.10; vLLM 0.33 does this and the next two stages on the device "
         "in one Triton kernel (BlockTable.compute_slot_mapping) from query_start_loc, positions and "
         "the device block table. pagedviz does both and checks they agree.",
+        title=("Block-table indices", "块表下标"),
+        why_zh=(
+            "每个 token 所在块在展平块表 [max_num_reqs, K] 中的下标：行号 × K + position // block_size"
+            "。这是 vLLM 0.10 及以前的 CPU 路径；vLLM 0.33 在设备上用一个 Triton 内核（BlockTable.compu"
+            "te_slot_mapping）根据 query_start_loc、positions 和设备端块表一次完成这一阶段和后两个阶段"
+            "。pagedviz 两种都算，并检查结果一致。"
+        ),
     )
     def _block_table_indices(self) -> None:
         v = self.v
@@ -224,6 +268,8 @@ class V1Stages:
         per_group="block_table block_numbers",
         group_formula="block_numbers_g{g} = block_table_g{g}.flatten()[block_table_indices] for each KV "
         "cache group g (group 0: block_numbers from block_table)",
+        title=("Physical block numbers", "物理块号"),
+        why_zh="每个 token 所在的物理 KV 块号，从其请求的块表行中读出。",
     )
     def _block_numbers(self) -> None:
         v = self.v
@@ -239,6 +285,8 @@ class V1Stages:
         "block_offsets",
         "block_offsets = positions % block_size",
         "Each token's slot inside its block.",
+        title=("Offsets inside the block", "块内偏移"),
+        why_zh="每个 token 在其块内的槽位。",
     )
     def _block_offsets(self) -> None:
         v = self.v
@@ -264,6 +312,13 @@ class V1Stages:
         "cache group g (group 0: slot_mapping); slot_mapping_g{g}[T:num_input_tokens] = -1. Each "
         "group's layers write their K and V at their group's slots: a sliding-window group's table "
         "holds the null block 0 only below the window, where no token of this step is written",
+        title=("Slot mapping", "槽位映射"),
+        why_zh=(
+            "槽位映射：每个 token 的 K/V 写入的全局 KV cache 槽位 = 物理块号 × block_size + 块内偏移。"
+            "使用 CUDA Graph 时 token 数 T 被补齐到下一个捕获大小（num_input_tokens）：补齐的 token 也"
+            "会跑过整个图，但槽位为 -1（PAD_SLOT_ID），写缓存的内核（reshape_and_cache_flash）会跳过它"
+            "们。注意力只读前 T 个元素。"
+        ),
     )
     def _slot_mapping(self) -> None:
         v = self.v
@@ -291,6 +346,12 @@ class V1Stages:
         "non-decreasing, as FlashAttention requires: a kernel launched over more (padded) requests "
         "sees empty queries there (`buffer` in the trace).",
         views="query_start_loc",
+        title=("Query start locations", "查询起始位置"),
+        why_zh=(
+            "每个请求的 token 在扁平批次中的起始位置，再加上结束位置：共 num_reqs + 1 个元素，FlashAtte"
+            "ntion 的 varlen 内核把它当作 cu_seqlens_q。持久缓冲区有 max_num_reqs + 1 个元素；num_reqs "
+            "之后重复最后一个值，保持单调不减（FlashAttention 的要求）：那里补齐的请求 query 为空。"
+        ),
     )
     def _query_start_loc(self) -> None:
         v = self.v
@@ -311,6 +372,11 @@ class V1Stages:
         "many keys through the request's block-table row (FlashAttention's seqused_k). Past "
         "num_reqs the buffer is 0, so a padded request attends to nothing.",
         views="seq_lens",
+        title=("Sequence lengths", "序列长度"),
+        why_zh=(
+            "本步之后每个请求的序列长度：已计算 + 本步调度的 token 数。注意力通过该请求的块表行读取这么"
+            "多个 key（FlashAttention 的 seqused_k）。num_reqs 之后缓冲区为 0，补齐的请求不读任何 key。"
+        ),
     )
     def _seq_lens(self) -> None:
         v = self.v
@@ -341,6 +407,14 @@ class V1Stages:
         "does it; otherwise a scatter by (sample_flattened_indices, prev_common_req_indices).",
         when=lambda r: r.config.async_scheduling,
         views="prev_sampled_token_ids",
+        title=("Fill input_ids on the device (async)", "在设备上填入 input_ids（异步）"),
+        why_zh=(
+            "异步调度：调度器在上一步采样出的 token 回到 CPU 之前就规划了本步，所以解码请求的输入 token"
+            " 在 token_ids_cpu（此处为 0）和 CPU 的 input_ids 中只是占位。_prepare_input_ids 把 input_i"
+            "ds 拷到设备后，再用 prev_sampled_token_ids（上一步的各行）填入这些 token：批次顺序未变时，"
+            "请求在两步中都是第 0..n-1 行，一次切片拷贝即可；否则按 (sample_flattened_indices, prev_com"
+            "mon_req_indices) 做 scatter。"
+        ),
     )
     def _prepare_input_ids(self) -> None:
         v = self.v
@@ -375,6 +449,8 @@ class V1Stages:
         "the middle of a chunked prefill (seq_lens < num_tokens) is sampled too, for simplicity, "
         "and its token discarded (discard_request_mask).",
         views="num_tokens",
+        title=("Logits indices", "logits 下标"),
+        why_zh="每个请求最后一个 token 的输出用于采样；仍处于分块预填充中的请求丢弃本次采样。",
     )
     def _logits_indices(self) -> None:
         v = self.v
@@ -398,6 +474,13 @@ class V1Stages:
         "(target_logits_indices, rows of the logits), the last gives the bonus token if every draft "
         "is accepted (bonus_logits_indices). A request without drafts reads one row, as before.",
         when=lambda r: r.config.num_speculative_tokens > 0,
+        title=("Speculative-decoding metadata", "投机解码元数据"),
+        why_zh=(
+            "_calc_spec_decode_metadata：有 k 个草稿的请求调度了 k + 1 个 token（最后一个已知 token 加"
+            "上草稿），需要全部 k + 1 行 logits：前 k 行验证草稿（target_logits_indices，logits 的行号"
+            "），最后一行在全部草稿被接受时给出奖励 token（bonus_logits_indices）。没有草稿的请求照旧只"
+            "读一行。"
+        ),
     )
     def _spec_decode_metadata(self) -> None:
         v = self.v
@@ -425,6 +508,13 @@ class V1Stages:
         "group g, these scalars shared, with block_table_tensor = block_table_g{g} and slot_mapping = "
         "slot_mapping_g{g} (group 0: block_table, slot_mapping); the layers of a sliding-window group "
         "attend to keys at positions > position - sliding_window; num_kv_cache_groups = G",
+        title=("Attention metadata", "注意力元数据"),
+        why_zh=(
+            "构建注意力后端所需的标量：num_reqs 是真实的请求数（不补齐：分段 CUDA Graph 下注意力在图外"
+            "执行；vLLM 只在 FULL 图的统一解码批次中补齐请求数，pagedviz 不模拟这种情况）、total_num_sc"
+            "heduled_tokens（num_actual_tokens）、num_input_tokens（补齐到 CUDA Graph 捕获大小的 token "
+            "数）、最长的 query 和最长的序列。"
+        ),
     )
     def _attn_metadata(self) -> None:
         v = self.v
