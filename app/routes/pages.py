@@ -45,6 +45,8 @@ def palette_css(palette: dict[str, dict[str, str]]) -> str:
 # writes its theme colours as CSS custom properties and its request colours for static/views.js
 PALETTE = json.loads((_dir("static") / "palette.json").read_text(encoding="utf-8"))
 templates.env.globals.update(palette=PALETTE, palette_css=palette_css(PALETTE))
+# the JSON the pages carry (the stage texts, the palette) keeps its 中文 as UTF-8, not \u escapes
+templates.env.policies["json.dumps_kwargs"] = {"sort_keys": True, "ensure_ascii": False}
 IMPORT = re.compile(r'(?:from|import) "\./([A-Za-z0-9_-]+\.js)"')
 
 
