@@ -274,7 +274,7 @@ class LangText(BaseModel):
     zh: str
 
 
-class StageText(BaseModel):
+class StageTextOut(BaseModel):
     key: str = Field(
         examples=["v2:positions"],
         description="what the page looks the stage up by: its name, or flavour:name (v2:, nanovllm:) "
@@ -289,5 +289,5 @@ class StageText(BaseModel):
     why: LangText = Field(description="what the stage does; the English is the engine's own `why`")
 
 
-class StagesOut(BaseModel):
-    stages: list[StageText]
+class StageTextsOut(BaseModel):
+    stages: list[StageTextOut]

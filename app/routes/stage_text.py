@@ -10,7 +10,7 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from pagedviz.app.schemas import StagesOut
+from pagedviz.app.schemas import StageTextsOut
 from pagedviz.core.stage_text import stage_texts
 
 router = APIRouter(prefix="/api/stages/text", tags=["stages"])
@@ -34,6 +34,6 @@ def stages_payload() -> dict[str, Any]:
     }
 
 
-@router.get("", response_model=StagesOut)
+@router.get("", response_model=StageTextsOut)
 def stage_texts_route() -> dict[str, Any]:
     return stages_payload()

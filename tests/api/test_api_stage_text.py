@@ -74,8 +74,8 @@ def test_the_english_explanation_is_the_engines_own_why_that_the_traces_record(
 def test_the_openapi_document_declares_the_route_and_its_model(client: TestClient) -> None:
     doc = client.get("/openapi.json").json()
     ok = doc["paths"]["/api/stages/text"]["get"]["responses"]["200"]["content"]["application/json"]["schema"]
-    assert ok == {"$ref": "#/components/schemas/StagesOut"}
-    assert {"key", "title", "why"} <= set(doc["components"]["schemas"]["StageText"]["properties"])
+    assert ok == {"$ref": "#/components/schemas/StageTextsOut"}
+    assert {"key", "title", "why"} <= set(doc["components"]["schemas"]["StageTextOut"]["properties"])
 
 
 def test_the_run_page_carries_the_same_answer_for_its_first_paint(client: TestClient) -> None:
