@@ -15,7 +15,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from pagedviz.app import errors
 from pagedviz.app.compute import compute_pool
 from pagedviz.app.errors import ApiError
-from pagedviz.app.routes import figures, health, imports, pages, presets, runs, schema, teach
+from pagedviz.app.routes import figures, health, imports, pages, presets, runs, schema, stage_text, teach
 from pagedviz.app.settings import Settings
 from pagedviz.app.store import RunStore
 from pagedviz.core import __version__
@@ -158,6 +158,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         imports.router,
         runs.router,
         schema.router,
+        stage_text.router,
         teach.router,
         figures.router,
     ):

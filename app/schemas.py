@@ -267,3 +267,27 @@ class StepOut(BaseModel):
         description="async scheduling only: what the engine core's batch queue did this step",
         examples=[{"scheduled": True, "consumed_step": 2, "batch_queue": [3], "batch_queue_size": 2}],
     )
+
+
+class LangText(BaseModel):
+    en: str
+    zh: str
+
+
+class StageTextOut(BaseModel):
+    key: str = Field(
+        examples=["v2:positions"],
+        description="what the page looks the stage up by: its name, or flavour:name (v2:, nanovllm:) "
+        "where Model Runner V2 or a flavour has its own",
+    )
+    name: str = Field(examples=["positions"], description="the stage's name in a trace's stages")
+    runner: str = Field(examples=["v1"], description="the model runner: v1 or v2")
+    flavor: str = Field(
+        examples=["vllm"], description="the first flavour that runs it: vllm, ascend or nanovllm"
+    )
+    title: LangText
+    why: LangText = Field(description="what the stage does; the English is the engine's own `why`")
+
+
+class StageTextsOut(BaseModel):
+    stages: list[StageTextOut]

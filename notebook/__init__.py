@@ -17,7 +17,7 @@ from urllib.parse import urlencode
 from pagedviz.core import Scenario, StepTrace
 from pagedviz.notebook import server
 
-# the page's URL state (static/state.js) that show(**view) may set
+# the page's URL state (static/urlstate.js) that show(**view) may set
 VIEW_FIELDS = ("stage", "lang", "present", "req", "pos", "block", "slot", "array", "note", "delta")
 
 

@@ -1,11 +1,11 @@
-"""The page's look for plotly figures: one colour per request (the Okabe-Ito palette of
-static/views.js, read from that file so that the page and the figures share one source), the
-theme colours of static/style.css (light, and the dark theme of `prefers-color-scheme: dark`) and
-the figures' texts in English and Chinese."""
+"""The page's look for plotly figures: one colour per request (the Okabe-Ito palette) and the
+theme colours (light, and the dark theme of `prefers-color-scheme: dark`), both read from
+static/palette.json, the file the page's own colours come from, and the figures' texts in English
+and Chinese."""
 
 from __future__ import annotations
 
-import re
+import json
 from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
@@ -27,42 +27,34 @@ def static_dir() -> Path:
     return installed if installed.is_dir() else app_dir.parent / "static"
 
 
-def _js_list(text: str, name: str) -> list[str]:
-    m = re.search(rf"export const {name} = \[([^\]]*)\]", text)
-    if m is None:
-        raise RuntimeError(f"static/views.js has no `export const {name} = [...]` to read the palette from")
-    return re.findall(r'"(#[0-9A-Fa-f]{6})"', m.group(1))
+@cache
+def _palette_file() -> dict[str, Any]:
+    """static/palette.json: the page's colours (identity colours and tints, the themes' colours)."""
+    data: dict[str, Any] = json.loads((static_dir() / "palette.json").read_text(encoding="utf-8"))
+    return data
 
 
 @cache
 def palette() -> tuple[tuple[str, ...], tuple[str, ...], int]:
-    """(PALETTE, TINTS, NUM_IDENTITY_COLORS) as static/views.js declares them."""
-    text = (static_dir() / "views.js").read_text(encoding="utf-8")
-    colours, tints = _js_list(text, "PALETTE"), _js_list(text, "TINTS")
-    m = re.search(r"export const NUM_IDENTITY_COLORS = (\d+)", text)
-    if not colours or len(colours) != len(tints) or m is None:
-        raise RuntimeError("static/views.js: PALETTE, TINTS or NUM_IDENTITY_COLORS could not be read")
-    return tuple(colours), tuple(tints), int(m.group(1))
+    """(PALETTE, TINTS, NUM_IDENTITY_COLORS), the request colours static/views.js reads too."""
+    identity = _palette_file()["identity"]
+    colours, tints, n = identity["colours"], identity["tints"], identity["count"]
+    if not colours or len(colours) != len(tints) or not 0 < n < len(colours):
+        raise RuntimeError("static/palette.json: identity's colours, tints or count could not be read")
+    return tuple(colours), tuple(tints), int(n)
 
 
 @cache
 def theme_vars(theme: str) -> dict[str, str]:
-    """The CSS custom properties of static/style.css for `theme`: the light :root block, with the
-    dark block's values over it for "dark"."""
+    """The pages' CSS custom properties for `theme` (static/palette.json): the light colours, with
+    the dark ones over them for "dark"."""
     if theme not in THEMES:
         raise ValueError(f"theme must be one of {', '.join(THEMES)} (got {theme!r:.40})")
-    css = (static_dir() / "style.css").read_text(encoding="utf-8")
-    blocks = re.findall(r":root\s*\{([^}]*)\}", css)
-    if len(blocks) < 2:
-        raise RuntimeError("static/style.css: expected a light and a dark :root block")
-
-    def parse(block: str) -> dict[str, str]:
-        return dict(re.findall(r"--([\w-]+)\s*:\s*([^;]+);", block))
-
-    out = parse(blocks[0])
+    data = _palette_file()
+    out = dict(data["light"])
     if theme == "dark":
-        out.update(parse(blocks[1]))
-    return {k: v.strip() for k, v in out.items()}
+        out.update(data["dark"])
+    return out
 
 
 class Identity:

@@ -4,7 +4,7 @@
 // loaded in place later (a lesson's section, a what-if).
 
 import { getJSON, postJSON, unpackLink } from "./api.js";
-import { readState } from "./state.js";
+import { readState } from "./urlstate.js";
 
 // {scenario, request, runner, stages, error}: the scenario (null where only the server can read the link),
 // the pending POST /api/runs?wait=first (or GET from-link), and the flavour's stage list

@@ -5,7 +5,7 @@
 // (core/compare.py `memory`, core/metrics.py `layer_blocks_used`); the line shows only when a side
 // has several KV cache groups.
 
-import { L } from "./trace.js";
+import { L } from "./context.js";
 import { clear, el } from "./views.js";
 
 const fmt = (key, vals) => Object.entries(vals).reduce((s, [k, v]) => s.replaceAll(`{${k}}`, String(v)), L(key));

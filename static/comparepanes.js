@@ -7,7 +7,7 @@
 // cell ("0–15" over "32–47").
 
 import { gatheredReads } from "./kernelreads.js";
-import { L, reqColor, reqTint, state } from "./trace.js";
+import { L, reqColor, reqTint, state } from "./context.js";
 import { clear, el } from "./views.js";
 
 const MAX_TOKEN_CELLS = 48;   // past this many cells, a request's runs are merged into one cell each

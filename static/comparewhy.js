@@ -4,7 +4,7 @@
 // narration that only one run says, and what the setting B changes does). Every number comes from
 // the runs; the settings' explanations name none.
 
-import { L, state } from "./trace.js";
+import { L, state } from "./context.js";
 
 // arrays named first when they differ (the ones the compare view shows), the rest after
 const SHOWN = ["slot_mapping", "block_table", "input_block_tables", "block_tables", "positions", "seq_lens", "query_start_loc"];

@@ -6,7 +6,7 @@
 
 import { onView } from "./bus.js";
 import { embedItem } from "./export.js";
-import { $, L, S, state } from "./trace.js";
+import { $, L, S, state } from "./context.js";
 import { el } from "./views.js";
 
 // each embeddable card and the element that is its figure

@@ -2,7 +2,7 @@
 // output this step's update_from_output took ("update_from_output ← step k"), the steps still in
 // flight, and the requests that finished in that update. Synchronous runs have no record: the box
 // stays hidden. Text only through el() (textContent), so request ids are never parsed as markup.
-import { $, L, S } from "./trace.js";
+import { $, L, S } from "./context.js";
 import { el } from "./views.js";
 
 export function renderEngineCore() {

@@ -1,8 +1,8 @@
 // Export: each array of a step as JSON, CSV or .npy (links to the REST API), a heatmap as a PNG
 // (the drawn canvas), and the link that reopens this exact view.
 
-import { toSearch, writeState } from "./state.js";
-import { $, L, S, state } from "./trace.js";
+import { toSearch, writeState } from "./urlstate.js";
+import { $, L, S, state } from "./context.js";
 import { toPng } from "./canvasmap.js";
 import { el } from "./views.js";
 

@@ -1,5 +1,5 @@
 // The views of the features a step carries only when its scenario turns them on, each with its
-// stage's formula (from the trace) and its "why" (i18n.js, else the trace's own text): the padded
+// stage's formula (from the trace) and its "why" (the engine's stage text, else the trace's own): the padded
 // buffers (query_start_loc, seq_lens, slot_mapping) with the padded part greyed and the kernel that
 // reads each part named; the token_indices what-if; speculative decoding's logits rows with accepted
 // and rejected drafts; async scheduling's device fill of input_ids; M-RoPE's 3 × T positions beside
@@ -10,7 +10,7 @@
 
 import { getJSON } from "./api.js";
 import { serverText, stageText } from "./i18n.js";
-import { $, A, L, S, reqOfTokens, scheduledRequests, stageFlavor, state, tokenCount } from "./trace.js";
+import { $, A, L, S, reqOfTokens, scheduledRequests, stageFlavor, state, tokenCount } from "./context.js";
 import { clear, el, heatmap } from "./views.js";
 import { isRerun } from "./whatif.js";
 

@@ -5,7 +5,7 @@
 // previous step, and the positions a sliding group still holds. One group (every layer full
 // attention) is today's page: isHybrid() is false and no view changes.
 
-import { A, L, S, isV2, state } from "./trace.js";
+import { A, L, S, isV2, state } from "./context.js";
 
 export const NULL_BLOCK = 0;
 

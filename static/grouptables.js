@@ -8,7 +8,7 @@
 // table. With one group the block table card is heatmaps.js's, as it always was.
 
 import { putTable } from "./heatmaps.js";
-import { L, S, isV2 } from "./trace.js";
+import { L, S, isV2 } from "./context.js";
 import { NULL_BLOCK, blocksOf, fewRows, groupLabel, groupRows, isSliding, kvGroups, movedBlocks, perGroup, rowLengths } from "./groups.js";
 import { el, gridTable } from "./views.js";
 import { drawWindowRows } from "./windowrow.js";

@@ -9,7 +9,7 @@ import { fillTable } from "./canvasmap.js";
 import { perGroup } from "./groups.js";
 import { pngButton } from "./export.js";
 import { applySelection, select, shapesFor } from "./hover.js";
-import { $, A, L, S, bigBatch, btName, reqOrder, reqTint, scenarioReqIds } from "./trace.js";
+import { $, A, L, S, bigBatch, btName, reqOrder, reqTint, scenarioReqIds } from "./context.js";
 import { GREY_TINT, cellShape, clear, discreteScale, el, gridTable, heatmap, onHeatmapCell } from "./views.js";
 
 // Request identity as a heatmap colour: z is the request's place in the scenario (a domain fixed for

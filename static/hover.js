@@ -9,8 +9,8 @@
 import { blockRefs, findWriter, slotReaders } from "./kvrefs.js";
 import { concealing } from "./predict.js";
 import { renderSubstituted } from "./stages.js";
-import { writeState } from "./state.js";
-import { $, A, L, S, blockSize, btName, isV2, reqOfTokens, rowBlocks, slotOfRow, state, tokenCount } from "./trace.js";
+import { writeState } from "./urlstate.js";
+import { $, A, L, S, blockSize, btName, isV2, reqOfTokens, rowBlocks, slotOfRow, state, tokenCount } from "./context.js";
 import { cellShape, rowShape, setOverlay } from "./views.js";
 
 export function setHover(sel) { S.hover = sel; applySelection(); }

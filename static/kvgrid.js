@@ -10,7 +10,7 @@
 import { flatBlocks, isHybrid, movedBlocks } from "./groups.js";
 import { onCellClick, showView } from "./heatmaps.js";
 import { annotationsFor, shapesFor } from "./hover.js";
-import { $, L, S, bigBatch, reqColor, reqOrder, scenarioReqIds } from "./trace.js";
+import { $, L, S, bigBatch, reqColor, reqOrder, scenarioReqIds } from "./context.js";
 import { GREY, clear, discreteScale, el, gridTable, heatmap, plotlyText } from "./views.js";
 import { blockWords, isNullBlock, nullColor, ownerCellText, poolCategories, renderPoolLegend } from "./poolgroups.js";
 

@@ -5,7 +5,7 @@
 
 import { getJSON } from "./api.js";
 import { blocksOf, isSliding, kvGroups } from "./groups.js";
-import { A, S, blockSize, btName, reqOfTokens, rowBlocks, state, tokenCount } from "./trace.js";
+import { A, S, blockSize, btName, reqOfTokens, rowBlocks, state, tokenCount } from "./context.js";
 
 // ------------------------------------------------------------------ a slot's writer and readers
 // A KV slot shows who wrote it and which of this step's queries read it; a block shows every

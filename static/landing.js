@@ -2,7 +2,7 @@
 
 import { errorLines, getJSON, postJSON, withProgress } from "./api.js";
 import { applyI18n, docHref, progressText, t } from "./i18n.js";
-import { readState, writeState } from "./state.js";
+import { readState, writeState } from "./urlstate.js";
 import { clear, el, showUpstream } from "./views.js";
 import { lessonGallery, wireLessonLoader } from "./lesson.js";
 import { contrastLinks } from "./compare.js";

@@ -14,8 +14,8 @@ import { bringIntoView, viewNode } from "./lessonlook.js";
 import { stageText, t } from "./i18n.js";
 import { refButton, refSelection } from "./narration.js";
 import { openCheckpoint } from "./predict.js";
-import { toSearch, writeState } from "./state.js";
-import { $, L, S, stageFlavor, state } from "./trace.js";
+import { toSearch, writeState } from "./urlstate.js";
+import { $, L, S, stageFlavor, state } from "./context.js";
 import { clear, el } from "./views.js";
 
 // lesson, the run ids of its scenarios, the section asked for last and the one on show, the run the

@@ -2,7 +2,7 @@
 // `views` (a panel by name, or an array: core/lesson.py), its checkpoint's array, its selection --
 // brought onto the first screen together, and marked on the body for present mode (lesson.css).
 
-import { $ } from "./trace.js";
+import { $ } from "./context.js";
 
 // where an array shows in the middle column: its token-table row, its request-table column, its
 // line under the request table, its card; else wherever it is labelled

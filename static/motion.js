@@ -5,7 +5,7 @@
 // animation would take (they would overlap).
 
 import { onView } from "./bus.js";
-import { S } from "./trace.js";
+import { S } from "./context.js";
 
 export const MOTION_MS = 250;
 

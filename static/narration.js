@@ -8,9 +8,9 @@ import { getJSON } from "./api.js";
 import { onView } from "./bus.js";
 import { select, setHover } from "./hover.js";
 import { stageText } from "./i18n.js";
-import { toSearch, writeState } from "./state.js";
+import { toSearch, writeState } from "./urlstate.js";
 import { afterFrame, whenIdle } from "./canvasmap.js";
-import { $, L, S, bigBatch, stageFlavor, state } from "./trace.js";
+import { $, L, S, bigBatch, stageFlavor, state } from "./context.js";
 import { clear, el } from "./views.js";
 
 const cache = new Map();  // "run_id/step" -> items

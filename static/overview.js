@@ -4,7 +4,7 @@
 // table (or alone); and a minimap of the token row, coloured by request with block starts marked,
 // whose window shows what the token table shows and whose click focuses that request.
 
-import { $, A, L, S, bigBatch, blockSize, reqColor, reqOfTokens, scenarioReqIds, scheduledRequests, state, tokenCount } from "./trace.js";
+import { $, A, L, S, bigBatch, blockSize, reqColor, reqOfTokens, scenarioReqIds, scheduledRequests, state, tokenCount } from "./context.js";
 import { setHover } from "./hover.js";
 import { clear, el } from "./views.js";
 

@@ -7,7 +7,7 @@
 
 import { ctl, onView } from "./bus.js";
 import { stageText } from "./i18n.js";
-import { $, L, S, stageFlavor, stageNames, state } from "./trace.js";
+import { $, L, S, stageFlavor, stageNames, state } from "./context.js";
 import { clear, el, needsBuild, setText } from "./views.js";
 
 const DWELL_MS = 1500;

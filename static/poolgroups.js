@@ -6,7 +6,7 @@
 // the window dropped a block, drawn in a colour and with a label of its own. A legend under the
 // pool names every colour on show. With one group kvgrid.js colours the pool as it always did.
 
-import { L, S, bigBatch, reqColor, reqOrder, reqTint, scenarioReqIds } from "./trace.js";
+import { L, S, bigBatch, reqColor, reqOrder, reqTint, scenarioReqIds } from "./context.js";
 import { NULL_BLOCK, blockGroup, groupShort, isSliding, kvGroups } from "./groups.js";
 import { GREY, GREY_TINT, clear, el } from "./views.js";
 

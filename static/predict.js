@@ -9,8 +9,8 @@
 
 import { errorLines, postJSON } from "./api.js";
 import { onView } from "./bus.js";
-import { withholdKeys, writeState } from "./state.js";
-import { $, L, S, state } from "./trace.js";
+import { withholdKeys, writeState } from "./urlstate.js";
+import { $, L, S, state } from "./context.js";
 import { clear, el } from "./views.js";
 
 // cp: {array, indices, step, container, source}; revealed: the views show it again
@@ -75,7 +75,7 @@ export const concealing = () => predicting() && Boolean(S.trace) && state.step =
 // asked entries or what they are computed from (&block=4 is block_table[2][0], &pos=0 is
 // positions[5]). The request (req=...) stays: the question names it. Every other key, the
 // section's own selection among them, is written as usual; the withheld ones once it is checked
-// (state.js's writeState asks this function at every write).
+// (urlstate.js's writeState asks this function at every write).
 export const WITHHELD = ["pos", "block", "slot", "tok"];
 export function withheldKeys() {
   return predicting() ? WITHHELD : [];

@@ -1,33 +1,27 @@
 // The run page's glue: loads the run, walks its steps and stages, and wires the views together.
+// stepviews.js draws a step's views and runfetch.js fetches its steps and stage list.
 // Each view lives in its own module -- timeline.js (steps, badges, changes), stages.js (stage list
 // and formulas), tables.js (request and token tables), heatmaps.js (token_ids_cpu, block table,
 // attention mask), kvgrid.js (KV cache), hover.js (linked hover and selection), export.js (array
-// downloads, PNG, copied link) -- and reads the run from trace.js, which this file fills.
+// downloads, PNG, copied link) -- and reads the run from context.js, which this file fills.
 
-import { errorLines, getJSON, postJSON, unpackLink, withProgress } from "./api.js";
-import { stagesUrl, startRun, takeEarlyRun } from "./boot.js";
+import { errorLines, getJSON, postJSON, withProgress } from "./api.js";
+import { startRun, takeEarlyRun } from "./boot.js";
 import { copyLink } from "./export.js";
-import { localTitleOf, renderFeatures, showNotes } from "./features.js";
-import { card, drawBlockTable, drawMask, drawTokenIds } from "./heatmaps.js";
-import { applySelection, lightArray, select, selectionFromState, wireHover } from "./hover.js";
+import { localTitleOf, showNotes } from "./features.js";
+import { applySelection, select, selectionFromState, wireHover } from "./hover.js";
 import { applyI18n, progressText } from "./i18n.js";
-import { drawKv, kvMetricSelect } from "./kvgrid.js";
-import { kvGroups } from "./groups.js";
-import { drawGroupTables, groupCardId } from "./grouptables.js";
-import { renderStageDetail, renderStages } from "./stages.js";
-import { writeState } from "./state.js";
-import { noteRowTops, renderRequestTable, renderTokenTable, slidePendingRows } from "./tables.js";
-import { $, L, S, bigBatch, btName, isV2, stageNames, state } from "./trace.js";
-import { renderSlots } from "./slots.js";
-import { drawAllTokenIds, drawInputBlockTables, drawSlotBlockTables } from "./v2tables.js";
-import { buildTimeline, markQueueFocus, renderBadges, renderChanges, renderQueue, renderTimelineActive } from "./timeline.js";
+import { writeState } from "./urlstate.js";
+import { $, L, S, bigBatch, stageNames, state } from "./context.js";
+import { fetchStep, partialOverview, pendingSteps, stagesOf } from "./runfetch.js";
+import { moveStage, refocus, renderStep, setStage } from "./stepviews.js";
+import { buildTimeline, renderTimelineActive } from "./timeline.js";
 import { clear, el, runHeaderText, showUpstream } from "./views.js";
-import { deferDraws, whenIdle } from "./canvasmap.js";
+import { whenIdle } from "./canvasmap.js";
 import { ctl, emitView } from "./bus.js";
 import { initTeach } from "./teach.js";
 import { narrationOf } from "./narration.js";
-import { placeWindow, renderOverview } from "./overview.js";
-import { renderEngineCore } from "./enginecore.js";
+import { placeWindow } from "./overview.js";
 import { liveJsonEditor } from "./jsoneditor.js";
 
 // ------------------------------------------------------------------ loading
@@ -81,33 +75,6 @@ async function loadRun() {
   await showStep(state.step);
   emitView("run");
   if (streaming) followRun(created.data.run_id);
-}
-
-// the run's stage list: the one asked for at load when it was for this run's runner (V1's unless
-// the scenario named V2), else the runner's own
-async function stagesOf(started, created) {
-  const sc = created.flavor === "vllm" ? await unpackLink(created.link) : null;
-  const runner = sc && sc.config ? sc.config.model_runner || "" : started.runner || "";
-  if (started.stages && (started.runner || "v1") === (runner || "v1")) return started.stages;
-  return getJSON(stagesUrl(created.flavor, runner));
-}
-
-// The overview of a run still computing: its scenario as the server normalised it (the created
-// link), the steps so far, each still without its summary (kind "pending").
-async function partialOverview(created) {
-  const scenario = await unpackLink(created.link);
-  if (!scenario) return getJSON(`/api/runs/${created.run_id}`);  // no inflater: wait for the whole run
-  return { ok: true, data: { run_id: created.run_id, scenario, num_steps: created.num_steps, truncated: false, device: created.device,
-    flavor: created.flavor, link: created.link, upstream: created.upstream || "", complete: false, steps: pendingSteps(1, created.num_steps) } };
-}
-
-function pendingSteps(from, to) {
-  const out = [];
-  for (let n = from; n <= to; n++) {
-    out.push({ step: n, idle: false, kind: "pending", pending: true, num_reqs: 0, num_tokens: 0, new_req_ids: [], resumed_req_ids: [],
-               finished_req_ids: [], preempted_req_ids: [] });
-  }
-  return out;
 }
 
 // the timeline: a button per step computed; while the run computes, its steps so far (their
@@ -199,23 +166,6 @@ function showTitle(sc) {
   localTitleOf(sc).then((text) => { if (S.overview && S.overview.scenario === sc) put(text); });
 }
 
-// a step's trace, fetched once (a fetch under way is shared, not repeated). It is kept in the cache
-// of the run it was fetched for only: S.steps is replaced with S.created (loadRun), so a step that
-// lands while or after another run loads is not taken later for that run's step of the same number.
-const inflight = new Map();
-async function fetchStep(n) {
-  const steps = S.steps;
-  if (steps.has(n)) return steps.get(n);
-  const run = S.created.run_id, key = `${run}/${n}`;
-  if (!inflight.has(key)) {
-    inflight.set(key, getJSON(`/api/runs/${run}/steps/${n}`).finally(() => inflight.delete(key)));
-  }
-  const r = await inflight.get(key);
-  if (!r.ok) throw new Error(errorLines(r.data).join("; "));
-  if (S.steps === steps) steps.set(n, r.data);
-  return r.data;
-}
-
 // the next steps (and their narration) are fetched while the page is idle, one at a time and a few
 // ahead (one for a big batch, whose steps are big), so that stepping forward finds them here
 const AHEAD = 3;
@@ -300,120 +250,7 @@ async function showStep(n) {
   prefetchNext(n);
 }
 
-function setStage(name) {
-  state.stage = name;
-  renderStages(setStage);
-  renderTokenTable();
-  renderStageDetail();
-  writeState(state);
-  emitView("stage");
-}
-
-function moveStage(delta) {
-  const names = stageNames();
-  const i = Math.max(0, Math.min(names.length - 1, names.indexOf(state.stage) + delta));
-  setStage(names[i]);
-}
-
-// every view of the step; the heatmaps are drawn with the selection already (each view's time goes
-// to window.pagedvizTiming.parts, each system card's to .systemParts). Reads of the page's layout
-// come first (the request rows' places) and the canvases are drawn next, while the page is
-// unchanged: a canvas's font needs the page's styles, which would otherwise be recomputed for
-// every table just rebuilt. The tables and the rest follow; the rows that moved slide last, so the
-// step costs the page one layout.
-function renderStep() {
-  const parts = {};
-  const timed = (name, f) => { const t = performance.now(); f(); parts[name] = performance.now() - t; };
-  noteRowTops();
-  // a step change draws the system panels first, their places read from the page as it stands;
-  // a run's first step draws them last, once the views above them have given them their places
-  const first = !S.sysKey;
-  if (!first) timed("system", renderSystem);
-  timed("timeline", () => { renderTimelineActive(); renderBadges(); renderEngineCore(); renderChanges(); renderQueue(pickRequest); });
-  timed("stages", () => { renderStages(setStage); renderStageDetail(); });
-  timed("requests", () => { renderSlots(); renderRequestTable(); });
-  timed("tokens", renderTokenTable);
-  timed("overview", () => renderOverview(pickRequest));
-  if (first) timed("system", renderSystem);
-  timed("selection", () => { applySelection({ plots: false }); lightArray(state.array || null); });
-  slidePendingRows();
-  window.pagedvizTiming.parts = parts;
-}
-
 function pickStep(n) { stopPlay(); showStep(n); }
-
-// focus on one request: select it where it is in the batch, else keep it for the steps it is in
-function pickRequest(rid) {
-  const r = S.trace.batch.req_ids.map(String).indexOf(rid);
-  if (r >= 0) { select({ kind: "request", index: r }); refocus(); return; }
-  state.req = rid; state.pos = -1; state.block = -1;
-  S.sel = null;
-  writeState(state);
-  applySelection();
-  refocus();
-}
-
-// the views that mark the focused request (or keep its rows alone) redraw around it
-function refocus() {
-  renderRequestTable();
-  slidePendingRows();
-  renderTokenTable();
-  renderOverview(pickRequest);
-  markQueueFocus();
-  applySelection({ plots: false });
-  // the tables are drawn anew: a checkpoint open hides its answer in them again (predict.js)
-  document.dispatchEvent(new Event("pagedviz:refocused"));
-}
-
-// ------------------------------------------------------------------ system level
-// The cards are rebuilt only when their set, views or language change; a step change redraws
-// into the same canvases.
-function renderSystem() {
-  const tr = S.trace;
-  // the panels' places, read before this step writes anything (no layout to wait for): a heatmap
-  // out of view is drawn after the frame that shows the step, not before it
-  const away = (node) => { if (!node || node.hidden) return false; const r = node.getBoundingClientRect(); return r.top >= window.innerHeight || r.bottom <= 0; };
-  // (the features panel's heatmaps by their own places too: the panel may start in view above them)
-  const featureMaps = [...document.querySelectorAll("#features .heatmap")];
-  const sysAway = away(document.querySelector(".sys-panel"));
-  const featuresAway = away($("features-panel")) || (featureMaps.length > 0 && featureMaps.every(away));
-  const bt = btName();
-  const cards = [];
-  if (tr.arrays.token_ids_cpu) cards.push(["token_ids_cpu", "token_ids_cpu"]);
-  if (tr.arrays[bt]) cards.push(["block_table", isV2() ? "v2_block_tables" : bt]);
-  if (tr.arrays.input_block_tables) cards.push(["input_block_tables", "v2_input_block_tables"]);
-  if (tr.arrays.all_token_ids) cards.push(["all_token_ids", "v2_all_token_ids"]);
-  if (tr.kv_cache && tr.kv_cache.num_blocks) cards.push(["kv", "kv_cache"]);
-  if (tr.arrays.attn_mask) cards.push(["attn_mask", "attn_mask"]);
-  // with several KV cache groups, the batch-order block table card holds one table per group
-  const groups = kvGroups().length;
-  const key = JSON.stringify([cards, S.view, state.lang, S.kvMetric, groups]);
-  if (key !== S.sysKey) {
-    S.sysKey = key;
-    const grid = clear($("sys-grid"));
-    for (const [id, titleKey] of cards) {
-      const perGroup = groups > 1 && id === groupCardId();
-      grid.append(card(id, perGroup ? "grp_block_tables" : titleKey, id === "kv" ? { extra: kvMetricSelect(redrawSystem), onToggle: redrawSystem }
-        : { onToggle: redrawSystem, toggle: !perGroup }));
-    }
-  }
-  S.shapes = {};
-  const draw = { token_ids_cpu: drawTokenIds, block_table: isV2() ? drawSlotBlockTables : drawBlockTable, kv: drawKv, attn_mask: drawMask,
-    input_block_tables: drawInputBlockTables, all_token_ids: drawAllTokenIds };
-  if (groups > 1) draw[groupCardId()] = drawGroupTables;
-  const parts = (window.pagedvizTiming.systemParts = {});
-  try {
-    deferDraws(sysAway);
-    for (const [id] of cards) { const t = performance.now(); draw[id](); parts[id] = Math.round(performance.now() - t); }
-    deferDraws(featuresAway);
-    renderFeatures();
-  } finally { deferDraws(false); }
-}
-
-function redrawSystem() {
-  renderSystem();
-  applySelection();
-}
 
 // ------------------------------------------------------------------ controls
 function stopPlay() {

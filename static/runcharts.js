@@ -9,7 +9,7 @@
 
 import { ctl, onView } from "./bus.js";
 import { PLOTLY_LOCALES } from "./i18n.js";
-import { $, L, S, state } from "./trace.js";
+import { $, L, S, state } from "./context.js";
 import { el } from "./views.js";
 
 const FIGURES = ["run_metrics", "timeline"];

@@ -16,7 +16,7 @@
 import { afterFrame, whenIdle } from "./canvasmap.js";
 import { exportMenu } from "./export.js";
 import { applySelection, select, setHover } from "./hover.js";
-import { $, A, L, S, bigBatch, isV2, reqColor, reqTint } from "./trace.js";
+import { $, A, L, S, bigBatch, isV2, reqColor, reqTint } from "./context.js";
 import { clear, el, fmtList } from "./views.js";
 
 const ROW = 30;              // px: every row of both columns, the header included (style.css)

@@ -6,7 +6,7 @@
 
 import { formulaText, stageText } from "./i18n.js";
 import { UPSTREAM_V2, substitutedV2 } from "./stages_v2.js";
-import { $, A, L, S, blockSize, btName, isV2, reqOfTokens, runnerOf, slotOfRow, stageFlavor, stageIndex, stageNames, state, tokenCount } from "./trace.js";
+import { $, A, L, S, blockSize, btName, isV2, reqOfTokens, runnerOf, slotOfRow, stageFlavor, stageIndex, stageNames, state, tokenCount } from "./context.js";
 import { clear, el, fmtList, needsBuild, setText } from "./views.js";
 
 // Where each stage lives upstream, at the version or commit the flavour mirrors (read from that

@@ -3,7 +3,7 @@
 // token's or request's own numbers. V2 stage names that V1 has too (query_start_loc, seq_lens,
 // positions) are looked up here, never in V1's map: the two runners compute them differently.
 
-import { A, L, S, blockSize, reqOfTokens } from "./trace.js";
+import { A, L, S, blockSize, reqOfTokens } from "./context.js";
 
 const GPU = "https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/v1/worker/gpu/";
 const PREPARE = [`${GPU}model_runner.py`, "GPUModelRunner.prepare_inputs", 1388];

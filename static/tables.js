@@ -7,8 +7,8 @@ import { afterFrame, whenIdle } from "./canvasmap.js";
 import { exportMenu } from "./export.js";
 import { applySelection, select, setHover } from "./hover.js";
 import { rowTops, slideRows } from "./motion.js";
-import { writeState } from "./state.js";
-import { $, L, S, bigBatch, blockSize, reqOfTokens, reqTint, rowMoves, stageIndex, state, tokenCount, writerStage } from "./trace.js";
+import { writeState } from "./urlstate.js";
+import { $, L, S, bigBatch, blockSize, reqOfTokens, reqTint, rowMoves, stageIndex, state, tokenCount, writerStage } from "./context.js";
 import { clear, el, fmtList } from "./views.js";
 
 // the request table's causes before its effects: what the batch holds (computed so far, the

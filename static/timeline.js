@@ -5,7 +5,7 @@
 
 import { perGroup } from "./groups.js";
 import { moveLabel } from "./tables.js";
-import { $, A, L, S, poolBlocks, reqColor, reqTint, rowMoves, scenarioReqIds, scheduledRequests, state } from "./trace.js";
+import { $, A, L, S, poolBlocks, reqColor, reqTint, rowMoves, scenarioReqIds, scheduledRequests, state } from "./context.js";
 import { clear, el } from "./views.js";
 
 // one button per step, marked with its kind, preemptions and finishes; onPick(step) opens one

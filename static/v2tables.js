@@ -12,7 +12,7 @@ import { perGroup } from "./groups.js";
 import { onCellClick, putTable, showView } from "./heatmaps.js";
 import { gatheredReads, slotHolders, slotReads } from "./kernelreads.js";
 import { shapesFor } from "./hover.js";
-import { A, L, S, bigBatch, reqOrder, reqTint, scenarioReqIds } from "./trace.js";
+import { A, L, S, bigBatch, reqOrder, reqTint, scenarioReqIds } from "./context.js";
 import { GREY_TINT, cellShape, discreteScale, gridTable, heatmap } from "./views.js";
 
 const MAX_ROWS = 64;

@@ -6,10 +6,12 @@ import { serverText, t } from "./i18n.js";
 
 // Okabe-Ito: a palette that stays distinct for colour-blind viewers and on a projector. Its eighth
 // colour, grey, is kept for "not one request": blocks of several owners, and every request of a
-// batch too big for one colour each.
-export const PALETTE = ["#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7", "#999999"];
-export const TINTS = ["#fbe3b3", "#cde8f8", "#b3e2d5", "#faf6c2", "#b3d4e8", "#f3ccb3", "#f0d7e6", "#e0e0e0"];
-export const NUM_IDENTITY_COLORS = 7;
+// batch too big for one colour each. From static/palette.json (pagedviz.plots reads it too), which
+// the page's template carries (#palette).
+const IDENTITY = JSON.parse(document.getElementById("palette").textContent);
+export const PALETTE = IDENTITY.colours;
+export const TINTS = IDENTITY.tints;
+export const NUM_IDENTITY_COLORS = IDENTITY.count;
 export const GREY = PALETTE[7], GREY_TINT = TINTS[7];
 
 export function colorOf(i) { return PALETTE[((i % PALETTE.length) + PALETTE.length) % PALETTE.length]; }

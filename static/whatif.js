@@ -8,7 +8,7 @@
 
 import { errorLines, getJSON, postJSON } from "./api.js";
 import { ctl, onView } from "./bus.js";
-import { $, L, S, state } from "./trace.js";
+import { $, L, S, state } from "./context.js";
 import { clear, el, needsBuild, setText } from "./views.js";
 
 const BLOCK_SIZES = [1, 2, 4, 8, 16, 32, 64, 128, 256];

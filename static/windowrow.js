@@ -5,7 +5,7 @@
 // sliding layers attend to) is outlined. One row per request for each distinct window of the
 // run's sliding groups (groups with one window drop the same logical blocks).
 
-import { L, S } from "./trace.js";
+import { L, S } from "./context.js";
 import { groupShort, windowRows } from "./groups.js";
 import { el } from "./views.js";
 

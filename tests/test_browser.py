@@ -195,8 +195,8 @@ def test_timeline_kinds_play_source_and_exports(page: object, tmp_path: Path) ->
         ".map(b => [...b.classList].find(c => c.startsWith('kind-')))"
     )
     assert kinds == ["kind-prefill", "kind-mixed", "kind-decode", "kind-decode", "kind-decode"]
-    # the stage shows its explanation and the engine's own source
-    assert "block number × block_size + offset" in page.locator("#stage-expl").inner_text()
+    # the stage shows its explanation (the engine's @stage text, GET /api/stages/text) and its source
+    assert "KV-cache slot where each token's K and V are written" in page.locator("#stage-expl").inner_text()
     page.click("#stage-detail details.source summary")
     assert "def _slot_mapping(self)" in page.locator("#stage-source").inner_text()
     # play at x4 runs to the last step and stops there

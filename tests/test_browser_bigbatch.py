@@ -293,7 +293,7 @@ def test_a_wide_token_table_gets_its_later_columns_after_the_frame(hd_page: obje
     hd_page.wait_for_selector("body[data-painted]", state="attached")
     expected = hd_page.evaluate(
         """import('/static/tables.js').then(async (t) => {
-          const m = await import('/static/trace.js');
+          const m = await import('/static/context.js');
           const T = m.tokenCount(), pos = m.S.trace.arrays.positions.data;
           return Math.min(512, t.tokenColumns(T, m.reqOfTokens(), pos, m.blockSize()).length);
         })"""
@@ -362,13 +362,13 @@ def test_a_block_table_out_of_view_gets_the_steps_rows_and_the_selection_once_th
     page.keyboard.press("ArrowRight")
     page.wait_for_selector("body[data-painted='3']", state="attached")
     want = page.evaluate(
-        """import('/static/trace.js').then((m) => m.S.trace.arrays.block_table.data.slice(0, 64)
+        """import('/static/context.js').then((m) => m.S.trace.arrays.block_table.data.slice(0, 64)
           .map((row) => row.slice(0, 512).join(' ')))"""
     )
     assert want != before  # the step changes the table
     page.wait_for_function(f"JSON.stringify(({BLOCK_ROWS})()) === JSON.stringify({json.dumps(want)})")
     r = page.evaluate(
-        "import('/static/trace.js').then((m) => m.S.trace.batch.req_ids.map(String).indexOf('r5'))"
+        "import('/static/context.js').then((m) => m.S.trace.batch.req_ids.map(String).indexOf('r5'))"
     )
     assert r >= 0
     lit = page.evaluate(
@@ -399,7 +399,7 @@ def test_the_step_sentences_below_the_first_screen_are_the_new_steps_once_the_pa
     page.keyboard.press("ArrowRight")
     page.wait_for_selector("body[data-painted='2']", state="attached")
     want = page.evaluate(
-        """import('/static/trace.js').then(async (m) => {
+        """import('/static/context.js').then(async (m) => {
           const r = await fetch(`/api/runs/${m.S.created.run_id}/steps/2/narration`);
           const data = await r.json();
           return (data.items || data).filter((x) => !x.stage).map((x) => x.key);

@@ -54,7 +54,7 @@ def test_token_id_cells_are_painted_in_their_request_tint(page: Any) -> None:
     open_run(page, "preset=seed-001&step=2")
     rows = page.evaluate("document.getElementById('hm-token_ids_cpu').data[0].z.length")
     tints = page.evaluate(
-        "import('/static/trace.js').then(m => m.S.trace.batch.req_ids.map(r => m.reqTint(r)))"
+        "import('/static/context.js').then(m => m.S.trace.batch.req_ids.map(r => m.reqTint(r)))"
     )
     assert rows >= 3 and len(tints) >= 3
     # two different requests, two different colours, each its own tint
@@ -92,7 +92,7 @@ def hostile_page(page: Any) -> Iterator[Any]:
 
 
 def owned_block(page: Any, rid: str) -> int:
-    owners = page.evaluate("import('/static/trace.js').then(m => m.S.trace.kv_cache.owners)")
+    owners = page.evaluate("import('/static/context.js').then(m => m.S.trace.kv_cache.owners)")
     return min(int(b) for b, o in owners.items() if rid in [str(x) for x in o])
 
 
@@ -242,7 +242,7 @@ def test_overview_bars_keep_a_hostile_request_id_as_text(hostile_page: Any) -> N
     assert HOSTILE_ID in bar.locator("title").text_content()
     bar.locator(".ov-hit").hover()
     row = page.evaluate(
-        "rid => import('/static/trace.js').then(m => m.S.trace.batch.req_ids.map(String).indexOf(rid))",
+        "rid => import('/static/context.js').then(m => m.S.trace.batch.req_ids.map(String).indexOf(rid))",
         HOSTILE_ID,
     )
     assert row >= 0
@@ -302,5 +302,5 @@ def test_a_step_change_draws_the_kv_heatmap_below_the_view_for_that_step(page: A
         shown = "(d => d.__cm.drawn === d.data[0])(document.getElementById('hm-kv'))"
         page.wait_for_function(shown, timeout=5_000)
         z_rows = page.evaluate("document.getElementById('hm-kv').__cm.drawn.z.length")
-        kv_blocks = page.evaluate("import('/static/trace.js').then(m => m.S.trace.kv_cache.num_blocks)")
+        kv_blocks = page.evaluate("import('/static/context.js').then(m => m.S.trace.kv_cache.num_blocks)")
         assert z_rows == min(kv_blocks, 256)

@@ -50,7 +50,7 @@ def test_the_documents_presets_show_block_table_kv_pool_token_row_and_formula_on
         page.wait_for_selector(f"body[data-painted='{n}']", state="attached")
         boxes = page.evaluate(BOXES, PARTS)
         assert page.evaluate("window.scrollY") == 0
-        arrays = page.evaluate("import('/static/trace.js').then(m => Object.keys(m.S.trace.arrays))")
+        arrays = page.evaluate("import('/static/context.js').then(m => Object.keys(m.S.trace.arrays))")
         for name, box in boxes.items():
             if name == "block table" and not {"block_table", "block_tables"} & set(arrays):
                 assert box is None  # nano-vllm's prefill passes no block table: nothing to show

@@ -85,7 +85,7 @@ LOOK = """([names, asked]) => {
 }"""
 
 
-WAITING = "import('/static/trace.js').then((m) => m.S.trace.scheduler.waiting_req_ids.map(String))"
+WAITING = "import('/static/context.js').then((m) => m.S.trace.scheduler.waiting_req_ids.map(String))"
 
 
 @cache

@@ -75,7 +75,7 @@ def test_both_run_charts_are_painted_in_theme_and_language(small: Any, scheme: s
     assert titles == want
     # the timeline's bars carry the requests' colours, as the page's tables do
     colours = small.evaluate(
-        "import('/static/trace.js').then(m => m.S.overview.scenario.requests.map(r => m.reqColor(r.id)))"
+        "import('/static/context.js').then(m => m.S.overview.scenario.requests.map(r => m.reqColor(r.id)))"
     )
     fills = small.evaluate(
         "[...document.querySelectorAll('[data-figure=timeline] .trace.bars .point path')]"

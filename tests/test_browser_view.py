@@ -362,13 +362,13 @@ def test_the_next_steps_are_fetched_ahead_while_the_page_is_idle(page: object) -
     """After a step is shown, the page fetches the next three (one at a time, while idle), so
     stepping forward draws from its own cache; the steps after those are not fetched."""
     tb.open_run(page, "preset=seed-000&step=2")
-    cached = "import('/static/trace.js').then(m => [...m.S.steps.keys()].sort((a, b) => a - b))"
+    cached = "import('/static/context.js').then(m => [...m.S.steps.keys()].sort((a, b) => a - b))"
     page.wait_for_function(
-        "import('/static/trace.js').then(m => [3, 4, 5].every((k) => m.S.steps.has(k)))", polling=50
+        "import('/static/context.js').then(m => [3, 4, 5].every((k) => m.S.steps.has(k)))", polling=50
     )
     page.wait_for_timeout(300)
     assert max(page.evaluate(cached)) == 5
     page.keyboard.press("ArrowRight")
     page.wait_for_selector("body[data-painted='3']", state="attached")
     assert page.evaluate("window.pagedvizTiming.fetchMs") < 5  # drawn from the cache
-    page.wait_for_function("import('/static/trace.js').then(m => m.S.steps.has(6))", polling=50)
+    page.wait_for_function("import('/static/context.js').then(m => m.S.steps.has(6))", polling=50)

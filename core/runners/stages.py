@@ -1,5 +1,6 @@
 """What every runner shares: the `@stage` marker that makes a method one stage of
-`prepare_inputs` (its reads, writes, formula and why), the level of each traced array, and the
+`prepare_inputs` (its reads, writes, formula and why, and the title and explanation the page shows
+in English and 简体中文), the level of each traced array, and the
 engine's own source of a stage for the page."""
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ class StageSpec:
     per_group: tuple[str, ...] = ()
     group_formula: str = ""
     group_reads: tuple[str, ...] = ()  # read only when there are several groups
+    # what the page shows (GET /api/stages/text): the title in English and 简体中文, and `why` in 简体中文
+    title: tuple[str, str] = ("", "")
+    why_zh: str = ""
 
 
 def stage(
@@ -48,11 +52,14 @@ def stage(
     per_group: str = "",
     group_formula: str = "",
     group_reads: str = "",
+    title: tuple[str, str] = ("", ""),
+    why_zh: str = "",
 ) -> Callable[[Callable[..., None]], Callable[..., None]]:
     """Mark a runner method as a stage of prepare_inputs (reads/writes/views are space-separated;
     `views`: what it leaves as views of persistent buffers, which a trace must copy; `per_group`:
     the arrays each KV cache group has its own of, and `group_formula` the formula shown when
-    there are several groups)."""
+    there are several groups; `title` (English, 简体中文) and `why_zh`: the stage's title and the
+    Chinese of `why`, as the page shows them)."""
 
     def mark(fn: Callable[..., None]) -> Callable[..., None]:
         spec = StageSpec(
@@ -66,6 +73,8 @@ def stage(
             tuple(per_group.split()),
             group_formula,
             tuple(group_reads.split()),
+            title,
+            why_zh,
         )
         fn.stage_spec = spec  # type: ignore[attr-defined]
         return fn

@@ -14,16 +14,17 @@ from pagedviz.core.input_batch import InputBatch
 from pagedviz.core.kv_groups import KVCacheGroup
 from pagedviz.core.runners.mrope import MRope
 from pagedviz.core.runners.stages import stage
+from pagedviz.core.runners.v1_feature_stages import V1FeatureStages
 from pagedviz.core.scenario_parts import EngineConfig
-from pagedviz.core.spec_decode import calc_spec_decode_metadata
 
 # below this many tokens input_ids is gathered with numpy's take (torch's index_select has a
 # larger fixed cost; it wins on big batches): benchmarks/prepare_inputs.py measures both sides
 SMALL_GATHER = 2048
 
 
-class V1Stages:
-    """The stage methods of V1's prepare_inputs; `ModelRunner` supplies the state below."""
+class V1Stages(V1FeatureStages):
+    """The stage methods of V1's prepare_inputs (with the feature stages of V1FeatureStages);
+    `ModelRunner` supplies the state below."""
 
     config: EngineConfig
     input_batch: InputBatch
@@ -52,15 +53,6 @@ class V1Stages:
     def uses_mrope(self) -> bool:
         return bool(self.mrope)
 
-    def _write_tokens(self, sampled: dict[str, int]) -> None:
-        ib = self.input_batch
-        sampled = {r: t for r, t in sampled.items() if r in ib.req_id_to_index}
-        if not sampled:
-            return
-        rows = np.array([ib.req_id_to_index[r] for r in sampled], dtype=np.int64)
-        ib.token_ids_cpu[rows, ib.num_tokens[rows]] = np.fromiter(sampled.values(), dtype=np.int32)
-        ib.num_tokens[rows] += 1
-
     @stage(
         "req_indices",
         "num_scheduled_tokens",
@@ -68,6 +60,11 @@ class V1Stages:
         "req_indices = repeat(arange(num_reqs), num_scheduled_tokens)",
         "Which batch row each scheduled token belongs to: row i repeated num_scheduled_tokens[i] "
         "times (np.repeat in GPUModelRunner._prepare_inputs).",
+        title=("Request index of each token", "请求索引"),
+        why_zh=(
+            "每个被调度的 token 属于批次的哪一行：第 i 行重复 num_scheduled_tokens[i] 次"
+            "（GPUModelRunner._prepare_inputs 中的 np.repeat）。"
+        ),
     )
     def _req_indices(self) -> None:
         v = self.v
@@ -81,6 +78,11 @@ class V1Stages:
         "arange = arange(T) - repeat(cu_num_tokens - num_scheduled_tokens, num_scheduled_tokens)",
         "_get_cumsum_and_arange: the running total of scheduled tokens and an arange that restarts "
         "at 0 for every request (vLLM keeps it in query_pos), without a Python loop.",
+        title=("Cumulative sum and batched arange", "前缀和与分段 arange"),
+        why_zh=(
+            "调度 token 数的前缀和（cumsum），以及每个请求各自从 0 开始的 arange，全部向量化计算，没有 "
+            "Python 循环。"
+        ),
     )
     def _cu_num_tokens(self) -> None:
         v = self.v
@@ -100,6 +102,11 @@ class V1Stages:
         "plus its offset in this step. RoPE rotates by it. vLLM 0.33 computes the same sum on the "
         "device from its device copy of num_computed_tokens.",
         views="positions",
+        title=("Token positions", "token 位置"),
+        why_zh=(
+            "每个 token 在其请求序列中的位置：已计算的 token 数加上本步内的偏移。RoPE（旋转位置编码）按"
+            "它旋转。vLLM 0.33 在设备上用 num_computed_tokens 的设备副本计算同样的和。"
+        ),
     )
     def _positions(self) -> None:
         v = self.v
@@ -108,44 +115,14 @@ class V1Stages:
         v["positions"] = out
 
     @stage(
-        "mrope_positions",
-        "positions num_computed_tokens_cpu num_scheduled_tokens",
-        "mrope_positions",
-        "prompt part: mrope_positions[:, j] = req.mrope_positions[:, num_computed + j] (from "
-        "get_mrope_input_positions); completion part: arange(num_computed + delta, ...) on all 3 rows",
-        "M-RoPE (Qwen2-VL): three position rows (t, h, w) per token. Text tokens count up equally on "
-        "all three; an image's t x h x w placeholder tokens take their grid coordinates from the "
-        "position the image starts at; the text after the image continues at max + 1, so the image "
-        "uses max(t, h, w) positions instead of t*h*w (mrope_position_delta = max + 1 - num_prompt "
-        "is negative). _calc_mrope_positions copies the prompt's precomputed columns and computes "
-        "the decoded tokens' columns as position + delta. The tiny model still rotates by the 1-D "
-        "positions.",
-        when=lambda r: r.uses_mrope,
-    )
-    def _mrope_positions(self) -> None:
-        v = self.v
-        ib = self.input_batch
-        out = np.empty((3, v["T"]), dtype=np.int64)
-        ptr = 0
-        for row, req_id in enumerate(ib.req_ids):  # one slice per request, as vLLM does
-            m = self.mrope[req_id]
-            computed = int(ib.num_computed_tokens_cpu[row])
-            n = int(v["num_scheduled_tokens"][row])
-            num_prompt = m.positions.shape[1]
-            prompt_part = max(0, min(n, num_prompt - computed))
-            out[:, ptr : ptr + prompt_part] = m.positions[:, computed : computed + prompt_part]
-            start = computed + prompt_part
-            out[:, ptr + prompt_part : ptr + n] = np.arange(start, computed + n) + m.delta
-            ptr += n
-        v["mrope_positions"] = out
-
-    @stage(
         "token_indices",
         "positions req_indices",
         "token_indices",
         "token_indices = positions + req_indices * M",
         "Where each token sits in the flattened token table token_ids_cpu [max_num_reqs, M]: its row "
         "times the row length M = max_model_len (token_ids_cpu.shape[1]) plus its position.",
+        title=("Token indices", "token 下标"),
+        why_zh="每个 token 在展平的 token ID 表中的下标：位置 + 请求行号 × max_model_len（M）。",
     )
     def _token_indices(self) -> None:
         v = self.v
@@ -161,6 +138,11 @@ class V1Stages:
         "The model's input ids, gathered from the token table with token_indices in one "
         "torch.index_select (faster than np.take for large tables).",
         views="input_ids",
+        title=("Input ids", "输入 ID"),
+        why_zh=(
+            "模型的输入：用 token_indices 从 token ID 表（token_ids_cpu）中一次 torch.index_select 取出"
+            "的 token ID（大表时比 np.take 快）。"
+        ),
     )
     def _input_ids(self) -> None:
         v = self.v
@@ -175,28 +157,6 @@ class V1Stages:
         v["input_ids"] = out
 
     @stage(
-        "token_indices_whatif",
-        "positions req_indices token_ids_cpu token_indices",
-        "token_indices_whatif input_ids_whatif whatif_wrong",
-        "WHAT IF (wrong): token_indices_whatif = positions + req_indices * K * block_size, "
-        "K = ceil(M / block_size); whatif_wrong = token_indices_whatif != token_indices",
-        "Counterfactual, not what vLLM does: why token_indices multiplies by max_model_len. The "
-        "token table's rows are M = max_model_len long; block rows hold K = ceil(M / block_size) "
-        "blocks, i.e. K * block_size >= M slots. When M % block_size != 0 the two differ, so "
-        "striding by K * block_size lands every request past row 0 in the wrong cell (the next "
-        "row's tokens, or past the table: -1) and input_ids_whatif reads wrong ids.",
-        when=lambda r: r.max_model_len % r.block_size != 0,
-    )
-    def _token_indices_whatif(self) -> None:
-        v = self.v
-        table = self.input_batch.token_ids_cpu.ravel()
-        whatif = v["positions"] + v["req_indices"] * (self.max_num_blocks_per_req * self.block_size)
-        inside = whatif < table.size
-        v["token_indices_whatif"] = whatif
-        v["input_ids_whatif"] = np.where(inside, table[np.where(inside, whatif, 0)], -1).astype(np.int32)
-        v["whatif_wrong"] = whatif != v["token_indices"]
-
-    @stage(
         "block_table_indices",
         "req_indices positions",
         "block_table_indices",
@@ -205,6 +165,13 @@ class V1Stages:
         "the CPU path of vLLM up to 0.10; vLLM 0.33 does this and the next two stages on the device "
         "in one Triton kernel (BlockTable.compute_slot_mapping) from query_start_loc, positions and "
         "the device block table. pagedviz does both and checks they agree.",
+        title=("Block-table indices", "块表下标"),
+        why_zh=(
+            "每个 token 所在块在展平块表 [max_num_reqs, K] 中的下标：行号 × K + position // block_size"
+            "。这是 vLLM 0.10 及以前的 CPU 路径；vLLM 0.33 在设备上用一个 Triton 内核（BlockTable.compu"
+            "te_slot_mapping）根据 query_start_loc、positions 和设备端块表一次完成这一阶段和后两个阶段"
+            "。pagedviz 两种都算，并检查结果一致。"
+        ),
     )
     def _block_table_indices(self) -> None:
         v = self.v
@@ -224,6 +191,8 @@ class V1Stages:
         per_group="block_table block_numbers",
         group_formula="block_numbers_g{g} = block_table_g{g}.flatten()[block_table_indices] for each KV "
         "cache group g (group 0: block_numbers from block_table)",
+        title=("Physical block numbers", "物理块号"),
+        why_zh="每个 token 所在的物理 KV 块号，从其请求的块表行中读出。",
     )
     def _block_numbers(self) -> None:
         v = self.v
@@ -239,6 +208,8 @@ class V1Stages:
         "block_offsets",
         "block_offsets = positions % block_size",
         "Each token's slot inside its block.",
+        title=("Offsets inside the block", "块内偏移"),
+        why_zh="每个 token 在其块内的槽位。",
     )
     def _block_offsets(self) -> None:
         v = self.v
@@ -264,6 +235,13 @@ class V1Stages:
         "cache group g (group 0: slot_mapping); slot_mapping_g{g}[T:num_input_tokens] = -1. Each "
         "group's layers write their K and V at their group's slots: a sliding-window group's table "
         "holds the null block 0 only below the window, where no token of this step is written",
+        title=("Slot mapping", "槽位映射"),
+        why_zh=(
+            "槽位映射：每个 token 的 K/V 写入的全局 KV cache 槽位 = 物理块号 × block_size + 块内偏移。"
+            "使用 CUDA Graph 时 token 数 T 被补齐到下一个捕获大小（num_input_tokens）：补齐的 token 也"
+            "会跑过整个图，但槽位为 -1（PAD_SLOT_ID），写缓存的内核（reshape_and_cache_flash）会跳过它"
+            "们。注意力只读前 T 个元素。"
+        ),
     )
     def _slot_mapping(self) -> None:
         v = self.v
@@ -291,6 +269,12 @@ class V1Stages:
         "non-decreasing, as FlashAttention requires: a kernel launched over more (padded) requests "
         "sees empty queries there (`buffer` in the trace).",
         views="query_start_loc",
+        title=("Query start locations", "查询起始位置"),
+        why_zh=(
+            "每个请求的 token 在扁平批次中的起始位置，再加上结束位置：共 num_reqs + 1 个元素，FlashAtte"
+            "ntion 的 varlen 内核把它当作 cu_seqlens_q。持久缓冲区有 max_num_reqs + 1 个元素；num_reqs "
+            "之后重复最后一个值，保持单调不减（FlashAttention 的要求）：那里补齐的请求 query 为空。"
+        ),
     )
     def _query_start_loc(self) -> None:
         v = self.v
@@ -311,6 +295,11 @@ class V1Stages:
         "many keys through the request's block-table row (FlashAttention's seqused_k). Past "
         "num_reqs the buffer is 0, so a padded request attends to nothing.",
         views="seq_lens",
+        title=("Sequence lengths", "序列长度"),
+        why_zh=(
+            "本步之后每个请求的序列长度：已计算 + 本步调度的 token 数。注意力通过该请求的块表行读取这么"
+            "多个 key（FlashAttention 的 seqused_k）。num_reqs 之后缓冲区为 0，补齐的请求不读任何 key。"
+        ),
     )
     def _seq_lens(self) -> None:
         v = self.v
@@ -324,49 +313,6 @@ class V1Stages:
             self.pad["seq_lens"] = (n, self.seq_lens_np)
 
     @stage(
-        "prepare_input_ids",
-        "input_ids prev_sampled_token_ids prev_positions cu_num_tokens",
-        "prev_sampled_token_ids prev_positions sample_flattened_indices prev_common_req_indices "
-        "input_ids_device input_ids_copy",
-        "prev_positions[i] = prev_req_id_to_index.get(req_ids[i], -1); for rows with "
-        "prev_positions >= 0: sample_flattened_indices = cu_num_tokens - 1; one copy "
-        "input_ids[:n] = prev_sampled_token_ids[:n, 0] if sample_flattened_indices == prev_positions "
-        "== arange(n), else input_ids.scatter_(0, sample_flattened_indices, "
-        "prev_sampled_token_ids[prev_common_req_indices, 0])",
-        "Async scheduling: the scheduler planned this step before the last step's sampled tokens "
-        "reached the CPU, so a decode request's input token is only a placeholder in token_ids_cpu "
-        "(0 here) and in the CPU input_ids. _prepare_input_ids copies input_ids to the device, then "
-        "fills each such token on the device from prev_sampled_token_ids (last step's rows): when "
-        "the batch kept its order the requests are rows 0..n-1 in both steps and one slice copy "
-        "does it; otherwise a scatter by (sample_flattened_indices, prev_common_req_indices).",
-        when=lambda r: r.config.async_scheduling,
-        views="prev_sampled_token_ids",
-    )
-    def _prepare_input_ids(self) -> None:
-        v = self.v
-        ib = self.input_batch
-        prev = self.prev_req_id_to_index
-        prev_positions = np.array([prev.get(r, -1) for r in ib.req_ids], dtype=np.int64)
-        common = np.flatnonzero(prev_positions >= 0)
-        flat = v["cu_num_tokens"][common] - 1
-        prev_idx = prev_positions[common]
-        if not len(common):
-            mode = "cpu"  # nothing in common with the last step: the CPU ids are all real
-        elif (flat == prev_idx).all() and (len(flat) == 0 or flat.max() == len(common) - 1):
-            mode = "one_copy"
-        else:
-            mode = "scatter"
-        v["prev_positions"] = prev_positions
-        v["sample_flattened_indices"] = flat
-        v["prev_common_req_indices"] = prev_idx
-        v["scalars"]["input_ids_copy"] = mode
-        if self.prev_sampled_token_ids is not None:
-            v["prev_sampled_token_ids"] = self.prev_sampled_token_ids[:, 0].cpu().numpy()
-        # the CPU catches up with last step's tokens after the gather (vLLM: in _update_states)
-        self._write_tokens(self.pending_sampled)
-        self.pending_sampled = {}
-
-    @stage(
         "logits_indices",
         "seq_lens num_tokens query_start_loc",
         "discard_request_mask logits_indices",
@@ -375,6 +321,8 @@ class V1Stages:
         "the middle of a chunked prefill (seq_lens < num_tokens) is sampled too, for simplicity, "
         "and its token discarded (discard_request_mask).",
         views="num_tokens",
+        title=("Logits indices", "logits 下标"),
+        why_zh="每个请求最后一个 token 的输出用于采样；仍处于分块预填充中的请求丢弃本次采样。",
     )
     def _logits_indices(self) -> None:
         v = self.v
@@ -382,30 +330,6 @@ class V1Stages:
         v["num_tokens"] = self.input_batch.num_tokens[:n]
         v["discard_request_mask"] = v["seq_lens"] < v["num_tokens"]
         v["logits_indices"] = np.subtract(v["query_start_loc"][1:], 1, dtype=np.int64)
-
-    @stage(
-        "spec_decode_metadata",
-        "num_draft_tokens cu_num_tokens input_ids",
-        "num_draft_tokens cu_num_draft_tokens num_sampled_tokens cu_num_sampled_tokens logits_indices "
-        "target_logits_indices bonus_logits_indices draft_token_ids",
-        "num_sampled_tokens = num_draft_tokens + 1; logits_indices = repeat(cu_num_tokens - "
-        "num_sampled_tokens, num_sampled_tokens) + arange; bonus_logits_indices = "
-        "cu_num_sampled_tokens - 1; target_logits_indices = repeat(cu_num_sampled_tokens - "
-        "num_sampled_tokens, num_draft_tokens) + arange; draft_token_ids = "
-        "input_ids[logits_indices][target_logits_indices + 1]",
-        "_calc_spec_decode_metadata: a request with k drafts scheduled k + 1 tokens (its last known "
-        "token, then the drafts) and needs the logits of all k + 1: the first k verify the drafts "
-        "(target_logits_indices, rows of the logits), the last gives the bonus token if every draft "
-        "is accepted (bonus_logits_indices). A request without drafts reads one row, as before.",
-        when=lambda r: r.config.num_speculative_tokens > 0,
-    )
-    def _spec_decode_metadata(self) -> None:
-        v = self.v
-        if not v["num_reqs"]:
-            return
-        meta = calc_spec_decode_metadata(v["num_draft_tokens"], v["cu_num_tokens"])
-        v.update(meta)
-        v["draft_token_ids"] = v["input_ids"][meta["logits_indices"]][meta["target_logits_indices"] + 1]
 
     @stage(
         "attn_metadata",
@@ -425,6 +349,13 @@ class V1Stages:
         "group g, these scalars shared, with block_table_tensor = block_table_g{g} and slot_mapping = "
         "slot_mapping_g{g} (group 0: block_table, slot_mapping); the layers of a sliding-window group "
         "attend to keys at positions > position - sliding_window; num_kv_cache_groups = G",
+        title=("Attention metadata", "注意力元数据"),
+        why_zh=(
+            "构建注意力后端所需的标量：num_reqs 是真实的请求数（不补齐：分段 CUDA Graph 下注意力在图外"
+            "执行；vLLM 只在 FULL 图的统一解码批次中补齐请求数，pagedviz 不模拟这种情况）、total_num_sc"
+            "heduled_tokens（num_actual_tokens）、num_input_tokens（补齐到 CUDA Graph 捕获大小的 token "
+            "数）、最长的 query 和最长的序列。"
+        ),
     )
     def _attn_metadata(self) -> None:
         v = self.v

@@ -54,6 +54,12 @@ class V2SpecDecode:
         "per logits row, so idx_mapping is expanded to one entry per logits row, with the row's "
         "local position (0 = the last sampled token's row, then the drafts').",
         when=lambda r: r.num_spec > 0,
+        title=("Logits rows per request", "每个请求的 logits 行"),
+        why_zh=(
+            "有草稿时，验证 d 个草稿的行需要 d + 1 个 logits 行：cu_num_logits 统计它们，expanded_idx_m"
+            "apping / expanded_local_pos 把每个 logits 行映射到它的槽位和它在行内的位置。调度器只发送草"
+            "稿个数；草稿的值留在槽位的 draft_tokens 里。"
+        ),
     )
     def _num_logits(self) -> None:
         v = self.v

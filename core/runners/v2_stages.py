@@ -65,6 +65,12 @@ class V2Stages:
         "step the batch is re-sorted, requests with drafts first, then decodes (one token), then "
         "prefill chunks by ascending length; ties keep the scheduler's order. idx_mapping links each "
         "batch row to the request's state slot; every per-request read of the kernels goes through it.",
+        title=("Sort the batch, map rows to slots", "批次排序，行映射到状态槽"),
+        why_zh=(
+            "每一步都对被调度的请求排序：先是带草稿的请求，再是解码（一个 token），最后按分块长度升序排"
+            "预填充；长度相同的保持调度器的顺序。解码和短分块排在前面，批次形状更规整（统一解码的批次可"
+            "以重放 CUDA Graph）。idx_mapping[i] 是批次第 i 行的状态槽：内核对每个请求的读取都经过它。"
+        ),
     )
     def _idx_mapping(self) -> None:
         v = self.v
@@ -107,6 +113,12 @@ class V2Stages:
         "speculative decoding the decode graphs replay q tokens a request (the last sampled token and "
         "its drafts), so their sizes are rounded up to multiples of q (_init_candidates, "
         "cudagraph_utils.py:256-393).",
+        title=("Pick a CUDA graph", "选择 CUDA Graph"),
+        why_zh=(
+            "CudaGraphManager.dispatch 选择一个已捕获的图。统一解码批次的完整图重放固定数量的请求，所以"
+            "请求数也要补齐（补齐的行：query 为空、seq_len 为 0、块表行为 0、槽位为 -1）；分段图只补齐 "
+            "token。没有捕获大小时本步直接执行。"
+        ),
     )
     def _cudagraph_dispatch(self) -> None:
         v = self.v
@@ -142,6 +154,12 @@ class V2Stages:
         "buffer is written: past the real rows it repeats T, non-decreasing as FlashAttention needs, "
         "so padded rows have empty queries.",
         views="query_start_loc",
+        title=("Query start locations", "查询起始位置"),
+        why_zh=(
+            "每个批次行的 token 从哪里开始：按排序后的顺序对 num_scheduled_tokens 求前缀和。整个 max_nu"
+            "m_reqs + 1 的缓冲区都被写入：真实行之后重复 T，保持 FlashAttention 要求的单调不减，补齐的"
+            "行 query 为空。"
+        ),
     )
     def _query_start_loc(self) -> None:
         v = self.v
@@ -164,6 +182,12 @@ class V2Stages:
         "runner's own num_computed_tokens of its slot (the device's, not the scheduler's). An extra "
         "program of the kernel zeroes the rest of the buffer, so padded rows attend to nothing.",
         views="seq_lens",
+        title=("Sequence lengths", "序列长度"),
+        why_zh=(
+            "prepare_pos_seq_lens：每行在本步之后的长度，从它的状态槽读取：num_computed_tokens[idx_mapp"
+            "ing[i]] + num_scheduled_tokens[i]。这个计数是运行器自己在设备上的（由 post_update 推进），"
+            "不是调度器的。缓冲区其余部分清零。"
+        ),
     )
     def _seq_lens(self) -> None:
         v = self.v
@@ -182,6 +206,11 @@ class V2Stages:
         "prepare_pos_seq_lens again: a token's position is its slot's computed count plus its offset "
         "in the row. V2 builds positions only on the device; the CPU never holds them.",
         views="positions",
+        title=("Token positions", "token 位置"),
+        why_zh=(
+            "同一个内核：token 的位置是其状态槽的 num_computed_tokens 加上它在本行内的偏移。V2 只在设备"
+            "上生成 positions。"
+        ),
     )
     def _positions(self) -> None:
         v = self.v
@@ -205,6 +234,11 @@ class V2Stages:
         "slot's all_token_ids, which holds the prompt (and, for a resumed request, the outputs so "
         "far). Decode rows are left for the next stage.",
         views="input_ids",
+        title=("Prefill input ids from the slot", "从状态槽取预填充输入"),
+        why_zh=(
+            "prepare_prefill_inputs：处于预填充的行从其状态槽的 all_token_ids 复制 token，那里保存着提"
+            "示（对恢复的请求，还有目前为止的输出）。解码行留给下一阶段。"
+        ),
     )
     def _prefill_inputs(self) -> None:
         v = self.v
@@ -233,6 +267,12 @@ class V2Stages:
         "speculator wrote on the worker after the last step. The last num_logits tokens of each row "
         "give the logits: one per row without drafts, one per draft plus the bonus with them.",
         views="cu_num_logits",  # without drafts, a view of a persistent arange
+        title=("Decode input ids, logits indices", "解码输入与 logits 下标"),
+        why_zh=(
+            "解码行的输入是其状态槽上一步采样出的 token，保存在设备上（last_sampled_tokens），CPU 无需"
+            "等待它。每行最后一个 token 给出 logits：logits_indices = query_start_loc[1:] - 1。验证草稿"
+            "的行是 [上次采样的 token, 槽位的 draft_tokens]，其最后 d + 1 个 token 给出 logits。"
+        ),
     )
     def _combine_sampled(self) -> None:
         v = self.v
@@ -269,6 +309,12 @@ class V2Stages:
         "input_block_tables_g{g}[b, :num_blocks_g{g}[j]] = block_tables_g{g}[j, :num_blocks_g{g}[j]], "
         "and for a sliding-window group its first max(num_computed_tokens[j] - (sliding_window - 1), 0) "
         "// block_size entries = 0 (the null block); rows R..max(R_pad, rows used last step) zeroed",
+        title=("Gather the block table", "收集块表"),
+        why_zh=(
+            "注意力内核按批次顺序读取块表，所以每一步都通过 idx_mapping 把每行对应状态槽的 block_tables"
+            " 行（其 num_blocks 个元素）复制到 input_block_tables。超出本行自身块的单元格保留之前某一步"
+            "留下的值：已过期，但从不被读取（注意力只读 cdiv(seq_len, block_size) 个元素）。"
+        ),
     )
     def _gather_block_tables(self) -> None:
         v = self.v
@@ -306,6 +352,12 @@ class V2Stages:
         group_formula="for each KV cache group g (group 0 unsuffixed): slot_mapping_g{g}[t] = "
         "block_tables_g{g}[idx_mapping[i], positions[t] // block_size] * block_size + positions[t] % "
         "block_size; slot_mapping_g{g}[T:] = -1 (the kernel's grid is (num_kv_cache_groups, R + 1))",
+        title=("Slot mapping", "槽位映射"),
+        why_zh=(
+            "每个 token 的 K/V 写到哪里：block_tables[idx_mapping[行], position // block_size] * block_"
+            "size + position % block_size，读取的是持久的按状态槽的块表（不是收集后的那张）。真实 token"
+            " 之后缓冲区为 -1，CUDA Graph 的补齐不会写入任何位置。"
+        ),
     )
     def _slot_mappings(self) -> None:
         v = self.v
@@ -350,6 +402,11 @@ class V2Stages:
         "with block_table_tensor = input_block_tables_g{g} and slot_mapping = slot_mapping_g{g} (group "
         "0 unsuffixed); the layers of a sliding-window group attend to keys at positions > position - "
         "sliding_window; num_kv_cache_groups = G",
+        title=("Attention metadata", "注意力元数据"),
+        why_zh=(
+            "构建注意力所需的标量：真实的请求数和 token 数、最长的 query，以及 max_seq_len。max_seq_len"
+            " 取 CPU 上的上界（调度器的已计算数加上本步调度的 token 数），因为设备上的计数不会读回。"
+        ),
     )
     def _attn_metadata(self) -> None:
         v = self.v

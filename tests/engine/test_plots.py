@@ -3,6 +3,7 @@ and bad input names the field."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -24,9 +25,18 @@ def seed000():
 
 
 def test_palette_is_the_pages_palette():
-    text = (ROOT / "static" / "views.js").read_text()
-    line = next(ln for ln in text.splitlines() if ln.startswith("export const PALETTE"))
-    assert list(plots.palette()[0]) == re.findall(r"#[0-9A-Fa-f]{6}", line)
+    # one source: static/palette.json, which the page's views.js reads through its template too
+    page = json.loads((ROOT / "static" / "palette.json").read_text())["identity"]
+    assert (
+        list(plots.palette()[0])
+        == page["colours"]
+        == re.findall(
+            r"#[0-9A-Fa-f]{6}",
+            '"#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7", "#999999"',
+        )
+    )
+    assert plots.palette()[1:] == (tuple(page["tints"]), 7)
+    assert 'getElementById("palette")' in (ROOT / "static" / "views.js").read_text()
 
 
 def test_dark_theme_takes_the_dark_css_colours():
@@ -83,9 +93,11 @@ def test_run_metrics_of_a_bare_run_asks_for_its_scenario(seed000):
 
 def test_run_metrics_counts_preemptions_and_prefix_cache_hits():
     pre = plots.series(plots.resolve("demo-preemption").steps)
-    assert sum(pre["preempted"]) == sum(
-        len(t.scheduler["preempted_req_ids"]) for t in plots.resolve("demo-preemption").steps
-    ) > 0
+    assert (
+        sum(pre["preempted"])
+        == sum(len(t.scheduler["preempted_req_ids"]) for t in plots.resolve("demo-preemption").steps)
+        > 0
+    )
     hits = plots.series(plots.resolve("demo-prefix-cache").steps)["hits"]
     assert max(hits) > 0 and max(hits) % 4 == 0  # whole blocks of 4 tokens
 

@@ -3,7 +3,7 @@
 // here; none of them import run.js, which is the glue that fills this object.
 
 import { t } from "./i18n.js";
-import { readState } from "./state.js";
+import { readState } from "./urlstate.js";
 import { GREY, GREY_TINT, NUM_IDENTITY_COLORS, PALETTE, TINTS } from "./views.js";
 
 export const state = readState();
