@@ -18,10 +18,10 @@ from pagedviz.core.async_scheduler import AsyncScheduler
 from pagedviz.core.device import StageTimer, resolve_device
 from pagedviz.core.engine_core import BatchQueueLoop, QueuedBatch
 from pagedviz.core.engine_drafts import DraftSteps
+from pagedviz.core.flavor_table import register_flavor
 from pagedviz.core.kv_cache import usable_blocks
 from pagedviz.core.limits import DENSE_CHECK_MAX_TOKENS
 from pagedviz.core.parallel_sampling import family, scheduled_specs
-from pagedviz.core.registry import register_flavor
 from pagedviz.core.runners.mrope import MRope, mrope_prompt_positions
 from pagedviz.core.runners.v1 import ModelRunner
 from pagedviz.core.runners.v2 import ModelRunnerV2

@@ -1,4 +1,5 @@
-"""The flavour registry: each flavour's engine class registers itself under its name, and
+"""The flavour registry: each flavour's engine class registers itself under its name (with
+core/flavor_table.py's `register_flavor`, re-exported here), and
 `make_engine(scenario)` builds the one the scenario names. Flavour modules are imported on first
 use, so pagedviz's engine of the vllm flavour (core/engine.py) and the flavours that extend it
 never import each other in a cycle."""
@@ -6,8 +7,9 @@ never import each other in a cycle."""
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
+
+from pagedviz.core.flavor_table import ENGINES, register_flavor
 
 if TYPE_CHECKING:
     from pagedviz.core.engine import PagedvizEngine
@@ -19,26 +21,17 @@ FLAVOR_MODULES: dict[str, str] = {
     "ascend": "pagedviz.core.flavors.ascend",
     "nanovllm": "pagedviz.core.flavors.nanovllm",
 }
-_ENGINES: dict[str, type[PagedvizEngine]] = {}
-E = TypeVar("E", bound="type[PagedvizEngine]")
 
-
-def register_flavor(name: str) -> Callable[[E], E]:
-    """Class decorator: the engine class of flavour `name`."""
-
-    def register(cls: E) -> E:
-        _ENGINES[name] = cls
-        return cls
-
-    return register
+__all__ = ["FLAVOR_MODULES", "engine_class", "make_engine", "register_flavor"]
 
 
 def engine_class(flavor: str) -> type[PagedvizEngine]:
     if flavor not in FLAVOR_MODULES:
         raise KeyError(f"unknown flavour {flavor!r} (flavours: {', '.join(FLAVOR_MODULES)})")
-    if flavor not in _ENGINES:
+    if flavor not in ENGINES:
         importlib.import_module(FLAVOR_MODULES[flavor])
-    return _ENGINES[flavor]
+    cls: type[PagedvizEngine] = ENGINES[flavor]
+    return cls
 
 
 def make_engine(scenario: Scenario, capture: bool = True) -> PagedvizEngine:

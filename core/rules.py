@@ -26,6 +26,7 @@ from pagedviz.core.scenario_parts import (
     default_capture_sizes,
 )
 from pagedviz.core.tokenizer import NUM_SPECIAL_IDS, encode_text
+from pagedviz.core.vllm_support import problems
 
 S = TypeVar("S")  # the scenario `Rules.scenario` builds (core/scenario.py's Scenario)
 
@@ -95,8 +96,6 @@ class Rules:
                 )
             cfg = dataclasses.replace(cfg, model_runner="v1")
         if m.engine == "vllm" and not self.errors:
-            from pagedviz.core.vllm_engine import problems
-
             for loc, msg in problems(m.flavor, cfg, reqs):
                 self.err(loc, msg)
         if self.errors:

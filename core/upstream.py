@@ -7,10 +7,9 @@ and ascend's attention state and mask follow vllm-ascend at the commit below.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from pagedviz.core.scenario import Scenario
+from pagedviz.core.scenario_parts import EngineConfig
 
 UPSTREAM: dict[str, dict[str, str]] = {
     "vllm": {"project": "vllm", "version": "0.33.0"},
@@ -51,7 +50,14 @@ def describe(flavor: str | None = None, runner: str | None = None) -> str:
     return " · ".join(parts)
 
 
-def upstream_of(scenario: Scenario) -> dict[str, dict[str, str]]:
+class _Flavoured(Protocol):
+    """What upstream_of reads of a scenario (core/scenario.py's Scenario)."""
+
+    flavor: str
+    config: EngineConfig
+
+
+def upstream_of(scenario: _Flavoured) -> dict[str, dict[str, str]]:
     """UPSTREAM, with the runner a vllm-flavour scenario runs named under "vllm"."""
     out = {k: dict(v) for k, v in UPSTREAM.items()}
     if scenario.flavor == "vllm":

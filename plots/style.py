@@ -5,6 +5,7 @@ and Chinese."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from collections.abc import Sequence
 from functools import cache
@@ -19,10 +20,12 @@ LANGS = ("en", "zh")
 
 def static_dir() -> Path:
     """The page's static/ folder: inside the installed package (pagedviz/app/static), else the
-    repository's static/ beside app/."""
-    import pagedviz.app
-
-    app_dir = Path(pagedviz.app.__file__).resolve().parent
+    repository's static/ beside app/. Found as data, without importing the app's code (the plots
+    sit below the app: pyproject's import-linter layers)."""
+    spec = importlib.util.find_spec("pagedviz.app")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("pagedviz.app is not installed: the page's static/palette.json cannot be found")
+    app_dir = Path(next(iter(spec.submodule_search_locations))).resolve()
     installed = app_dir / "static"
     return installed if installed.is_dir() else app_dir.parent / "static"
 

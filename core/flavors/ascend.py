@@ -32,7 +32,7 @@ from __future__ import annotations
 import numpy as np
 
 from pagedviz.core.engine import PagedvizEngine
-from pagedviz.core.registry import register_flavor
+from pagedviz.core.flavor_table import register_flavor
 from pagedviz.core.runners.stages import stage
 from pagedviz.core.runners.v1 import ModelRunner
 

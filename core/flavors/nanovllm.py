@@ -36,9 +36,9 @@ import torch
 
 from pagedviz.core.device import StageTimer
 from pagedviz.core.engine import PagedvizEngine
+from pagedviz.core.flavor_table import register_flavor
 from pagedviz.core.flavors.nanovllm_blocks import NanoBlockManager
 from pagedviz.core.flavors.nanovllm_inputs import NanoInputs
-from pagedviz.core.registry import register_flavor
 from pagedviz.core.request import Request, Status
 from pagedviz.core.runners.stages import LEVELS
 from pagedviz.core.sampler import synthetic_tokens

@@ -46,9 +46,9 @@ from pagedviz.core.engine import PagedvizEngine
 from pagedviz.core.scenario import Scenario
 from pagedviz.core.scheduler_output import SchedulerOutput
 from pagedviz.core.trace import StepTrace
-from pagedviz.core.vllm_engine import ENGINE_LABEL
 from pagedviz.core.vllm_engine.take import take_v1, take_v2
 from pagedviz.core.vllm_output import OutputAdapter, Scheduled, from_vllm, per_group
+from pagedviz.core.vllm_support import ENGINE_LABEL
 
 
 class LiveScheduler:

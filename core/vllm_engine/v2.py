@@ -11,7 +11,7 @@ Everything that decides a number is vLLM's:
   `preempted_req_ids`.
 - V2's `RequestState` (gpu/states.py), `BlockTables` (gpu/block_table.py) and `InputBuffers`
   (gpu/input_batch.py), sized as `GPUModelRunner.__init__` sizes them.
-- `GPUModelRunner`'s own methods (gpu/model_runner.py), called unbound on `_RunnerStub`:
+- `GPUModelRunner`'s own methods (gpu/model_runner.py), called unbound on `RunnerStub`:
   `finish_requests` (with `_remove_request`), `add_requests`, `update_requests`,
   `gather_batch_req_state` (which calls `sort_batch_req_ids`), `prepare_inputs`, `prepare_attn`
   (the block-table gather and the slot-mapping kernel) and `postprocess_sampled` (`post_update`),
@@ -20,7 +20,7 @@ Everything that decides a number is vLLM's:
 
 What is stubbed, and why:
 - `GPUModelRunner.__init__` loads a model, sizes a KV cache on a GPU and builds samplers,
-  speculators, CUDA-graph managers. `_RunnerStub` holds only the fields the methods above read:
+  speculators, CUDA-graph managers. `RunnerStub` holds only the fields the methods above read:
   the three state objects, `max_num_reqs`, `decode_query_len` (1 + num_speculative_tokens),
   `device`, `use_pp`/`is_last_pp_rank` (a single rank; `is_last_pp_rank=False` skips the
   sampler's and prompt-logprobs worker's bookkeeping, which needs a model), and `None` for every
@@ -90,8 +90,8 @@ from pagedviz.core.vllm_engine.env import env as _env  # noqa: E402
 from pagedviz.core.vllm_engine.loop import EngineCoreLoop  # noqa: E402
 from pagedviz.core.vllm_engine.take import group_name  # noqa: E402
 from pagedviz.core.vllm_engine.v2_worker import (  # noqa: E402
-    _graph_manager,
-    _RunnerStub,
+    RunnerStub,
+    graph_manager,
     kv_cache_config,
     kv_cache_spec,
 )
@@ -153,8 +153,8 @@ class VllmV2Side(ArrivalFeed):
                 block_size=cfg.block_size,
             )
         assert self.scheduler.use_v2_model_runner
-        self.runner = _RunnerStub(self.config, scenario, self.kv_cache_config)
-        self.graphs = _graph_manager(self.config, cfg.cudagraph_capture_sizes, self.runner.decode_query_len)
+        self.runner = RunnerStub(self.config, scenario, self.kv_cache_config)
+        self.graphs = graph_manager(self.config, cfg.cudagraph_capture_sizes, self.runner.decode_query_len)
         self.feed(scenario)
         self.loop: Any = None
 

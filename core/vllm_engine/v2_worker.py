@@ -1,7 +1,7 @@
 """Model Runner V2's worker on the CPU, as the V2 side (v2.py) drives it: the imports that must
 come first (V2's modules under Triton's interpreter, vLLM's CPU patch set undone on torch), one fix
 to the interpreter, vLLM's KV cache configs for a scenario (its `VllmConfig`: config.py), and the
-stand-ins for what `GPUModelRunner.__init__` would build (`_RunnerStub`, the model and LoRA
+stand-ins for what `GPUModelRunner.__init__` would build (`RunnerStub`, the model and LoRA
 states, the CUDA-graph manager). What each stand-in holds, and why, is in v2.py's docstring.
 """
 
@@ -126,7 +126,7 @@ def _noop(*args: Any, **kwargs: Any) -> None:
     return None
 
 
-class _RunnerStub:
+class RunnerStub:
     """The fields of a V2 `GPUModelRunner` that the driven methods read (module docstring)."""
 
     def __init__(self, vc: VllmConfig, scenario: Scenario, kv: KVCacheConfig) -> None:
@@ -193,7 +193,7 @@ class _LoraState:
     add_request = remove_request = staticmethod(_noop)
 
 
-def _graph_manager(vc: VllmConfig, sizes: Any, decode_query_len: int = 1) -> CudaGraphManager | None:
+def graph_manager(vc: VllmConfig, sizes: Any, decode_query_len: int = 1) -> CudaGraphManager | None:
     """vLLM's CudaGraphManager for FULL_AND_PIECEWISE with `sizes`, graphs counted as captured
     (the fields CudaGraphManager.__init__ sets for one rank without LoRA or microbatches)."""
     if not sizes:
