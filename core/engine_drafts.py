@@ -23,6 +23,21 @@ from pagedviz.core.scheduler_output import SchedulerOutput
 from pagedviz.core.spec_decode import greedy_accept, ngram_propose
 from pagedviz.core.trace import Stage, StepTrace
 
+# V1's rejection sampler (GPUModelRunner's spec-decode path, greedy targets), as each step records it
+V1_REJECTION_STAGE = Stage(
+    "rejection_sampler",
+    ["logits_indices", "target_logits_indices", "bonus_logits_indices", "draft_token_ids"],
+    ["target_token_ids", "num_accepted_tokens", "num_rejected_tokens"],
+    "target_token_ids = argmax(logits); accepted while draft_token_ids == "
+    "target_token_ids[target_logits_indices]; output = accepted drafts + "
+    "(first mismatch's target token | target_token_ids[bonus_logits_indices])",
+    "Greedy verification: the target model's own choice at each draft's row decides. "
+    "Every request outputs its accepted drafts plus one token: the target's token "
+    "where the first draft was wrong, or the bonus token when all were right. The "
+    "scheduler rolls num_computed_tokens back by the rejected drafts; their KV "
+    "slots stay allocated (as in vLLM) and are overwritten by later tokens.",
+)
+
 V2_REJECTION_STAGE = Stage(
     "rejection_sampler",
     ["logits_indices", "input_ids", "expanded_local_pos", "cu_num_logits"],
@@ -69,21 +84,7 @@ class DraftSteps:
             drafts = v["draft_token_ids"][cu_draft[row] - num_draft[row] : cu_draft[row]]
             generated[ib.req_ids[row]], accepted[row] = greedy_accept(drafts, targets)
         if self.capture:
-            trace.stages.append(
-                Stage(
-                    "rejection_sampler",
-                    ["logits_indices", "target_logits_indices", "bonus_logits_indices", "draft_token_ids"],
-                    ["target_token_ids", "num_accepted_tokens", "num_rejected_tokens"],
-                    "target_token_ids = argmax(logits); accepted while draft_token_ids == "
-                    "target_token_ids[target_logits_indices]; output = accepted drafts + "
-                    "(first mismatch's target token | target_token_ids[bonus_logits_indices])",
-                    "Greedy verification: the target model's own choice at each draft's row decides. "
-                    "Every request outputs its accepted drafts plus one token: the target's token "
-                    "where the first draft was wrong, or the bonus token when all were right. The "
-                    "scheduler rolls num_computed_tokens back by the rejected drafts; their KV "
-                    "slots stay allocated (as in vLLM) and are overwritten by later tokens.",
-                )
-            )
+            trace.stages.append(V1_REJECTION_STAGE)
             trace.record("target_token_ids", "logits", tokens.astype(np.int32), "rejection_sampler")
             trace.record("num_accepted_tokens", "request", accepted, "rejection_sampler")
             trace.record("num_rejected_tokens", "request", num_draft - accepted, "rejection_sampler")

@@ -12,7 +12,7 @@ from __future__ import annotations
 from functools import cache
 from typing import NamedTuple
 
-from pagedviz.core.engine import V2_REJECTION_STAGE
+from pagedviz.core.engine_drafts import V1_REJECTION_STAGE, V2_REJECTION_STAGE
 from pagedviz.core.registry import engine_class
 from pagedviz.core.runners.stages import StageSpec
 from pagedviz.core.runners.v1 import UPDATE_STATES_STAGE
@@ -40,13 +40,7 @@ OTHER_TEXTS: dict[str, StageText] = {
     ),
     "rejection_sampler": StageText(
         ("Verify the drafts (rejection sampler)", "验证草稿（拒绝采样）"),
-        (
-            "Greedy verification: the target model's own choice at each draft's row decides. Every request "
-            "outputs its accepted drafts plus one token: the target's token where the first draft was "
-            "wrong, or the bonus token when all were right. The scheduler rolls num_computed_tokens back by "
-            "the rejected drafts; their KV slots stay allocated (as in vLLM) and are overwritten by later "
-            "tokens."
-        ),
+        V1_REJECTION_STAGE.why,
         (
             "贪心验证：由目标模型在每个草稿所在行的选择决定。每个请求输出被接受的草稿再加一个 "
             "token：第一个错误草稿处目标模型的 token，或全部正确时的奖励 token。调度器按被拒绝的草稿数回退 "
