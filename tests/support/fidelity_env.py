@@ -50,6 +50,7 @@ def triton_missing() -> str | None:
 
 def require_vllm() -> None:
     """Skip the calling test module, saying what is missing, unless vLLM's side can run."""
+    __tracebackhide__ = True  # the skip is reported at the module's call, not here
     why = vllm_missing()
     if why:
         pytest.skip(why, allow_module_level=True)
@@ -57,6 +58,7 @@ def require_vllm() -> None:
 
 def require_triton() -> None:
     """Skip the calling test module unless vLLM's side and Model Runner V2's kernels can run."""
+    __tracebackhide__ = True
     require_vllm()
     why = triton_missing()
     if why:
