@@ -8,7 +8,7 @@ each and checks the shipped file is what the recorder writes today).
   manager on, as a GPU server runs it (V1 runner): layer 0 full attention, layer 1 a sliding window
   of 8 tokens, two KV cache groups over one pool (the issue's example first); the window drops
   blocks to the null block, the full group takes them, a preemption and its recompute
-  (tests/fidelity/hybrid_recording.py makes it; tests/fidelity/test_record_hybrid.py checks it).
+  (tests/support/hybrid_recording.py makes it; tests/fidelity/test_record_hybrid.py checks it).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ EXAMPLES: dict[str, dict[str, Any]] = {
     },
     "real-vllm-hybrid": {
         "file": "real-vllm-hybrid.jsonl",
-        "made_by": "tests/fidelity/hybrid_recording.py",
+        "made_by": "tests/support/hybrid_recording.py",
         "title": "a real vLLM schedule of a hybrid model: a sliding window beside full attention, "
         "two KV cache groups (vLLM 0.33.0's hybrid KV cache manager, recorded)",
         "title_zh": "真实的 vLLM 调度：混合模型，滑动窗口层与全注意力层并存，两个 KV 缓存组"

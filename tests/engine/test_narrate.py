@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_properties import scenarios
 
 from pagedviz.core import Scenario, list_presets, load_preset, make_engine
 from pagedviz.core.answers import check_entries
@@ -22,6 +21,7 @@ from pagedviz.core.narrate import explain, narrate
 from pagedviz.core.parallel_sampling import scheduled_specs
 from pagedviz.core.trace import StepTrace
 from tests.support.scenarios import make_scenario, run_all
+from tests.support.strategies import scenarios
 
 REF_KINDS = {"request", "block", "token", "row"}
 

@@ -1,5 +1,6 @@
 """Engine invariants over random scenarios (hypothesis): tiny blocks, tight budgets, pools small
-enough to preempt, staggered arrivals, prefix caching on and off, every flavour."""
+enough to preempt, staggered arrivals, prefix caching on and off, every flavour (the strategy is
+tests/support/strategies.py's, its ENGINE family)."""
 
 from __future__ import annotations
 
@@ -10,75 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pagedviz.core import Scenario, make_engine
-
-
-@st.composite
-def scenarios(
-    draw: st.DrawFn, flavor: str = "vllm", with_model: bool = False, runner: str = "v1", spec: bool = False
-) -> Scenario:
-    bs = draw(st.integers(2 if flavor == "nanovllm" else 1, 4))
-    M = draw(st.integers(6, 24))
-    # speculative decoding is not modelled with prefix caching
-    prefix = draw(st.booleans()) if flavor == "vllm" and not spec else False
-    chunked = draw(st.booleans()) if flavor != "nanovllm" else False
-    n = draw(st.integers(1, 6))
-    shared = draw(st.lists(st.integers(3, 20), min_size=0, max_size=M // 2))
-    reqs: list[dict[str, Any]] = []
-    need = 1
-    longest = 1
-    for i in range(n):
-        max_tokens = draw(st.integers(1, 4))
-        plen = draw(st.integers(1, M - max_tokens))
-        tail = draw(st.lists(st.integers(3, 20), min_size=plen, max_size=plen))
-        ids = (shared + tail)[:plen] if prefix else tail
-        reqs.append(
-            {
-                "id": f"r{i}",
-                "prompt_token_ids": ids,
-                "max_tokens": max_tokens,
-                "arrival_step": draw(st.integers(1, 4)),
-            }
-        )
-        need = max(need, -(-(plen + max_tokens) // bs))
-        longest = max(longest, plen + max_tokens)
-    if flavor != "nanovllm":  # vLLM refuses a pool that cannot hold one max_model_len sequence
-        need = max(need, -(-M // bs))
-    max_num_reqs = draw(st.integers(1, 5))
-    # vLLM refuses a budget below max_num_reqs, and below max_model_len without chunked prefill
-    min_budget = max(longest, M if flavor != "nanovllm" else 1) if not chunked else max_num_reqs
-    cfg = {
-        "block_size": bs,
-        "max_model_len": M,
-        "max_num_reqs": max_num_reqs,
-        "max_num_batched_tokens": draw(st.integers(min_budget, min_budget + 30)),
-        "num_kv_blocks": max(2, need + (0 if flavor == "nanovllm" else 1) + draw(st.integers(0, 8))),
-        "long_prefill_token_threshold": draw(st.sampled_from([0, 0, 2, 5])) if flavor != "nanovllm" else 0,
-        "enable_chunked_prefill": chunked,
-        "enable_prefix_caching": prefix,
-        "model": {"num_layers": 1, "num_heads": 2, "num_kv_heads": 1, "head_size": 4, "vocab_size": 32}
-        if with_model
-        else None,
-        "cudagraph_capture_sizes": draw(st.sampled_from([None, [1, 2, 4, 8, 16, 32, 64]])),
-        "model_runner": runner,
-        "async_scheduling": False,
-    }
-    if spec:
-        lo = draw(st.integers(1, 3))
-        cfg.update(
-            num_speculative_tokens=draw(st.integers(1, 4)),
-            prompt_lookup_min=lo,
-            prompt_lookup_max=draw(st.integers(lo, 4)),
-        )
-    return Scenario.from_dict(
-        {
-            "name": "prop",
-            "flavor": flavor,
-            "seed": draw(st.integers(0, 99)),
-            "config": cfg,
-            "requests": reqs,
-            "max_steps": 2000,
-        }
-    )
+from tests.support.strategies import scenarios
 
 
 def check_vllm_step(

@@ -7,7 +7,6 @@ computes something else, the step says so and shows vLLM's values."""
 from __future__ import annotations
 
 import functools
-import importlib.util
 from typing import Any
 
 import numpy as np
@@ -16,14 +15,11 @@ import pytest
 from pagedviz.core import Scenario, make_engine
 from pagedviz.core.presets import list_presets, preset_dict
 from pagedviz.core.runners.v1_stages import V1Stages
-from pagedviz.core.vllm_engine import ENGINE_LABEL, installed_vllm, problems
+from pagedviz.core.vllm_engine import problems
+from tests.support.fidelity_env import needs_triton, require_vllm
 
-if installed_vllm() is None:
-    pytest.skip(
-        "the vLLM 0.33.0 wheel is not installed (run scripts/fidelity-deps.sh)", allow_module_level=True
-    )
-
-pytestmark = pytest.mark.fidelity
+require_vllm()
+from tests.support.vllm_live import assert_same_trace, both  # noqa: E402
 
 
 def _runs_live(preset: str) -> bool:
@@ -36,42 +32,13 @@ def _runs_live(preset: str) -> bool:
 PRESETS = [p["id"] for p in list_presets() if _runs_live(p["id"])]
 
 
-def _both(d: dict[str, Any]) -> tuple[list[Any], list[Any]]:
-    own = list(make_engine(Scenario.from_dict(d)).run())
-    live = list(make_engine(Scenario.from_dict({**d, "engine": "vllm"})).run())
-    return own, live
-
-
-def assert_same_trace(own: list[Any], live: list[Any]) -> None:
-    assert len(own) == len(live), "the runs have different lengths"
-    for a, b in zip(own, live):
-        where = f"step {a.step}"
-        fa, fb = a.forward, b.forward
-        assert fb.pop("engine") == ENGINE_LABEL, where
-        taken = fb.pop("vllm_arrays")
-        assert "vllm_differences" not in fb, f"{where}: {fb['vllm_differences']}"
-        assert fa == fb, where
-        if not a.idle:
-            assert {"positions", "slot_mapping", "query_start_loc", "seq_lens"} <= set(taken), where
-        da, db = a.to_dict(), b.to_dict()
-        for key in da:
-            if key == "timing_us":
-                continue
-            if key == "kv_cache":
-                ka, kb = dict(da[key]), dict(db[key])
-                assert ka.pop("block_hash").keys() == kb.pop("block_hash").keys(), f"{where}: hashed blocks"
-                assert ka == kb, f"{where}: kv_cache"
-            else:
-                assert da[key] == db[key], f"{where}: {key}"
-
-
 @pytest.mark.parametrize("preset", PRESETS)
 def test_the_live_engines_trace_equals_pagedvizs_own_on_every_preset_it_runs(preset: str) -> None:
     d = preset_dict(preset)
     # the tiny model on the first preset (its forward reads the arrays); the others simulate
     if preset != PRESETS[0]:
         d = {**d, "config": {**d["config"], "model": None}}
-    assert_same_trace(*_both(d))
+    assert_same_trace(*both(d))
 
 
 def test_the_presets_it_runs_take_in_both_runners_both_schedulings_and_v2s_drafts() -> None:
@@ -85,7 +52,7 @@ def test_v2s_drafts_are_verified_and_proposed_by_vllms_own_code() -> None:
     """demo-v2-spec-decode with its tiny model (whose greedy tokens repeat the prompt's n-grams):
     vLLM's rejection sampler accepts drafts (a row samples more than one token) and its n-gram
     speculator's proposals are the trace's, as pagedviz's own."""
-    own, live = _both(preset_dict("demo-v2-spec-decode"))
+    own, live = both(preset_dict("demo-v2-spec-decode"))
     assert any(int(t.arrays["num_sampled"].max()) > 1 for t in live if "num_sampled" in t.arrays)
     assert any(t.forward.get("proposed_draft_token_ids") for t in live)
     assert all("draft_sampled" in t.forward["vllm_arrays"] for t in live if "num_sampled" in t.arrays)
@@ -100,7 +67,7 @@ def test_the_live_engine_under_async_scheduling_equals_pagedvizs_own(preset: str
     drafts of -1, rejections rolled back a step late)."""
     d = preset_dict(preset)
     d = {**d, "config": {**d["config"], "model": None, "async_scheduling": True}}
-    own, live = _both(d)
+    own, live = both(d)
     assert any(t.engine_core["consumed_step"] is None for t in live)  # planned before the output came
     assert_same_trace(own, live)
 
@@ -118,10 +85,10 @@ def test_the_live_engine_runs_vllms_defaults() -> None:
     }
     cfg = Scenario.from_dict(d).config
     assert (cfg.model_runner, cfg.async_scheduling) == ("v2", True)
-    assert_same_trace(*_both(d))
+    assert_same_trace(*both(d))
 
 
-@pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="triton is not installed")
+@needs_triton()
 def test_the_live_engine_pads_to_cuda_graph_sizes_as_vllm_v2_dispatches() -> None:
     """Model Runner V2 with capture sizes: vLLM's own CudaGraphManager dispatches, and its padded
     slot_mapping and counts are the trace's."""
@@ -143,7 +110,7 @@ def test_the_live_engine_pads_to_cuda_graph_sizes_as_vllm_v2_dispatches() -> Non
             {"id": "b", "prompt_len": 3, "max_tokens": 4, "arrival_step": 2},
         ],
     }
-    own, live = _both(d)
+    own, live = both(d)
     assert any(t.scalars.get("cudagraph_mode") == "FULL" for t in live)
     assert_same_trace(own, live)
 
@@ -210,13 +177,13 @@ def test_the_live_engines_causes_are_vllms_own_and_pagedvizs() -> None:
     """The engine vllm's waiting and preemption causes come from vLLM's own scheduler (the causes
     oracle): step 2 of "Chunked prefill on vs off" says request 4 waits for the token budget, 120
     tokens needed and 70 left, as pagedviz's own engine does, and the whole trace is pagedviz's."""
-    own, live = _both(_chunking_off())
+    own, live = both(_chunking_off())
     want = {"cause": "token_budget", "tokens_needed": 120, "tokens_left": 70}
     assert live[1].scheduler["waiting_causes"] == {"4": want}
     assert_same_trace(own, live)
     # a preemption: for whom, with the failed allocation's numbers
     d = preset_dict("demo-preemption")
-    own, live = _both({**d, "config": {**d["config"], "model": None}})
+    own, live = both({**d, "config": {**d["config"], "model": None}})
     assert live[2].scheduler["preemption_causes"]["c"]["for"] == "a"
     assert live[2].scheduler["waiting_causes"] == {"c": {"cause": "preemption", "preempted": ["c"]}}
     assert_same_trace(own, live)

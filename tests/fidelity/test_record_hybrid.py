@@ -1,7 +1,7 @@
 """pagedviz.record on vLLM 0.33.0's Scheduler with its hybrid KV cache manager on (pytest -m fidelity):
 the recording keeps each KV cache group's blocks (new block ids per group, the null head a sliding
 window leaves), the free queue and the free count, and the shipped hybrid example is what the
-recorder writes today (hybrid_recording.py makes it)."""
+recorder writes today (tests/support/hybrid_recording.py makes it)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import dataclasses
 import json
 import os
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,21 +16,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-pytest.importorskip("vllm", reason="the vLLM 0.33.0 wheel is not installed (run scripts/fidelity-deps.sh)")
-sys.path.insert(0, str(Path(__file__).parent))
-import hybrid_recording  # noqa: E402
-import test_record  # noqa: E402
-from test_vllm_fidelity import scenarios  # noqa: E402
+from pagedviz.core import Scenario, make_engine
+from pagedviz.core.recording import read_recording
+from pagedviz.core.replay import import_recording
+from pagedviz.core.scenario_parts import RequestSpec, ScenarioError
+from tests.support.fidelity_env import require_vllm
+from tests.support.strategies import V1_FIDELITY, scenarios
 
-from pagedviz.core import Scenario, make_engine  # noqa: E402
-from pagedviz.core.recording import read_recording  # noqa: E402
-from pagedviz.core.replay import import_recording  # noqa: E402
-from pagedviz.core.scenario_parts import (
-    RequestSpec,  # noqa: E402
-    ScenarioError,  # noqa: E402
-)
-
-pytestmark = pytest.mark.fidelity
+require_vllm()
+from tests.support import hybrid_recording  # noqa: E402
+from tests.support.vllm_record import check_import, record  # noqa: E402
 
 
 def _rebuild(lines: list[dict[str, Any]]) -> list[dict[str, list[list[int]]]]:
@@ -289,7 +283,7 @@ def test_the_replays_arrays_per_group_are_vllms_own_runners(tmp_path: Path) -> N
 def hybrid_scenarios(draw: st.DrawFn, async_scheduling: bool = False) -> Scenario:
     """The differential suite's scenarios with a layer pattern holding a sliding window, the pool
     grown to what vLLM's planner asks for one max_model_len request in every group."""
-    sc = draw(scenarios(async_scheduling=async_scheduling))
+    sc = draw(scenarios(V1_FIDELITY, async_scheduling=async_scheduling))
     types = draw(st.lists(st.sampled_from(["full_attention", "sliding_attention"]), min_size=1, max_size=4))
     if "sliding_attention" not in types:
         types.append("sliding_attention")
@@ -315,11 +309,12 @@ def test_a_recording_of_vllms_hybrid_manager_imports_as_what_it_scheduled(
     scenario: Scenario, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The engine `vllm`'s V1 side on hybrid scenarios, its scheduler replaced by the recorder
-    (test_record.py's driver, pagedviz's tokens): the import gives vLLM's new block ids per group,
-    its free queue, pagedviz's own arrays of the scenario, and pagedviz's scheduler agrees."""
+    (test_record.py's driver, tests/support/vllm_record.py, pagedviz's tokens): the import gives
+    vLLM's new block ids per group, its free queue, pagedviz's own arrays of the scenario, and
+    pagedviz's scheduler agrees."""
     path = tmp_path / "rec.jsonl"
-    seen = test_record.record(scenario, path, monkeypatch)
-    test_record.check_import(scenario, path, seen)
+    seen = record(scenario, path, monkeypatch)
+    check_import(scenario, path, seen)
     with open(path, "rb") as f:
         header, steps = read_recording(f)
     assert "SlidingWindowSpec" in [g.kind for g in header.kv_cache_groups]  # vLLM's hybrid manager
@@ -342,7 +337,7 @@ def test_a_recording_of_vllms_async_hybrid_manager_imports_as_what_it_scheduled(
     scenario: Scenario, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = tmp_path / "rec.jsonl"
-    test_record.check_import(scenario, path, test_record.record(scenario, path, monkeypatch))
+    check_import(scenario, path, record(scenario, path, monkeypatch))
 
 
 def test_a_v2_hybrid_recordings_arrays_of_every_group_are_pagedviz_own_v2_run(tmp_path: Path) -> None:

@@ -11,7 +11,6 @@ requests, block ids), and the arrays of pagedviz's own trace of the scenario.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,19 +20,15 @@ from pagedviz.core import Scenario, make_engine
 from pagedviz.core.presets import preset_dict
 from pagedviz.core.recording import read_recording
 from pagedviz.core.replay import import_recording
+from tests.support.fidelity_env import require_vllm
 
-vllm_side = pytest.importorskip(
-    "pagedviz.core.vllm_engine.v1",
-    reason="the vLLM 0.33.0 wheel is not installed (run scripts/fidelity-deps.sh)",
-)
-sys.path.insert(0, str(Path(__file__).parent))  # test_vllm_fidelity, beside this file
-from test_vllm_fidelity import ARRAYS, _vllm_new_blocks  # noqa: E402
+require_vllm()
 from vllm.config import SpeculativeConfig  # noqa: E402
 from vllm.v1.outputs import DraftTokenIds, ModelRunnerOutput  # noqa: E402
 
+from pagedviz.core.vllm_engine import v1 as vllm_side  # noqa: E402
 from pagedviz.record import RecordingScheduler  # noqa: E402
-
-pytestmark = pytest.mark.fidelity
+from tests.support.vllm_v1 import ARRAYS, vllm_new_blocks  # noqa: E402
 
 # the arrays whose values the replay cannot know past a rejected draft: the target model's tokens
 # at the rows after the first rejection (the server keeps only the accepted prefix)
@@ -77,7 +72,7 @@ def record_spec(scenario: Scenario, path: Path, monkeypatch: pytest.MonkeyPatch)
                 "resumed_req_ids": sorted(out.scheduled_cached_reqs.resumed_req_ids),
                 "preempted_req_ids": sorted(out.preempted_req_ids or ()),
                 "finished_req_ids": sorted(out.finished_req_ids),
-                "new_block_ids": _vllm_new_blocks(out),
+                "new_block_ids": vllm_new_blocks(out),
             }
         )
         if not out.total_num_scheduled_tokens:

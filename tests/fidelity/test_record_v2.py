@@ -5,8 +5,6 @@ recording's import (core/replay.py, the V2 runner as recorded) reproduces what v
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,20 +14,17 @@ from hypothesis import HealthCheck, given, settings
 from pagedviz.core import Scenario, make_engine
 from pagedviz.core.recording import read_recording
 from pagedviz.core.replay import import_recording
+from tests.support.fidelity_env import require_triton
+from tests.support.strategies import V2_FIDELITY, scenarios
 
-if importlib.util.find_spec("triton") is None:
-    pytest.skip("triton is not installed (run scripts/fidelity-deps.sh)", allow_module_level=True)
-v2 = pytest.importorskip(
-    "pagedviz.core.vllm_engine.v2",
-    reason="the vLLM 0.33.0 wheel is not installed (run scripts/fidelity-deps.sh)",
-)
-sys.path.insert(0, str(Path(__file__).parent))  # test_vllm_v2_fidelity, beside this file
-from test_vllm_v2_fidelity import REQ_ARRAYS, TOKEN_ARRAYS, _vllm_new_blocks, scenarios  # noqa: E402
+require_triton()
 from vllm.config import CUDAGraphMode  # noqa: E402
 
+from pagedviz.core.vllm_engine import v2  # noqa: E402
 from pagedviz.record import RecordingAsyncScheduler, RecordingScheduler  # noqa: E402
+from tests.support.vllm_v1 import vllm_new_blocks  # noqa: E402
+from tests.support.vllm_v2 import REQ_ARRAYS, TOKEN_ARRAYS  # noqa: E402
 
-pytestmark = pytest.mark.fidelity
 SETTINGS = settings(
     max_examples=8,
     deadline=None,
@@ -88,7 +83,7 @@ def check_v2_import(scenario: Scenario, path: Path, outs: list[tuple[Any, list[i
         assert s["new_req_ids"] == [r.req_id for r in out.scheduled_new_reqs], where
         assert sorted(s["preempted_req_ids"]) == sorted(out.preempted_req_ids or ()), where
         assert sorted(s["finished_req_ids"]) == sorted(out.finished_req_ids), where
-        assert s["new_block_ids"] == _vllm_new_blocks(out), where
+        assert s["new_block_ids"] == vllm_new_blocks(out), where
         # vLLM's get_num_free_blocks() at that schedule(): the null block 0 is never free
         free = t.kv_cache["free_block_queue"]
         assert len(free) == steps[t.step - 1].num_free_blocks and 0 not in free, where
@@ -106,7 +101,7 @@ def check_v2_import(scenario: Scenario, path: Path, outs: list[tuple[Any, list[i
 
 
 @SETTINGS
-@given(scenario=scenarios())
+@given(scenario=scenarios(V2_FIDELITY))
 def test_a_v2_recording_imports_as_what_vllm_scheduled(
     scenario: Scenario, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -115,7 +110,7 @@ def test_a_v2_recording_imports_as_what_vllm_scheduled(
 
 
 @SETTINGS
-@given(scenario=scenarios(async_scheduling=True))
+@given(scenario=scenarios(V2_FIDELITY, async_scheduling=True))
 def test_a_v2_async_recording_imports_as_what_vllm_scheduled(
     scenario: Scenario, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

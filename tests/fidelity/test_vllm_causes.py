@@ -10,110 +10,25 @@ two sides' causes, key for key, numbers included, and checks that the step's nar
 head request with the words and numbers of its cause, in English and 中文. Scenarios: every V1
 preset the fidelity suite runs (sync and async), the landing page's contrasts (the issue's
 "Chunked prefill on vs off" among them), and the suite's own hypothesis strategy. Model Runner V2
-has its own module (test_vllm_v2_causes.py), which reuses the comparison below.
+has its own module (test_vllm_v2_causes.py); both use the comparison of
+tests/support/vllm_causes.py.
 """
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
-from test_vllm_fidelity import V1_ASYNC_PRESETS, V1_PRESETS, _as_vllm, scenarios, vllm_side
 
 from pagedviz.core import Scenario, make_engine
-from pagedviz.core.narrate import narrate
 from pagedviz.core.presets import preset_dict
-from pagedviz.core.vllm_engine.causes import CausesOracle, StepCauses
+from tests.support.fidelity_env import require_vllm
+from tests.support.strategies import V1_FIDELITY, scenarios
 
-pytestmark = pytest.mark.fidelity
-
-# the words a sentence uses for each cause (en, zh), and the numbers it must carry
-WORDS = {
-    "token_budget": ("token budget", "token 预算"),
-    "kv_pool": ("KV block", "KV 块"),
-    "max_num_seqs": ("max_num_seqs", "max_num_seqs"),
-    "preemption": ("preempt", "抢占"),
-    "output_in_flight": ("in flight", "在途"),
-}
-NUMBERS = {
-    "token_budget": ("tokens_needed", "tokens_left"),
-    "kv_pool": ("blocks_needed", "blocks_free"),
-    "max_num_seqs": ("running", "max_num_seqs"),
-}
-
-
-def _have_causes(t: Any) -> None:
-    if "waiting_causes" not in t.scheduler:
-        pytest.skip("pagedviz's trace has no scheduler.waiting_causes yet (issue 37 point 1)")
-
-
-def compare_causes(t: Any, theirs: StepCauses, where: str) -> None:
-    """pagedviz's step `t` states vLLM's causes (`theirs`), key for key, numbers included."""
-    s = t.scheduler
-    assert theirs.problem is None, f"{where}: the oracle cannot name a cause: {theirs.problem}"
-    assert list(s["waiting_causes"]) == s["waiting_req_ids"], f"{where}: waiting_causes' keys"
-    assert list(theirs.waiting) == s["waiting_req_ids"], f"{where}: vLLM's waiting queue"
-    for rid, want in theirs.waiting.items():
-        assert s["waiting_causes"][rid] == want, f"{where}: why {rid} waits ({theirs.how[rid]})"
-    assert s["preemption_causes"] == theirs.preemption, f"{where}: preemption_causes"
-
-
-def _clause(text: str, opener: str) -> str | None:
-    i = text.find(opener)
-    if i < 0:
-        return None
-    return re.split(r"; |；|。|\.$", text[i:])[0]
-
-
-def check_narration(t: Any, prev: Any, config: Any, theirs: StepCauses, where: str) -> None:
-    """The step's narration names its head request (the first waiting one after a preemption) with
-    the words of its cause and its numbers, in both languages."""
-    if not theirs.waiting:
-        return
-    head = theirs.head if theirs.head is not None else next(iter(theirs.waiting))
-    cause = theirs.waiting[head]
-    if cause["cause"] == "behind":  # a skipped request at the front, the head behind it
-        return
-    texts = [item["text"] for item in narrate(t, prev, config)]
-    for lang, opener in ((0, f"request {head} ".lower()), (1, f"请求 {head} ")):
-        key = ("en", "zh")[lang]
-        # en: "Request 4 waits ..." at a sentence's start, "request 4 waits ..." inside one
-        clauses = [c for c in (_clause(x[key].lower() if lang == 0 else x[key], opener) for x in texts) if c]
-        word = WORDS[cause["cause"]][lang].lower() if lang == 0 else WORDS[cause["cause"]][lang]
-        said = [c for c in clauses if word in c]
-        assert said, f"{where}: no {key} sentence says {head} waits for {cause}: {clauses}"
-        for name in NUMBERS.get(cause["cause"], ()):
-            n = str(cause[name])
-            assert any(re.search(rf"(?<![\d.]){n}(?![\d.])", c) for c in said), (
-                f"{where}: the {key} sentence on {head} lacks {name} = {n}: {said}"
-            )
-
-
-def run_causes(scenario: Scenario) -> int:
-    """Both sides to the end (V1 runner), comparing each scheduled step's causes and narration;
-    the number of steps compared."""
-    side = vllm_side.VllmSide(scenario)
-    oracle = CausesOracle(side.scheduler)
-    engine = make_engine(scenario)
-    prev, compared = None, 0
-    for t in engine.run():
-        if scenario.config.async_scheduling:
-            loop, _ = side.async_step(t.sampled_token_ids)
-            scheduled = loop.scheduler_output is not None
-        else:
-            side.step(t.sampled_token_ids)
-            scheduled = True
-        if scheduled:
-            assert oracle.last is not None, f"step {t.step}"
-            _have_causes(t)
-            compare_causes(t, oracle.last, f"step {t.step}")
-            check_narration(t, prev, scenario.config, oracle.last, f"step {t.step}")
-            compared += 1
-        prev = t
-    return compared
-
+require_vllm()
+from tests.support.vllm_causes import run_causes  # noqa: E402
+from tests.support.vllm_v1 import V1_ASYNC_PRESETS, V1_PRESETS, as_vllm  # noqa: E402
 
 # the landing page's contrasts (static/compare.js): each preset's B side, on the V1 runner
 CONTRASTS = [
@@ -126,24 +41,24 @@ CONTRASTS = [
 
 @pytest.mark.parametrize("preset", V1_PRESETS)
 def test_every_v1_presets_causes_are_vllms(preset: str) -> None:
-    assert run_causes(_as_vllm(preset_dict(preset))) > 0
+    assert run_causes(as_vllm(preset_dict(preset))) > 0
 
 
 @pytest.mark.parametrize("preset", V1_ASYNC_PRESETS)
 def test_every_v1_presets_causes_are_vllms_with_async_scheduling(preset: str) -> None:
-    assert run_causes(_as_vllm(preset_dict(preset), async_scheduling=True)) > 0
+    assert run_causes(as_vllm(preset_dict(preset), async_scheduling=True)) > 0
 
 
 @pytest.mark.parametrize(("preset", "change"), CONTRASTS, ids=lambda x: str(x))
 def test_the_contrasts_causes_are_vllms(preset: str, change: dict[str, Any]) -> None:
     d = preset_dict(preset)
-    assert run_causes(_as_vllm({**d, "config": {**d["config"], **change}})) > 0
+    assert run_causes(as_vllm({**d, "config": {**d["config"], **change}})) > 0
 
 
 def test_chunked_prefill_off_step_2_says_request_4_waits_for_the_token_budget_as_vllm_does() -> None:
     """The issue's example: "Chunked prefill on vs off", step 2, in the trace and in the words."""
     d = preset_dict("seed-000")
-    scenario = _as_vllm({**d, "config": {**d["config"], **CONTRASTS[0][1]}})
+    scenario = as_vllm({**d, "config": {**d["config"], **CONTRASTS[0][1]}})
     assert run_causes(scenario) > 0
     t = list(make_engine(scenario).run())[1]
     want = {"cause": "token_budget", "tokens_needed": 120, "tokens_left": 70}
@@ -151,20 +66,20 @@ def test_chunked_prefill_off_step_2_says_request_4_waits_for_the_token_budget_as
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(scenarios())
+@given(scenarios(V1_FIDELITY))
 def test_random_scenarios_causes_are_vllms(scenario: Scenario) -> None:
     run_causes(scenario)
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(scenarios(async_scheduling=True))
+@given(scenarios(V1_FIDELITY, async_scheduling=True))
 def test_random_scenarios_causes_are_vllms_with_async_scheduling(scenario: Scenario) -> None:
     run_causes(scenario)
 
 
 def _chunking_off() -> Scenario:
     d = preset_dict("seed-000")
-    return _as_vllm({**d, "config": {**d["config"], **CONTRASTS[0][1]}})
+    return as_vllm({**d, "config": {**d["config"], **CONTRASTS[0][1]}})
 
 
 def test_the_comparison_catches_a_cause_rule_broken(monkeypatch: pytest.MonkeyPatch) -> None:

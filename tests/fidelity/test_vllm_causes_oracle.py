@@ -9,22 +9,18 @@ independent of the original, for any pool size (pytest -m fidelity).
 
 from __future__ import annotations
 
-import importlib.util
 from typing import Any
 
 import pytest
 
 from pagedviz.core import Scenario, make_engine
 from pagedviz.core.presets import preset_dict
+from tests.support.fidelity_env import needs_triton, require_vllm
 
-vllm_side = pytest.importorskip(
-    "pagedviz.core.vllm_engine.v1",
-    reason="the vLLM 0.33.0 wheel is not installed (run scripts/fidelity-deps.sh)",
-)
+require_vllm()
+from pagedviz.core.vllm_engine import v1 as vllm_side  # noqa: E402
 from pagedviz.core.vllm_engine.causes import CausesOracle, StepCauses  # noqa: E402
 from pagedviz.core.vllm_engine.sched_copy import copy_scheduler  # noqa: E402
-
-pytestmark = pytest.mark.fidelity
 
 
 def _scenario(reqs: list[dict[str, Any]], **config: Any) -> Scenario:
@@ -48,9 +44,8 @@ def oracle_run(scenario: Scenario) -> list[StepCauses]:
     watching: each step's causes."""
     v2 = scenario.config.model_runner == "v2"
     if v2:
-        from test_vllm_v2_fidelity import _targets
-
         from pagedviz.core.vllm_engine.v2 import VllmV2Side
+        from tests.support.vllm_v2 import targets
 
         side: Any = VllmV2Side(scenario)
     else:
@@ -59,7 +54,7 @@ def oracle_run(scenario: Scenario) -> list[StepCauses]:
     steps = []
     for t in make_engine(scenario).run():
         if v2:
-            side.step(t.sampled_token_ids, _targets(t))
+            side.step(t.sampled_token_ids, targets(t))
         else:
             side.step(t.sampled_token_ids)
         assert oracle.last is not None, f"step {t.step}"
@@ -156,7 +151,7 @@ def test_a_preemption_names_its_victim_and_for_whom_and_admits_nobody() -> None:
     assert [i + 1 for i, s in enumerate(steps) if s.preemption] == [3, 6]
 
 
-@pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="triton is not installed")
+@needs_triton()
 def test_placeholder_drafts_that_do_not_fit_keep_a_one_token_request_waiting_v2() -> None:
     """Model Runner V2 with n-gram drafts: vLLM pads a waiting request with one token to compute
     to 1 + num_speculative_tokens while decodes run, and prefers not to schedule it unpadded."""

@@ -20,9 +20,6 @@ first instead of tail first).
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -32,19 +29,18 @@ from hypothesis import strategies as st
 from pagedviz.core import Scenario, make_engine
 from pagedviz.core.presets import list_presets, preset_dict
 from pagedviz.core.scenario_parts import ScenarioError
+from tests.support.fidelity_env import needs_triton, require_vllm
+from tests.support.strategies import V1_FIDELITY, V2_FIDELITY, scenarios
 
-vllm_side = pytest.importorskip(
-    "pagedviz.core.vllm_engine.v1",
-    reason="the vLLM 0.33.0 wheel is not installed (run scripts/fidelity-deps.sh)",
-)
+require_vllm()
 from pagedviz.core.vllm_engine import groups  # noqa: E402
+from pagedviz.core.vllm_engine import v1 as vllm_side  # noqa: E402
 from pagedviz.core.vllm_engine.take import group_name  # noqa: E402
-
-pytestmark = pytest.mark.fidelity
+from tests.support import vllm_v1  # noqa: E402
+from tests.support.vllm_live import assert_same_trace, both  # noqa: E402
 
 FULL, SLIDING = "full_attention", "sliding_attention"
-HAS_TRITON = importlib.util.find_spec("triton") is not None
-RUNNERS = ["v1", pytest.param("v2", marks=pytest.mark.skipif(not HAS_TRITON, reason="V2 runs Triton"))]
+RUNNERS = ["v1", pytest.param("v2", marks=needs_triton())]
 
 
 def issue_example(runner: str = "v1", prefix_caching: bool = True, **config: Any) -> Scenario:
@@ -273,7 +269,7 @@ def test_v1_keeps_one_block_table_and_one_slot_mapping_per_group() -> None:
     assert a["slot_mapping_g1"].tolist() == [7 * 4 + 0, 6 * 4 + 0]
 
 
-@pytest.mark.skipif(not HAS_TRITON, reason="V2 runs Triton")
+@needs_triton()
 def test_v2_gathers_one_block_table_and_one_slot_mapping_per_group() -> None:
     """V2's BlockTables with one table per group: the gathered rows (batch order) and each
     group's slot_mapping from V2's own kernels."""
@@ -340,13 +336,6 @@ def test_the_live_engine_shows_vllms_block_ids_per_group(runner: str, async_sche
 # (V1: the MultiGroupBlockTable's rows and vLLM's kernel's slot_mapping; V2: the per-slot tables,
 # the gathered tables and the slot mappings of V2's kernels, padded as vLLM pads them).
 
-sys.path.insert(0, str(Path(__file__).parent))  # the V1 and V2 groups' comparisons, beside this file
-import test_vllm_fidelity as v1_group  # noqa: E402
-
-v2_group: Any = None
-if HAS_TRITON:  # (the V2 group's module skips itself without Triton)
-    import test_vllm_v2_fidelity as v2_group  # noqa: E402
-
 
 def _num_groups(t: Any) -> int:
     return len(t.kv_cache.get("kv_cache_groups") or [None])
@@ -397,7 +386,10 @@ def run_hybrid(scenario: Scenario) -> int:
     under the engine core's batch queue, as the scenario says."""
     cfg = scenario.config
     v2_runner = cfg.model_runner == "v2"
-    side = v2_group.v2.VllmV2Side(scenario) if v2_runner else vllm_side.VllmSide(scenario)
+    if v2_runner:  # (imported here: only the V2 runner's scenarios need Triton)
+        from pagedviz.core.vllm_engine.v2 import VllmV2Side
+        from tests.support import vllm_v2
+    side = VllmV2Side(scenario) if v2_runner else vllm_side.VllmSide(scenario)
     _compare_plan(scenario, side.kv_cache_config)
     engine = make_engine(scenario)
     steps = 0
@@ -405,7 +397,7 @@ def run_hybrid(scenario: Scenario) -> int:
         where = f"step {t.step}"
         if v2_runner:
             before = dict(side.runner.req_states.req_id_to_index)
-            targets = v2_group._targets(t)
+            targets = vllm_v2.targets(t)
             if cfg.async_scheduling:
                 loop, got = side.async_step(t.sampled_token_ids, targets)
             else:
@@ -427,10 +419,10 @@ def run_hybrid(scenario: Scenario) -> int:
             steps += 1
             continue
         if v2_runner:
-            v2_group.compare_step(t, got, before)
+            vllm_v2.compare_step(t, got, before)
             _compare_groups_v2(t, got)
         else:
-            v1_group._compare_step(t, out, got)
+            vllm_v1.compare_step(t, out, got)
             _compare_groups_v1(t, got)
         steps += 1
     if engine.truncated:
@@ -476,7 +468,8 @@ def hybrid_scenarios(draw: st.DrawFn, runner: str = "v1", async_scheduling: bool
     arrivals over four steps, watermarks, CUDA-graph sizes on V2) with a layer pattern and a window
     (from 1 token to half max_model_len), over the tightest pool vLLM accepts for the groups plus up to
     three blocks: windows drop blocks and preemption is common."""
-    base = v1_group.scenarios(async_scheduling) if runner == "v1" else v2_group.scenarios(async_scheduling)
+    family = V1_FIDELITY if runner == "v1" else V2_FIDELITY
+    base = scenarios(family, async_scheduling=async_scheduling)
     d = draw(base).to_dict()
     M = d["config"]["max_model_len"]
     d["max_steps"] = 120  # (a run that never ends ends here, on both sides: run_hybrid)
@@ -514,14 +507,14 @@ def test_hybrid_scenarios_match_vllm_v1_with_async_scheduling(scenario: Scenario
     run_hybrid(scenario)
 
 
-@pytest.mark.skipif(not HAS_TRITON, reason="V2 runs Triton")
+@needs_triton()
 @HYBRID_V2
 @given(st.data())
 def test_hybrid_scenarios_match_vllm_v2_step_for_step(data: st.DataObject) -> None:
     run_hybrid(data.draw(hybrid_scenarios("v2")))
 
 
-@pytest.mark.skipif(not HAS_TRITON, reason="V2 runs Triton")
+@needs_triton()
 @HYBRID_V2
 @given(st.data())
 def test_hybrid_scenarios_match_vllm_v2_with_async_scheduling(data: st.DataObject) -> None:
@@ -555,12 +548,10 @@ def test_the_live_engine_equals_pagedvizs_own_on_the_issues_example(
 ) -> None:
     """The engine `vllm`'s trace (vLLM's scheduling, its window drops watched on vLLM's sliding
     managers, its arrays per group) equals pagedviz's own, field for field."""
-    import test_live_engine as live_group
-
     d = issue_example(runner, prefix_caching=True, async_scheduling=async_scheduling).to_dict()
-    own, live = live_group._both(d)
+    own, live = both(d)
     assert any("window_drops" in t.scheduler for t in live)
-    live_group.assert_same_trace(own, live)
+    assert_same_trace(own, live)
 
 
 def _hybrid_presets() -> list[Any]:

@@ -10,23 +10,17 @@ sync and async, with prefix caching on and off."""
 
 from __future__ import annotations
 
-import importlib.util
 from typing import Any
 
 import numpy as np
 import pytest
 
 from pagedviz.core import Scenario, make_engine
+from tests.support.fidelity_env import needs_triton, require_vllm
 
-pytest.importorskip(
-    "pagedviz.core.vllm_engine.v1",
-    reason="the vLLM 0.33.0 wheel is not installed (run scripts/fidelity-deps.sh)",
-)
+require_vllm()
 
-pytestmark = pytest.mark.fidelity
-
-HAS_TRITON = importlib.util.find_spec("triton") is not None
-RUNNERS = ["v1", pytest.param("v2", marks=pytest.mark.skipif(not HAS_TRITON, reason="V2 runs Triton"))]
+RUNNERS = ["v1", pytest.param("v2", marks=needs_triton())]
 GROUP_ARRAYS = {
     "v1": ("block_table", "block_table_g1", "slot_mapping", "slot_mapping_g1"),
     "v2": ("input_block_tables", "input_block_tables_g1", "num_blocks_g1", "slot_mapping", "slot_mapping_g1"),

@@ -7,7 +7,7 @@ gives its sampling params, and the children are added in index order, as `LLMEng
 does), and `SchedulerConfig(policy="priority")` makes vLLM's scheduler run its
 `PriorityRequestQueue` and its priority victim choice. Step by step the suite's comparisons check
 the scheduled tokens, new / resumed / preempted / finished requests, block ids, the free queue
-and every array (test_vllm_fidelity.py, test_vllm_v2_fidelity.py), sync and async, and the causes
+and every array (tests/support/vllm_v1.py, vllm_v2.py), sync and async, and the causes
 group checks `waiting_causes` and `preemption_causes` (with the victim's priority) and their
 narration. Scenarios: hypothesis draws on the suite's own strategy, with n and priorities added,
 and the two presets. Breaking one rule (the victim, the children's order) makes them fail.
@@ -20,15 +20,16 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_vllm_causes import run_causes
-from test_vllm_fidelity import run_both, run_both_async, scenarios
 
 from pagedviz.core import Scenario
 from pagedviz.core.presets import preset_dict
+from tests.support.fidelity_env import needs_triton, require_vllm
+from tests.support.strategies import V1_FIDELITY, V2_FIDELITY, scenarios
 
-v2_fidelity = pytest.importorskip("test_vllm_v2_fidelity")
-
-pytestmark = pytest.mark.fidelity
+require_vllm()
+from tests.support.vllm_causes import run_causes  # noqa: E402
+from tests.support.vllm_live import assert_same_trace, both  # noqa: E402
+from tests.support.vllm_v1 import run_both, run_both_async  # noqa: E402
 
 PRESETS = ["demo-parallel-sampling", "demo-priority"]
 
@@ -41,10 +42,7 @@ def _with(d: dict[str, Any], **config: Any) -> Scenario:
 def family_scenarios(draw: st.DrawFn, async_scheduling: bool = False, runner: str = "v1") -> Scenario:
     """The suite's scenarios (tight pools, chunked prefill and prefix caching on and off, arrivals
     over four steps), with each request's n (1 to 3) and priority (-1 to 2) drawn, and the policy."""
-    if runner == "v1":
-        base = draw(scenarios(async_scheduling=async_scheduling))
-    else:
-        base = draw(v2_fidelity.scenarios(async_scheduling=async_scheduling))
+    base = draw(scenarios(V1_FIDELITY if runner == "v1" else V2_FIDELITY, async_scheduling=async_scheduling))
     d = base.to_dict()
     d["config"]["scheduling_policy"] = draw(st.sampled_from(["priority", "priority", "fcfs"]))
     if d["config"]["scheduling_policy"] == "priority":
@@ -65,11 +63,14 @@ def test_the_presets_match_vllm_v1(preset: str, async_scheduling: bool) -> None:
     assert (run_both_async if async_scheduling else run_both)(s) > 0
 
 
+@needs_triton()
 @pytest.mark.parametrize("preset", PRESETS)
 @pytest.mark.parametrize("async_scheduling", [False, True])
 def test_the_presets_match_vllm_v2(preset: str, async_scheduling: bool) -> None:
+    from tests.support import vllm_v2  # (imported here: only the V2 runner needs Triton)
+
     s = _with(preset_dict(preset), model_runner="v2", async_scheduling=async_scheduling)
-    run = v2_fidelity.run_both_async if async_scheduling else v2_fidelity.run_both
+    run = vllm_v2.run_both_async if async_scheduling else vllm_v2.run_both
     assert run(s) > 0
 
 
@@ -96,10 +97,13 @@ def test_random_n_and_priority_scenarios_match_vllm_v1_with_async_scheduling(sce
     run_both_async(scenario)
 
 
+@needs_triton()
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(family_scenarios(runner="v2", async_scheduling=True))
 def test_random_n_and_priority_scenarios_match_vllm_v2_with_async_scheduling(scenario: Scenario) -> None:
-    v2_fidelity.run_both_async(scenario)
+    from tests.support import vllm_v2  # (imported here: only the V2 runner needs Triton)
+
+    vllm_v2.run_both_async(scenario)
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -114,15 +118,14 @@ def test_random_n_and_priority_scenarios_causes_are_vllms_with_async_scheduling(
     run_causes(scenario)
 
 
+@needs_triton()
 def test_the_live_engine_on_v2_with_async_scheduling_equals_pagedvizs_own() -> None:
     """The engine vllm (the children through vLLM's ParentRequest) on 0.33's defaults (V2, async)
     with the tiny model, whose children sample at temperature 1: the same trace as pagedviz's own
     engine. (test_live_engine.py runs both presets as they are, on the V1 runner.)"""
-    from test_live_engine import _both, assert_same_trace
-
     d = preset_dict("demo-parallel-sampling")
     config = {k: v for k, v in d["config"].items() if k not in ("model_runner", "async_scheduling", "model")}
-    assert_same_trace(*_both({**d, "config": {**config, "device": "cpu"}}))
+    assert_same_trace(*both({**d, "config": {**config, "device": "cpu"}}))
 
 
 def test_two_children_under_priority_preempt_each_other_in_vllm_too() -> None:

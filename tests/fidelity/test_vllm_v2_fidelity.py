@@ -26,7 +26,6 @@ per-slot `draft_tokens` each step verifies, and the drafts V2's speculator propo
 from __future__ import annotations
 
 import functools
-import importlib.util
 from typing import Any
 
 import numpy as np
@@ -35,302 +34,60 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pagedviz.core import Scenario, make_engine
-from pagedviz.core.presets import list_presets, preset_dict
+from pagedviz.core.presets import preset_dict
 from pagedviz.core.runners.v2 import ModelRunnerV2
+from tests.support.fidelity_env import require_triton
+from tests.support.strategies import V2_FIDELITY, scenarios
 
-# looked up, not imported: env.prepare() (through the V2 side) must be the first to import Triton,
-# with TRITON_INTERPRET set, or Triton's own jit'd helpers (tl.zeros, ...) are not interpreted
-if importlib.util.find_spec("triton") is None:
-    pytest.skip("triton is not installed (run scripts/fidelity-deps.sh)", allow_module_level=True)
-v2 = pytest.importorskip(
-    "pagedviz.core.vllm_engine.v2",
-    reason="the vLLM 0.33.0 wheel is not installed (run scripts/fidelity-deps.sh)",
-)
-
-pytestmark = pytest.mark.fidelity
-
-# request-level arrays (batch rows) and token-level ones, compared over their real entries
-REQ_ARRAYS = ("idx_mapping", "num_scheduled_tokens", "seq_lens")
-ROWS_PLUS_ONE = ("query_start_loc", "cu_num_logits")
-TOKEN_ARRAYS = ("positions", "input_ids", "slot_mapping")
-# per-slot state after finish/add/update, compared on the slots that hold a request (with the
-# live entries of their block tables and token ids, and the last sampled token once there is one)
-SLOT_SCALARS = ("num_computed_tokens", "prefill_len", "total_len", "num_blocks")
-
-
-def _vllm_new_blocks(out: Any) -> dict[str, Any]:
-    """vLLM's new block ids as pagedviz's trace keeps them: a flat list per request with one KV
-    cache group, one list per group (vLLM's tuple) with several (the hybrid group's scenarios)."""
-    blocks = {r.req_id: [list(g) for g in r.block_ids] for r in out.scheduled_new_reqs}
-    cached = out.scheduled_cached_reqs
-    for rid, ids in zip(cached.req_ids, cached.new_block_ids):
-        if ids is not None:
-            blocks[rid] = [list(g) for g in ids]
-    return {rid: b[0] if len(b) == 1 else b for rid, b in blocks.items() if any(b)}
-
-
-def _slot_events(before: dict[str, int], got: Any) -> list[dict[str, Any]]:
-    """The slot frees and adds vLLM's finish_requests / add_requests made this step, in order."""
-    out = got.out
-    events = [
-        {"req_id": r, "slot": before[r], "event": "freed"}
-        for r in sorted(set(out.finished_req_ids) | set(out.preempted_req_ids or ()))
-        if r in before
-    ]
-    events += [{"req_id": r, "slot": got.slots[r], "event": "added"} for r in got.new_req_ids]
-    return events
-
-
-def compare_step(t: Any, got: Any, before: dict[str, int]) -> None:
-    """Assert that pagedviz's step trace `t` says what vLLM's V2 did (`got`, a V2Step)."""
-    where = f"step {t.step}"
-    out, s, b = got.out, t.scheduler, t.batch
-    assert list(out.num_scheduled_tokens.items()) == list(s["num_scheduled_tokens"].items()), (
-        f"{where}: scheduled"
-    )
-    assert got.new_req_ids == s["new_req_ids"], f"{where}: new_req_ids (resumed travel as new)"
-    assert not out.scheduled_cached_reqs.resumed_req_ids and s["resumed_req_ids"] == [], where
-    assert sorted(out.preempted_req_ids or ()) == sorted(s["preempted_req_ids"]), f"{where}: preempted"
-    assert sorted(out.finished_req_ids) == sorted(s["finished_req_ids"]), f"{where}: finished"
-    assert _vllm_new_blocks(out) == s["new_block_ids"], f"{where}: new_block_ids"
-    assert got.slots == b["slots"], f"{where}: slots (RequestState.req_id_to_index)"
-    assert got.free_slots == b["free_slots"], f"{where}: free slots in hand-out order"
-    assert _slot_events(before, got) == b["slot_events"], f"{where}: slot events"
-    assert got.req_ids == b["req_ids"], f"{where}: batch order"
-    ours = t.arrays
-    theirs = got.slot_state
-    for rid, j in got.slots.items():
-        for name in SLOT_SCALARS:
-            assert int(theirs[name][j]) == int(ours[name][j]), f"{where}: {name}[{j}] ({rid})"
-        nb, n = (
-            int(theirs["num_blocks"][j]),
-            min(int(theirs["total_len"][j]), t.arrays["all_token_ids"].shape[1]),
-        )
-        assert theirs["block_tables"][j, :nb].tolist() == ours["block_tables"][j, :nb].tolist(), (
-            f"{where}: {rid}"
-        )
-        assert theirs["all_token_ids"][j, :n].tolist() == ours["all_token_ids"][j, :n].tolist(), (
-            f"{where}: {rid}"
-        )
-        if theirs["total_len"][j] > theirs["prefill_len"][j]:  # sampled since it took the slot
-            assert theirs["last_sampled_tokens"][j] == ours["last_sampled_tokens"][j], f"{where}: {rid}"
-    if not got.req_ids:
-        return
-    R, T = len(got.req_ids), int(got.arrays["query_start_loc"][-1])
-    for name in REQ_ARRAYS:
-        assert got.arrays[name].tolist() == ours[name][:R].tolist(), f"{where}: {name}"
-    for name in ROWS_PLUS_ONE:
-        assert got.arrays[name].tolist() == ours[name][: R + 1].tolist(), f"{where}: {name}"
-    for name in TOKEN_ARRAYS:
-        assert got.arrays[name].tolist() == ours[name][:T].tolist(), f"{where}: {name}"
-    assert got.arrays["logits_indices"].tolist() == ours["logits_indices"].tolist(), (
-        f"{where}: logits_indices"
-    )
-    table = ours["input_block_tables"]
-    for i, row in enumerate(got.block_rows):
-        assert row == table[i, : len(row)].tolist(), f"{where}: input_block_tables row {i} ({got.req_ids[i]})"
-    assert got.sampled == t.sampled_token_ids, f"{where}: requests that sample"
-    if "num_draft_tokens" in ours:
-        _compare_spec(t, got, where)
-    assert got.scalars == {k: t.scalars[k] for k in got.scalars}, f"{where}: scalars"
-    _compare_padding(t, got, where)
-
-
-SPEC_ARRAYS = ("expanded_idx_mapping", "expanded_local_pos", "draft_sampled", "num_sampled", "num_rejected")
-
-
-def _compare_spec(t: Any, got: Any, where: str) -> None:
-    """V2's drafts: the counts the scheduler sent, the expanded mappings, verification, the slots'
-    drafts this step read and what the speculator proposed after it."""
-    ours = t.arrays
-    sent = {r: list(d) for r, d in got.out.scheduled_spec_decode_tokens.items()}
-    assert sent == t.scheduler["scheduled_spec_decode_tokens"], f"{where}: scheduled_spec_decode_tokens"
-    for name in SPEC_ARRAYS:
-        assert got.arrays[name].tolist() == ours[name].tolist(), f"{where}: {name}"
-    drafts = np.asarray(ours["draft_tokens"])
-    for rid, j in got.slots.items():
-        assert got.slot_state["draft_tokens"][j].tolist() == drafts[j].tolist(), (
-            f"{where}: draft_tokens ({rid})"
-        )
-    proposed = t.forward["proposed_draft_token_ids"]
-    for i, rid in enumerate(got.req_ids):
-        if rid in proposed:
-            assert got.arrays["proposed"][i].tolist() == proposed[rid], f"{where}: proposed drafts ({rid})"
-
-
-def _targets(t: Any) -> dict[str, list[int]] | None:
-    """pagedviz's target token at each logits row, by request (speculative decoding only)."""
-    if "target_token_ids" not in t.arrays:
-        return None
-    cu, tok = t.arrays["cu_num_logits"].tolist(), t.arrays["target_token_ids"].tolist()
-    return {rid: tok[cu[i] : cu[i + 1]] for i, rid in enumerate(t.batch["req_ids"])}
-
-
-def _compare_padding(t: Any, got: Any, where: str) -> None:
-    """vLLM's CUDA-graph dispatch (mode, padded sizes), and the padded buffers as vLLM pads them."""
-    p, entries, sc = got.padded, t.array_entries, t.scalars
-    R_pad, T_pad = p["num_reqs_padded"], p["num_tokens_after_padding"]
-    theirs = (p["cudagraph_mode"], T_pad, R_pad)
-    assert theirs == (sc["cudagraph_mode"], sc["num_tokens_after_padding"], sc["num_reqs_padded"]), where
-    for name, n in (("query_start_loc", R_pad + 1), ("seq_lens", R_pad)):
-        e = entries[name]
-        ours = e.buffer if e.buffer is not None else e.value
-        assert p[name].tolist() == ours[:n].tolist(), f"{where}: padded {name}"
-    assert p["slot_mapping"].tolist() == t.arrays["slot_mapping"][:T_pad].tolist(), (
-        f"{where}: padded slot_mapping"
-    )
-    R = len(got.req_ids)
-    ours_rows = t.arrays["input_block_tables"][R:R_pad]
-    assert p["padded_block_rows"][:, : ours_rows.shape[1]].tolist() == ours_rows.tolist(), (
-        f"{where}: padded rows"
-    )
-
-
-def run_both(scenario: Scenario) -> int:
-    """Step both sides to the end, comparing every step; the number of steps."""
-    assert scenario.config.model_runner == "v2", "the V2 group compares pagedviz's V2 model"
-    side = v2.VllmV2Side(scenario)
-    steps = 0
-    for t in make_engine(scenario).run():
-        before = dict(side.runner.req_states.req_id_to_index)
-        got = side.step(t.sampled_token_ids, _targets(t))
-        compare_step(t, got, before)
-        steps += 1
-    assert side.scheduler.get_num_unfinished_requests() == 0, "vLLM has unfinished requests"
-    return steps
-
-
-def run_both_async(scenario: Scenario) -> int:
-    """Both sides with async scheduling: vLLM's AsyncScheduler under the engine core's batch queue
-    (pagedviz.core.vllm_engine.loop). Per step, the loop's decisions (scheduled, whose output
-    update_from_output took, what stayed queued), then for a scheduled batch all run_both compares.
-    Both runs end together."""
-    assert scenario.config.model_runner == "v2" and scenario.config.async_scheduling
-    side = v2.VllmV2Side(scenario)
-    engine = make_engine(scenario)
-    steps = 0
-    for t in engine.run():
-        before = dict(side.runner.req_states.req_id_to_index)
-        loop, got = side.async_step(t.sampled_token_ids, _targets(t))
-        where, ec = f"step {t.step}", t.engine_core
-        assert ec is not None, where
-        assert ec["scheduled"] == (loop.scheduler_output is not None), f"{where}: scheduled"
-        assert ec["consumed_step"] == loop.consumed_step, f"{where}: consumed_step"
-        assert ec["batch_queue"] == loop.batch_queue, f"{where}: batch_queue"
-        if got is not None:
-            compare_step(t, got, before)
-        steps += 1
-    assert not engine.truncated and not side.has_work, "the runs did not end together"
-    assert side.scheduler.get_num_unfinished_requests() == 0, "vLLM has unfinished requests"
-    return steps
-
-
-def _v2_presets() -> list[str]:
-    out = []
-    for p in list_presets():
-        if p["flavor"] != "vllm":
-            continue
-        s = Scenario.from_dict(preset_dict(p["id"]))
-        if s.config.model_runner == "v2":
-            out.append(p["id"])
-    return out
-
-
-def _as_compared(d: dict[str, Any]) -> Scenario:
-    return Scenario.from_dict({**d, "config": {**d["config"], "model": None, "device": "cpu"}})
+# vLLM's V2 side must be the first to import Triton, with TRITON_INTERPRET set, or Triton's own
+# jit'd helpers (tl.zeros, ...) are not interpreted: require_triton only looks it up
+require_triton()
+from pagedviz.core.vllm_engine import v2  # noqa: E402
+from tests.support.vllm_v2 import as_compared, run_both, run_both_async, v2_presets  # noqa: E402
 
 
 @pytest.mark.parametrize(
-    "preset", _v2_presets() or [pytest.param(None, marks=pytest.mark.skip("no V2 preset"))]
+    "preset", v2_presets() or [pytest.param(None, marks=pytest.mark.skip("no V2 preset"))]
 )
 def test_every_v2_preset_matches_vllm_v2(preset: str) -> None:
-    scenario = _as_compared(preset_dict(preset))
+    scenario = as_compared(preset_dict(preset))
     run = run_both_async if scenario.config.async_scheduling else run_both
     assert run(scenario) > 0
 
 
 @pytest.mark.parametrize(
-    "preset", _v2_presets() or [pytest.param(None, marks=pytest.mark.skip("no V2 preset"))]
+    "preset", v2_presets() or [pytest.param(None, marks=pytest.mark.skip("no V2 preset"))]
 )
 def test_every_v2_preset_matches_vllm_v2_with_async_scheduling(preset: str) -> None:
     d = preset_dict(preset)
-    assert run_both_async(_as_compared({**d, "config": {**d["config"], "async_scheduling": True}})) > 0
+    assert run_both_async(as_compared({**d, "config": {**d["config"], "async_scheduling": True}})) > 0
 
 
-@st.composite
-def scenarios(draw: st.DrawFn, async_scheduling: bool = False, spec: bool = False) -> Scenario:
-    """Small pools (preemption), chunked prefill, prefix caching on and off, arrivals over four
-    steps, max_num_reqs from 1 to 4 (slots freed and handed out again), and CUDA-graph sizes."""
-    bs = draw(st.integers(1, 4))
-    M = draw(st.integers(6, 24))
-    prefix = draw(st.booleans()) and not spec  # drafts are not modelled with prefix caching
-    chunked = draw(st.booleans())
-    max_num_reqs = draw(st.integers(1, 4))
-    shared = draw(st.lists(st.integers(3, 40), max_size=M // 2))
-    reqs = []
-    for i in range(draw(st.integers(1, 6))):
-        max_tokens = draw(st.integers(1, min(8, M - 1)))
-        # sequences of a third of max_model_len or more, growing by up to 8 tokens, in a pool of
-        # about one max_model_len sequence: preemption is common
-        plen = draw(st.integers(max(1, min(M // 3, M - max_tokens)), M - max_tokens))
-        tail = draw(st.lists(st.integers(3, 40), min_size=plen, max_size=plen))
-        ids = (shared + tail)[:plen] if prefix else tail
-        reqs.append(
-            {
-                "id": f"r{i}",
-                "prompt_token_ids": ids,
-                "max_tokens": max_tokens,
-                "arrival_step": draw(st.integers(1, 4)),
-            }
-        )
-    low = max_num_reqs if chunked else max(M, max_num_reqs)
-    budget = draw(st.integers(low, low + 24))
-    # CUDA-graph sizes within the budget (as vLLM caps them), or none (eager)
-    sizes = draw(st.one_of(st.none(), st.lists(st.integers(1, budget), min_size=1, max_size=4)))
-    cfg = {
-        "model_runner": "v2",
-        "async_scheduling": async_scheduling,
-        "block_size": bs,
-        "max_model_len": M,
-        "max_num_reqs": max_num_reqs,
-        "max_num_batched_tokens": budget,
-        "cudagraph_capture_sizes": sizes,
-        # tight pools: just enough for one max_model_len sequence (vLLM refuses less)
-        "num_kv_blocks": -(-M // bs) + 1 + draw(st.integers(0, 3)),
-        "long_prefill_token_threshold": draw(st.sampled_from([0, 0, 2, 5])),
-        "enable_chunked_prefill": chunked,
-        "enable_prefix_caching": prefix,
-        "scheduler_reserve_full_isl": draw(st.booleans()),
-        "watermark": draw(st.sampled_from([0.0, 0.0, 0.1, 0.3])),
-        "model": None,
-        "device": "cpu",
-    }
-    if spec:
-        lo = draw(st.integers(1, 3))
-        cfg.update(
-            num_speculative_tokens=draw(st.integers(1, 3)),
-            prompt_lookup_min=lo,
-            prompt_lookup_max=draw(st.integers(lo, 4)),
-        )
-        # vLLM 0.33 asserts (scheduler.py, `num_new_tokens == 1 + num_spec_tokens`) when a long-
-        # prefill cap below 1 + num_speculative_tokens cuts a request padded with placeholder drafts
-        if 0 < cfg["long_prefill_token_threshold"] <= cfg["num_speculative_tokens"]:
-            cfg["long_prefill_token_threshold"] = 0
-    return Scenario.from_dict(
-        {"name": "fid-v2", "flavor": "vllm", "config": cfg, "requests": reqs, "max_steps": 2000}
-    )
+# Each random-scenario property runs in parts, one per choice of chunked prefill (and of prefix
+# caching, where drafts allow it), so that pytest-xdist spreads the interpreter's cost over its
+# workers. The parts draw everything else as the whole property did (those choices were fair coins)
+# and their examples add up to the property's.
+CHUNKED = pytest.mark.parametrize("chunked", [False, True], ids=["unchunked", "chunked"])
+PREFIX = pytest.mark.parametrize("prefix", [False, True], ids=["no-prefix-caching", "prefix-caching"])
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(scenarios())
-def test_random_scenarios_match_vllm_v2_step_for_step(scenario: Scenario) -> None:
-    run_both(scenario)
+@PREFIX
+@CHUNKED
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])  # x 4: 120
+@given(data=st.data())
+def test_random_scenarios_match_vllm_v2_step_for_step(
+    prefix: bool, chunked: bool, data: st.DataObject
+) -> None:
+    run_both(data.draw(scenarios(V2_FIDELITY, prefix_caching=prefix, chunked_prefill=chunked), "scenario"))
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(scenarios(spec=True))
-def test_random_scenarios_with_ngram_drafts_match_vllm_v2_step_for_step(scenario: Scenario) -> None:
-    run_both(scenario)
+@CHUNKED
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])  # x 2: 40
+@given(data=st.data())
+def test_random_scenarios_with_ngram_drafts_match_vllm_v2_step_for_step(
+    chunked: bool, data: st.DataObject
+) -> None:
+    run_both(data.draw(scenarios(V2_FIDELITY, spec=True, chunked_prefill=chunked), "scenario"))
 
 
 def test_accepted_ngram_drafts_match_vllm_v2() -> None:
@@ -391,18 +148,27 @@ def test_a_one_token_prompt_padded_with_placeholder_drafts_matches_vllm_v2() -> 
     assert t2.scheduler["scheduled_spec_decode_tokens"].get("b") == [-1, -1]
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(scenarios(async_scheduling=True))
-def test_random_scenarios_match_vllm_v2_step_for_step_with_async_scheduling(scenario: Scenario) -> None:
-    run_both_async(scenario)
+@PREFIX
+@CHUNKED
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])  # x 4: 60
+@given(data=st.data())
+def test_random_scenarios_match_vllm_v2_step_for_step_with_async_scheduling(
+    prefix: bool, chunked: bool, data: st.DataObject
+) -> None:
+    s = scenarios(V2_FIDELITY, async_scheduling=True, prefix_caching=prefix, chunked_prefill=chunked)
+    run_both_async(data.draw(s, "scenario"))
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(scenarios(async_scheduling=True, spec=True))
-def test_random_scenarios_with_ngram_drafts_match_vllm_v2_with_async_scheduling(scenario: Scenario) -> None:
+@CHUNKED
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])  # x 2: 30
+@given(data=st.data())
+def test_random_scenarios_with_ngram_drafts_match_vllm_v2_with_async_scheduling(
+    chunked: bool, data: st.DataObject
+) -> None:
     """vLLM 0.33's default with n-gram drafts on V2: AsyncScheduler's placeholder drafts (-1) and
     output placeholders, rolled back by the rejections of a step whose output arrives a step late."""
-    run_both_async(scenario)
+    s = scenarios(V2_FIDELITY, async_scheduling=True, spec=True, chunked_prefill=chunked)
+    run_both_async(data.draw(s, "scenario"))
 
 
 def test_the_async_comparison_catches_a_scheduler_without_placeholders(

@@ -1,8 +1,8 @@
 """Records vLLM 0.33.0's own Scheduler with its hybrid KV cache manager on, under pagedviz.record,
 as a GPU server runs it: the shipped example core/recordings/real-vllm-hybrid.jsonl is made here.
 
-    .venv/bin/python tests/fidelity/hybrid_recording.py            # rewrites the shipped example
-    .venv/bin/python tests/fidelity/hybrid_recording.py OUT.jsonl  # writes it elsewhere
+    .venv/bin/python tests/support/hybrid_recording.py            # rewrites the shipped example
+    .venv/bin/python tests/support/hybrid_recording.py OUT.jsonl  # writes it elsewhere
 
 What is vLLM's: the configs, the KV cache groups as vLLM plans them (`get_global_kv_cache_groups`,
 one spec per layer: `FullAttentionSpec` or `SlidingWindowSpec`), the recording scheduler (vLLM's
