@@ -1,6 +1,11 @@
-"""What every test tier shares: the hypothesis profiles, the `cuda` marker, and CI's rule that the
-reference tiers never skip silently.
+"""What every test tier shares: one torch thread per test process, the hypothesis profiles, the
+`cuda` marker, and CI's rule that the reference tiers never skip silently.
 
+- OMP_NUM_THREADS=1 (unless set) before anything imports torch, for the test processes and what
+  they start (servers, commands). With a thread per core in each of pytest-xdist's workers, the
+  threads spin against each other: seed-000's run took 2.5 to 6 s of CPU with two threads on this
+  2-core machine under load, 0.06 s with one; test_trace_ownership.py 115 s of CPU against 6 s.
+  The app's compute processes set their own count (app/compute.py).
 - Hypothesis: the profile "ci" (no deadline, derandomized: each test's seed is a digest of its own
   code, so every CI run draws the same examples; a failure prints its reproduction blob) is loaded
   when CI=true, the profile "dev" (hypothesis' defaults, random seeds) otherwise; HYPOTHESIS_PROFILE
@@ -18,8 +23,10 @@ import os
 from pathlib import PurePosixPath
 from typing import Any
 
-import pytest
-from hypothesis import settings
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import pytest  # noqa: E402
+from hypothesis import settings  # noqa: E402
 
 # the tiers whose tests compare pagedviz with a reference (vLLM's code, what a person sees)
 REFERENCE_TIERS = ("browser", "fidelity")
