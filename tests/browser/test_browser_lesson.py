@@ -15,14 +15,12 @@ from functools import cache
 from typing import Any
 
 import pytest
-import test_browser as tb
-from test_browser_teach import open_run, shot
 
 from pagedviz.core.lesson import list_lessons, load_lesson, scenario_of
+from tests.support import browser as tb
+from tests.support.browser import open_run
+from tests.support.browser import view_shot as shot
 
-pytestmark = tb.pytestmark
-base_url = tb.base_url
-browser = tb.browser
 HAN = re.compile(r"[\u4e00-\u9fff]")
 
 # The page's text a reader can see, one chunk per block of text (a formula's terms join into one

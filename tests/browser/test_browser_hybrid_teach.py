@@ -14,8 +14,6 @@ from functools import cache
 from typing import Any
 
 import pytest
-import test_browser as tb
-from test_browser_teach import open_run, shot
 
 from pagedviz.core import Scenario, make_engine
 from pagedviz.core.lesson import load_lesson, scenario_of
@@ -23,10 +21,10 @@ from pagedviz.core.metrics import run_metrics
 from pagedviz.core.narrate import narrate
 from pagedviz.core.presets import list_presets, preset_dict
 from pagedviz.core.trace import StepTrace
+from tests.support import browser as tb
+from tests.support.browser import open_run
+from tests.support.browser import view_shot as shot
 
-pytestmark = tb.pytestmark
-base_url = tb.base_url
-browser = tb.browser
 HAN = re.compile(r"[\u4e00-\u9fff]")
 PRESETS = ("demo-gpt-oss-sliding-window", "demo-gemma3-local-global")
 CONTRAST = "demo-gpt-oss-sliding-window"

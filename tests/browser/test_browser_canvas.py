@@ -11,13 +11,9 @@ from typing import Any
 
 import httpx
 import pytest
-import test_browser as tb
 
-pytestmark = tb.pytestmark
+from tests.support import browser as tb
 
-base_url = tb.base_url
-browser = tb.browser
-page = tb.page
 open_run = tb.open_run
 
 HOSTILE_ID = "<img src=x onerror=window.__pwned=1>"
@@ -200,6 +196,7 @@ def test_a_big_run_streams_step_one_onto_the_page_before_it_is_complete(browser:
         },
         "requests": [{"id": f"r{i}", "prompt_len": 32, "max_tokens": max_tokens} for i in range(n)],
     }
+    # a server of its own: 512 requests are over the shared server's default --max-requests
     with running_server("--max-requests", str(n)) as server:
         check = httpx.post(f"{server.url}/api/scenarios/validate", json=scenario).json()
         assert check["valid"], check

@@ -10,11 +10,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import test_browser as tb
 
-pytestmark = tb.pytestmark
-base_url = tb.base_url
-browser = tb.browser
+from tests.support import browser as tb
 
 CHUNKED = "preset=seed-000&vs=enable_chunked_prefill%3Afalse%2Cmax_num_batched_tokens%3A240"
 WORDS = {

@@ -8,15 +8,10 @@ import re
 from collections.abc import Iterator
 
 import pytest
-import test_browser as tb
 
 from pagedviz.app.links import pack
+from tests.support import browser as tb
 
-pytestmark = tb.pytestmark
-
-base_url = tb.base_url
-browser = tb.browser
-page = tb.page
 open_run = tb.open_run
 shot = tb.shot
 

@@ -15,15 +15,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import test_browser as tb
-from test_browser_contrast import LOW_CONTRAST
-from test_browser_zh import PAGE_TEXT, english_phrases
 
 from pagedviz.app.links import pack
+from tests.support import browser as tb
+from tests.support.browser import LOW_CONTRAST, PAGE_TEXT, english_phrases
 
-pytestmark = tb.pytestmark
-base_url = tb.base_url
-browser = tb.browser
 open_run = tb.open_run
 shot = tb.shot
 

@@ -10,11 +10,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import test_browser as tb
 
-pytestmark = tb.pytestmark
-base_url = tb.base_url
-browser = tb.browser
+from tests.support import browser as tb
 
 CHILDREN = ["0_a", "1_a", "2_a", "3_a"]
 WORDS = {

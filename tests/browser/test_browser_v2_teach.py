@@ -13,12 +13,11 @@ from functools import cache
 from typing import Any
 
 import pytest
-import test_browser as tb
-from test_browser_teach import classes, open_run, shot
 
-pytestmark = tb.pytestmark
-base_url = tb.base_url
-browser = tb.browser
+from tests.support import browser as tb
+from tests.support.browser import classes, open_run
+from tests.support.browser import view_shot as shot
+
 HAN = re.compile(r"[\u4e00-\u9fff]")
 PRESET = "demo-v2-slots"
 LESSON = "paged-attention-50"

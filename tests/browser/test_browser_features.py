@@ -17,13 +17,10 @@ from typing import Any
 
 import httpx
 import pytest
-import test_browser as tb
 
-# the real server and Chromium come from test_browser's fixtures, shared with its tests
-pytestmark = tb.pytestmark
+from tests.support import browser as tb
+
 ARTIFACTS = tb.ARTIFACTS
-base_url = tb.base_url
-browser = tb.browser
 
 
 @pytest.fixture()
