@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.browser import LOW_CONTRAST
+from tests.support.browser import LOW_CONTRAST, settle
 
 PAGES = [
     "/",
@@ -43,6 +43,13 @@ def test_no_visible_text_is_under_4_5_to_1_in_either_theme(themed_page: Any, pat
     themed_page.wait_for_selector(ready, timeout=60_000)
     if "vs=" in path:
         themed_page.wait_for_selector("#cmp-view:not([hidden]) .cp-pane")
-    themed_page.wait_for_timeout(500)  # the narration and the lesson fill in after the step
+    # the narration and the lesson fill in after the step: wait for them (by selectors only: this
+    # page keeps its CSP, under which wait_for_function cannot run)
+    if path == "/":
+        themed_page.wait_for_selector("body[data-ready='1']:not([data-checking='1'])", state="attached")
+    else:
+        settle(themed_page)
+    if "lesson=" in path:
+        themed_page.wait_for_selector("body[data-lesson-ready='1']", state="attached")
     low = themed_page.evaluate(LOW_CONTRAST)
     assert low == [], low

@@ -93,7 +93,8 @@ def test_stage_playback_walks_the_stages_in_order_with_their_narration_and_stops
     page.focus("#pb-play")
     page.keyboard.press("Enter")  # keyboard alone
     page.wait_for_function("document.querySelector('.stage-btn.active').dataset.stage === 'slot_mapping'")
-    page.wait_for_timeout(600)  # a pause point holds
+    # a pause point holds: playback stopped there, with no next stage scheduled
+    page.wait_for_selector("#pb-play[aria-pressed='false']")
     assert page.locator(".stage-btn.active").get_attribute("data-stage") == "slot_mapping"
     assert "Paused at Slot mapping" in page.locator("#pb-status").inner_text()
     shot(page, "teach-playback.png")

@@ -49,6 +49,27 @@ def open_run(page: Any, query: str, timeout_ms: int = 60_000) -> None:
     page.wait_for_selector("body[data-ready='1']", timeout=timeout_ms)
 
 
+# The page's readiness flags (data-* on <body>) that tests wait on instead of time:
+#   data-ready="1"       the page is built (run.js, landing.js)
+#   data-step / data-painted="N"   step N is shown / painted
+#   data-narrated="N"    step N's narration is on the page ("" while it is fetched; narration.js)
+#   data-put-off="0"     every job put off to after the frame or to an idle period has run: the late
+#                        table cells, the heatmaps out of view, the narration written later (canvasmap.js)
+#   data-checking=""     the landing form's latest edit is checked (landing.js)
+#   data-lesson-ready, data-lesson-section, data-predict   the lesson's section and checkpoint (lesson.js)
+SETTLED = "body:not([data-put-off]), body[data-put-off='0']"
+
+
+def settle(page: Any, timeout_ms: int = 30_000) -> None:
+    """Waits until the run page is still: the step shown has its narration, and nothing the page put
+    off (late cells, heatmaps out of view, sentences written later) is left to draw. Selectors
+    only, so it also works under the pages' CSP."""
+    step = page.get_attribute("body", "data-step")
+    if step:
+        page.wait_for_selector(f"body[data-narrated='{step}']", state="attached", timeout=timeout_ms)
+    page.wait_for_selector(SETTLED, state="attached", timeout=timeout_ms)
+
+
 def shot(page: Any, name: str, full_page: bool = True) -> Path:
     """A screenshot of the page (the whole page, or the window with full_page=False) at
     test-artifacts/NAME; each test names its own file, so parallel workers never share one."""
