@@ -7,7 +7,7 @@ pool's legend by owner and group with the null block said for what it is, the mo
 outlined in the table and on the pool, the window on each request's token row; in English and in
 中文, in the normal view and in present mode; and a Gemma 3 style run (five sliding groups, one
 full) whose sliding groups beyond the first fold to a compact row each. A run with one group keeps
-today's page. One server, one browser; screenshots land in test-artifacts/."""
+today's page. The tier's server and browser; screenshots land in test-artifacts/."""
 
 from __future__ import annotations
 

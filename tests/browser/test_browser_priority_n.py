@@ -20,7 +20,7 @@ WORDS = {
 }
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture()
 def page(browser: Any, base_url: str) -> Iterator[Any]:
     yield from tb.watched_page(browser, base_url, 1280, 720, timeout_ms=60_000)
 
