@@ -134,7 +134,7 @@ def test_timeline_kinds_play_source_and_exports(page: object, tmp_path: Path) ->
     from pagedviz.core import load_preset, make_engine
 
     last = list(make_engine(load_preset("seed-001")).run())[-1].arrays["slot_mapping"]
-    rows = httpx.get(page.base + href).text.split()
+    rows = httpx.get(page.base + href, timeout=60).text.split()
     assert rows[0] == "index,slot_mapping" and rows[1:] == [f"{i},{v}" for i, v in enumerate(last)]
     page.wait_for_function("Boolean(document.getElementById('hm-kv').data)")
     with page.expect_download() as dl:
@@ -658,7 +658,7 @@ def test_editor_shows_each_problem_next_to_its_field(page: object) -> None:
     scenario["config"]["block_sise"] = 4  # misspelt: the form has no field for it
     scenario["config"]["block_size"] = 0
     scenario["requests"][1]["max_tokens"] = 0
-    problems = httpx.post(f"{page.base}/api/scenarios/validate", json=scenario).json()["detail"]
+    problems = httpx.post(f"{page.base}/api/scenarios/validate", json=scenario, timeout=60).json()["detail"]
     said = {p["field"]: p["message"] for p in problems}
     assert {"config.block_sise", "config.block_size", "requests[1].max_tokens"} <= set(said)
     _upload(page, scenario)
@@ -724,7 +724,7 @@ def _resolve(schema: dict, node: dict) -> dict:
 def test_editor_fields_follow_the_served_scenario_schema(page: object) -> None:
     import httpx
 
-    served = httpx.get(f"{page.base}/api/schema/scenario")
+    served = httpx.get(f"{page.base}/api/schema/scenario", timeout=60)
     if served.status_code == 404:
         pytest.skip("this server has no GET /api/schema/scenario")
     schema = served.json()
@@ -750,7 +750,7 @@ def test_editor_fields_follow_the_served_scenario_schema(page: object) -> None:
 def test_the_footer_names_the_upstream_and_links_the_docs(page: object) -> None:
     import httpx
 
-    upstream = httpx.get(f"{page.base}/healthz").json().get("upstream")
+    upstream = httpx.get(f"{page.base}/healthz", timeout=60).json().get("upstream")
     page.goto(page.base + "/")
     page.wait_for_selector("body[data-ready='1']", timeout=30_000)
     if upstream is None:

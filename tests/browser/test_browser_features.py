@@ -261,6 +261,9 @@ def test_ascend_state_row_and_mask_follow_the_step(page: Any) -> None:
     shots(page, "feat-ascend", "ascend")
     page.locator("button[data-lang='en']").click()
     page.locator("#btn-first").click()
+    # step 1 shown before Next is pressed: pressed while step 1 is still fetched, Next counts from
+    # the step left (4) and the page never shows step 2
+    page.wait_for_selector("body[data-step='1']", state="attached")
     page.locator("#btn-next").click()
     page.wait_for_selector("body[data-step='2']")
     assert page.locator("#ascend-states tr.current").get_attribute("data-state") == "DecodeOnly"
