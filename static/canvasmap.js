@@ -47,14 +47,20 @@ export function deferDraws(on) { deferring = Boolean(on); }
 
 // f runs in a task after the next frame is painted, behind any task that frame's own animation
 // callbacks queue (so a "painted" timestamp taken there is not held up by work put off to here)
-export function afterFrame(f) { requestAnimationFrame(() => setTimeout(() => setTimeout(f, 0), 0)); }
+export function afterFrame(f) { putOff(1); requestAnimationFrame(() => setTimeout(() => setTimeout(() => done(f), 0), 0)); }
 
 // f runs once the page is idle (within `timeout` ms when one is given); where the browser has no
 // idle callbacks, in a task 50 ms on
 export function whenIdle(f, timeout) {
-  if (window.requestIdleCallback) window.requestIdleCallback(f, timeout ? { timeout } : undefined);
-  else setTimeout(f, 50);
+  putOff(1);
+  if (window.requestIdleCallback) window.requestIdleCallback(() => done(f), timeout ? { timeout } : undefined);
+  else setTimeout(() => done(f), 50);
 }
+// readiness flag: body[data-put-off] counts the jobs put off above still to run ("0": the page
+// drew all it put off); tests wait on it rather than on time
+let putOffJobs = 0;
+const putOff = (d) => { putOffJobs += d; document.body.dataset.putOff = String(putOffJobs); };
+const done = (f) => { try { f(); } finally { putOff(-1); } };
 
 // A big batch's table view of a card out of view waits as a heatmap does: while deferDraws(true)
 // is on, `fill` (which rebuilds the table in `box`) runs once the page is idle after the frame

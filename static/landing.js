@@ -274,13 +274,15 @@ let seq = 0;
 let lastCheck = null;  // the validator's latest answer (its run id lets a long run show progress)
 function scheduleValidate() {
   clearTimeout(timer);
-  timer = setTimeout(validate, 250);
+  document.body.dataset.checking = "1";  // readiness flag: "" once the latest edit is checked
+  timer = setTimeout(() => { timer = null; validate(); }, 250);
 }
 
 async function validate() {
   const mine = ++seq;
   const r = await postJSON("/api/scenarios/validate", collect());
   if (mine !== seq) return r;  // a newer edit is on its way
+  if (!timer) document.body.dataset.checking = "";
   const valid = r.ok && r.data.valid;
   lastCheck = valid ? r.data : null;
   const box = clear($("validation"));

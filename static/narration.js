@@ -133,6 +133,7 @@ export async function renderNarration() {
   if (!S.created || !S.trace) return;
   const runId = S.created.run_id;
   const step = state.step;
+  document.body.dataset.narrated = "";  // readiness flag: set to the step once its narration is shown
   const items = await narrationOf(runId, step);
   if (!S.created || S.created.run_id !== runId || state.step !== step) return;  // moved on meanwhile
   const key = `${runId}/${step}/${state.lang}`;
@@ -162,6 +163,7 @@ export async function renderNarration() {
   if (state.note && !noteDone) showNote();
   // (the sentences written later say so again then: predict.js conceals what they tell)
   document.dispatchEvent(new Event("pagedviz:narrated"));
+  document.body.dataset.narrated = String(step);
 }
 
 function renderStagePart(items) {

@@ -7,19 +7,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-from test_browser import CHROMIUM, base_url, browser, shot, watched_page  # noqa: F401 (fixtures)
 
 from pagedviz.core import Limits
 from pagedviz.core.schema import scenario_schema
-
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is not installed"),
-]
-
+from tests.support.browser import shot, watched_page
 
 # the validator's maxima for the scenario the landing form loads (seed-001)
 MAXIMA = """async () => {
@@ -31,7 +24,7 @@ MAXIMA = """async () => {
 
 
 @pytest.fixture()
-def page(browser: object, base_url: str) -> Iterator[object]:  # noqa: F811
+def page(browser: object, base_url: str) -> Iterator[object]:
     yield from watched_page(browser, base_url, 1280, 720)
 
 

@@ -8,23 +8,18 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_browser import CHROMIUM, base_url, browser, shot, watched_page  # noqa: F401 (fixtures)
 
 from pagedviz.core.recording import read_recording, split_lines
 from pagedviz.core.recordings import example_bytes
 from pagedviz.core.replay import import_recording
+from tests.support.browser import shot, watched_page
 from tests.support.recording_cases import CUT, CUT_SAYS, EXAMPLE, NUM_STEPS, cases, gemma_like
 
 HYBRID = example_bytes("real-vllm-hybrid")
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is not installed"),
-]
-
 
 @pytest.fixture()
-def page(browser: object, base_url: str) -> Iterator[object]:  # noqa: F811
+def page(browser: object, base_url: str) -> Iterator[object]:
     yield from watched_page(browser, base_url, 1400, 1000)
 
 
@@ -58,7 +53,7 @@ def test_a_picked_recording_is_imported_and_opened(page: object, tmp_path: Path)
     )
 
 
-def test_a_bad_recording_says_which_line(browser: object, base_url: str, tmp_path: Path) -> None:  # noqa: F811
+def test_a_bad_recording_says_which_line(browser: object, base_url: str, tmp_path: Path) -> None:
     body, _ = cases(16 << 20)["a line that is not JSON"]
     path = tmp_path / "bad.jsonl"
     path.write_bytes(body)

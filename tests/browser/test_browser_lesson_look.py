@@ -18,16 +18,12 @@ from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 import pytest
-import test_browser as tb
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from pagedviz.core import make_engine
 from pagedviz.core.lesson import list_lessons, load_lesson, scenario_of
 from pagedviz.core.trace import StepTrace
-
-pytestmark = tb.pytestmark
-base_url = tb.base_url
-browser = tb.browser
+from tests.support import browser as tb
 
 LESSONS = [x["id"] for x in list_lessons()]
 W, H = 1280, 720

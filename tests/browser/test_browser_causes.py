@@ -10,11 +10,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import test_browser as tb
 
-pytestmark = tb.pytestmark
-base_url = tb.base_url
-browser = tb.browser
+from tests.support import browser as tb
 
 CHUNKED = "preset=seed-000&vs=enable_chunked_prefill%3Afalse%2Cmax_num_batched_tokens%3A240"
 WORDS = {
@@ -23,7 +20,7 @@ WORDS = {
 }
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture()
 def page(browser: Any, base_url: str) -> Iterator[Any]:
     yield from tb.watched_page(browser, base_url, 1280, 720, timeout_ms=60_000)
 

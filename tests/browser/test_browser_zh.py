@@ -15,93 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import test_browser as tb
 
 from pagedviz.core.lesson import list_lessons, load_lesson
 from pagedviz.core.recordings import EXAMPLES, example_bytes
+from tests.support.browser import PAGE_TEXT, english_phrases
 
-pytestmark = tb.pytestmark
-base_url = tb.base_url
-browser = tb.browser
-
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 HAN = re.compile(r"[\u4e00-\u9fff]")
-
-# The page's text a reader meets, one chunk per block of text, with where it is: text nodes that
-# are visible (not in [hidden], not display:none or visibility:hidden), outside code (code, pre,
-# kbd, samp, formulas, the JSON editor), each block's text joined and a skipped code element
-# replaced by a mark that is no word; then the tooltips, aria-labels, placeholders and alt texts,
-# and the document's title. Text marked lang="en" is the server's own lines quoted in an error box
-# (the page says so in Chinese before them: "服务器的说明（英文）").
-PAGE_TEXT = """(rootSel) => {
-  const root = (rootSel && document.querySelector(rootSel)) || document.body;
-  const CODE = 'code, pre, kbd, samp, var, script, style, noscript, textarea, svg, .formula, [lang="en"]';
-  const BLOCK = 'p, li, pre, td, th, h1, h2, h3, h4, h5, div, section, label, button, summary, dt, dd, a, '
-    + 'option, legend, caption, figcaption, span.chip, span.badge';
-  const where = (e) => {
-    const parts = [];
-    for (let x = e; x && x !== document.body && parts.length < 3; x = x.parentElement) {
-      const tag = x.id ? '#' + x.id : x.classList.length ? '.' + x.classList[0] : '';
-      parts.unshift(x.tagName.toLowerCase() + tag);
-    }
-    return parts.join(' > ');
-  };
-  const shown = (e) => !e.closest('[hidden]') && e.checkVisibility({ visibilityProperty: true });
-  const chunks = new Map();
-  const walk = document.createTreeWalker(root, NodeFilter.SHOW_TEXT | NodeFilter.SHOW_ELEMENT);
-  while (walk.nextNode()) {
-    const n = walk.currentNode;
-    const e = n.nodeType === 1 ? n : n.parentElement;
-    if (!e) continue;
-    const b = e.closest(BLOCK) || document.body;
-    if (n.nodeType === 1) {
-      // a code element inside a block breaks its words: "request <code>x</code> waits" is not a run
-      if (e.matches('code, kbd, samp, var') && b !== e) chunks.set(b, (chunks.get(b) || '') + ' ⟨⟩ ');
-      continue;
-    }
-    if (!n.textContent.trim() || e.closest(CODE) || !shown(e)) continue;
-    chunks.set(b, (chunks.get(b) || '') + n.textContent);
-  }
-  const out = [...chunks].map(([b, text]) => [where(b), text]);
-  for (const e of root.querySelectorAll('[title], [aria-label], [placeholder], [alt]')) {
-    if (e.closest('script, style, [lang="en"]') || !shown(e)) continue;  // no tooltip on what is not shown
-    for (const a of ['title', 'aria-label', 'placeholder', 'alt']) {
-      const v = e.getAttribute(a);
-      if (v && v.trim() && !e.closest('code, pre')) out.push([`${where(e)} @${a}`, v]);
-    }
-  }
-  if (root === document.body) out.push(['<title>', document.title]);
-  return out;
-}"""
-
-# A word: letters only (an apostrophe or hyphen inside), two or more, with quotes, brackets and
-# punctuation around it. Array names (slot_mapping), files (gpu_model_runner.py), numbers, request
-# ids of one letter, anything with a digit (V2, 0.33.0) and the values of arrays and settings
-# (true, false, null, None) are no words.
-WORD = re.compile(
-    r"^[\"'“‘(\[（]*(?!(?:true|false|null|None)\W*$)[A-Za-z]{2,}(?:[-'’][A-Za-z]+)*[\"'”’)\]）.,;:!?…]*$"
-)
-# Names that stay as they are in 中文, taken out before the words are counted: a name neither counts
-# nor breaks a run ("Your own vLLM server" is three words of English around a name).
-NAMES = re.compile(r"Model Runner V2|nano-vllm|vllm-ascend|vLLM|FlashAttention|REST API|CUDA Graphs?")
-# Phrases allowed in 中文, each with its reason; keep this short.
-ALLOWED: dict[str, str] = {}
-
-
-def english_phrases(text: str) -> list[str]:
-    """Every run of three or more English words in `text` (outside the names above)."""
-    runs: list[str] = []
-    cur: list[str] = []
-    for tok in NAMES.sub(" ", text).split():
-        if WORD.match(tok):
-            cur.append(tok)
-            continue
-        if len(cur) >= 3:
-            runs.append(" ".join(cur))
-        cur = []
-    if len(cur) >= 3:
-        runs.append(" ".join(cur))
-    return [r for r in runs if r not in ALLOWED]
 
 
 def test_the_phrase_finder_finds_english_and_passes_chinese_code_and_names() -> None:

@@ -10,11 +10,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import test_browser as tb
 
-pytestmark = tb.pytestmark
-base_url = tb.base_url
-browser = tb.browser
+from tests.support import browser as tb
 
 CHILDREN = ["0_a", "1_a", "2_a", "3_a"]
 WORDS = {
@@ -23,7 +20,7 @@ WORDS = {
 }
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture()
 def page(browser: Any, base_url: str) -> Iterator[Any]:
     yield from tb.watched_page(browser, base_url, 1280, 720, timeout_ms=60_000)
 

@@ -10,12 +10,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import test_browser as tb
 
-pytestmark = tb.pytestmark
-
-base_url = tb.base_url
-browser = tb.browser
+from tests.support import browser as tb
 
 DRAWN = "body[data-first-paint='1'] #run-charts[data-drawn='2']"
 # per figure: how many bars / points plotly painted, the marker's step and its centre on screen,

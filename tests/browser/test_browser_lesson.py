@@ -15,14 +15,12 @@ from functools import cache
 from typing import Any
 
 import pytest
-import test_browser as tb
-from test_browser_teach import open_run, shot
 
 from pagedviz.core.lesson import list_lessons, load_lesson, scenario_of
+from tests.support import browser as tb
+from tests.support.browser import open_run, settle
+from tests.support.browser import view_shot as shot
 
-pytestmark = tb.pytestmark
-base_url = tb.base_url
-browser = tb.browser
 HAN = re.compile(r"[\u4e00-\u9fff]")
 
 # The page's text a reader can see, one chunk per block of text (a formula's terms join into one
@@ -242,7 +240,7 @@ def test_no_view_tells_a_checkpoints_answer_before_check(page: Any, lang: str) -
         pats = tells(array, indices, values, shape)
         open_section(page, lesson, k, lang)
         page.wait_for_selector("#predict-form")
-        page.wait_for_timeout(400)  # the narration and the late cells are concealed as they come
+        settle(page)  # the narration and the late cells are concealed as they come
         # the views that would tell it are on the page, in the DOM, hidden
         seen = visible(page)
         leaks = [seen[max(0, m.start() - 80) : m.end() + 40] for p in pats for m in [p.search(seen)] if m]
@@ -312,7 +310,7 @@ def test_presentation_keeps_the_checkpoints_answer_hidden(page: Any) -> None:
     open_section(page, lesson, k, "en")
     page.click("#btn-present")
     page.wait_for_selector("body.present")
-    page.wait_for_timeout(400)
+    settle(page)
     seen = visible(page)
     assert [p.pattern for p in tells(array, indices, values, shape) if p.search(seen)] == []
     assert page.evaluate(LABELLED, array) == []
@@ -619,5 +617,5 @@ def test_next_and_back_in_quick_succession_across_runs_end_on_the_last_section_a
     for button in ("#lesson-next", "#lesson-prev", "#lesson-next"):
         page.click(button)
     _check_view(page, lesson, k, k - 1)
-    page.wait_for_timeout(500)  # nothing still drawing the run that was left
+    settle(page)  # nothing still drawing the run that was left
     assert page.locator("body").get_attribute("data-step") == str(secs[k]["step"])

@@ -1,91 +1,15 @@
-"""The pages in a real Chromium (Debian's, driven by Playwright) against a real uvicorn."""
+"""The run page and the landing page's editor in a real Chromium (Debian's, driven by Playwright)
+against a real uvicorn (tests/browser/conftest.py's server and browser)."""
 
 from __future__ import annotations
 
-import os
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from pagedviz.app.serve import running_server
+from tests.support.browser import open_run, shot
 from tests.support.scenarios import LONG_RUN, make_scenario
-
-CHROMIUM = os.environ.get("PAGEDVIZ_CHROMIUM", "/usr/bin/chromium")
-ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
-
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(
-        not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is not installed (apt-get install chromium)"
-    ),
-]
-
-
-@pytest.fixture(scope="module")
-def base_url() -> Iterator[str]:
-    with running_server() as server:
-        yield server.url
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(
-            executable_path=CHROMIUM,
-            args=[
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-quic",
-                "--no-first-run",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-            ],
-        )
-        yield b
-        b.close()
-
-
-def watched_page(
-    browser: object, base_url: str, width: int, height: int, timeout_ms: int = 0
-) -> Iterator[object]:
-    """A page of its own browser context at width × height, with `page.base` the server's URL; it
-    fails the test that used it on any console error or uncaught page error. Playwright's
-    wait_for_function evaluates strings in the page, which the pages' CSP forbids, so the CSP is
-    bypassed here (test_hostile_browser.py checks the CSP itself)."""
-    context = browser.new_context(viewport={"width": width, "height": height}, bypass_csp=True)  # type: ignore[attr-defined]
-    pg = context.new_page()
-    if timeout_ms:
-        pg.set_default_timeout(timeout_ms)
-    problems: list[str] = []
-    pg.on("console", lambda m: problems.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
-    pg.on("pageerror", lambda e: problems.append(f"page error: {e}"))
-    pg.base = base_url
-    yield pg
-    context.close()
-    assert problems == [], problems  # no console errors on any page
-
-
-@pytest.fixture()
-def page(browser: object, base_url: str) -> Iterator[object]:
-    yield from watched_page(browser, base_url, 1400, 1000)
-
-
-def open_run(page: object, query: str) -> None:
-    page.goto(f"{page.base}/run?{query}")
-    page.wait_for_selector("body[data-ready='1']", timeout=30_000)
-
-
-def shot(page: object, name: str) -> Path:
-    ARTIFACTS.mkdir(exist_ok=True)
-    path = ARTIFACTS / name
-    page.screenshot(path=str(path), full_page=True)
-    assert path.stat().st_size > 10_000
-    return path
 
 
 def test_seed_001_step_2_stage_slot_mapping_shows_the_documents_slots(page: object) -> None:
@@ -210,7 +134,7 @@ def test_timeline_kinds_play_source_and_exports(page: object, tmp_path: Path) ->
     from pagedviz.core import load_preset, make_engine
 
     last = list(make_engine(load_preset("seed-001")).run())[-1].arrays["slot_mapping"]
-    rows = httpx.get(page.base + href).text.split()
+    rows = httpx.get(page.base + href, timeout=60).text.split()
     assert rows[0] == "index,slot_mapping" and rows[1:] == [f"{i},{v}" for i, v in enumerate(last)]
     page.wait_for_function("Boolean(document.getElementById('hm-kv').data)")
     with page.expect_download() as dl:
@@ -698,7 +622,7 @@ VIEW_MODULES = {  # each view of the run page and the module named for it
 
 def test_the_run_page_loads_every_module_and_each_view_from_its_own(page: object) -> None:
     open_run(page, "preset=seed-001&step=2")
-    static = Path(__file__).resolve().parent.parent / "static"
+    static = Path(__file__).resolve().parents[2] / "static"
     loaded = page.evaluate(
         "performance.getEntriesByType('resource').map(e => new URL(e.name).pathname)"
         ".filter(p => p.startsWith('/static/') && p.endsWith('.js')).map(p => p.slice('/static/'.length))"
@@ -734,7 +658,7 @@ def test_editor_shows_each_problem_next_to_its_field(page: object) -> None:
     scenario["config"]["block_sise"] = 4  # misspelt: the form has no field for it
     scenario["config"]["block_size"] = 0
     scenario["requests"][1]["max_tokens"] = 0
-    problems = httpx.post(f"{page.base}/api/scenarios/validate", json=scenario).json()["detail"]
+    problems = httpx.post(f"{page.base}/api/scenarios/validate", json=scenario, timeout=60).json()["detail"]
     said = {p["field"]: p["message"] for p in problems}
     assert {"config.block_sise", "config.block_size", "requests[1].max_tokens"} <= set(said)
     _upload(page, scenario)
@@ -800,7 +724,7 @@ def _resolve(schema: dict, node: dict) -> dict:
 def test_editor_fields_follow_the_served_scenario_schema(page: object) -> None:
     import httpx
 
-    served = httpx.get(f"{page.base}/api/schema/scenario")
+    served = httpx.get(f"{page.base}/api/schema/scenario", timeout=60)
     if served.status_code == 404:
         pytest.skip("this server has no GET /api/schema/scenario")
     schema = served.json()
@@ -826,7 +750,7 @@ def test_editor_fields_follow_the_served_scenario_schema(page: object) -> None:
 def test_the_footer_names_the_upstream_and_links_the_docs(page: object) -> None:
     import httpx
 
-    upstream = httpx.get(f"{page.base}/healthz").json().get("upstream")
+    upstream = httpx.get(f"{page.base}/healthz", timeout=60).json().get("upstream")
     page.goto(page.base + "/")
     page.wait_for_selector("body[data-ready='1']", timeout=30_000)
     if upstream is None:

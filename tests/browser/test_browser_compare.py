@@ -13,11 +13,9 @@ from functools import cache
 from typing import Any
 
 import pytest
-import test_browser as tb
 
-pytestmark = tb.pytestmark
-base_url = tb.base_url
-browser = tb.browser
+from tests.support import browser as tb
+
 HAN = re.compile(r"[\u4e00-\u9fff]")
 
 # the landing page's contrasts (static/compare.js CONTRASTS): a preset and what run B changes

@@ -9,11 +9,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import test_browser as tb
 
-pytestmark = tb.pytestmark
-base_url = tb.base_url
-browser = tb.browser
+from tests.support import browser as tb
+
 open_run = tb.open_run
 
 COLOURS = """rid => {

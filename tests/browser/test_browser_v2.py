@@ -14,16 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import test_browser as tb
 
 from pagedviz.core import load_preset, make_engine
 from pagedviz.core.trace import StepTrace
 from pagedviz.core.upstream import describe
+from tests.support import browser as tb
 
-pytestmark = tb.pytestmark
 ARTIFACTS = tb.ARTIFACTS
-base_url = tb.base_url
-browser = tb.browser
 PRESET = "demo-v2-slots"
 CJK = re.compile(r"[\u4e00-\u9fff]")
 

@@ -10,11 +10,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import test_browser as tb
 
-pytestmark = tb.pytestmark
-base_url = tb.base_url
-browser = tb.browser
+from tests.support import browser as tb
+
 open_run = tb.open_run
 
 
@@ -65,15 +63,16 @@ def test_a_slider_reruns_once_when_it_rests(page: Any) -> None:
         "request",
         lambda r: posted.append(r.url) if r.method == "POST" and r.url.endswith("/api/runs") else None,
     )
-    # a burst of moves, as a drag makes: each an input event, 60 ms apart
-    for v in (11, 12, 13, 14):
-        page.evaluate(
-            "v => { const s = document.getElementById('wi-num_kv_blocks'); s.value = v;"
-            " s.dispatchEvent(new Event('input', { bubbles: true })); }",
-            v,
-        )
-        page.wait_for_timeout(60)
+    # a burst of moves, as a drag makes: each an input event, 60 ms apart (the drag's own pace,
+    # kept by the page's clock)
+    page.evaluate(
+        """async (vs) => { const s = document.getElementById('wi-num_kv_blocks');
+          for (const v of vs) { s.value = v; s.dispatchEvent(new Event('input', { bubbles: true }));
+            await new Promise((r) => setTimeout(r, 60)); } }""",
+        [11, 12, 13, 14],
+    )
     page.wait_for_function("document.getElementById('run-title').textContent.includes('num_kv_blocks 14')")
-    page.wait_for_timeout(800)
+    # the rerun is over (its button is enabled again): one queued behind it would have started already
+    page.wait_for_selector("#whatif-run:not([disabled])", state="attached")
     assert len(posted) == 1, posted  # one rerun, for the value it rested on
     assert page.locator("#wi-num_kv_blocks").input_value() == "14"

@@ -9,11 +9,8 @@ from typing import Any
 
 import httpx
 import pytest
-import test_browser as tb
 
-pytestmark = tb.pytestmark
-base_url = tb.base_url
-browser = tb.browser
+from tests.support import browser as tb
 
 
 @pytest.fixture()

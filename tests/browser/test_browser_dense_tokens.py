@@ -11,12 +11,8 @@ from urllib.parse import quote
 
 import httpx
 import pytest
-import test_browser as tb
 
-pytestmark = tb.pytestmark
-
-base_url = tb.base_url
-browser = tb.browser
+from tests.support import browser as tb
 
 N = 128
 

@@ -11,13 +11,9 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-import test_browser as tb
 
-pytestmark = tb.pytestmark
+from tests.support import browser as tb
 
-base_url = tb.base_url
-browser = tb.browser
-page = tb.page
 open_run = tb.open_run
 
 N = 128
@@ -141,7 +137,7 @@ def test_the_128_request_page_fits_about_one_screen_at_1920_by_1080(
     hd_page: object, big_link: str, lang: str
 ) -> None:
     open_big(hd_page, big_link, f"&step=2&lang={lang}")
-    hd_page.wait_for_timeout(300)
+    tb.settle(hd_page)  # the late cells and the heatmaps out of view are drawn
     tb.ARTIFACTS.mkdir(exist_ok=True)
     hd_page.screenshot(path=str(tb.ARTIFACTS / f"bigbatch-1920-{lang}.png"), full_page=True)
     # the step's page, down to the run-level charts ("the whole run", issue 31), which come
@@ -337,7 +333,7 @@ def test_a_checkpoint_hides_its_array_in_the_late_columns_too(hd_page: object, b
         hd_page.click(f".stage-btn[data-stage='{stage}']")
         # every column is there (the later ones came after the frame), and every cell is hidden
         hd_page.wait_for_function(f'document.querySelectorAll("{row}").length > 64')
-        hd_page.wait_for_timeout(200)
+        tb.settle(hd_page)  # the late columns are in, and concealed as they came
         cells = hd_page.locator(row).count()
         assert hd_page.locator(f"{row}.concealed").count() == cells, stage
 

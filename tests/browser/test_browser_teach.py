@@ -9,36 +9,18 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import test_browser as tb
 
-# the real server and Chromium come from test_browser's fixtures, shared with its tests
-pytestmark = tb.pytestmark
+from tests.support import browser as tb
+from tests.support.browser import classes, open_run
+from tests.support.browser import view_shot as shot
+
 ARTIFACTS = tb.ARTIFACTS
-base_url = tb.base_url
-browser = tb.browser
 HAN = re.compile(r"[\u4e00-\u9fff]")
 
 
 @pytest.fixture()
 def page(browser: object, base_url: str) -> Iterator[object]:
     yield from tb.watched_page(browser, base_url, 1280, 720, timeout_ms=20_000)
-
-
-def open_run(page: object, query: str) -> None:
-    page.goto(f"{page.base}/run?{query}")
-    page.wait_for_selector("body[data-ready='1']", timeout=60_000)
-
-
-def shot(page: object, name: str) -> Path:
-    ARTIFACTS.mkdir(exist_ok=True)
-    path = ARTIFACTS / name
-    page.screenshot(path=str(path))
-    assert path.stat().st_size > 10_000
-    return path
-
-
-def classes(page: object, selector: str) -> list[str]:
-    return (page.locator(selector).get_attribute("class") or "").split()
 
 
 # ------------------------------------------------------------------ 1. narration
@@ -111,7 +93,8 @@ def test_stage_playback_walks_the_stages_in_order_with_their_narration_and_stops
     page.focus("#pb-play")
     page.keyboard.press("Enter")  # keyboard alone
     page.wait_for_function("document.querySelector('.stage-btn.active').dataset.stage === 'slot_mapping'")
-    page.wait_for_timeout(600)  # a pause point holds
+    # a pause point holds: playback stopped there, with no next stage scheduled
+    page.wait_for_selector("#pb-play[aria-pressed='false']")
     assert page.locator(".stage-btn.active").get_attribute("data-stage") == "slot_mapping"
     assert "Paused at Slot mapping" in page.locator("#pb-status").inner_text()
     shot(page, "teach-playback.png")
@@ -201,7 +184,7 @@ def test_the_landing_page_starts_with_the_lesson_and_its_panel_drives_the_view(p
     import json
 
     shipped = json.loads(
-        (Path(__file__).resolve().parent.parent / "core" / "lessons" / "paged-attention-50.json").read_text()
+        (Path(__file__).resolve().parents[2] / "core" / "lessons" / "paged-attention-50.json").read_text()
     )
     # the paragraphs as served: their numbers filled in from the runs
     secs = page.request.get(f"{page.base}/api/lessons/paged-attention-50").json()["sections"]

@@ -13,12 +13,11 @@ from functools import cache
 from typing import Any
 
 import pytest
-import test_browser as tb
-from test_browser_teach import classes, open_run, shot
 
-pytestmark = tb.pytestmark
-base_url = tb.base_url
-browser = tb.browser
+from tests.support import browser as tb
+from tests.support.browser import classes, open_run, settle
+from tests.support.browser import view_shot as shot
+
 HAN = re.compile(r"[\u4e00-\u9fff]")
 PRESET = "demo-v2-slots"
 LESSON = "paged-attention-50"
@@ -124,10 +123,13 @@ def test_the_editor_leaves_the_runner_to_the_server_for_every_flavour(page: obje
     page.goto(page.base + "/")
     page.wait_for_selector("body[data-ready='1']")
     for preset in ("seed-004", "seed-001-ascend", PRESET):
+        name = page.request.get(f"{page.base}/api/presets/{preset}").json()["scenario"]["name"]
         page.click(f"article[data-preset='{preset}'] button")
+        page.wait_for_function(f"document.getElementById('f-name').value === {name!r}")  # the form has it
         page.wait_for_selector("#validation.ok, #validation.bad")
         page.wait_for_function("!document.getElementById('validation').textContent.includes('…')")
-        page.wait_for_timeout(600)  # the live check runs 250 ms after the last change
+        # the live check runs 250 ms after the last change: wait until it has answered
+        page.wait_for_selector("body:not([data-checking='1'])", state="attached")
         # on a loaded machine the check of this preset may come later still: wait for it to settle
         page.wait_for_function(
             "(() => { const v = document.getElementById('validation');"
@@ -169,7 +171,7 @@ def test_the_v2_lesson_asks_for_idx_mapping_and_the_page_tells_it_only_after_che
     page.wait_for_selector(f"body[data-lesson-section='{k}']", timeout=60_000)
     page.wait_for_selector("#predict-form")
     page.wait_for_selector("#slotmap", state="attached")
-    page.wait_for_timeout(500)  # the narration and the late cells are concealed as they come
+    settle(page)  # the narration and the late cells are concealed as they come
     # the question, in the page's language, with the paragraph the server filled in from the run
     assert page.locator("#lesson-text").inner_text() == sec["paragraph"][lang]
     assert "idx_mapping" in page.locator("#predict-h").inner_text()

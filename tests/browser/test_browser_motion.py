@@ -9,13 +9,9 @@ import threading
 from collections.abc import Iterator
 
 import pytest
-import test_browser as tb
 
-pytestmark = tb.pytestmark
+from tests.support import browser as tb
 
-base_url = tb.base_url
-browser = tb.browser
-page = tb.page
 open_run = tb.open_run
 shot = tb.shot
 

@@ -10,11 +10,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import test_browser as tb
 
-pytestmark = tb.pytestmark
-base_url = tb.base_url
-browser = tb.browser
+from tests.support import browser as tb
+
 open_run = tb.open_run
 
 SEEDS = ["seed-000", "seed-001", "seed-001-ascend", "seed-002", "seed-004"]

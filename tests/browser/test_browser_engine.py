@@ -12,18 +12,15 @@ from typing import Any
 
 import httpx
 import pytest
-import test_browser as tb
 
 from pagedviz.core.presets import preset_dict
 from pagedviz.core.vllm_engine import installed_vllm
+from tests.support import browser as tb
 
 pytestmark = [
-    *tb.pytestmark,
     pytest.mark.fidelity,
     pytest.mark.skipif(installed_vllm() is None, reason="the vLLM 0.33.0 wheel is not installed"),
 ]
-base_url = tb.base_url
-browser = tb.browser
 
 
 @pytest.fixture()

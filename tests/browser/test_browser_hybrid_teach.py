@@ -3,8 +3,8 @@ in English and 中文: the two hybrid presets on the landing page and at the ste
 drop blocks (the narration says which and why), the landing contrast "full attention vs sliding
 window, same requests" with the memory each run holds, and the lesson section "Sliding windows and
 KV cache groups" with its predict-then-reveal checkpoint on the sliding group's block table. Every
-expected number and sentence comes from the engine's own runs. One server, one browser and one page
-per language for the module; screenshots land in test-artifacts/."""
+expected number and sentence comes from the engine's own runs. The tier's server and browser, a page
+per test; screenshots land in test-artifacts/."""
 
 from __future__ import annotations
 
@@ -14,8 +14,6 @@ from functools import cache
 from typing import Any
 
 import pytest
-import test_browser as tb
-from test_browser_teach import open_run, shot
 
 from pagedviz.core import Scenario, make_engine
 from pagedviz.core.lesson import load_lesson, scenario_of
@@ -23,22 +21,22 @@ from pagedviz.core.metrics import run_metrics
 from pagedviz.core.narrate import narrate
 from pagedviz.core.presets import list_presets, preset_dict
 from pagedviz.core.trace import StepTrace
+from tests.support import browser as tb
+from tests.support.browser import open_run
+from tests.support.browser import view_shot as shot
 
-pytestmark = tb.pytestmark
-base_url = tb.base_url
-browser = tb.browser
 HAN = re.compile(r"[\u4e00-\u9fff]")
 PRESETS = ("demo-gpt-oss-sliding-window", "demo-gemma3-local-global")
 CONTRAST = "demo-gpt-oss-sliding-window"
 LESSON = "paged-attention-50"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture()
 def en_page(browser: object, base_url: str) -> Iterator[Any]:
     yield from tb.watched_page(browser, base_url, 1280, 720, timeout_ms=60_000)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture()
 def zh_page(browser: object, base_url: str) -> Iterator[Any]:
     yield from tb.watched_page(browser, base_url, 1280, 720, timeout_ms=60_000)
 

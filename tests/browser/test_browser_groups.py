@@ -7,7 +7,7 @@ pool's legend by owner and group with the null block said for what it is, the mo
 outlined in the table and on the pool, the window on each request's token row; in English and in
 中文, in the normal view and in present mode; and a Gemma 3 style run (five sliding groups, one
 full) whose sliding groups beyond the first fold to a compact row each. A run with one group keeps
-today's page. One server, one browser; screenshots land in test-artifacts/."""
+today's page. The tier's server and browser; screenshots land in test-artifacts/."""
 
 from __future__ import annotations
 
@@ -15,15 +15,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import test_browser as tb
-from test_browser_contrast import LOW_CONTRAST
-from test_browser_zh import PAGE_TEXT, english_phrases
 
 from pagedviz.app.links import pack
+from tests.support import browser as tb
+from tests.support.browser import LOW_CONTRAST, PAGE_TEXT, english_phrases
 
-pytestmark = tb.pytestmark
-base_url = tb.base_url
-browser = tb.browser
 open_run = tb.open_run
 shot = tb.shot
 

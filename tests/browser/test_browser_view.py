@@ -8,15 +8,10 @@ import re
 from collections.abc import Iterator
 
 import pytest
-import test_browser as tb
 
 from pagedviz.app.links import pack
+from tests.support import browser as tb
 
-pytestmark = tb.pytestmark
-
-base_url = tb.base_url
-browser = tb.browser
-page = tb.page
 open_run = tb.open_run
 shot = tb.shot
 
@@ -167,7 +162,8 @@ def test_space_presses_the_focused_button_and_plays_only_from_the_page(page: obj
     page.focus("#btn-next")
     page.keyboard.press(" ")
     page.wait_for_selector("body[data-step='2']")
-    page.wait_for_timeout(1200)
+    assert page.locator("#btn-play").get_attribute("data-playing") != "1"  # not playing
+    page.wait_for_selector("body[data-painted='2']", state="attached")
     assert page.locator("body").get_attribute("data-step") == "2"  # not playing
     assert page.locator("#btn-play").inner_text() == "▶"
     page.evaluate("document.activeElement.blur()")
@@ -198,7 +194,7 @@ def test_a_step_change_keeps_the_reader_where_they_are_and_the_timeline_shows_th
     for n in range(2, 41):
         page.keyboard.press("ArrowRight")
         page.wait_for_selector(f"body[data-painted='{n}']", state="attached")
-    page.wait_for_timeout(100)
+    tb.settle(page)  # what the page put off after the step is drawn too
     # the page did not jump up to the timeline (what is above may grow or shrink a little)
     assert abs(page.evaluate("window.scrollY") - y) < 100
     # the strip scrolled sideways so that step 40's button is inside it
@@ -361,14 +357,29 @@ def test_presentation_mode_fits_the_pipeline_on_one_1280_by_720_screen_for_every
 def test_the_next_steps_are_fetched_ahead_while_the_page_is_idle(page: object) -> None:
     """After a step is shown, the page fetches the next three (one at a time, while idle), so
     stepping forward draws from its own cache; the steps after those are not fetched."""
+    # the run computed first (the tier's server may not have it yet): a page that opens a run still
+    # streaming fetches no steps ahead, as its last step is not known
+    scenario = page.request.get(f"{page.base}/api/presets/seed-000").json()["scenario"]
+    assert page.request.post(f"{page.base}/api/runs", data=scenario, timeout=120_000).status == 201
     tb.open_run(page, "preset=seed-000&step=2")
+    page.wait_for_selector("body[data-complete='1']", state="attached")
     cached = "import('/static/context.js').then(m => [...m.S.steps.keys()].sort((a, b) => a - b))"
-    page.wait_for_function(
-        "import('/static/context.js').then(m => [3, 4, 5].every((k) => m.S.steps.has(k)))", polling=50
+    fetched: list[str] = []
+    page.on("request", lambda r: fetched.append(r.url) if "/steps/" in r.url else None)
+    # the page's step cache, for polling (wait_for_function does not wait for a promise)
+    page.evaluate("import('/static/context.js').then(m => { window.__S = m.S; })")
+    page.wait_for_function("[3, 4, 5].every((k) => window.__S.steps.has(k))", polling=50)
+    # the prefetch of step 5 (and its narration) has answered and its callbacks have run; then no
+    # idle job is left that could fetch another (one would have sent its request by then)
+    page.evaluate(
+        """async () => { const n = await import('/static/narration.js');
+          await Promise.all([3, 4, 5].map((k) => n.narrationOf(window.__S.created.run_id, k)));
+          await new Promise((r) => setTimeout(r, 0)); }"""
     )
-    page.wait_for_timeout(300)
+    page.wait_for_selector(tb.SETTLED, state="attached")
     assert max(page.evaluate(cached)) == 5
+    assert not [u for u in fetched if re.search(r"/steps/([6-9]|\d\d)(/|$)", u)], fetched
     page.keyboard.press("ArrowRight")
     page.wait_for_selector("body[data-painted='3']", state="attached")
     assert page.evaluate("window.pagedvizTiming.fetchMs") < 5  # drawn from the cache
-    page.wait_for_function("import('/static/context.js').then(m => m.S.steps.has(6))", polling=50)
+    page.wait_for_function("window.__S.steps.has(6)", polling=50)

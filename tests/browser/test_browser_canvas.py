@@ -11,13 +11,9 @@ from typing import Any
 
 import httpx
 import pytest
-import test_browser as tb
 
-pytestmark = tb.pytestmark
+from tests.support import browser as tb
 
-base_url = tb.base_url
-browser = tb.browser
-page = tb.page
 open_run = tb.open_run
 
 HOSTILE_ID = "<img src=x onerror=window.__pwned=1>"
@@ -200,8 +196,9 @@ def test_a_big_run_streams_step_one_onto_the_page_before_it_is_complete(browser:
         },
         "requests": [{"id": f"r{i}", "prompt_len": 32, "max_tokens": max_tokens} for i in range(n)],
     }
+    # a server of its own: 512 requests are over the shared server's default --max-requests
     with running_server("--max-requests", str(n)) as server:
-        check = httpx.post(f"{server.url}/api/scenarios/validate", json=scenario).json()
+        check = httpx.post(f"{server.url}/api/scenarios/validate", json=scenario, timeout=60).json()
         assert check["valid"], check
         context = browser.new_context(viewport={"width": 1400, "height": 1000})
         pg = context.new_page()
@@ -217,9 +214,9 @@ def test_a_big_run_streams_step_one_onto_the_page_before_it_is_complete(browser:
             " document.querySelectorAll('#token-table td').length]"
         )
         assert first[0] is False and first[1] == "1" and first[2] > 0 and first[3] > 0, first
-        progress = httpx.get(f"{server.url}/api/runs/{check['run_id']}/progress").json()
+        progress = httpx.get(f"{server.url}/api/runs/{check['run_id']}/progress", timeout=60).json()
         pg.wait_for_selector("body[data-complete='1']", timeout=120_000)
-        total = httpx.get(f"{server.url}/api/runs/{check['run_id']}").json()["num_steps"]
+        total = httpx.get(f"{server.url}/api/runs/{check['run_id']}", timeout=60).json()["num_steps"]
         assert progress["steps_done"] <= total
         # the timeline ends up with every step, and nothing is left pending
         assert pg.locator("#timeline .tl-step").count() == total
