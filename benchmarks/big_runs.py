@@ -35,8 +35,8 @@ import httpx
 import numpy as np
 from common import tree_growth_mb, tree_rss_mb
 
+from pagedviz.app.run import measured_bytes
 from pagedviz.app.serve import running_server
-from pagedviz.app.store import measured_bytes
 from pagedviz.core import Limits, Scenario, make_engine
 
 
