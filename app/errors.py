@@ -9,11 +9,11 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from pagedviz.app.compute import WorkerError
+from pagedviz.app.compute_stream import WorkerError
 from pagedviz.app.db import StoreError
 from pagedviz.app.import_replay import StepNotKeptError
 from pagedviz.app.import_runs import ImportStopped
-from pagedviz.app.store import BusyError, RunTooLargeError
+from pagedviz.app.run import BusyError, RunTooLargeError
 from pagedviz.core import ScenarioError
 from pagedviz.core.device import DeviceUnavailableError
 from pagedviz.core.engine import RunTooLongError

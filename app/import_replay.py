@@ -4,28 +4,31 @@ in a worker thread), and its steps read back from there.
 `first_pass` reads the recording once: every line validated, the arrivals and each request's
 output length summarised. `replay_into` replays it (core/replay.py) step by step, writing each
 step's trace gzipped with its overview line every FLUSH_STEPS steps or FLUSH_S seconds, and holds
-no step once written. `StoredSteps` reads a replayed run's steps back one at a time, decoded
-(StepTrace.from_dict), for the readers that want the whole run (metrics, figures, narration).
+no step once written; its `ImportJob` says how far it has come and takes its cancellation.
+`StoredSteps` reads a replayed run's steps back one at a time, decoded (StepTrace.from_dict),
+for the readers that want the whole run (metrics, figures, narration).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+import threading
 import time
-from collections import OrderedDict
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, overload
+from typing import overload
 
+from pagedviz.app.cache import BoundedCache
 from pagedviz.app.db import RunDB
+from pagedviz.app.encoding import encode_step
+from pagedviz.app.run import RunTooLargeError
 from pagedviz.app.summaries import step_summary
 from pagedviz.core import Scenario
 from pagedviz.core.recording import Header, bounded_lines, iter_recording
 from pagedviz.core.replay import ReplayError, StreamingImport, Summary, replay_problem, summarise
 from pagedviz.core.trace import StepTrace
-
-if TYPE_CHECKING:
-    from pagedviz.app.import_runs import ImportJob
 
 # a replay writes its steps to the database every FLUSH_STEPS steps or FLUSH_S seconds
 FLUSH_STEPS = 64
@@ -35,6 +38,20 @@ DECODED_CACHE = 4  # steps read back and decoded, kept per run for the next read
 
 class StepNotKeptError(LookupError):
     """A step of an imported run that the database does not hold."""
+
+
+@dataclass
+class ImportJob:
+    """A replay in flight: written by its worker thread, read by routes."""
+
+    run_id: str
+    total: int
+    queued: float
+    done: asyncio.Future[None]
+    started: float | None = None
+    steps_done: int = 0  # steps replayed and in the database
+    cancel: threading.Event = field(default_factory=threading.Event)
+    path: Path | None = None  # the recording's temporary copy, removed when the replay ends
 
 
 def first_pass(path: Path, line_limit: int) -> tuple[Header, Summary]:
@@ -57,8 +74,6 @@ def replay_into(
     db: RunDB, job: ImportJob, path: Path, line_limit: int, summary: Summary | None, max_bytes: int
 ) -> None:
     """Replay the recording at `path` into the database (in a worker thread), step by step."""
-    from pagedviz.app.store import RunTooLargeError, encode_step
-
     with open(path, "rb") as f1, open(path, "rb") as f2:
         header, first = iter_recording(bounded_lines(f1, line_limit), line_limit)
         _, second = iter_recording(bounded_lines(f2, line_limit), line_limit)
@@ -101,7 +116,7 @@ class StoredSteps(Sequence[StepTrace]):
 
     def __init__(self, db: RunDB, run_id: str, num_steps: int) -> None:
         self.db, self.run_id, self.num_steps = db, run_id, num_steps
-        self._cache: OrderedDict[int, StepTrace] = OrderedDict()
+        self._cache: BoundedCache[int, StepTrace] = BoundedCache(DECODED_CACHE)
 
     def __len__(self) -> int:
         return self.num_steps
@@ -111,15 +126,13 @@ class StoredSteps(Sequence[StepTrace]):
             i += self.num_steps
         if not 0 <= i < self.num_steps:
             raise IndexError(i)
-        t = self._cache.get(i)
+        t = self._cache.peek(i)
         if t is None:
             kept = self.db.rec_step(self.run_id, i + 1)
             if kept is None:
                 raise StepNotKeptError(f"step {i + 1} of {self.run_id} is not kept")
             t = StepTrace.from_dict(json.loads(kept[0]))  # rec_step inflates it
-            self._cache[i] = t
-            while len(self._cache) > DECODED_CACHE:
-                self._cache.popitem(last=False)
+            self._cache.put(i, t)
         return t
 
     @overload

@@ -33,24 +33,20 @@ import re
 import socket
 import sqlite3
 import tempfile
-import threading
 import time
-from collections import OrderedDict
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from pagedviz.app.db import StoreError
-from pagedviz.app.import_replay import StoredSteps, replay_into
+from pagedviz.app.cache import BoundedCache
+from pagedviz.app.db import RunDB, StoreError
+from pagedviz.app.import_replay import ImportJob, StoredSteps, replay_into
+from pagedviz.app.run import BusyError, Run, RunTooLargeError
 from pagedviz.core import Scenario, ScenarioError
 from pagedviz.core.limits import Limits
 from pagedviz.core.recording import RecordingError
 from pagedviz.core.replay import ReplayError, Summary
 from pagedviz.core.trace import StepTrace
-
-if TYPE_CHECKING:
-    from pagedviz.app.store import RunStore
 
 log = logging.getLogger("pagedviz")
 REC_ID = re.compile(r"rec-[0-9a-f]{16}")
@@ -79,28 +75,33 @@ def is_import(run_id: str) -> bool:
     return REC_ID.fullmatch(run_id) is not None
 
 
-@dataclass
-class ImportJob:
-    """A replay in flight: written by its worker thread, read by routes."""
+class Host(Protocol):
+    """What the imports need of the run store they belong to (app/store.py's RunStore)."""
 
-    run_id: str
-    total: int
-    queued: float
-    done: asyncio.Future[None]
-    started: float | None = None
-    steps_done: int = 0  # steps replayed and in the database
-    cancel: threading.Event = field(default_factory=threading.Event)
-    path: Path | None = None  # the recording's temporary copy, removed when the replay ends
+    @property
+    def db(self) -> RunDB: ...
+
+    @property
+    def in_flight(self) -> Mapping[str, object]: ...  # computed runs in flight, beside the replays
+
+    @property
+    def max_in_progress(self) -> int: ...
+
+    @property
+    def max_queued(self) -> int: ...
+
+    @property
+    def max_db_bytes(self) -> int: ...
 
 
 class Imports:
     """The store's imported runs: the replays in flight, and reads of kept ones."""
 
-    def __init__(self, store: RunStore, line_limit: int) -> None:
+    def __init__(self, store: Host, line_limit: int) -> None:
         self.store = store
         self.line_limit = line_limit
         self.jobs: dict[str, ImportJob] = {}
-        self.scenarios: OrderedDict[str, Scenario] = OrderedDict()
+        self.scenarios: BoundedCache[str, Scenario] = BoundedCache(16)
         self._tasks: set[asyncio.Task[None]] = set()
         self._slots: asyncio.Semaphore | None = None
 
@@ -137,8 +138,6 @@ class Imports:
     def start(self, run_id: str, path: Path, summary: Summary | None, total: int) -> ImportJob:
         """Replay the recording at `path` (removed afterwards) into the database, as a task of
         its own. Raises BusyError when every slot and queue place is taken."""
-        from pagedviz.app.store import BusyError
-
         job = self.jobs.get(run_id)
         if job is not None and job.done.get_loop() is asyncio.get_running_loop():
             with contextlib.suppress(OSError):
@@ -158,8 +157,6 @@ class Imports:
         return job
 
     async def _replay(self, job: ImportJob, path: Path, summary: Summary | None) -> None:
-        from pagedviz.app.store import RunTooLargeError
-
         if self._slots is None:
             self._slots = asyncio.Semaphore(self.store.max_in_progress)
         db = self.store.db
@@ -186,9 +183,10 @@ class Imports:
             with contextlib.suppress(sqlite3.Error, StoreError):
                 db.set_recording_problem(job.run_id, "failed:the replay failed (the server's log says why)")
         finally:
-            if self.jobs.get(job.run_id) is job:
-                del self.jobs[job.run_id]
-            self.scenarios.pop(job.run_id, None)  # its notes now hold the agreement
+            run_id = job.run_id
+            if self.jobs.get(run_id) is job:
+                del self.jobs[run_id]
+            self.scenarios.pop(run_id)  # its notes now hold the agreement
             with contextlib.suppress(OSError):
                 path.unlink()
         if not job.done.done():
@@ -284,7 +282,6 @@ class Imports:
     def scenario(self, run_id: str) -> Scenario | None:
         sc = self.scenarios.get(run_id)
         if sc is not None:
-            self.scenarios.move_to_end(run_id)
             return sc
         try:
             raw = self.store.db.scenario(run_id)
@@ -297,9 +294,7 @@ class Imports:
             sc = Scenario.from_dict(json.loads(raw), UNBOUNDED)
         except (ScenarioError, ValueError, RecursionError):
             return None
-        self.scenarios[run_id] = sc
-        while len(self.scenarios) > 16:
-            self.scenarios.popitem(last=False)
+        self.scenarios.put(run_id, sc)
         return sc
 
     async def wait_for(self, run_id: str, n: int) -> tuple[int, bool] | None:
@@ -349,8 +344,6 @@ class Imports:
     async def get(self, run_id: str) -> Any:
         """The run once its replay has ended, its steps read back as they are asked for; None
         for a run this server does not know."""
-        from pagedviz.app.store import Run
-
         job = self._job(run_id)
         if job is not None:
             await asyncio.shield(job.done)

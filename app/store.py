@@ -3,7 +3,8 @@ scenarios behind them in a larger LRU (also bounded in measured bytes), and behi
 database (app/db.py) that keeps every scenario handed a run id and the steps served, so a run
 evicted from memory is recomputed on demand, and a run id answers for as long as the database
 lives: in a temporary folder by default, or in `--store DIR` across restarts and shared by
-several workers.
+several workers. (Each LRU is an app/cache.py BoundedCache: the runs, the scenarios, the runs
+refused, the steps encoded.)
 
 Engine work runs in the compute processes (app/compute.py; a store made without a pool uses
 threads of this process) under admission control: at most `max_in_progress` runs are started and
@@ -14,7 +15,8 @@ computation. A run refused for its time or size is remembered as refused, not re
 
 Steps served are kept encoded (JSON and gzip bytes with an ETag) within the same byte budget, so
 reading a step again costs no encoding; those of complete runs go to the database too, where a
-later reader (after eviction, on another worker, after a restart) finds them without computing.
+later reader (after eviction, on another worker, after a restart) finds them without computing
+(app/step_cache.py).
 
 Runs stream: a computation is a task of its own, and its steps are readable as the engine makes
 them (`get_step` answers step n once it exists), so a big run's first step is seen while the
@@ -24,82 +26,31 @@ later ones compute, and a reader that goes away does not stop the computation.
 from __future__ import annotations
 
 import asyncio
-import gzip
 import hashlib
 import json
 import logging
 import re
 import sqlite3
-import sys
 import time
 import weakref
-from collections import OrderedDict
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
+from pagedviz.app.cache import BoundedCache
 from pagedviz.app.db import RunDB, StoreError, cleanup_temporary, temporary_db
 from pagedviz.app.import_runs import Imports, is_import
-from pagedviz.core import Scenario, ScenarioError, __version__, make_engine
+from pagedviz.app.run import BusyError, Progress, Run, RunTooLargeError, compute, measured_bytes
+from pagedviz.app.step_cache import StepCache
+from pagedviz.core import Scenario, ScenarioError, __version__
 from pagedviz.core.engine import RunTooLongError
 from pagedviz.core.limits import Limits
 from pagedviz.core.trace import StepTrace
 
 if TYPE_CHECKING:
     from pagedviz.app.compute import ComputePool
-    from pagedviz.core.engine import Engine
 
-_SCALARS = (int, float, str, bytes)
-# how many of a completed run's first steps are encoded before anyone asks (a class opens a run at
-# its first steps; later steps are encoded by their first reader)
-PRE_ENCODE_STEPS = 16
-PRE_ENCODE_MAX_RUN_BYTES = 4 << 20
 RUN_ID = re.compile(r"[0-9a-f]{20}")
 log = logging.getLogger("pagedviz")
-
-
-def measured_bytes(root: Any) -> int:
-    """Bytes an object graph holds in memory: sys.getsizeof of every container reached (each
-    once), numpy buffers by their nbytes, and every scalar (int, float, str) that the graph alone
-    holds. A scalar referenced from elsewhere too (a constant name, a small int, an id the block
-    pool also holds) is shared, not this graph's: it is not counted."""
-    seen: set[int] = set()
-    stack = [root]
-    total = 0
-    while stack:
-        o = stack.pop()
-        if id(o) in seen:
-            continue
-        seen.add(id(o))
-        if isinstance(o, np.ndarray):
-            total += sys.getsizeof(o) + (o.nbytes if o.base is not None else 0)
-            continue
-        total += sys.getsizeof(o)
-        if isinstance(o, dict):
-            for k, v in o.items():  # a scalar only the dict holds has 6 references here
-                for x in (k, v):
-                    if type(x) not in _SCALARS:
-                        stack.append(x)
-                    elif sys.getrefcount(x) <= 6:
-                        total += sys.getsizeof(x)
-            continue
-        if isinstance(o, (list, tuple, set, frozenset)):
-            items: Any = o
-        elif hasattr(o, "__dict__"):
-            items = [vars(o)]
-        elif hasattr(o, "__slots__"):
-            items = [getattr(o, a) for a in type(o).__slots__ if hasattr(o, a)]
-        else:
-            continue
-        for x in items:  # a scalar only the container holds has 3 references here
-            if type(x) not in _SCALARS:
-                stack.append(x)
-            elif sys.getrefcount(x) <= 3:
-                total += sys.getsizeof(x)
-    return total
 
 
 def canonical(scenario: Scenario) -> str:
@@ -111,106 +62,6 @@ def run_id_of(scenario: Scenario, canon: str | None = None) -> str:
     """Content hash of the canonical scenario and the engine version."""
     canon = canonical(scenario) if canon is None else canon
     return hashlib.sha256(f"pagedviz {__version__}\n{canon}".encode()).hexdigest()[:20]
-
-
-class RunTooLargeError(RuntimeError):
-    """A run's trace grew past the server's bound on one run's bytes."""
-
-    def __init__(self, steps_done: int, max_bytes: int) -> None:
-        self.steps_done, self.max_bytes = steps_done, max_bytes
-        super().__init__(f"the run's trace passed {max_bytes >> 20} MB after {steps_done} steps")
-
-
-class BusyError(RuntimeError):
-    """Every computing slot and every queue place is taken; try again after `retry_after` s."""
-
-    def __init__(self, retry_after: int) -> None:
-        self.retry_after = retry_after
-        super().__init__("the server is computing as many runs as it may; try again shortly")
-
-
-@dataclass
-class Run:
-    run_id: str
-    scenario: Scenario
-    steps: list[StepTrace]
-    truncated: bool
-    device: str
-    nbytes: int
-
-
-@dataclass(frozen=True)
-class EncodedStep:
-    """A step's JSON encoded once: the body, its gzip form (None when too small to gain), and an
-    ETag naming the content (weak: the gzip form is the same content). `trace` refers to the
-    StepTrace it was made from, so a recomputed run is encoded afresh."""
-
-    trace: weakref.ReferenceType[StepTrace]
-    body: bytes
-    gzipped: bytes | None
-    etag: str
-
-    @property
-    def nbytes(self) -> int:
-        return len(self.body) + len(self.gzipped or b"") + 200
-
-
-def encode_step(t: StepTrace) -> EncodedStep:
-    """The step in the trace contract as compact JSON bytes, gzipped too when over 1 KB."""
-    body = json.dumps(t.to_dict(), separators=(",", ":")).encode()
-    # level 1: a 262 KB step of a 1024-request run in 1.4 ms (64 KB) against 23 ms at level 6 (62 KB)
-    gzipped = gzip.compress(body, compresslevel=1, mtime=0) if len(body) >= 1024 else None
-    etag = f'W/"{hashlib.blake2b(body, digest_size=12).hexdigest()}"'
-    return EncodedStep(weakref.ref(t), body, gzipped, etag)
-
-
-@dataclass
-class Progress:
-    """Where a computation in flight stands (written by the worker thread, read by routes)."""
-
-    max_steps: int
-    queued: float
-    started: float | None = None  # None while it waits for a computing slot
-    steps_done: int = 0
-    paused: bool = False  # paused by the compute pool while memory is short
-
-
-def measured_steps(
-    engine: Engine, max_seconds: float | None = None, max_bytes: int | None = None
-) -> Iterator[tuple[StepTrace, int]]:
-    """The engine's steps with the bytes each holds, measured as the trace grows: past
-    `max_seconds` of its steps' time (RunTooLongError) or `max_bytes` (RunTooLargeError) it stops
-    rather than run on."""
-    nbytes = 0
-    for n, t in enumerate(engine.run(budget=max_seconds), start=1):
-        t.array_entries  # noqa: B018 - builds the entries here, where the run computes, before measuring
-        t.compact()
-        size = measured_bytes(t)
-        nbytes += size
-        if max_bytes is not None and nbytes > max_bytes:
-            raise RunTooLargeError(n, max_bytes)
-        yield t, size
-
-
-def compute(
-    run_id: str,
-    scenario: Scenario,
-    max_seconds: float | None = None,
-    progress: Progress | None = None,
-    max_bytes: int | None = None,
-    steps: list[StepTrace] | None = None,
-) -> Run:
-    """Run the scenario in this process (measured_steps' bounds). Each step is appended to
-    `steps` (when given) as soon as it is made, for readers in other threads."""
-    engine = make_engine(scenario)
-    steps = [] if steps is None else steps
-    nbytes = 0
-    for t, size in measured_steps(engine, max_seconds, max_bytes):
-        nbytes += size
-        steps.append(t)
-        if progress is not None:
-            progress.steps_done = len(steps)
-    return Run(run_id, scenario, steps, engine.truncated, str(engine.device), nbytes)
 
 
 class RunStore:
@@ -244,23 +95,20 @@ class RunStore:
         # temporary one made on first use and removed with the store
         self.max_db_bytes, self.max_db_total_bytes = max_db_bytes, max_db_total_bytes
         self._db = RunDB(store_dir, max_db_bytes, max_db_total_bytes) if store_dir is not None else None
-        self.runs: OrderedDict[str, Run] = OrderedDict()
-        self.scenarios: OrderedDict[str, tuple[Scenario, int]] = OrderedDict()
-        self.refused: OrderedDict[str, tuple[str, int]] = OrderedDict()  # run id -> (kind, steps)
+        # computed runs by their measured bytes, the scenarios behind them (a run evicted is
+        # recomputed from its scenario), and the runs refused for a bound: run id -> (kind, steps)
+        self.runs: BoundedCache[str, Run] = BoundedCache(max_runs, max_bytes)
+        self.scenarios: BoundedCache[str, Scenario] = BoundedCache(max_scenarios, max_scenario_bytes)
+        self.refused: BoundedCache[str, tuple[str, int]] = BoundedCache(max_scenarios)
         self.in_flight: dict[str, asyncio.Future[Run]] = {}
         self.progress: dict[str, Progress] = {}
         self.partial: dict[str, list[StepTrace]] = {}  # the steps so far of each run in flight
         self._tasks: set[asyncio.Task[None]] = set()
         self._slots: asyncio.Semaphore | None = None
-        self.bytes = 0
-        self.scenario_bytes = 0
         self.computations = 0
         # steps served, encoded once: at most a quarter of max_bytes, counted with the runs' bytes
-        self.encoded: OrderedDict[tuple[str, int], EncodedStep] = OrderedDict()
-        self.encoded_bytes = 0
-        # steps being encoded (off the event loop): concurrent readers of one step share the work
-        self.encoding: dict[tuple[str, int], tuple[StepTrace, asyncio.Future[EncodedStep]]] = {}
-        self._background: set[asyncio.Task[Any]] = set()  # steps encoded before anyone asks
+        self.step_cache = StepCache(max_bytes, self.runs, lambda: self.db)
+        self._background: set[asyncio.Task[Any]] = set()  # runs noted in the database
         # imported recordings (rec- ids): kept in the database, replayed there (app/import_runs.py)
         self.imports = Imports(self, max_record_line_bytes)
 
@@ -282,8 +130,7 @@ class RunStore:
         the database cannot keep it, since the run id could then be forgotten."""
         canon = canonical(scenario)
         run_id = run_id_of(scenario, canon)
-        if run_id in self.scenarios:  # kept by this process already (and in the database)
-            self.scenarios.move_to_end(run_id)
+        if self.scenarios.touch(run_id):  # kept by this process already (and in the database)
             return run_id
         if self._db is not None:
             replaced = self._db.replaced()
@@ -294,25 +141,16 @@ class RunStore:
         return run_id
 
     def _keep(self, run_id: str, scenario: Scenario) -> None:
-        if run_id in self.scenarios:
-            self.scenarios.move_to_end(run_id)
-            return
-        size = measured_bytes(scenario)
-        self.scenarios[run_id] = (scenario, size)
-        self.scenario_bytes += size
-        while len(self.scenarios) > 1 and (
-            len(self.scenarios) > self.max_scenarios or self.scenario_bytes > self.max_scenario_bytes
-        ):
-            _, (_, old) = self.scenarios.popitem(last=False)
-            self.scenario_bytes -= old
+        if not self.scenarios.touch(run_id):
+            self.scenarios.put(run_id, scenario, measured_bytes(scenario))
 
     def _scenario(self, run_id: str) -> Scenario | None:
         """The remembered scenario of `run_id`: in memory, else read back from the database
         (checked: one that is not valid under this server's limits, or not this run's, is
         ignored)."""
-        kept = self.scenarios.get(run_id)
+        kept = self.scenarios.peek(run_id)
         if kept is not None:
-            return kept[0]
+            return kept
         if not RUN_ID.fullmatch(run_id):
             return None
         try:
@@ -372,7 +210,6 @@ class RunStore:
             return await self.imports.get(run_id)  # type: ignore[no-any-return]
         run = self.runs.get(run_id)
         if run is not None:
-            self.runs.move_to_end(run_id)
             return run
         fut = self._start(run_id)
         return None if fut is None else await asyncio.shield(fut)
@@ -397,8 +234,6 @@ class RunStore:
             if n >= 1 and len(steps) >= n:
                 return steps[n - 1], None
             run = await asyncio.shield(fut)
-        else:
-            self.runs.move_to_end(run_id)
         return (run.steps[n - 1] if 1 <= n <= len(run.steps) else None), run
 
     async def settles_within(self, run_id: str, seconds: float) -> bool:
@@ -450,7 +285,7 @@ class RunStore:
                 self.computations += 1
                 args = (run_id, scenario, self.max_seconds, progress, self.max_run_bytes, steps)
                 if self.pool is None:
-                    run = await asyncio.to_thread(compute, *args)
+                    run = await asyncio.to_thread(lambda: compute(*args))
                 else:
                     job = self.pool.submit(*args)
                     try:
@@ -461,9 +296,7 @@ class RunStore:
         except BaseException as e:
             if isinstance(e, (RunTooLongError, RunTooLargeError)):
                 kind = "too_long" if isinstance(e, RunTooLongError) else "too_large"
-                self.refused[run_id] = (kind, e.steps_done)
-                while len(self.refused) > self.max_scenarios:
-                    self.refused.popitem(last=False)
+                self.refused.put(run_id, (kind, e.steps_done))
             if not isinstance(e, Exception):
                 fut.cancel()
                 raise  # cancelled (the server stops): the task ends so
@@ -479,16 +312,12 @@ class RunStore:
         persist = asyncio.get_running_loop().create_task(self._persist_run(run))
         self._background.add(persist)
         persist.add_done_callback(self._background.discard)
-        # the first readers of a step would each wait for its encoding: encode the run's first
-        # steps now, one at a time in a worker thread, so that a class opening it finds them ready
-        task = asyncio.get_running_loop().create_task(self._pre_encode(run))
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
+        self.step_cache.pre_encode_soon(run)
 
     async def _persist_run(self, run: Run) -> None:
         """Note the completed run in the database (its step count), with the steps encoded while
         it computed (a streamed first step)."""
-        early = [(n, e) for (rid, n), e in list(self.encoded.items()) if rid == run.run_id]
+        early = self.step_cache.of_run(run.run_id)
         db = self.db
 
         def write() -> None:
@@ -501,48 +330,13 @@ class RunStore:
         except (sqlite3.Error, StoreError) as e:
             log.error("pagedviz store: cannot note run %s in the database: %s", run.run_id, e)
 
-    def _encode(self, run_id: str, n: int, t: StepTrace) -> EncodedStep:
-        """encode_step, in a worker thread; a step of a complete run goes to the database too."""
-        e = encode_step(t)
-        run = self.runs.get(run_id)
-        if run is not None and 1 <= n <= len(run.steps) and run.steps[n - 1] is t:
-            try:
-                self.db.put_step(run_id, n, e.body, e.gzipped, e.etag)
-            except (sqlite3.Error, StoreError) as err:
-                log.error("pagedviz store: cannot keep step %d of run %s: %s", n, run_id, err)
-        return e
-
-    async def _pre_encode(self, run: Run) -> None:
-        if run.nbytes > PRE_ENCODE_MAX_RUN_BYTES:
-            return  # a big run's steps are big: each is encoded by its first reader
-        for n, t in enumerate(run.steps[:PRE_ENCODE_STEPS], start=1):
-            if self.runs.get(run.run_id) is not run:
-                return  # evicted meanwhile
-            if not await self._encode_quietly(run.run_id, n, t):
-                return
-
-    async def _encode_quietly(self, run_id: str, n: int, t: StepTrace) -> bool:
-        try:
-            await self.encoded_step(run_id, n, t)
-        except Exception:  # noqa: BLE001 - a reader's request reports its own encoding errors
-            return False
-        return True
-
-    def encode_soon(self, run_id: str, n: int, t: StepTrace) -> None:
-        """Start encoding step n in the background: a streaming run's first step, which its page
-        asks for as soon as it hears the run has started (the request then finds the encoding done
-        or under way, and waits for that one rather than starting its own)."""
-        task = asyncio.get_running_loop().create_task(self._encode_quietly(run_id, n, t))
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-
     def status(self, run_id: str) -> dict | None:
         """done (with its steps), computing (steps so far, seconds), queued (waiting for a slot,
         with how many are ahead), refused (over a bound), waiting (known, not computed: the next
         read computes it), or None for a run this server does not know."""
         if is_import(run_id):
             return self.imports.status(run_id)
-        run = self.runs.get(run_id)
+        run = self.runs.peek(run_id)
         if run is not None:
             return {"state": "done", "steps_done": len(run.steps), "max_steps": run.scenario.max_steps}
         p = self.progress.get(run_id)
@@ -564,66 +358,8 @@ class RunStore:
             return {"state": state, "steps_done": 0, "max_steps": scenario.max_steps}
         return None
 
-    async def encoded_step(self, run_id: str, n: int, t: StepTrace) -> EncodedStep:
-        """Step n of the run (the trace `t`) encoded: from the cache, else encoded once in a
-        worker thread, however many readers ask for it meanwhile, and kept."""
-        e = self.cached_step(run_id, n, t)
-        if e is not None:
-            return e
-        key = (run_id, n)
-        pending = self.encoding.get(key)
-        if pending is not None and pending[0] is t:
-            return await asyncio.shield(pending[1])
-        fut: asyncio.Future[EncodedStep] = asyncio.get_running_loop().create_future()
-        self.encoding[key] = (t, fut)
-        try:
-            e = await asyncio.to_thread(self._encode, run_id, n, t)
-        except BaseException as exc:
-            if isinstance(exc, Exception):
-                fut.set_exception(exc)
-                fut.exception()  # mark retrieved: waiters re-raise it themselves
-            else:
-                fut.cancel()
-            raise
-        finally:
-            if self.encoding.get(key, (None,))[0] is t:
-                del self.encoding[key]
-        fut.set_result(e)
-        self.keep_step(run_id, n, e)
-        return e
-
-    def cached_step(self, run_id: str, n: int, t: StepTrace) -> EncodedStep | None:
-        """Step n of the run as encoded before, if it was encoded from this very trace."""
-        e = self.encoded.get((run_id, n))
-        if e is None or e.trace() is not t:
-            return None
-        self.encoded.move_to_end((run_id, n))
-        return e
-
-    def keep_step(self, run_id: str, n: int, e: EncodedStep) -> None:
-        """Keep an encoded step (LRU) within a quarter of the store's bytes; encoded steps give
-        way first when runs and encoded steps together pass max_bytes."""
-        old = self.encoded.pop((run_id, n), None)
-        if old is not None:
-            self.encoded_bytes -= old.nbytes
-        bound = self.max_bytes // 4
-        if e.nbytes > bound // 4:
-            return  # a huge step is encoded per request rather than crowd out the others
-        self.encoded[(run_id, n)] = e
-        self.encoded_bytes += e.nbytes
-        self._shed_encoded(min(bound, self.max_bytes - self.bytes))
-
-    def _shed_encoded(self, bound: int) -> None:
-        while self.encoded and self.encoded_bytes > bound:
-            _, old = self.encoded.popitem(last=False)
-            self.encoded_bytes -= old.nbytes
-
     def _put(self, run: Run) -> None:
-        self.runs[run.run_id] = run
-        self.bytes += run.nbytes
-        self._shed_encoded(min(self.max_bytes // 4, self.max_bytes - self.bytes))
-        while self.runs and (len(self.runs) > self.max_runs or self.bytes > self.max_bytes):
-            if len(self.runs) == 1:
-                break  # always keep the newest run (never over max_run_bytes)
-            _, old = self.runs.popitem(last=False)
-            self.bytes -= old.nbytes
+        # encoded steps give way first, then the least recently used runs (the newest one is
+        # always kept: it is never over max_run_bytes)
+        self.step_cache.make_room(run.nbytes)
+        self.runs.put(run.run_id, run, run.nbytes)

@@ -16,7 +16,7 @@ Two ratios, side by side for each size, against the targets of issue 32:
   less VmRSS before it) over the binary size of the run's arrays (every numpy buffer of its
   steps: the traced arrays and their padded buffers, the KV cache's snapshots; computed here by
   running the same scenario): at most 2x at 1024 requests. `measured / arrays` is the store's
-  own count of the run's bytes (app.store.measured_bytes) over the same.
+  own count of the run's bytes (app.run.measured_bytes) over the same.
 
 Targets: the first step in under 1 s at 1024 requests. Requests have 64-token prompts and
 `--max-tokens` outputs; `--model` runs the tiny model too (default: fast simulation,
@@ -35,8 +35,8 @@ import httpx
 import numpy as np
 from common import tree_growth_mb, tree_rss_mb
 
+from pagedviz.app.run import measured_bytes
 from pagedviz.app.serve import running_server
-from pagedviz.app.store import measured_bytes
 from pagedviz.core import Limits, Scenario, make_engine
 
 

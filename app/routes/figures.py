@@ -5,8 +5,6 @@ work offline; nothing comes from a CDN)."""
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -15,9 +13,10 @@ from fastapi import APIRouter, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse, Response
 
+from pagedviz.app.cache import BoundedCache
 from pagedviz.app.errors import ApiError
-from pagedviz.app.routes.runs import ERRORS, _run
-from pagedviz.app.store import Run
+from pagedviz.app.routes.deps import ERRORS, known_run
+from pagedviz.app.run import Run
 
 router = APIRouter()
 FIGURES = ("run_metrics", "timeline")
@@ -36,22 +35,16 @@ def plotly_js() -> Path:
 
 # figures made lately, by (run id, steps, name, theme, lang): a reload or a second reader does not
 # make them again (a 1024-request run's timeline takes seconds)
-_made: OrderedDict[tuple[str, int, str, str, str], bytes] = OrderedDict()
-_made_lock = threading.Lock()
 MAX_MADE = 32
+_made: BoundedCache[tuple[str, int, str, str, str], bytes] = BoundedCache(MAX_MADE)
 
 
 def figure_json(run: Run, name: str, theme: str, lang: str) -> bytes:
     key = (run.run_id, len(run.steps), name, theme, lang)
-    with _made_lock:
-        if key in _made:
-            _made.move_to_end(key)
-            return _made[key]
-    body = make_figure(run, name, theme, lang)
-    with _made_lock:
-        _made[key] = body
-        while len(_made) > MAX_MADE:
-            _made.popitem(last=False)
+    body = _made.get(key)
+    if body is None:
+        body = make_figure(run, name, theme, lang)
+        _made.put(key, body)
     return body
 
 
@@ -81,7 +74,7 @@ async def figure(
     computed whole."""
     if name not in FIGURES:
         raise ApiError(404, "not_found", "name", f"no figure {name[:40]!r}; figures: {', '.join(FIGURES)}")
-    run = await _run(request, run_id)
+    run = await known_run(request, run_id)
     body = await run_in_threadpool(figure_json, run, name, theme, lang)
     return Response(body, media_type="application/json", headers={"Cache-Control": "private, max-age=300"})
 

@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field
 
 from pagedviz.app.errors import ApiError, body
 from pagedviz.app.links import LinkError, pack, unpack
-from pagedviz.app.routes.runs import ERRORS, _run, _step, _store, read_json
+from pagedviz.app.routes.deps import ERRORS, known_run, read_json, step_of, store_of
 from pagedviz.app.schemas import ErrorItem
 from pagedviz.core import Scenario
 from pagedviz.core.answers import CheckError, check_entries
@@ -159,8 +159,8 @@ LESSON_BODY = {
 async def narration(request: Request, run_id: str, n: int) -> dict[str, Any]:
     """What happened in the step and why, in English and 简体中文, then one sentence per stage with
     this step's numbers. Each item's refs name the requests, blocks, tokens and rows it mentions."""
-    run = await _run(request, run_id)
-    t = _step(run, n)
+    run = await known_run(request, run_id)
+    t = step_of(run, n)
     prev = run.steps[n - 2] if n > 1 else None
     last = n == len(run.steps) and not run.truncated
     return {"run_id": run_id, "step": n, "items": narrate(t, prev, run.scenario.config, last)}
@@ -170,7 +170,7 @@ async def narration(request: Request, run_id: str, n: int) -> dict[str, Any]:
 async def metrics(request: Request, run_id: str) -> dict[str, Any]:
     """Per step and in total: blocks used, internal fragmentation (allocated slots minus tokens
     held), preemptions, padded tokens, tokens scheduled, steps."""
-    run = await _run(request, run_id)
+    run = await known_run(request, run_id)
     return {"run_id": run_id, **run_metrics(run.steps)}
 
 
@@ -182,7 +182,7 @@ async def compare(
 ) -> dict[str, Any]:
     """Two runs aligned by step number: per step the arrays that differ (and at which indices),
     the KV cache's differences, metric deltas (b minus a) and narration only one side has."""
-    ra, rb = await _run(request, a), await _run(request, b)
+    ra, rb = await known_run(request, a), await known_run(request, b)
     out = compare_runs(ra.steps, rb.steps, ra.scenario.config, rb.scenario.config)
     return {"a": a, "b": b, **out}
 
@@ -194,8 +194,8 @@ async def check(request: Request, run_id: str, n: int) -> dict[str, Any]:
     """Predict, then reveal: which of the given values are right; each wrong one comes back with
     the expected value, a hint without it, and its cause or formula with this entry's numbers.
     `values: null` shows the answers. Indices count into the flattened array (row-major for tables)."""
-    run = await _run(request, run_id)
-    t = _step(run, n)
+    run = await known_run(request, run_id)
+    t = step_of(run, n)
     data = await read_json(request)
     if not isinstance(data, dict):
         shape = '{"array": ..., "indices": [...], "values": [...]}'
@@ -215,7 +215,7 @@ def lessons(lang: str = LANG) -> list[dict[str, Any]]:
 
 
 async def _steps_of(request: Request, scenario: Scenario) -> list[StepTrace]:
-    store = _store(request)
+    store = store_of(request)
     run = await store.get(store.remember(scenario))
     assert run is not None  # just remembered
     return run.steps
@@ -226,7 +226,7 @@ async def _runs_of(request: Request, sections: list[dict[str, Any]]) -> dict[str
     runs: dict[str, list[StepTrace]] = {}
     for s in sections:
         sc = scenario_of(s)
-        key = _store(request).remember(sc)
+        key = store_of(request).remember(sc)
         if key not in runs:
             runs[key] = await _steps_of(request, sc)
     return runs
@@ -238,8 +238,8 @@ async def _checked(request: Request, data: Any, lesson_id: str | None = None) ->
     LessonError on any problem."""
     lesson = validate_lesson(data, lesson_id, request.app.state.settings.limits)
     runs = await _runs_of(request, lesson["sections"])
-    check_lesson_against_runs(lesson, lambda sc: runs[_store(request).remember(sc)])
-    return fill_lesson(lesson, lambda sc: runs[_store(request).remember(sc)])
+    check_lesson_against_runs(lesson, lambda sc: runs[store_of(request).remember(sc)])
+    return fill_lesson(lesson, lambda sc: runs[store_of(request).remember(sc)])
 
 
 @router.post("/lessons/validate", response_model=LessonCheck, responses=ERRORS, openapi_extra=LESSON_BODY)
@@ -293,4 +293,4 @@ async def lesson(request: Request, lesson_id: str) -> dict[str, Any]:
         raise ApiError(404, "not_found", "lesson_id", msg) from None
     # only the sections with placeholders are run here; the page runs the others as it opens them
     runs = await _runs_of(request, [s for s in data["sections"] if has_placeholders(s["paragraph"])])
-    return fill_lesson(data, lambda sc: runs[_store(request).remember(sc)])
+    return fill_lesson(data, lambda sc: runs[store_of(request).remember(sc)])

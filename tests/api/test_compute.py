@@ -16,11 +16,12 @@ import pytest
 import torch
 from fastapi.testclient import TestClient
 
-from pagedviz.app import compute as compute_module
-from pagedviz.app.compute import CancelledRunError, ComputePool, WorkerError, compute_pool
+from pagedviz.app import compute_watchdog
+from pagedviz.app.compute import ComputePool, compute_pool
+from pagedviz.app.compute_stream import CancelledRunError, WorkerError
 from pagedviz.app.main import create_app
+from pagedviz.app.run import Progress, RunTooLargeError, compute, measured_bytes
 from pagedviz.app.settings import Settings
-from pagedviz.app.store import Progress, RunTooLargeError, compute, measured_bytes
 from pagedviz.core import Scenario, load_preset, make_engine
 from pagedviz.core.engine import RunTooLongError
 from pagedviz.core.limits import SettingError
@@ -183,7 +184,7 @@ def test_a_run_given_to_a_worker_that_dies_before_taking_it_goes_to_a_fresh_one(
 
 
 def test_a_worker_silent_past_the_time_bound_is_killed(pool: ComputePool, monkeypatch: Any) -> None:
-    monkeypatch.setattr(compute_module, "WATCHDOG_GRACE_S", 0.5)
+    monkeypatch.setattr(compute_watchdog, "WATCHDOG_GRACE_S", 0.5)
     pool.compute("warm", load_preset("seed-001"), 60)  # a worker that is ready
     (pid,) = pool.pids()
     job = pool.submit("heavy", Scenario.from_dict(HEAVY), 1)

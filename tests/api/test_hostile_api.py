@@ -22,8 +22,9 @@ from hypothesis import strategies as st
 from pagedviz.app.db import DB_NAME, StoreError
 from pagedviz.app.links import pack
 from pagedviz.app.main import create_app
+from pagedviz.app.run import BusyError, compute, measured_bytes
 from pagedviz.app.settings import Settings
-from pagedviz.app.store import BusyError, RunStore, compute, measured_bytes
+from pagedviz.app.store import RunStore
 from pagedviz.core import Limits, Scenario, ScenarioError, load_preset, make_engine
 from pagedviz.core.engine import RunTooLongError
 from pagedviz.core.limits import SettingError
@@ -310,9 +311,9 @@ def test_store_bytes_stay_under_their_bounds_however_many_runs_arrive() -> None:
     for seed in range(12):
         d = {**LONG_RUN, "seed": seed, "config": {**LONG_RUN["config"], "model": None}}
         assert client.post("/api/runs", json=d).status_code == 201
-        assert store.bytes <= 2 << 20 or len(store.runs) == 1
-        assert store.scenario_bytes <= 1 << 20
-        assert store.bytes == sum(r.nbytes for r in store.runs.values())
+        assert store.runs.nbytes <= 2 << 20 or len(store.runs) == 1
+        assert store.scenarios.nbytes <= 1 << 20
+        assert store.runs.nbytes == sum(r.nbytes for r in store.runs.values())
     assert 0 < len(store.runs) < 12
 
 

@@ -13,9 +13,9 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from pagedviz.app import store as store_module
+from pagedviz.app import step_cache as step_cache_module
 from pagedviz.app.main import create_app
-from pagedviz.app.routes import runs as runs_route
+from pagedviz.app.routes import steps as steps_route
 from pagedviz.app.settings import Settings
 from pagedviz.core import Scenario
 from pagedviz.core.presets import preset_dict
@@ -40,7 +40,7 @@ def test_a_step_is_the_trace_as_json_with_an_etag_and_answers_304_to_it(client: 
     trace = client.app.state.store.runs[run_id].steps[1]
     assert r.content == json.dumps(trace.to_dict(), separators=(",", ":")).encode()
     etag = r.headers["etag"]
-    assert etag.startswith('W/"') and r.headers["cache-control"] == runs_route.IMMUTABLE
+    assert etag.startswith('W/"') and r.headers["cache-control"] == steps_route.IMMUTABLE
     for match in (etag, etag.removeprefix("W/"), f'"other", {etag}', "*"):
         again = client.get(f"/api/runs/{run_id}/steps/2", headers={"If-None-Match": match})
         assert again.status_code == 304 and again.content == b"" and again.headers["etag"] == etag
@@ -57,20 +57,20 @@ def test_gzip_is_sent_when_asked_and_is_the_same_body(client: TestClient) -> Non
     raw = client.get(f"/api/runs/{run_id}/steps/1", headers={"Accept-Encoding": "gzip"})
     assert raw.headers["content-encoding"] == "gzip" and raw.headers["vary"] == "Accept-Encoding"
     assert raw.content == plain.content  # the client decompressed it
-    enc = client.app.state.store.encoded[(run_id, 1)]
+    enc = client.app.state.store.step_cache.encoded[(run_id, 1)]
     assert gzip.decompress(enc.gzipped) == plain.content and len(enc.gzipped) < len(plain.content)
 
 
 def counted_encodes(monkeypatch: Any) -> list[int]:
     """The steps encoded from now on, by step number (the real encoder still encodes them)."""
     calls: list[int] = []
-    encode = store_module.encode_step
+    encode = step_cache_module.encode_step
 
     def counting(t: Any) -> Any:
         calls.append(t.step)
         return encode(t)
 
-    monkeypatch.setattr(store_module, "encode_step", counting)
+    monkeypatch.setattr(step_cache_module, "encode_step", counting)
     return calls
 
 
@@ -105,10 +105,10 @@ def test_a_recomputed_run_is_encoded_afresh() -> None:
         first = client.get(f"/api/runs/{run_id}/steps/1")
         created(client, "seed-000")  # evicts seed-001's run (max_runs=1)
         store = client.app.state.store
-        assert run_id not in store.runs and (run_id, 1) in store.encoded
+        assert run_id not in store.runs and (run_id, 1) in store.step_cache.encoded
         second = client.get(f"/api/runs/{run_id}/steps/1")  # recomputed: new traces
         client.get(f"/api/runs/{run_id}")  # waits for the whole run
-        assert store.cached_step(run_id, 1, store.runs[run_id].steps[0]) is not None
+        assert store.step_cache.cached_step(run_id, 1, store.runs[run_id].steps[0]) is not None
         assert second.json()["arrays"] == first.json()["arrays"]
 
 
@@ -121,7 +121,7 @@ def test_a_step_of_a_run_still_computing_revalidates() -> None:
         assert store.status(run_id)["state"] == "computing"
         client.get(f"/api/runs/{run_id}")  # waits for the whole run
         done = client.get(f"/api/runs/{run_id}/steps/1", headers={"If-None-Match": first.headers["etag"]})
-        assert done.status_code == 304 and done.headers["cache-control"] == runs_route.IMMUTABLE
+        assert done.status_code == 304 and done.headers["cache-control"] == steps_route.IMMUTABLE
 
 
 def test_encoded_steps_stay_within_the_store_byte_budget() -> None:
@@ -132,7 +132,8 @@ def test_encoded_steps_stay_within_the_store_byte_budget() -> None:
             run_id, num_steps = created(client, preset)
             for n in range(1, num_steps + 1):
                 assert client.get(f"/api/runs/{run_id}/steps/{n}").status_code == 200
-                assert store.encoded_bytes <= budget // 4
-                assert store.encoded_bytes == sum(e.nbytes for e in store.encoded.values())
-                assert store.bytes + store.encoded_bytes <= max(budget, store.bytes)
-        assert store.encoded  # something is kept
+                encoded = store.step_cache.encoded
+                assert encoded.nbytes <= budget // 4
+                assert encoded.nbytes == sum(e.nbytes for e in encoded.values())
+                assert store.runs.nbytes + encoded.nbytes <= max(budget, store.runs.nbytes)
+        assert store.step_cache.encoded  # something is kept

@@ -54,13 +54,13 @@ def test_a_streaming_runs_first_step_is_encoded_as_its_202_goes_back() -> None:
         assert r.status_code == 202, r.text
         run_id = r.json()["run_id"]
         deadline = time.monotonic() + 2
-        while not ((run_id, 1) in store.encoding or (run_id, 1) in store.encoded):
+        while not ((run_id, 1) in store.step_cache.encoding or (run_id, 1) in store.step_cache.encoded):
             assert time.monotonic() < deadline, "step 1's encoding was not started"
             time.sleep(0.005)
         step = client.get(f"/api/runs/{run_id}/steps/1")
         assert step.status_code == 200 and step.json()["step"] == 1
-        assert (run_id, 1) in store.encoded
-        assert step.content == store.encoded[(run_id, 1)].body
+        assert (run_id, 1) in store.step_cache.encoded
+        assert step.content == store.step_cache.encoded[(run_id, 1)].body
 
 
 def test_step_zero_of_a_run_still_computing_answers_404_at_once() -> None:

@@ -66,7 +66,7 @@ def test_a_compacted_trace_reads_and_serialises_as_before(preset: str) -> None:
 
 
 def test_block_owners_take_a_fraction_of_the_dict_memory() -> None:
-    from pagedviz.app.store import measured_bytes
+    from pagedviz.app.run import measured_bytes
     from pagedviz.core.trace import BlockOwners
 
     owners = {str(b): [str(b % 300)] + ([str(b % 7)] if b % 5 == 0 else []) for b in range(4000, 0, -1)}
