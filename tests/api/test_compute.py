@@ -31,6 +31,10 @@ from tests.support.scenarios import LONG_RUN
 
 # the tiny model over many steps: seconds of computing on a small machine
 HEAVY = {**LONG_RUN, "name": "heavy", "max_steps": 400}
+# the time budget of a HEAVY run where the budget is not what a test is about: generous, since the
+# pool's workers run niced (app/compute_worker.py) and under pytest-xdist share the cores with the
+# other tiers' servers and browsers
+BUDGET_S = 400
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +63,7 @@ def without_timings(t: Any) -> str:
     return json.dumps(d, sort_keys=True)
 
 
-def wait_for(predicate: Any, seconds: float = 60) -> None:
+def wait_for(predicate: Any, seconds: float = 180) -> None:
     deadline = time.monotonic() + seconds
     while not predicate():
         assert time.monotonic() < deadline, "waited too long"
@@ -116,15 +120,15 @@ def test_the_server_holds_a_run_to_max_run_bytes_by_its_own_measure(pool: Comput
 
 def test_steps_arrive_while_later_steps_compute(pool: ComputePool) -> None:
     steps: list[Any] = []
-    job = pool.submit("heavy", Scenario.from_dict(HEAVY), 60, None, None, steps)
+    job = pool.submit("heavy", Scenario.from_dict(HEAVY), BUDGET_S, None, None, steps)
     wait_for(lambda: len(steps) >= 1)
     assert not job.future.done()  # step 1 is readable while the run goes on
-    run = job.future.result(120)
+    run = job.future.result(400)
     assert run.steps is steps and [t.step for t in steps] == list(range(1, len(steps) + 1))
 
 
 def test_a_new_run_overtakes_a_long_one_in_the_same_worker(pool: ComputePool) -> None:
-    long = pool.submit("heavy", Scenario.from_dict(HEAVY), 60)
+    long = pool.submit("heavy", Scenario.from_dict(HEAVY), BUDGET_S)
     wait_for(lambda: len(long.steps) >= 3)
     small = pool.submit("small", load_preset("seed-001"), 60)
     run = small.future.result(60)
@@ -138,7 +142,7 @@ def test_a_new_run_overtakes_a_long_one_in_the_same_worker(pool: ComputePool) ->
 
 def test_a_cancelled_run_stops_and_its_worker_computes_the_next(pool: ComputePool) -> None:
     started = pool.started
-    job = pool.submit("heavy", Scenario.from_dict(HEAVY), 60)
+    job = pool.submit("heavy", Scenario.from_dict(HEAVY), BUDGET_S)
     wait_for(lambda: len(job.steps) >= 1)
     pool.cancel(job)
     with pytest.raises(CancelledRunError):
@@ -151,7 +155,7 @@ def test_a_cancelled_run_stops_and_its_worker_computes_the_next(pool: ComputePoo
 
 
 def test_a_killed_worker_fails_only_its_runs_and_a_fresh_one_takes_the_next(pool: ComputePool) -> None:
-    job = pool.submit("heavy", Scenario.from_dict(HEAVY), 60)
+    job = pool.submit("heavy", Scenario.from_dict(HEAVY), BUDGET_S)
     wait_for(lambda: len(job.steps) >= 1)
     (pid,) = pool.pids()
     os.kill(pid, signal.SIGKILL)
@@ -256,14 +260,14 @@ def test_past_the_memory_budget_only_the_oldest_run_goes_on() -> None:
     with own_pool(1) as pool:  # any run in flight passes it
         # HEAVY's 300 steps take seconds, well past the half second below on a fast machine too
         # (a 60-step run could end within it, and the second then rightly went on)
-        first = pool.submit("heavy", Scenario.from_dict(HEAVY), 60)
+        first = pool.submit("heavy", Scenario.from_dict(HEAVY), BUDGET_S)
         wait_for(lambda: len(first.steps) >= 1)
         progress = Progress(max_steps=60, queued=time.monotonic())
         second = pool.submit("small", load_preset("seed-001"), 60, progress)
         assert second.paused and progress.paused  # started paused: the first holds more than the budget
         time.sleep(0.5)
         assert not second.steps and not first.future.done()
-        first.future.result(120)
+        first.future.result(400)
         run = second.future.result(60)  # the first's bytes left: the second went on
         assert not progress.paused
         assert len(run.steps) == len(compute("small", load_preset("seed-001")).steps)
@@ -272,7 +276,7 @@ def test_past_the_memory_budget_only_the_oldest_run_goes_on() -> None:
 
 def test_under_the_memory_budget_runs_go_side_by_side() -> None:
     with own_pool(1 << 30) as pool:
-        first = pool.submit("heavy", Scenario.from_dict(HEAVY), 60)
+        first = pool.submit("heavy", Scenario.from_dict(HEAVY), BUDGET_S)
         wait_for(lambda: len(first.steps) >= 1)
         second = pool.submit("small", load_preset("seed-001"), 60)
         second.future.result(60)
@@ -282,7 +286,7 @@ def test_under_the_memory_budget_runs_go_side_by_side() -> None:
 
 def test_a_run_paused_for_memory_on_a_worker_that_dies_goes_on_in_a_fresh_one() -> None:
     with own_pool(1) as pool:  # any run in flight passes it
-        first = pool.submit("heavy", Scenario.from_dict(HEAVY), 60)
+        first = pool.submit("heavy", Scenario.from_dict(HEAVY), BUDGET_S)
         wait_for(lambda: len(first.steps) >= 1)
         (pid,) = pool.pids()
         os.kill(pid, signal.SIGSTOP)

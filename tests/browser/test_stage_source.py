@@ -4,39 +4,18 @@
 from __future__ import annotations
 
 import json
-import os
 import urllib.request
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pagedviz.app.serve import running_server
-
-CHROMIUM = os.environ.get("PAGEDVIZ_CHROMIUM", "/usr/bin/chromium")
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(
-        not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is not installed (apt-get install chromium)"
-    ),
-]
+# the real server and Chromium are the tier's (tests/browser/conftest.py: base_url, browser)
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[tuple[str, dict[str, Any]]]:
-    with running_server() as s, urllib.request.urlopen(f"{s.url}/api/stages/text", timeout=30) as r:
-        yield s.url, {t["key"]: t for t in json.load(r)["stages"]}
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
-        yield b
-        b.close()
+def texts(base_url: str) -> dict[str, Any]:
+    with urllib.request.urlopen(f"{base_url}/api/stages/text", timeout=60) as r:
+        return {t["key"]: t for t in json.load(r)["stages"]}
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
@@ -48,9 +27,9 @@ def browser() -> Iterator[Any]:
     ],
 )
 def test_the_stage_panel_shows_the_served_text_at_first_paint(
-    browser: Any, server: tuple[str, dict[str, Any]], query: str, key: str, lang: str
+    browser: Any, base_url: str, texts: dict[str, Any], query: str, key: str, lang: str
 ) -> None:
-    url, texts = server
+    url = base_url
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     try:
         page.goto(f"{url}/run?{query}&lang={lang}")
