@@ -29,6 +29,15 @@ from pagedviz.core.engine import RunTooLongError
 from pagedviz.core.trace import StepTrace
 
 NICE = 5  # workers' CPU priority below the server's: readers are answered first on a busy machine
+# the test suite sets it to 0 (tests/conftest.py): under pytest-xdist the workers of its compute
+# pools share the cores with the other tiers' servers and browsers, and niced they starved
+NICE_ENV = "PAGEDVIZ_COMPUTE_NICE"
+
+
+def niceness() -> int:
+    """The workers' niceness: PAGEDVIZ_COMPUTE_NICE when it is a whole number 0-19, else NICE."""
+    value = os.environ.get(NICE_ENV, "")
+    return int(value) if value.isdigit() and int(value) <= 19 else NICE
 WARM_UP = {  # three small steps (a prefill, then decodes beside a prefill), without the model (milliseconds)
     "name": "warm-up",
     "config": {"block_size": 4, "max_model_len": 32, "num_kv_blocks": 32, "max_num_reqs": 4, "model": None},
@@ -58,7 +67,7 @@ def worker_main(conn: Connection, threads: int) -> None:
     ("failed", job, message), ("stopped", job)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the server, which stops us
     with contextlib.suppress(AttributeError, OSError):  # not here, or not allowed: same priority
-        os.nice(NICE)
+        os.nice(niceness())
     # the processes share the cores: more threads than that would spin against each other
     torch.set_num_threads(threads)
     warm_up()

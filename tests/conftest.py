@@ -6,6 +6,7 @@
   threads spin against each other: seed-000's run took 2.5 to 6 s of CPU with two threads on this
   2-core machine under load, 0.06 s with one; test_trace_ownership.py 115 s of CPU against 6 s.
   The app's compute processes set their own count (app/compute.py).
+- PAGEDVIZ_COMPUTE_NICE=0 (unless set): the compute workers at the tests' own priority.
 - Hypothesis: the profile "ci" (no deadline, derandomized: each test's seed is a digest of its own
   code, so every CI run draws the same examples; a failure prints its reproduction blob) is loaded
   when CI=true, the profile "dev" (hypothesis' defaults, random seeds) otherwise; HYPOTHESIS_PROFILE
@@ -24,6 +25,9 @@ from pathlib import PurePosixPath
 from typing import Any
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+# the compute pools' workers at the tests' own priority (app/compute_worker.py): niced, they starved
+# behind the other xdist worker's server and browser (a 9 s test took 257 s)
+os.environ.setdefault("PAGEDVIZ_COMPUTE_NICE", "0")
 
 import pytest  # noqa: E402
 from hypothesis import settings  # noqa: E402

@@ -299,3 +299,16 @@ def test_a_run_paused_for_memory_on_a_worker_that_dies_goes_on_in_a_fresh_one() 
         run = second.future.result(60)  # it had not: it went to a fresh worker, and on
         assert not progress.paused and pool.moved == 1
         assert len(run.steps) == len(compute("small", load_preset("seed-001")).steps)
+
+
+def test_the_workers_niceness_comes_from_the_environment_when_it_is_a_whole_number_up_to_19(
+    monkeypatch: Any,
+) -> None:
+    from pagedviz.app.compute_worker import NICE, NICE_ENV, niceness
+
+    cases = (("0", 0), ("12", 12), ("19", 19), ("20", NICE), ("-3", NICE), ("x", NICE), ("", NICE))
+    for value, want in cases:
+        monkeypatch.setenv(NICE_ENV, value)
+        assert niceness() == want, value
+    monkeypatch.delenv(NICE_ENV)
+    assert niceness() == NICE == 5
