@@ -1,5 +1,5 @@
 """The flavour registry: each flavour's engine class registers itself under its name (with
-core/flavor_table.py's `register_flavor`, re-exported here), and
+core/flavor_table.py's `register_flavor`), and
 `make_engine(scenario)` builds the one the scenario names. Flavour modules are imported on first
 use, so pagedviz's engine of the vllm flavour (core/engine.py) and the flavours that extend it
 never import each other in a cycle."""
@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from pagedviz.core.flavor_table import ENGINES, register_flavor
+from pagedviz.core.flavor_table import ENGINES
 
 if TYPE_CHECKING:
     from pagedviz.core.engine import PagedvizEngine
@@ -21,8 +21,6 @@ FLAVOR_MODULES: dict[str, str] = {
     "ascend": "pagedviz.core.flavors.ascend",
     "nanovllm": "pagedviz.core.flavors.nanovllm",
 }
-
-__all__ = ["FLAVOR_MODULES", "engine_class", "make_engine", "register_flavor"]
 
 
 def engine_class(flavor: str) -> type[PagedvizEngine]:
