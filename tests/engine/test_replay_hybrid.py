@@ -18,6 +18,7 @@ from pagedviz.core.kv_groups import plan_kv_cache_groups
 from pagedviz.core.recording import RecordingError, read_recording, split_lines
 from pagedviz.core.recordings import example_bytes
 from pagedviz.core.replay import ReplayError, import_recording
+from tests.support.recorded_run import own_scheduled_traces
 from tests.support.recording_cases import gemma_like
 
 HYBRID = example_bytes("real-vllm-hybrid")
@@ -243,17 +244,8 @@ def test_the_replays_arrays_of_every_group_are_pagedviz_own_run_of_the_recording
     """The recorded block ids fed to pagedviz's runner give the same arrays, each group's block
     table and slot mapping included, as pagedviz's own scheduler and runner on the recorded
     arrivals with the recorded tokens (the agreement's engine)."""
-    from pagedviz.core.replay import scenario_of
-    from pagedviz.core.replay_agreement import _RecordedTokens
-
     header, steps = read_recording(LINES)
-    own = _RecordedTokens(scenario_of(header, steps, for_agreement=True))
-    own.outputs = {}
-    own.cursor = {}
-    for s in steps:
-        for rid, toks in (s.sampled or {}).items():
-            own.outputs.setdefault(rid, []).extend(toks)  # type: ignore[arg-type]
-    mine = [t for t in own.run() if t.scheduler.get("num_scheduled_tokens")]
+    mine = own_scheduled_traces(header, steps)
     replayed = [t for t in imported.traces if t.scheduler.get("num_scheduled_tokens")]
     assert len(mine) == len(replayed)
     names = set()

@@ -21,6 +21,7 @@ from pagedviz.core.recording import read_recording
 from pagedviz.core.replay import import_recording
 from pagedviz.core.scenario_parts import RequestSpec, ScenarioError
 from tests.support.fidelity_env import require_vllm
+from tests.support.recorded_run import own_scheduled_traces
 from tests.support.strategies import V1_FIDELITY, scenarios
 
 require_vllm()
@@ -344,22 +345,13 @@ def test_a_v2_hybrid_recordings_arrays_of_every_group_are_pagedviz_own_v2_run(tm
     """Model Runner V2 (its BlockTables per group): the recorded block ids fed to pagedviz's V2
     runner give the arrays pagedviz's own scheduler and V2 runner give on the recorded arrivals
     with the recorded tokens."""
-    from pagedviz.core.replay import scenario_of
-    from pagedviz.core.replay_agreement import _RecordedTokens
-
     path = tmp_path / "rec.jsonl"
     hybrid_recording.record(path, runner="v2")
     with open(path, "rb") as f:
         header, steps = read_recording(f)
     assert header.runner == "v2"
     imported = import_recording(header, steps)
-    own = _RecordedTokens(scenario_of(header, steps, for_agreement=True))
-    own.outputs = {}
-    own.cursor = {}
-    for s in steps:
-        for rid, toks in (s.sampled or {}).items():
-            own.outputs.setdefault(rid, []).extend(toks)  # type: ignore[arg-type]
-    mine = [t for t in own.run() if t.scheduler.get("num_scheduled_tokens")]
+    mine = own_scheduled_traces(header, steps)
     replayed = [t for t in imported.traces if t.scheduler.get("num_scheduled_tokens")]
     assert len(mine) == len(replayed)
     names = set()
