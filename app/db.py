@@ -14,9 +14,13 @@ and that is logged. Every write is one `BEGIN IMMEDIATE` transaction that keeps 
 own locking; a writer waits up to BUSY_TIMEOUT_S for another).
 
 An imported recording (run id `rec-…`, app/import_runs.py) is kept whole (table `recordings`;
-its replay's state, which changes, in `rec_state`) with its replayed steps, each encoded with its
-overview line (`rec_steps`): they cannot be recomputed cheaply, so they count with the scenarios
-(never dropped for PAGEDVIZ_STORE_MB) and go with their scenario past the total cap.
+its replay's state, which changes, in `rec_state`) with its replay's overview lines (`rec_steps`,
+in step order; a store of an older pagedviz holds each step's encoding there too) and the replay's
+checkpoints (`rec_checkpoints`: the replay's state after every K-th step, from which any step is
+computed at once, core/replay_seek.py): they count with the scenarios (never dropped for
+PAGEDVIZ_STORE_MB) and go with their scenario past the total cap. The steps of an imported run
+computed on demand are kept as a computed run's (`steps`): dropped first past PAGEDVIZ_STORE_MB,
+computed again when asked for.
 
 Nothing read back is trusted blindly: the store checks that a scenario read back is valid and
 hashes to its run id, and only this file and SQLite's own -wal/-shm files are touched in the
@@ -27,7 +31,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import gzip
 import logging
 import os
 import shutil
@@ -37,11 +40,12 @@ import threading
 import time
 from pathlib import Path
 
+from pagedviz.app.db_recordings import BUSY_TIMEOUT_S, RecordingTables, StoreError, reason
+
 log = logging.getLogger("pagedviz")
 
 DB_NAME = "pagedviz.sqlite3"
 SCHEMA_VERSION = 1
-BUSY_TIMEOUT_S = 30.0
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS scenarios(run_id TEXT PRIMARY KEY, body BLOB NOT NULL, used INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS scenarios_used ON scenarios(used);
@@ -54,20 +58,14 @@ CREATE TABLE IF NOT EXISTS rec_state(run_id TEXT PRIMARY KEY, total INTEGER NOT 
                                      owner TEXT, beat INTEGER);
 CREATE TABLE IF NOT EXISTS rec_steps(run_id TEXT NOT NULL, n INTEGER NOT NULL, body BLOB NOT NULL, gz BLOB,
                                      etag TEXT NOT NULL, summary BLOB NOT NULL, PRIMARY KEY(run_id, n));
+CREATE TABLE IF NOT EXISTS rec_checkpoints(run_id TEXT NOT NULL, n INTEGER NOT NULL, line_offset INTEGER,
+                                           body BLOB NOT NULL, PRIMARY KEY(run_id, n));
 CREATE TABLE IF NOT EXISTS totals(k TEXT PRIMARY KEY, v INTEGER NOT NULL);
 INSERT OR IGNORE INTO totals VALUES ('scenarios', 0), ('steps', 0);
 """
 
 
-class StoreError(OSError):
-    """The store cannot be used; the message says why and names --store."""
-
-
-def _reason(e: BaseException) -> str:
-    return (e.strerror if isinstance(e, OSError) and e.strerror else str(e)) or type(e).__name__
-
-
-class RunDB:
+class RunDB(RecordingTables):
     """One connection to the store's database (shared by this process's threads under a lock)."""
 
     def __init__(
@@ -101,7 +99,7 @@ class RunDB:
             st = os.stat(self.path)
             self._identity = (st.st_dev, st.st_ino)
         except (OSError, sqlite3.Error) as e:
-            raise StoreError(f"{where} cannot be used: {_reason(e)}") from None
+            raise StoreError(f"{where} cannot be used: {reason(e)}") from None
 
     # --- transactions ---------------------------------------------------------------------
 
@@ -144,7 +142,7 @@ class RunDB:
                 c.execute("UPDATE totals SET v=v+? WHERE k='scenarios'", (len(body),))
                 self._shed(c, keep=run_id)
         except sqlite3.Error as e:
-            raise StoreError(f"the store cannot be written: {_reason(e)}") from None
+            raise StoreError(f"the store cannot be written: {reason(e)}") from None
 
     def scenario(self, run_id: str) -> bytes | None:
         """The body kept for `run_id`, or None."""
@@ -189,133 +187,6 @@ class RunDB:
             return None
         return bytes(row[0]), (None if row[1] is None else bytes(row[1])), str(row[2])
 
-    # --- imported recordings --------------------------------------------------------------
-
-    def put_recording(self, run_id: str, scenario: bytes, path: Path, total: int) -> None:
-        """Keep an imported recording (the file at `path`, copied in chunks) with the scenario it
-        amounts to and its number of steps, then keep the bounds."""
-        size = path.stat().st_size
-        try:
-            with self._write() as c:
-                if c.execute("SELECT 1 FROM rec_state WHERE run_id=?", (run_id,)).fetchone() is not None:
-                    return
-                now = time.time_ns()
-                c.execute("INSERT OR REPLACE INTO scenarios VALUES (?, ?, ?)", (run_id, scenario, now))
-                c.execute("INSERT INTO rec_state VALUES (?, ?, NULL, NULL, NULL)", (run_id, total))
-                # the blob is its row's last column (SQLite then writes the zeroblob's pages without
-                # making it in memory) and the row is never updated (that would rewrite it whole:
-                # what changes is in rec_state); the file is copied into it in chunks
-                cur = c.execute("INSERT INTO recordings VALUES (?, zeroblob(?))", (run_id, size))
-                rowid = cur.lastrowid
-                assert rowid is not None
-                with c.blobopen("recordings", "body", rowid) as blob, open(path, "rb") as f:
-                    while chunk := f.read(1 << 20):
-                        blob.write(chunk)
-                c.execute("UPDATE totals SET v=v+? WHERE k='scenarios'", (len(scenario) + size,))
-                self._shed(c, keep=run_id)
-        except sqlite3.Error as e:
-            raise StoreError(f"the store cannot be written: {_reason(e)}") from None
-
-    def recording(self, run_id: str) -> tuple[int, str | None] | None:
-        """(number of steps, why its replay stopped or None) of a kept recording, or None."""
-        row = self._read("SELECT total, problem FROM rec_state WHERE run_id=?", (run_id,))
-        return None if row is None else (int(row[0]), row[1])
-
-    def copy_recording(self, run_id: str, path: Path) -> bool:
-        """Write the kept recording to `path` (in chunks); False when it is not kept."""
-        with self._lock:
-            row = self.conn.execute("SELECT rowid FROM recordings WHERE run_id=?", (run_id,)).fetchone()
-            if row is None:
-                return False
-            with (
-                self.conn.blobopen("recordings", "body", row[0], readonly=True) as blob,
-                open(path, "wb") as f,
-            ):
-                while chunk := blob.read(1 << 20):
-                    f.write(chunk)
-        return True
-
-    def claim_recording(self, run_id: str, owner: str) -> None:
-        """Note that `owner` (host:pid) replays the recording now (other workers then wait for it)."""
-        with self._write() as c:
-            c.execute(
-                "UPDATE rec_state SET owner=?, beat=? WHERE run_id=?", (owner, int(time.time()), run_id)
-            )
-
-    def recording_owner(self, run_id: str) -> tuple[str | None, int]:
-        """Who last replayed the recording (host:pid, or None) and when it last stored a step."""
-        row = self._read("SELECT owner, beat FROM rec_state WHERE run_id=?", (run_id,))
-        return (None, 0) if row is None else (row[0], int(row[1] or 0))
-
-    def set_recording_problem(self, run_id: str, problem: str | None) -> None:
-        """Why the recording's replay stopped (None: it may be replayed again)."""
-        with self._write() as c:
-            c.execute("UPDATE rec_state SET problem=? WHERE run_id=?", (problem and problem[:500], run_id))
-
-    def replace_scenario(self, run_id: str, body: bytes) -> None:
-        """The imported run's scenario once its replay ends (with the agreement in its notes)."""
-        with self._write() as c:
-            old = c.execute("SELECT length(body) FROM scenarios WHERE run_id=?", (run_id,)).fetchone()
-            if old is None:
-                return
-            c.execute("UPDATE scenarios SET body=? WHERE run_id=?", (body, run_id))
-            c.execute("UPDATE totals SET v=v+? WHERE k='scenarios'", (len(body) - int(old[0]),))
-
-    def put_rec_steps(self, run_id: str, rows: list[tuple[int, bytes, bytes | None, str, bytes]]) -> bool:
-        """Keep replayed steps of an imported run: (n, body, gzipped, ETag, overview line) each.
-        False when its recording is no longer kept (dropped past the total cap)."""
-        with self._write() as c:
-            if c.execute("SELECT 1 FROM rec_state WHERE run_id=?", (run_id,)).fetchone() is None:
-                return False
-            added = 0
-            for n, body, gz, etag, summary in rows:
-                cur = c.execute(
-                    "INSERT OR IGNORE INTO rec_steps VALUES (?, ?, ?, ?, ?, ?)",
-                    (run_id, n, body, gz, etag, summary),
-                )
-                if cur.rowcount:
-                    added += len(body) + len(gz or b"") + len(summary)
-            c.execute("UPDATE totals SET v=v+? WHERE k='scenarios'", (added,))
-            c.execute("UPDATE rec_state SET beat=? WHERE run_id=?", (int(time.time()), run_id))
-            self._shed(c, keep=run_id)
-        return True
-
-    def rec_step(self, run_id: str, n: int) -> tuple[bytes, bytes | None, str] | None:
-        """Step n of an imported run: (body, gzipped, ETag); a step kept gzipped only (its body
-        empty) is inflated here."""
-        row = self._read("SELECT body, gz, etag FROM rec_steps WHERE run_id=? AND n=?", (run_id, n))
-        if row is None:
-            return None
-        gz = None if row[1] is None else bytes(row[1])
-        body = bytes(row[0]) if row[0] or gz is None else gzip.decompress(gz)
-        return body, gz, str(row[2])
-
-    def rec_steps_kept(self, run_id: str) -> int:
-        """How many leading steps of the imported run are kept (steps are kept in order)."""
-        row = self._read("SELECT ifnull(max(n), 0) FROM rec_steps WHERE run_id=?", (run_id,))
-        return int(row[0]) if row else 0
-
-    def rec_summaries(self, run_id: str, start: int, count: int) -> list[bytes]:
-        """The overview lines of steps start .. start + count - 1 of an imported run."""
-        with self._lock:
-            rows = self.conn.execute(
-                "SELECT summary FROM rec_steps WHERE run_id=? AND n>=? AND n<? ORDER BY n",
-                (run_id, start, start + count),
-            ).fetchall()
-        return [bytes(r[0]) for r in rows]
-
-    @staticmethod
-    def _recording_bytes(c: sqlite3.Connection, run_id: str) -> int:
-        rec = c.execute(
-            "SELECT ifnull(sum(length(body)), 0) FROM recordings WHERE run_id=?", (run_id,)
-        ).fetchone()[0]
-        steps = c.execute(
-            "SELECT ifnull(sum(length(body) + ifnull(length(gz), 0) + length(summary)), 0) FROM rec_steps "
-            "WHERE run_id=?",
-            (run_id,),
-        ).fetchone()[0]
-        return int(rec) + int(steps)
-
     # --- bounds ---------------------------------------------------------------------------
 
     def totals(self) -> tuple[int, int]:
@@ -354,7 +225,8 @@ class RunDB:
                 (run_id,),
             ).fetchone()[0]
             pinned = self._recording_bytes(c, run_id)
-            for table in ("scenarios", "runs", "steps", "recordings", "rec_state", "rec_steps"):
+            tables = ("scenarios", "runs", "steps", "recordings", "rec_state", "rec_steps", "rec_checkpoints")
+            for table in tables:
                 c.execute(f"DELETE FROM {table} WHERE run_id=?", (run_id,))  # noqa: S608 - fixed names
             scen, steps = scen - size - pinned, steps - int(freed)
             self.dropped_scenarios += 1
@@ -375,7 +247,7 @@ class RunDB:
         try:
             st = os.stat(self.path)
         except OSError as e:
-            return f"the store's database {DB_NAME} is gone: {_reason(e)}"
+            return f"the store's database {DB_NAME} is gone: {reason(e)}"
         if (st.st_dev, st.st_ino) != self._identity:
             return f"the store's database {DB_NAME} was replaced while the server ran"
         return None
@@ -390,7 +262,7 @@ class RunDB:
             with self._write():
                 pass
         except sqlite3.Error as e:
-            return f"the store cannot be written: {_reason(e)}"
+            return f"the store cannot be written: {reason(e)}"
         return None
 
     def close(self) -> None:

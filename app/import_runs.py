@@ -34,13 +34,14 @@ import socket
 import sqlite3
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from pagedviz.app.cache import BoundedCache
 from pagedviz.app.db import RunDB, StoreError
-from pagedviz.app.import_replay import ImportJob, StoredSteps, replay_into
+from pagedviz.app.import_replay import ImportJob, replay_into
+from pagedviz.app.import_seek import RunSeeker, StoredSteps
 from pagedviz.app.run import BusyError, Run, RunTooLargeError
 from pagedviz.core import Scenario, ScenarioError
 from pagedviz.core.limits import Limits
@@ -56,6 +57,7 @@ UNBOUNDED = Limits(**{n: 1 << 62 for n in Limits.__dataclass_fields__})
 # read its steps from the database); its claim lapses when it stores no step for STALE_S seconds
 OWNER = f"{socket.gethostname()}:{os.getpid()}"
 STALE_S = 60
+T = TypeVar("T")
 
 
 class ImportStopped(Exception):  # noqa: N818 - a state, like the store's RunTooLargeError
@@ -329,21 +331,56 @@ class Imports:
             return kept, False
         return None
 
-    async def step(self, run_id: str, n: int) -> tuple[bytes, bytes | None, str, bool] | None:
-        """Step n encoded (body, gzipped, ETag, whether the run is complete), once it is replayed;
-        None for a run this server does not know. Raises ImportStopped for a step outside the run."""
-        where = await self.wait_for(run_id, n)
-        if where is None:
-            return None
-        count, complete = where
-        kept = None if n > count else await asyncio.to_thread(self.store.db.rec_step, run_id, n)
+    async def _seekable(self, run_id: str, n: int) -> tuple[int, bool] | None:
+        """(the run's number of steps, whether its replay is complete) when step n of it can be
+        read now: any step of a kept recording is (computed on demand, app/import_seek.py), but
+        past where a replay that stopped did stop. None for a run this server does not know.
+        Raises ImportStopped for a step outside the run."""
+        self._job(run_id)  # a replay that a restart stopped goes on
+        kept = self._kept(run_id)
         if kept is None:
-            raise ImportStopped(404, "not_found", "n", f"step {n} is outside 1..{count}")
-        return (*kept, complete)
+            return None
+        done = self._done_steps(run_id)
+        count = kept[0] if done is None else done
+        stopped = self.stopped(run_id)
+        if stopped is not None:
+            count = await asyncio.to_thread(self.store.db.rec_steps_kept, run_id)
+            if n > count:
+                raise stopped
+        if not 1 <= n <= count:
+            raise ImportStopped(404, "not_found", "n", f"step {n} is outside 1..{max(1, count)}")
+        return count, done is not None
+
+    async def _computed(self, run_id: str, fn: Callable[[], T]) -> T:
+        """fn() in a worker thread, the replay in flight paused meanwhile (a reader first)."""
+        job = self.jobs.get(run_id)
+        if job is not None:
+            job.readers += 1
+        try:
+            return await asyncio.to_thread(fn)
+        except ReplayError as e:
+            raise ImportStopped(422, "invalid_recording", "recording", str(e)) from None
+        finally:
+            if job is not None:
+                job.readers -= 1
+
+    def _seeker(self, run_id: str, count: int) -> RunSeeker | None:
+        scenario = self.scenario(run_id)
+        return None if scenario is None else RunSeeker(self.store.db, run_id, scenario, count)
+
+    async def step(self, run_id: str, n: int) -> tuple[bytes, bytes | None, str, bool] | None:
+        """Step n encoded (body, gzipped, ETag, whether the run is complete): read back, or
+        computed now; None for a run this server does not know. Raises ImportStopped for a step
+        outside the run."""
+        where = await self._seekable(run_id, n)
+        seeker = None if where is None else self._seeker(run_id, where[0])
+        if where is None or seeker is None:
+            return None
+        return (*await self._computed(run_id, lambda: seeker.encoded(n)), where[1])
 
     async def get(self, run_id: str) -> Any:
-        """The run once its replay has ended, its steps read back as they are asked for; None
-        for a run this server does not know."""
+        """The run once its replay has ended, its steps read back or computed as they are asked
+        for; None for a run this server does not know."""
         job = self._job(run_id)
         if job is not None:
             await asyncio.shield(job.done)
@@ -362,18 +399,24 @@ class Imports:
         scenario = self.scenario(run_id)
         if scenario is None:
             return None
-        return Run(run_id, scenario, StoredSteps(self.store.db, run_id, done), False, "cpu", 0)  # type: ignore[arg-type]
+        steps = StoredSteps(self.store.db, run_id, done, scenario)
+        return Run(run_id, scenario, steps, False, "cpu", 0)  # type: ignore[arg-type]
 
     async def trace(self, run_id: str, n: int) -> tuple[StepTrace | None, bool] | None:
-        """Step n decoded (None outside the run) and whether the run is complete, once it is
-        replayed; None for a run this server does not know."""
-        where = await self.wait_for(run_id, n)
-        if where is None:
+        """Step n decoded (None outside the run) and whether the run is complete: read back, or
+        computed now; None for a run this server does not know."""
+        try:
+            where = await self._seekable(run_id, n)
+        except ImportStopped as e:
+            if e.status != 404:
+                raise
+            kept = self._kept(run_id)
+            return None, kept is not None and self._done_steps(run_id) is not None
+        scenario = self.scenario(run_id)
+        if where is None or scenario is None:
             return None
-        count, complete = where
-        if not 1 <= n <= count:
-            return None, complete
-        return StoredSteps(self.store.db, run_id, count)[n - 1], complete
+        steps = StoredSteps(self.store.db, run_id, where[0], scenario)
+        return await self._computed(run_id, lambda: steps[n - 1]), where[1]
 
     def overview_chunks(self, run_id: str, head: dict[str, Any], count: int) -> Iterator[bytes]:
         """The run's overview as JSON, written in chunks: `head` and the overview lines of steps
