@@ -70,9 +70,10 @@ def scenario_bytes(scenario: Scenario) -> bytes:
 def replay_into(
     db: RunDB, job: ImportJob, path: Path, line_limit: int, summary: Summary | None, max_bytes: int
 ) -> None:
-    """Replay the recording at `path` into the database (in a worker thread), step by step: each
-    step cheap (core/replay_seek.py) but the first (in full, kept encoded), its overview line kept, and the replay's state every
-    CHECKPOINT_EVERY steps; pauses between two steps while a reader computes one (job.readers)."""
+    """Replay the recording at `path` into the database, step by step: each step cheap
+    (core/replay_seek.py) but the first (in full, kept encoded: the page reads it first), its
+    overview line kept, and the replay's state every CHECKPOINT_EVERY steps; pauses between two
+    steps while a reader computes one (job.readers)."""
     with open(path, "rb") as f1, open(path, "rb") as f2:
         header, first = iter_recording(bounded_lines(f1, line_limit), line_limit)
         if summary is None:

@@ -20,6 +20,7 @@ from pagedviz.core.engine import PagedvizEngine
 from pagedviz.core.recording import Header, Step
 from pagedviz.core.replay_groups import groups_problem
 from pagedviz.core.scenario import Scenario
+from pagedviz.core.scheduler_output import SchedulerOutput
 from pagedviz.core.trace import StepTrace
 
 SCHEDULE_KEYS = (
@@ -119,16 +120,27 @@ class Comparer:
             )
             return
         self.redacted = header.redacted
-        engine = _RecordedTokens(scenario)
+        # its steps uncaptured, not copied to a device: only each schedule() is compared
+        engine = _RecordedTokens(scenario, capture=False)
         engine.outputs, engine.cursor = {}, {}
+        engine.runner.copy_to_device = lambda timer: True  # type: ignore[method-assign]
+        schedule = engine.scheduler.schedule
+        self.last: list[SchedulerOutput] = []
+
+        def keep(step: int) -> SchedulerOutput:
+            self.last[:] = [schedule(step)]
+            return self.last[0]
+
+        engine.scheduler.schedule = keep  # type: ignore[method-assign]
         self.engine = engine
         self.steps: Iterator[StepTrace] = engine.run()
 
-    def _next_scheduled(self) -> StepTrace | None:
+    def _next_scheduled(self) -> dict[str, Any] | None:
+        """The scheduler output of pagedviz's next step that scheduled, as the trace has it."""
         for t in self.steps:
             if t.engine_core is not None and not t.engine_core.get("scheduled", True):
                 continue
-            return t
+            return self.last[0].to_dict()
         return None
 
     def feed(self, step: Step | None, replayed: dict[str, Any]) -> None:
@@ -158,12 +170,12 @@ class Comparer:
             self.feed_ended(replayed)
             return
         for key in SCHEDULE_KEYS:
-            if not _same(key, t.scheduler.get(key), replayed.get(key)):
+            if not _same(key, t.get(key), replayed.get(key)):
                 self.done = Agreement(
                     True,
                     self.k - 1,
                     self.k,
-                    f"{key}: recorded {replayed.get(key)!r}, pagedviz {t.scheduler.get(key)!r}",
+                    f"{key}: recorded {replayed.get(key)!r}, pagedviz {t.get(key)!r}",
                 )
                 return
         for rid in step.finished:  # both have finished it: its tokens are no longer needed

@@ -37,6 +37,7 @@ from pagedviz.core.recording import Header, Step
 from pagedviz.core.replay import ReplayEngine
 from pagedviz.core.replay_scheduler import ReplayError
 from pagedviz.core.scenario import Scenario
+from pagedviz.core.scheduler_output import SchedulerOutput
 from pagedviz.core.trace import StepTrace
 
 CHUNK = 1 << 16
@@ -113,9 +114,9 @@ def header_end(source: Source) -> int:
 # --- the cheap step -----------------------------------------------------------------------------
 
 
-def cheap_step(e: ReplayEngine) -> dict[str, Any]:
-    """One recorded step applied without its trace (module docstring); the step's overview line,
-    as app/summaries.py's step_summary makes it from the full trace."""
+def cheap_step(e: ReplayEngine) -> tuple[dict[str, Any], SchedulerOutput]:
+    """One recorded step applied without its trace (module docstring): the step's overview line,
+    as app/summaries.py's step_summary makes it from the full trace, and the scheduler output."""
     e.step_no += 1
     timer = StageTimer(e.device)
     out = e.scheduler.schedule(e.step_no)
@@ -144,10 +145,10 @@ def cheap_step(e: ReplayEngine) -> dict[str, Any]:
     else:
         e.scheduler.update_from_output(out, sampled)
         runner.append_sampled(sampled)
-    return line
+    return line, out
 
 
-def _overview(e: ReplayEngine, out: Any, v: dict[str, Any]) -> dict[str, Any]:
+def _overview(e: ReplayEngine, out: SchedulerOutput, v: dict[str, Any]) -> dict[str, Any]:
     """The step's overview line from the runner's state after prepare_inputs (the state the
     full step's trace records)."""
     runner: Any = e.runner

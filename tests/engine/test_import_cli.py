@@ -141,3 +141,28 @@ def test_a_kv_cache_group_pagedviz_does_not_model_is_one_line_naming_it(tmp_path
         f"pagedviz: {path}: line 1: KV cache group 1 is MambaSpec (1 layer(s)): pagedviz models full "
         "attention (FullAttentionSpec) and sliding windows (SlidingWindowSpec)"
     )
+
+
+def test_one_step_alone_is_that_step_of_the_whole_import(tmp_path: Path) -> None:
+    """`--step N` (issue 40): step N alone, as the whole import prints it (but its stage timings)."""
+    path = tmp_path / "rec.jsonl"
+    path.write_bytes(EXAMPLE)
+    whole = json.loads(pagedviz("import", str(path), "--json").stdout)["steps"]
+    for n in (NUM_STEPS // 2, NUM_STEPS):
+        r = pagedviz("import", str(path), "--json", "--step", str(n))
+        assert r.returncode == 0, r.stderr
+        one, want = json.loads(r.stdout), dict(whole[n - 1])
+        assert one.pop("timing_us") and want.pop("timing_us")
+        assert one == want, f"step {n}"
+    text = pagedviz("import", str(path), "--step", str(NUM_STEPS))
+    assert text.returncode == 0 and f"=== step {NUM_STEPS} ===" in text.stdout
+    assert "=== step 1 ===" not in text.stdout
+
+
+@pytest.mark.parametrize("bad", ["0", str(NUM_STEPS + 1), "x"])
+def test_a_bad_step_number_is_one_line_naming_step(tmp_path: Path, bad: str) -> None:
+    path = tmp_path / "rec.jsonl"
+    path.write_bytes(EXAMPLE)
+    r = pagedviz("import", str(path), "--step", bad)
+    assert r.returncode == 2 and r.stdout == ""
+    assert len(r.stderr.strip().splitlines()) == 1 and "--step" in r.stderr, r.stderr
