@@ -25,6 +25,7 @@ import multiprocessing as mp
 import os
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from pagedviz.app.compute_stream import CancelledRunError, Job, Worker, WorkerError
@@ -161,6 +162,23 @@ class ComputePool:
             job.key = next(self._keys)
         self._place(job)
         return job
+
+    def submit_replay(self, run_id: str, spec: Any, on_progress: Callable[[int], None]) -> Job:
+        """Give an imported recording's replay (app/compute_replay.py's ReplaySpec) to a worker;
+        `on_progress(steps stored)` is told as it goes, and the job's future ends with None, or
+        RunTooLargeError past the store's bound, or WorkerError (its message names the error)."""
+        job = Job(run_id, None, None, None, None, [], replay=spec, on_progress=on_progress)  # type: ignore[arg-type]
+        job.future.set_running_or_notify_cancel()  # only its worker ends it
+        with self._lock:
+            job.key = next(self._keys)
+        self._place(job)
+        return job
+
+    def pause(self, job: Job, pause: bool) -> None:
+        """Pause the job before its next step (a replay while a reader computes one), or resume it."""
+        if job.worker is not None and job.paused != pause:
+            job.paused = pause
+            job.worker.tell("pause" if pause else "resume", job)
 
     def _place(self, job: Job) -> None:
         """Give the run to the ready worker with the fewest runs, or to a new one (see the class)."""

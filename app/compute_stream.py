@@ -55,6 +55,8 @@ class Job:
     taken: bool = False  # its worker has read it (a worker that dies before that is not its end)
     moves: int = 0  # times it went to another worker because its own died before taking it
     cancelled: bool = False  # nobody waits for it any more
+    replay: Any = None  # an imported recording's replay (app/compute_replay.py's ReplaySpec)
+    on_progress: Callable[[int], None] | None = None  # a replay's steps stored, as they are
 
 
 class Worker:
@@ -99,7 +101,11 @@ class Worker:
                 self.watchdog.hear()  # (the watchdog counts silence while runs may step)
             self.jobs[job.key] = job
             job.worker = self
-            msg = ("run", job.key, job.scenario, job.max_seconds, job.max_bytes, job.paused)
+            msg: tuple[Any, ...] = (
+                ("replay", job.key, job.replay, job.paused)
+                if job.replay is not None
+                else ("run", job.key, job.scenario, job.max_seconds, job.max_bytes, job.paused)
+            )
             self.outbox.put(msg)
 
     def tell(self, kind: str, job: Job) -> None:
@@ -150,11 +156,15 @@ class Worker:
     def _handle(self, msg: tuple[Any, ...]) -> None:
         kind, key = msg[0], msg[1]
         with self.lock:
-            job = self.jobs.get(key) if kind in ("step", "took") else self.jobs.pop(key, None)
+            job = self.jobs.get(key) if kind in ("step", "took", "progress") else self.jobs.pop(key, None)
         if job is None:
             return
         if kind == "took":
             job.taken = True
+            return
+        if kind == "progress":
+            if job.on_progress is not None:
+                job.on_progress(msg[2])
             return
         if kind == "step":
             job.nbytes += measured_bytes(msg[2])  # what this process holds of it (under 1 ms a step)
@@ -172,6 +182,9 @@ class Worker:
             self._on_change()
             return
         self._on_change()  # the run's bytes leave those in flight
+        if kind == "done" and job.replay is not None:
+            job.future.set_result(None)  # type: ignore[arg-type]
+            return
         if kind == "done":
             run = Run(job.run_id, job.scenario, job.steps, msg[2], msg[3], job.nbytes)
             job.future.set_result(run)

@@ -23,10 +23,10 @@ from typing import Any
 
 import torch
 
+from pagedviz.app.compute_replay import replay_progress
 from pagedviz.app.run import RunTooLargeError, measured_steps
 from pagedviz.core import Scenario, make_engine
 from pagedviz.core.engine import RunTooLongError
-from pagedviz.core.trace import StepTrace
 
 NICE = 5  # workers' CPU priority below the server's: readers are answered first on a busy machine
 # the test suite sets it to 0 (tests/conftest.py): under pytest-xdist the workers of its compute
@@ -38,6 +38,8 @@ def niceness() -> int:
     """The workers' niceness: PAGEDVIZ_COMPUTE_NICE when it is a whole number 0-19, else NICE."""
     value = os.environ.get(NICE_ENV, "")
     return int(value) if value.isdigit() and int(value) <= 19 else NICE
+
+
 WARM_UP = {  # three small steps (a prefill, then decodes beside a prefill), without the model (milliseconds)
     "name": "warm-up",
     "config": {"block_size": 4, "max_model_len": 32, "num_kv_blocks": 32, "max_num_reqs": 4, "model": None},
@@ -53,16 +55,19 @@ WARM_UP = {  # three small steps (a prefill, then decodes beside a prefill), wit
 class Computing:
     """A run in the worker: its steps to come, its engine, and the time its steps have taken."""
 
-    steps: Iterator[tuple[StepTrace, int]]
+    steps: Iterator[Any]  # (trace, bytes) per step of a run; steps stored per step of a replay
     engine: Any
     used: float = 0.0  # seconds of its own steps so far
+    replay: bool = False  # an imported recording's replay (app/compute_replay.py): no steps sent
+    stored: int = 0  # the replay's steps stored in the database, as last said
 
 
 def worker_main(conn: Connection, threads: int) -> None:
     """A worker's life: say ready, then compute runs until the pipe closes.
-    Messages in: ("run", job, scenario, max_seconds, max_bytes, paused), ("pause", job),
-    ("resume", job), ("stop", job), None (end).
-    Out: ("ready", pid), ("took", job) as a run is read, ("step", job, trace), then one of
+    Messages in: ("run", job, scenario, max_seconds, max_bytes, paused), ("replay", job, spec,
+    paused), ("pause", job), ("resume", job), ("stop", job), None (end).
+    Out: ("ready", pid), ("took", job) as a run is read, ("step", job, trace) (a replay:
+    ("progress", job, steps stored)), then one of
     ("done", job, truncated, device), ("too_long", job, steps), ("too_large", job, steps),
     ("failed", job, message), ("stopped", job)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the server, which stops us
@@ -92,6 +97,11 @@ def worker_main(conn: Connection, threads: int) -> None:
                     if runs.pop(job, None) is not None:
                         conn.send(("stopped", job))
                     # (a stop that crossed the end of its run is answered by that end)
+                elif kind == "replay":
+                    conn.send(("took", job))
+                    runs[job] = Computing(replay_progress(msg[2]), None, replay=True)
+                    if msg[3]:
+                        paused.add(job)
                 else:
                     _, job, scenario, max_seconds, max_bytes, start_paused = msg
                     conn.send(("took", job))  # from here, this process's end is the run's end too
@@ -108,9 +118,20 @@ def worker_main(conn: Connection, threads: int) -> None:
             run = runs[job]
             start = time.monotonic()
             try:
+                if run.replay:
+                    stored = next(run.steps)
+                    run.used += time.monotonic() - start
+                    if stored != run.stored:
+                        run.stored = stored
+                        conn.send(("progress", job, stored))
+                    continue
                 t, _ = next(run.steps)  # (measured here for the bound; the server measures its copy)
             except StopIteration:
-                reply: tuple[Any, ...] = ("done", job, run.engine.truncated, str(run.engine.device))
+                reply: tuple[Any, ...] = (
+                    ("done", job, False, "cpu")
+                    if run.replay
+                    else ("done", job, run.engine.truncated, str(run.engine.device))
+                )
             except RunTooLongError as e:
                 reply = ("too_long", job, e.steps_done)
             except RunTooLargeError as e:

@@ -16,8 +16,10 @@ import asyncio
 import json
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pagedviz.app.db import RunDB
 from pagedviz.app.encoding import encode_step
@@ -48,6 +50,7 @@ class ImportJob:
     steps_done: int = 0  # steps replayed and in the database
     cancel: threading.Event = field(default_factory=threading.Event)
     readers: int = 0  # steps being computed on demand: the replay pauses meanwhile
+    pool_job: Any = None  # the compute pool's job replaying it (None: a thread of this process)
     path: Path | None = None  # the recording's temporary copy, removed when the replay ends
 
 
@@ -70,10 +73,23 @@ def scenario_bytes(scenario: Scenario) -> bytes:
 def replay_into(
     db: RunDB, job: ImportJob, path: Path, line_limit: int, summary: Summary | None, max_bytes: int
 ) -> None:
+    """replay_steps in this thread: stops at job.cancel, pauses between two steps while a reader
+    computes one (job.readers), and says in job.steps_done how far it has stored."""
+    for _, stored in replay_steps(db, job.run_id, path, line_limit, summary, max_bytes):
+        job.steps_done = stored
+        if job.cancel.is_set():
+            return
+        while job.readers and not job.cancel.is_set():  # paused while someone reads a step
+            time.sleep(PAUSE_S)
+
+
+def replay_steps(
+    db: RunDB, run_id: str, path: Path, line_limit: int, summary: Summary | None, max_bytes: int
+) -> Iterator[tuple[int, int]]:
     """Replay the recording at `path` into the database, step by step: each step cheap
     (core/replay_seek.py) but the first (in full, kept encoded: the page reads it first), its
-    overview line kept, and the replay's state every CHECKPOINT_EVERY steps; pauses between two
-    steps while a reader computes one (job.readers)."""
+    overview line kept, and the replay's state every CHECKPOINT_EVERY steps. Yields after each
+    step (the step, and how many steps are stored); the caller may stop or pause between two."""
     with open(path, "rb") as f1, open(path, "rb") as f2:
         header, first = iter_recording(bounded_lines(f1, line_limit), line_limit)
         if summary is None:
@@ -81,28 +97,23 @@ def replay_into(
         source = FileSource(f2)
         lines = StepLines(source, header_end(source), summary.num_steps)
         imp = StreamingImport(header, summary, lines)
-        job.total = imp.num_steps
         e = imp.engine
         rows: list[tuple[int, bytes, bytes | None, str, bytes]] = []
-        nbytes, last, n = 0, time.monotonic(), 0
+        nbytes, last, n, stored = 0, time.monotonic(), 0, 0
 
-        def flush() -> None:
-            if rows and not db.put_rec_steps(job.run_id, rows):
+        def flush() -> int:
+            if rows and not db.put_rec_steps(run_id, rows):
                 raise ReplayError("the recording was dropped from the store (PAGEDVIZ_STORE_MAX_MB)")
             rows.clear()
-            job.steps_done = n
+            return n
 
         while not e.done and e.step_no < e.scenario.max_steps:
-            if job.cancel.is_set():
-                return
-            while job.readers and not job.cancel.is_set():  # paused while someone reads a step
-                time.sleep(PAUSE_S)
             if e.step_no == 0:  # the first step in full, kept: the page reads it first
                 t = e.step()
                 line, scheduled = step_summary(t), t.scheduler
                 enc = encode_step(t)
                 nbytes += len(enc.gzipped or enc.body)
-                db.put_step(job.run_id, 1, enc.body, enc.gzipped, enc.etag)
+                db.put_step(run_id, 1, enc.body, enc.gzipped, enc.etag)
             else:
                 line, out = cheap_step(e)
                 scheduled = out.to_dict()
@@ -115,14 +126,16 @@ def replay_into(
             if n % CHECKPOINT_EVERY == 0:
                 cp = checkpoint(e, lines)
                 nbytes += len(cp.body)
-                flush()
-                if not db.put_checkpoint(job.run_id, cp.n, cp.offset, cp.body):
+                stored = flush()
+                if not db.put_checkpoint(run_id, cp.n, cp.offset, cp.body):
                     raise ReplayError("the recording was dropped from the store (PAGEDVIZ_STORE_MAX_MB)")
             if nbytes > max_bytes:
                 raise RunTooLargeError(n, max_bytes)
             if n == 1 or len(rows) >= FLUSH_STEPS or time.monotonic() - last > FLUSH_S:
-                flush()
+                stored = flush()
                 last = time.monotonic()
+            yield n, stored
         flush()
-        db.replace_scenario(job.run_id, scenario_bytes(imp.imported([]).scenario))
-        db.put_run(job.run_id, n, False, "cpu")
+        db.replace_scenario(run_id, scenario_bytes(imp.imported([]).scenario))
+        db.put_run(run_id, n, False, "cpu")
+        yield n, n

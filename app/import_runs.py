@@ -3,18 +3,24 @@
 The route streams the body to a temporary file and reads it once (`first_pass`: every line
 validated, the arrivals and each request's output length summarised), so a bad recording is
 refused at once naming its line. The store then keeps the recording and the scenario it amounts
-to in its database (app/db.py), and a background task replays it (core/replay.py) in a worker
-thread of the server's process (the compute processes take scenarios, not recordings), writing
-each step's encoded trace and its overview line to the database as it goes: a reader asks for
-step n and gets it from there as soon as it is replayed, the progress says how many of the
-recording's steps are done, and nothing of a step is held after it is written.
+to in its database (app/db.py), and a background task replays it with cheap steps (core/replay_seek.py)
+on the compute pool (app/compute_replay.py: a worker process; in a thread of this process where
+the store computes in threads), writing each step's overview line and, every CHECKPOINT_EVERY
+steps, the replay's state to the database as it goes; the progress says how many of the
+recording's steps are done. A reader may ask for any step of the recording at once: it is
+computed from the nearest checkpoint (app/import_seek.py) while the replay pauses (the pool's
+pause between two of its steps), and kept.
 
 The recording stays in the database, so an imported run outlives eviction and restarts: a
 server that finds a recording whose replay did not end (it stopped meanwhile) replays it again,
 keeping the steps it has. Workers sharing a store leave a recording to the one replaying it (its
 claim in the database: host and pid, and when it last stored a step) and read its steps as they
-are stored. The whole-run readers (metrics, figures, narration, compare) read the steps back
-from the database one at a time (`StoredSteps`, app/import_replay.py).
+are stored. The whole-run readers (metrics, figures, narration, compare) take the steps one at a
+time, replayed in full from the start (`StoredSteps`, app/import_seek.py).
+
+The interface a recording that grows (a live run) may use: `start(run_id, path, summary, total)`
+replays a kept recording; `step`/`trace` read any step up to the recording's kept total;
+`status` says how far the replay has come.
 
 Bounds: the body (PAGEDVIZ_MAX_IMPORT_MB, the route's 413), each line
 (PAGEDVIZ_MAX_RECORD_LINE_MB), the replayed steps' encoded bytes (PAGEDVIZ_STORE_MB: past it the
@@ -34,20 +40,22 @@ import socket
 import sqlite3
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
 from pagedviz.app.cache import BoundedCache
+from pagedviz.app.compute import ComputePool
+from pagedviz.app.compute_replay import ReplaySpec
+from pagedviz.app.compute_stream import WorkerError
 from pagedviz.app.db import RunDB, StoreError
+from pagedviz.app.import_reads import ImportReads, ImportStopped
 from pagedviz.app.import_replay import ImportJob, replay_into
-from pagedviz.app.import_seek import RunSeeker, StoredSteps
-from pagedviz.app.run import BusyError, Run, RunTooLargeError
+from pagedviz.app.run import BusyError, RunTooLargeError
 from pagedviz.core import Scenario, ScenarioError
 from pagedviz.core.limits import Limits
 from pagedviz.core.recording import RecordingError
 from pagedviz.core.replay import ReplayError, Summary
-from pagedviz.core.trace import StepTrace
 
 log = logging.getLogger("pagedviz")
 REC_ID = re.compile(r"rec-[0-9a-f]{16}")
@@ -57,16 +65,6 @@ UNBOUNDED = Limits(**{n: 1 << 62 for n in Limits.__dataclass_fields__})
 # read its steps from the database); its claim lapses when it stores no step for STALE_S seconds
 OWNER = f"{socket.gethostname()}:{os.getpid()}"
 STALE_S = 60
-T = TypeVar("T")
-
-
-class ImportStopped(Exception):  # noqa: N818 - a state, like the store's RunTooLargeError
-    """The imported run cannot be served: its replay stopped (a 413 past the store's bound, a 422
-    for a recording the replay cannot follow). Answered as {"error", "detail": [{field, message}]}."""
-
-    def __init__(self, status: int, error: str, field: str, message: str) -> None:
-        self.status, self.error, self.field, self.message = status, error, field, message
-        super().__init__(message)
 
 
 def _size(n: int) -> str:
@@ -95,8 +93,11 @@ class Host(Protocol):
     @property
     def max_db_bytes(self) -> int: ...
 
+    @property
+    def pool(self) -> ComputePool | None: ...  # where the replays run (None: in threads of this process)
 
-class Imports:
+
+class Imports(ImportReads):
     """The store's imported runs: the replays in flight, and reads of kept ones."""
 
     def __init__(self, store: Host, line_limit: int) -> None:
@@ -166,15 +167,31 @@ class Imports:
             async with self._slots:
                 job.started = time.monotonic()
                 await asyncio.to_thread(db.claim_recording, job.run_id, OWNER)
-                await asyncio.to_thread(replay_into, db, job, path, self.line_limit, summary, self.max_bytes)
+                pool = self.store.pool
+                if pool is None:
+                    await asyncio.to_thread(
+                        replay_into, db, job, path, self.line_limit, summary, self.max_bytes
+                    )
+                else:
+                    await self._on_pool(pool, job, path, summary)
         except asyncio.CancelledError:
             job.cancel.set()
             job.done.cancel()
             raise
-        except (RecordingError, ReplayError, RunTooLargeError, sqlite3.Error, StoreError, ScenarioError) as e:
+        except (
+            RecordingError,
+            ReplayError,
+            RunTooLargeError,
+            sqlite3.Error,
+            StoreError,
+            ScenarioError,
+            WorkerError,
+        ) as e:
             problem = (
                 f"too_large:{e.steps_done}"
                 if isinstance(e, RunTooLargeError)
+                else f"failed:{str(e).removeprefix('the run failed: ')}"
+                if isinstance(e, WorkerError)
                 else f"failed:{type(e).__name__}: {e}"
             )
             log.warning("pagedviz import of %s stopped: %s", job.run_id, e)
@@ -193,6 +210,31 @@ class Imports:
                 path.unlink()
         if not job.done.done():
             job.done.set_result(None)
+
+    async def _on_pool(self, pool: ComputePool, job: ImportJob, path: Path, summary: Summary | None) -> None:
+        """The replay as a job of the compute pool (app/compute_replay.py), in a worker process."""
+        db = self.store.db
+        spec = ReplaySpec(
+            str(db.folder),
+            db.max_bytes,
+            db.max_total_bytes,
+            job.run_id,
+            str(path),
+            self.line_limit,
+            summary,
+            self.max_bytes,
+        )
+
+        def progress(n: int) -> None:
+            job.steps_done = n
+
+        pj = pool.submit_replay(job.run_id, spec, progress)
+        job.pool_job = pj
+        try:
+            await asyncio.wrap_future(pj.future)
+        except asyncio.CancelledError:
+            pool.cancel(pj)
+            raise
 
     def resume(self, run_id: str) -> ImportJob | None:
         """The replay of a kept recording whose replay did not end (the server stopped
@@ -331,93 +373,6 @@ class Imports:
             return kept, False
         return None
 
-    async def _seekable(self, run_id: str, n: int) -> tuple[int, bool] | None:
-        """(the run's number of steps, whether its replay is complete) when step n of it can be
-        read now: any step of a kept recording is (computed on demand, app/import_seek.py), but
-        past where a replay that stopped did stop. None for a run this server does not know.
-        Raises ImportStopped for a step outside the run."""
-        self._job(run_id)  # a replay that a restart stopped goes on
-        kept = self._kept(run_id)
-        if kept is None:
-            return None
-        done = self._done_steps(run_id)
-        count = kept[0] if done is None else done
-        stopped = self.stopped(run_id)
-        if stopped is not None:
-            count = await asyncio.to_thread(self.store.db.rec_steps_kept, run_id)
-            if n > count:
-                raise stopped
-        if not 1 <= n <= count:
-            raise ImportStopped(404, "not_found", "n", f"step {n} is outside 1..{max(1, count)}")
-        return count, done is not None
-
-    async def _computed(self, run_id: str, fn: Callable[[], T]) -> T:
-        """fn() in a worker thread, the replay in flight paused meanwhile (a reader first)."""
-        job = self.jobs.get(run_id)
-        if job is not None:
-            job.readers += 1
-        try:
-            return await asyncio.to_thread(fn)
-        except ReplayError as e:
-            raise ImportStopped(422, "invalid_recording", "recording", str(e)) from None
-        finally:
-            if job is not None:
-                job.readers -= 1
-
-    def _seeker(self, run_id: str, count: int) -> RunSeeker | None:
-        scenario = self.scenario(run_id)
-        return None if scenario is None else RunSeeker(self.store.db, run_id, scenario, count)
-
-    async def step(self, run_id: str, n: int) -> tuple[bytes, bytes | None, str, bool] | None:
-        """Step n encoded (body, gzipped, ETag, whether the run is complete): read back, or
-        computed now; None for a run this server does not know. Raises ImportStopped for a step
-        outside the run."""
-        where = await self._seekable(run_id, n)
-        seeker = None if where is None else self._seeker(run_id, where[0])
-        if where is None or seeker is None:
-            return None
-        return (*await self._computed(run_id, lambda: seeker.encoded(n)), where[1])
-
-    async def get(self, run_id: str) -> Any:
-        """The run once its replay has ended, its steps read back or computed as they are asked
-        for; None for a run this server does not know."""
-        job = self._job(run_id)
-        if job is not None:
-            await asyncio.shield(job.done)
-        else:  # another worker replays it: wait for its end (or take it over if it goes)
-            while self.replayed_elsewhere(run_id) and self._done_steps(run_id) is None:
-                await asyncio.sleep(0.05)
-            job = self._job(run_id)
-            if job is not None:
-                await asyncio.shield(job.done)
-        done = self._done_steps(run_id)
-        if done is None:
-            stopped = self.stopped(run_id)
-            if stopped is not None:
-                raise stopped
-            return None
-        scenario = self.scenario(run_id)
-        if scenario is None:
-            return None
-        steps = StoredSteps(self.store.db, run_id, done, scenario)
-        return Run(run_id, scenario, steps, False, "cpu", 0)  # type: ignore[arg-type]
-
-    async def trace(self, run_id: str, n: int) -> tuple[StepTrace | None, bool] | None:
-        """Step n decoded (None outside the run) and whether the run is complete: read back, or
-        computed now; None for a run this server does not know."""
-        try:
-            where = await self._seekable(run_id, n)
-        except ImportStopped as e:
-            if e.status != 404:
-                raise
-            kept = self._kept(run_id)
-            return None, kept is not None and self._done_steps(run_id) is not None
-        scenario = self.scenario(run_id)
-        if where is None or scenario is None:
-            return None
-        steps = StoredSteps(self.store.db, run_id, where[0], scenario)
-        return await self._computed(run_id, lambda: steps[n - 1]), where[1]
-
     def overview_chunks(self, run_id: str, head: dict[str, Any], count: int) -> Iterator[bytes]:
         """The run's overview as JSON, written in chunks: `head` and the overview lines of steps
         1..count read from the database a thousand at a time."""
@@ -434,6 +389,8 @@ class Imports:
         resumes the replay from the database)."""
         for job in self.jobs.values():
             job.cancel.set()
+            if job.pool_job is not None and self.store.pool is not None:
+                self.store.pool.cancel(job.pool_job)
             if job.path is not None:
                 with contextlib.suppress(OSError):
                     job.path.unlink()
