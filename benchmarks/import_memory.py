@@ -13,19 +13,34 @@ child).
 (`pagedviz serve` in a subprocess, a fresh one per recording, its store in a temporary folder):
 the body streamed from the file, the progress polled until the replay is done, then the overview,
 the first, middle and last steps read back. Printed: the server process's peak RSS (VmHWM) after
-all that, the time to the 202 answer and to the end of the replay, and the store's size. Run:
+all that, the time to the 202 answer and to the end of the replay, and the store's size.
+
+Seek (issue 40), `--seek`: for each recording (synthetic, or `--recording FILE`, e.g. vLLM's own
+scheduler written by benchmarks/vllm_recording.py), through a fresh real server with `--store`:
+the answer's time, then the first, a middle and the last step each read once right after the
+answer (seconds since the answer when each is readable), a second visit of the three and a step
+near the middle not read before (from a checkpoint), the replay's end (steps/s from the answer),
+the store's size and the peak RSS of the server and of its compute processes. With `--before
+PYTHON` (another checkout's interpreter, e.g. main's `.venv/bin/python`, whose `pagedviz` is that
+checkout) the same is measured against that server first, side by side in one run. Without
+`--rest`, the CLI: `pagedviz import FILE --step N` for the same three steps, and the whole import
+(`--json`, steps/s). Run:
 
     .venv/bin/python benchmarks/import_memory.py [--steps 1000,10000,100000] [--rest]
+    .venv/bin/python benchmarks/import_memory.py --seek --rest --recording FILE [--before PYTHON]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "support"))
@@ -91,6 +106,132 @@ def measure_rest(path: Path) -> tuple[float, float, int, int, str]:
             return answered, done, rss, size, ov["scenario"]["notes"][0][:90]
 
 
+@contextlib.contextmanager
+def serve(python: str, store: str, env: dict[str, str]) -> Iterator[tuple[str, int]]:
+    """`pagedviz serve --store` of the checkout behind `python`, on a free port: (its URL, pid)."""
+    import socket
+    import urllib.request
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    args = [python, "-m", "pagedviz.app.cli", "serve", "--host", "127.0.0.1", "--port", str(port)]
+    with tempfile.TemporaryFile() as log:
+        proc = subprocess.Popen(
+            [*args, "--store", store], stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **env}
+        )
+        try:
+            deadline = time.monotonic() + 180
+            while time.monotonic() < deadline:
+                try:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1):
+                        break
+                except OSError:
+                    time.sleep(0.2)
+            yield f"http://127.0.0.1:{port}", proc.pid
+        finally:
+            proc.terminate()
+            proc.wait(timeout=20)
+
+
+def peak_rss_mb(pid: int) -> tuple[float, float]:
+    """VmHWM of the process and the largest of its children (the compute processes), MB."""
+
+    def hwm(p: int) -> float:
+        with contextlib.suppress(OSError), open(f"/proc/{p}/status") as st:
+            return next(int(x.split()[1]) for x in st if x.startswith("VmHWM:")) / 1024
+        return 0.0
+
+    kids: list[int] = []
+    with contextlib.suppress(OSError):
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as f:
+                kids += [int(x) for x in f.read().split()]
+    return hwm(pid), max((hwm(k) for k in kids), default=0.0)
+
+
+def seek_rest(python: str, path: Path) -> dict[str, float]:
+    """Seek figures of one import through a fresh server of `python`'s checkout."""
+    import httpx
+
+    mb = os.path.getsize(path) // (1 << 20) + 2
+    env = {"PAGEDVIZ_MAX_IMPORT_MB": str(mb), "PAGEDVIZ_STORE_MB": "8192", "PAGEDVIZ_STORE_MAX_MB": "16384"}
+    out: dict[str, float] = {}
+    with tempfile.TemporaryDirectory() as store, serve(python, store, env) as (url, pid):
+        with httpx.Client(base_url=url, timeout=3600) as c:
+            start = time.monotonic()
+            with open(path, "rb") as f:
+                r = c.post("/api/runs/import", content=f, headers={"Content-Type": "application/x-ndjson"})
+            answered = time.monotonic()
+            out["answer s"] = answered - start
+            if r.status_code not in (201, 202):
+                raise SystemExit(f"import failed: {r.status_code} {r.text[:300]}")
+            rid = r.json()["run_id"]
+            n = c.get(f"/api/runs/{rid}/progress").json()["max_steps"]
+            for name, k in (("first", 1), ("middle", n // 2), ("last", n)):
+                got = c.get(f"/api/runs/{rid}/steps/{k}")
+                assert got.status_code == 200 and got.json()["step"] == k, got.text[:200]
+                out[f"{name} after s"] = time.monotonic() - answered
+            t0 = time.monotonic()
+            for k in (1, n // 2, n):
+                assert c.get(f"/api/runs/{rid}/steps/{k}").status_code == 200
+            out["again s"] = (time.monotonic() - t0) / 3
+            t0 = time.monotonic()
+            assert c.get(f"/api/runs/{rid}/steps/{n // 2 + 7}").status_code == 200
+            out["nearby s"] = time.monotonic() - t0
+            while c.get(f"/api/runs/{rid}/progress").json()["state"] != "done":
+                time.sleep(0.1)
+            out["replay s"] = time.monotonic() - answered
+            out["steps/s"] = n / out["replay s"]
+            out["steps"] = n
+            out["server MB"], out["worker MB"] = peak_rss_mb(pid)
+        out["store MB"] = sum(p.stat().st_size for p in Path(store).iterdir()) / (1 << 20)
+    return out
+
+
+def seek_cli(python: str, path: Path, n: int) -> dict[str, float]:
+    """`pagedviz import FILE --step K` for the first, a middle and the last step, and the whole
+    import (`--json`), seconds each."""
+    out: dict[str, float] = {}
+    for name, k in (("first", 1), ("middle", n // 2), ("last", n)):
+        t0 = time.monotonic()
+        r = subprocess.run(
+            [python, "-m", "pagedviz.app.cli", "import", str(path), "--json", "--step", str(k)],
+            capture_output=True,
+        )
+        out[f"{name} s"] = time.monotonic() - t0 if r.returncode == 0 else float("nan")
+    t0 = time.monotonic()
+    subprocess.run(
+        [python, "-m", "pagedviz.app.cli", "import", str(path), "--json"],
+        stdout=subprocess.DEVNULL,
+        check=True,
+    )
+    out["whole s"] = time.monotonic() - t0
+    out["steps/s"] = n / out["whole s"]
+    return out
+
+
+def seek_main(args: argparse.Namespace) -> None:
+    paths: list[Path] = []
+    d = tempfile.mkdtemp()
+    if args.recording:
+        paths.append(Path(args.recording))
+    else:
+        for steps in (int(x) for x in args.steps.split(",")):
+            paths.append(Path(d) / f"rec-{steps}.jsonl")
+            write_recording(scenario(steps, args.every, args.max_tokens), paths[-1])
+    sides = ([("before", args.before)] if args.before else []) + [("after", sys.executable)]
+    for path in paths:
+        with open(path, "rb") as f:
+            n = sum(1 for _ in f) - 1
+        size = os.path.getsize(path) / (1 << 20)
+        for side, python in sides:
+            figures = seek_rest(python, path) if args.rest else seek_cli(python, path, n)
+            text = " ".join(f"{k}={v:.2f}" for k, v in figures.items())
+            print(f"{path.name} ({n} steps, {size:.1f} MB) {side}: {text}", flush=True)
+    shutil.rmtree(d, ignore_errors=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", default="1000,10000,100000")
@@ -99,7 +240,13 @@ def main() -> None:
     ap.add_argument(
         "--rest", action="store_true", help="import through POST /api/runs/import of a real server"
     )
+    ap.add_argument("--seek", action="store_true", help="measure seek time and replay throughput (issue 40)")
+    ap.add_argument("--recording", help="with --seek: this recording instead of synthetic ones")
+    ap.add_argument("--before", help="with --seek: also measure this interpreter's checkout, first")
     args = ap.parse_args()
+    if args.seek:
+        seek_main(args)
+        return
     if args.rest:
         cols = f"{'answer s':>9} {'replay s':>9} {'server peak RSS MB':>19} {'store MB':>9}"
         print(f"{'steps':>8} {'file MB':>8} {cols}  agreement")
