@@ -22,7 +22,8 @@ answer (seconds since the answer when each is readable), a second visit of the t
 near the middle not read before (from a checkpoint), the replay's end (steps/s from the answer),
 the store's size and the peak RSS of the server and of its compute processes. With `--before
 PYTHON` (another checkout's interpreter, e.g. main's `.venv/bin/python`, whose `pagedviz` is that
-checkout) the same is measured against that server first, side by side in one run. Without
+checkout) the same is measured against that server first, side by side in one run. `--replay`:
+the import's replay alone, in one process with a temporary store (steps/s). Without
 `--rest`, the CLI: `pagedviz import FILE --step N` for the same three steps, and the whole import
 (`--json`, steps/s). Run:
 
@@ -211,6 +212,32 @@ def seek_cli(python: str, path: Path, n: int) -> dict[str, float]:
     return out
 
 
+REPLAY_CODE = """
+import asyncio, sys, time
+from pathlib import Path
+from pagedviz.app.db import cleanup_temporary, temporary_db
+from pagedviz.app.import_replay import ImportJob, first_pass, replay_into, scenario_bytes
+from pagedviz.core.replay import scenario_from
+path = Path(sys.argv[1])
+header, summary = first_pass(path, 1 << 26)
+db = temporary_db(1 << 40, 1 << 41)
+db.put_recording("rec-0", scenario_bytes(scenario_from(header, summary)), path, summary.num_steps)
+job = ImportJob("rec-0", summary.num_steps, time.monotonic(), asyncio.new_event_loop().create_future())
+t0 = time.perf_counter()
+replay_into(db, job, path, 1 << 26, summary, 1 << 40)
+took = time.perf_counter() - t0
+print(f"replay s={took:.2f} steps/s={summary.num_steps / took:.0f}")
+cleanup_temporary(db)
+"""
+
+
+def replay_in_process(python: str, path: Path) -> str:
+    """The import's replay into a temporary store in one process of `python`'s checkout (no
+    server): its seconds and steps/s."""
+    r = subprocess.run([python, "-c", REPLAY_CODE, str(path)], capture_output=True, text=True, check=True)
+    return r.stdout.strip()
+
+
 def seek_main(args: argparse.Namespace) -> None:
     paths: list[Path] = []
     d = tempfile.mkdtemp()
@@ -226,8 +253,11 @@ def seek_main(args: argparse.Namespace) -> None:
             n = sum(1 for _ in f) - 1
         size = os.path.getsize(path) / (1 << 20)
         for side, python in sides:
-            figures = seek_rest(python, path) if args.rest else seek_cli(python, path, n)
-            text = " ".join(f"{k}={v:.2f}" for k, v in figures.items())
+            if args.replay:
+                text = replay_in_process(python, path)
+            else:
+                figures = seek_rest(python, path) if args.rest else seek_cli(python, path, n)
+                text = " ".join(f"{k}={v:.2f}" for k, v in figures.items())
             print(f"{path.name} ({n} steps, {size:.1f} MB) {side}: {text}", flush=True)
     shutil.rmtree(d, ignore_errors=True)
 
@@ -243,6 +273,9 @@ def main() -> None:
     ap.add_argument("--seek", action="store_true", help="measure seek time and replay throughput (issue 40)")
     ap.add_argument("--recording", help="with --seek: this recording instead of synthetic ones")
     ap.add_argument("--before", help="with --seek: also measure this interpreter's checkout, first")
+    ap.add_argument(
+        "--replay", action="store_true", help="with --seek: the replay alone, in one process (steps/s)"
+    )
     args = ap.parse_args()
     if args.seek:
         seek_main(args)
