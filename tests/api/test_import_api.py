@@ -65,7 +65,7 @@ def finished(client: TestClient, run_id: str, timeout: float = 60) -> dict[str, 
 def long_recording(tmp_path_factory: pytest.TempPathFactory) -> bytes:
     """A synthetic recording long enough that its replay is still going when the import answers."""
     path = tmp_path_factory.mktemp("rec") / "long.jsonl"
-    write_recording(scenario(4000, 50, 120), path)
+    write_recording(scenario(2000, 50, 120), path)
     return path.read_bytes()
 
 
