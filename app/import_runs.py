@@ -104,6 +104,7 @@ class Imports:
         self.scenarios: BoundedCache[str, Scenario] = BoundedCache(16)
         self._tasks: set[asyncio.Task[None]] = set()
         self._slots: asyncio.Semaphore | None = None
+        self.live: Any = None  # the live runs (app/import_live.py): resume(), received(), flag()
 
     @property
     def max_bytes(self) -> int:
@@ -201,6 +202,8 @@ class Imports:
         kept = self._kept(run_id)
         if kept is None or kept[1] is not None or self._done_steps(run_id) is not None:
             return None
+        if self.live is not None and (live := self.live.resume(run_id)) is not None:
+            return live  # type: ignore[no-any-return]
         if self.replayed_elsewhere(run_id):
             return None
         fd, name = tempfile.mkstemp(prefix="pagedviz-import-", suffix=".jsonl")
@@ -303,6 +306,9 @@ class Imports:
         for a replay that stopped before step n."""
         job = self._job(run_id)
         while job is not None and job.steps_done < n and not job.done.done():
+            arrived = None if self.live is None else self.live.received(run_id)
+            if arrived is not None and n > arrived:  # a live run's step that has not arrived
+                return job.steps_done, False
             await asyncio.sleep(0.01)
         if job is not None and job.steps_done >= n:
             return job.steps_done, False
