@@ -1,14 +1,13 @@
 """The recorder's HTTP sink (PAGEDVIZ_RECORD=http://HOST:PORT, record/sink.py): vLLM's scheduler
 never waits for it, and a pagedviz that cannot be reached or cannot keep up costs one logged line,
-not a retry storm nor an error in the server. With vLLM's real Scheduler under the recorder, the
-lines reach a real pagedviz (TestClient) as a live run, closed when the scheduler shuts down."""
+not a retry storm nor an error in the server (tests/browser/test_browser_live.py sends vLLM's real
+Scheduler's lines to a real pagedviz and follows them in Chromium)."""
 
 from __future__ import annotations
 
 import logging
 import socket
 import time
-from pathlib import Path
 
 import pytest
 
@@ -67,18 +66,3 @@ def test_a_full_queue_drops_with_one_logged_line(
     said = warnings(caplog)
     assert len(said) == 1 and "dropped" in said[0], said
     assert sink.stopped
-
-
-def test_vllms_scheduler_records_into_a_live_run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """vLLM's real Scheduler under the recorder, sending to pagedviz (a real server), the same
-    scenario recorded to a file: once the scheduler shuts down the live run is closed and equals
-    the file's import, step for step."""
-    from pagedviz.app.serve import running_server
-    from pagedviz.core.presets import preset_dict
-    from tests.support.live_run import compare_with_file, record_live
-    from tests.support.vllm_v1 import as_vllm
-
-    scenario = as_vllm(preset_dict("demo-preemption"))
-    with running_server("--live-token", "T") as server:
-        run_id = record_live(scenario, server.url, "T", monkeypatch)
-        compare_with_file(server.url, run_id, scenario, tmp_path, monkeypatch)

@@ -27,11 +27,11 @@ def record_live(
     token: str,
     monkeypatch: pytest.MonkeyPatch,
     pause_s: float = 0.0,
-    on_step: Callable[[int], None] | None = None,
+    on_step: Callable[[int, str | None], None] | None = None,
 ) -> str:
     """Drive vLLM's Scheduler under the recorder, sending to the pagedviz at `url` (a pause after
     each step, so that a reader sees the steps arrive); shut down at the end (the recorder closes
-    the run). The live run's id."""
+    the run); `on_step(n, run id or None)` after each step. The live run's id."""
     side = recording_side(scenario, url, monkeypatch, PAGEDVIZ_RECORD_TOKEN=token)  # type: ignore[arg-type]
     sink = side.scheduler._pagedviz.file
     for n, t in enumerate(make_engine(scenario).run(), start=1):
@@ -40,7 +40,7 @@ def record_live(
         else:
             side.step(t.sampled_token_ids)
         if on_step is not None:
-            on_step(n)
+            on_step(n, sink.run_id)  # the run id, once pagedviz has answered the header
         if pause_s:
             time.sleep(pause_s)
     side.scheduler.shutdown()  # the last batch says the recording ended
