@@ -404,6 +404,11 @@ class RunDB:
         with self._write() as c:
             return [c.execute(sql, args).fetchall() for sql, args in statements]
 
+    def live_read(self, sql: str, args: tuple[object, ...]) -> list[tuple]:
+        """The rows of one read of the live tables."""
+        with self._lock:
+            return self.conn.execute(sql, args).fetchall()
+
     def put_live_recording(self, run_id: str, path: Path) -> None:
         """Keep a closed live run's recording (the file at `path`) as an import's, in chunks."""
         size = path.stat().st_size

@@ -30,6 +30,7 @@ import hashlib
 import logging
 import os
 import secrets
+import socket
 import tempfile
 import time
 from dataclasses import replace
@@ -42,18 +43,20 @@ from pagedviz.app.db import RunDB
 from pagedviz.app.errors import ApiError
 from pagedviz.app.import_replay import ImportJob, replay_into, scenario_bytes
 from pagedviz.app.import_runs import OWNER, Imports
-from pagedviz.app.live_replay import Live, add_step, check_line, replay_live
+from pagedviz.app.live_replay import CLOSED, CUT, ENDED, OPEN, Live, check_line, replay_live
 from pagedviz.app.run import RunTooLargeError
 from pagedviz.core import __version__
-from pagedviz.core.recording import Cut, Header, RecordingError, Step, parse_header
+from pagedviz.core.recording import Cut, Header, RecordingError, parse_header
 from pagedviz.core.replay import ReplayError, Summary, replay_problem, scenario_from
 
 log = logging.getLogger("pagedviz")
 LIVE_NOTE = "live: the recording is still arriving from the server; the agreement is said once it closes"
+HELD_S = 10  # a live run's holder that has not said it is alive for this long may be replaced
 TABLES = [
     (
         "CREATE TABLE IF NOT EXISTS live_runs(run_id TEXT PRIMARY KEY, header BLOB NOT NULL, "
-        "steps INTEGER NOT NULL, bytes INTEGER NOT NULL, closed INTEGER NOT NULL)",
+        "steps INTEGER NOT NULL, bytes INTEGER NOT NULL, state INTEGER NOT NULL, last REAL NOT NULL, "
+        "owner TEXT, beat REAL)",
         (),
     ),
     (
@@ -62,84 +65,109 @@ TABLES = [
         (),
     ),
 ]
+APPEND = [
+    "UPDATE live_runs SET steps=steps+?, bytes=bytes+?, last=?, state=? "
+    "WHERE run_id=? AND steps=? AND state=0",
+    "SELECT changes()",
+    "INSERT INTO live_lines SELECT ?, (SELECT ifnull(max(seq), 0) + 1 FROM live_lines WHERE run_id=?), ? "
+    "WHERE changes()=1",
+]
+
+
+def _gone(owner: str) -> bool:
+    """Whether the process `owner` (host:pid) is known to have ended (on this host only)."""
+    host, _, pid = owner.rpartition(":")
+    if host != socket.gethostname():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except (ProcessLookupError, ValueError):
+        return True
+    except PermissionError:
+        return False
+    return False
 
 
 class LiveRuns:
-    """The live runs of a run store (its imports and database)."""
+    """The live runs of a run store (its imports and database). Any worker takes a live run's
+    lines (they are kept in the database); one, its holder, replays them."""
 
     def __init__(self, imports: Imports, settings: Any) -> None:
         self.imports, self.settings = imports, settings
         self.db: RunDB = imports.store.db
-        self.open_runs: dict[str, Live] = {}
+        self.held: dict[str, Live] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._watch: asyncio.Task[None] | None = None
         self._ready = False
-        imports.live = self  # the imports' hooks: resume(), received(), flag()
+        imports.live = self  # the imports' hooks: handles(), resume(), received(), flag()
 
     @property
     def on(self) -> bool:
         return bool(self.settings.live_token)
 
     def _sql(self, statements: list[tuple[str, tuple[object, ...]]]) -> list[list[tuple]]:
+        self._tables()
+        return self.db.live_exec(statements)
+
+    def _tables(self) -> None:
         if not self._ready:
             self.db.live_exec(TABLES)
             self._ready = True
-        return self.db.live_exec(statements)
 
     def _row(self, run_id: str) -> tuple | None:
-        rows = self._sql([("SELECT header, steps, bytes, closed FROM live_runs WHERE run_id=?", (run_id,))])[
-            0
-        ]
+        """(header, steps, bytes, state, last, owner, beat) of a live run, or None."""
+        self._tables()
+        rows = self.db.live_read(
+            "SELECT header, steps, bytes, state, last, owner, beat FROM live_runs WHERE run_id=?", (run_id,)
+        )
         return rows[0] if rows else None
 
     # --- the hooks app/import_runs.py calls ------------------------------------------------
 
     def flag(self, run_id: str) -> bool | None:
-        """True while the run is live, False once a live run closed, None for another run."""
-        if run_id in self.open_runs:
-            return True
+        """True while the run takes lines, False once a live run ended, None for another run."""
         row = self._row(run_id)
-        return None if row is None else not row[3]
+        return None if row is None else row[3] == OPEN
+
+    def handles(self, run_id: str) -> bool:
+        """Whether the run is a live run not yet imported whole (this module replays it)."""
+        row = self._row(run_id)
+        return row is not None and row[3] != CLOSED
 
     def received(self, run_id: str) -> int | None:
-        """How many steps of an open live run have arrived (None: not an open live run)."""
-        live = self.open_runs.get(run_id)
-        return None if live is None or live.closing else live.steps
+        """How many steps of a live run taking lines have arrived (None: not such a run)."""
+        row = self._row(run_id)
+        return None if row is None or row[3] != OPEN else int(row[1])
 
     def resume(self, run_id: str) -> ImportJob | None:
-        """An open live run that a restart stopped: what arrived is replayed again, and it takes
-        further lines (the quiet that closes it counts from now)."""
-        if run_id in self.open_runs:
-            return self.open_runs[run_id].job
+        """The replay of a live run, held here: taken on where its holder is gone (a restart, a
+        worker that ended) or quiet for HELD_S seconds; None where another worker holds it."""
+        if run_id in self.held:
+            return self.held[run_id].job
         row = self._row(run_id)
-        if row is None or row[3]:
+        if row is None or row[3] == CLOSED:
             return None
-        header = parse_header(bytes(row[0]), self.imports.line_limit)
-        live = self._start(run_id, header)
-        batches = self._sql([("SELECT body FROM live_lines WHERE run_id=? ORDER BY seq", (run_id,))])[0]
-        for (body,) in batches:
-            for raw in bytes(body).splitlines():
-                if raw.strip():
-                    try:
-                        step = Step.model_validate_json(raw)
-                    except ValidationError:
-                        break
-                    add_step(live.summary, step)
-                    live.feed.put(step)
-        live.steps, live.nbytes = int(row[1]), int(row[2])
-        live.job.total = live.steps
-        log.info("pagedviz live run %s resumed at step %d", run_id, live.steps)
+        owner, beat = row[5], float(row[6] or 0)
+        now = time.time()
+        if owner is not None and owner != OWNER and now - beat < HELD_S and not _gone(owner):
+            return None
+        claim = "UPDATE live_runs SET owner=?, beat=? WHERE run_id=? AND (owner IS ? OR owner=?)"
+        won = self._sql([(claim, (OWNER, now, run_id, owner, owner)), ("SELECT changes()", ())])[1]
+        if not won or not won[0][0]:
+            return None
+        live = self._start(run_id, parse_header(bytes(row[0]), self.imports.line_limit))
+        log.info("pagedviz live run %s taken on at step %d", run_id, int(row[1]))
         return live.job
 
-    # --- opening, appending, closing -------------------------------------------------------
+    # --- opening, appending ----------------------------------------------------------------
 
     def _start(self, run_id: str, header: Header) -> Live:
         loop = asyncio.get_running_loop()
         job = ImportJob(run_id, 0, time.monotonic(), loop.create_future(), started=time.monotonic())
         live = Live(run_id, header, job)
-        self.open_runs[run_id] = live
+        self.held[run_id] = live
         self.imports.jobs[run_id] = job
-        task = loop.create_task(self._run(live))
+        task = loop.create_task(self._run(live, loop))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         if self._watch is None or self._watch.done():
@@ -148,12 +176,11 @@ class LiveRuns:
 
     async def open(self, raw: bytes) -> str:
         """A new live run from its header line; its run id."""
-        if len(self.open_runs) >= self.settings.max_live_runs:
+        s = self.settings
+        taking = await asyncio.to_thread(self._sql, [("SELECT count(*) FROM live_runs WHERE state<3", ())])
+        if taking[0][0][0] >= s.max_live_runs:
             raise ApiError(
-                503,
-                "busy",
-                "live",
-                f"{self.settings.max_live_runs} live runs are open (PAGEDVIZ_MAX_LIVE_RUNS)",
+                503, "busy", "live", f"{s.max_live_runs} live runs are open (PAGEDVIZ_MAX_LIVE_RUNS)"
             )
         try:
             header = parse_header(raw.strip(), self.imports.line_limit)
@@ -162,10 +189,8 @@ class LiveRuns:
         problem = replay_problem(header)
         if problem:
             raise ApiError(422, "invalid_recording", "recording", f"line 1: {problem}")
-        nonce = secrets.token_bytes(16)
-        run_id = (
-            "rec-" + hashlib.sha256(f"pagedviz {__version__} live\n".encode() + raw + nonce).hexdigest()[:16]
-        )
+        salt = f"pagedviz {__version__} live\n".encode() + secrets.token_bytes(16)
+        run_id = "rec-" + hashlib.sha256(salt + raw).hexdigest()[:16]
         scenario = replace(scenario_from(header, Summary()), notes=(LIVE_NOTE,))
         fd, name = tempfile.mkstemp(prefix="pagedviz-live-", suffix=".jsonl")
         path = Path(name)
@@ -175,103 +200,83 @@ class LiveRuns:
             await asyncio.to_thread(self.db.put_recording, run_id, scenario_bytes(scenario), path, 0)
         finally:
             path.unlink(missing_ok=True)
-        statement = "INSERT INTO live_runs VALUES (?, ?, 0, ?, 0)"
-        await asyncio.to_thread(self._sql, [(statement, (run_id, raw.strip(), len(raw)))])
+        row = (run_id, raw.strip(), len(raw), time.time(), OWNER, time.time())
+        await asyncio.to_thread(self._sql, [("INSERT INTO live_runs VALUES (?, ?, 0, ?, 0, ?, ?, ?)", row)])
         self._start(run_id, header)
         log.info("pagedviz live run %s opened (%s)", run_id, header.scheduler)
         return run_id
 
-    def _live(self, run_id: str) -> Live:
-        live = self.open_runs.get(run_id)
-        if live is None and self.resume(run_id) is not None:
-            live = self.open_runs.get(run_id)
-        if live is None or live.closing:
-            if self.flag(run_id) is False:
-                raise ApiError(409, "closed", "run_id", f"the live run {run_id} is closed: open another one")
+    async def append(self, run_id: str, body: bytes, end: bool) -> tuple[int, int]:
+        """Keep a batch of lines (each checked first: a bad one refuses the batch, naming its line);
+        `end`: the recorder closes the run. (lines of the batch, the run's steps)."""
+        row = await asyncio.to_thread(self._row, run_id)
+        if row is None:
             raise ApiError(
                 404, "not_found", "run_id", f"no live run {run_id[:40]!r} (POST /api/runs/live opens one)"
             )
-        return live
-
-    async def append(self, run_id: str, body: bytes, end: bool) -> tuple[int, int]:
-        """Keep a batch of lines (each checked first: a bad one refuses the batch, naming its line)
-        and hand its steps to the replay; `end`: the recorder closes the run. (lines, steps)."""
-        live = self._live(run_id)
+        if row[3] != OPEN:
+            raise ApiError(409, "closed", "run_id", f"the live run {run_id} has ended: open another one")
+        steps, nbytes = int(row[1]), int(row[2])
         lines = [raw for raw in body.splitlines() if raw.strip()]
         s = self.settings
         if len(lines) > s.max_live_lines:
             raise ApiError(
                 413, "too_many_lines", "body", f"over {s.max_live_lines} lines (PAGEDVIZ_MAX_LIVE_LINES)"
             )
-        if live.nbytes + len(body) > s.max_live_bytes:
+        if nbytes + len(body) > s.max_live_bytes:
             raise ApiError(
                 413,
                 "run_too_large",
                 "body",
                 f"the live run passed {s.max_live_bytes >> 20} MB (PAGEDVIZ_MAX_LIVE_MB)",
             )
-        steps = []
         for i, raw in enumerate(lines):
-            expected = live.steps + i + 1
             try:
-                steps.append(check_line(raw, expected + 1, expected, self.imports.line_limit))
+                check_line(raw, steps + i + 2, steps + i + 1, self.imports.line_limit)
             except RecordingError as e:
                 raise ApiError(422, "invalid_recording", f"line {e.line}", e.message) from None
+        data = b"".join(raw + b"\n" for raw in lines)
+        update = (len(lines), len(data), time.time(), ENDED if end else OPEN, run_id, steps)
+        statements = [(APPEND[0], update), (APPEND[1], ())]
         if lines:
-            data = b"\n".join(lines) + b"\n"
-            statements: list[tuple[str, tuple[object, ...]]] = [
-                (
-                    "INSERT INTO live_lines VALUES "
-                    "(?, (SELECT ifnull(max(seq), 0) + 1 FROM live_lines WHERE run_id=?), ?)",
-                    (run_id, run_id, data),
-                ),
-                (
-                    "UPDATE live_runs SET steps=steps+?, bytes=bytes+? WHERE run_id=?",
-                    (len(lines), len(data), run_id),
-                ),
-            ]
-            await asyncio.to_thread(self._sql, statements)
-            live.nbytes += len(data)
-            for step in steps:
-                add_step(live.summary, step)
-                live.feed.put(step)
-            live.steps += len(steps)
-            live.job.total = live.steps
-        live.last = time.monotonic()
-        if end:
-            await self.close(run_id, cut=False)
-        elif lines and time.monotonic() - live.scenario_at > 2:
-            live.scenario_at = time.monotonic()
-            scenario = replace(scenario_from(live.header, live.summary), notes=(LIVE_NOTE,))
-            await asyncio.to_thread(self.db.replace_scenario, run_id, scenario_bytes(scenario))
-            self.imports.scenarios.pop(run_id)
-        return len(lines), live.steps
-
-    async def close(self, run_id: str, cut: bool) -> None:
-        """The run ends: no more lines; once its replay has stored what arrived, it becomes the
-        import of its recording (cut: as a file whose last line was cut)."""
-        live = self.open_runs.get(run_id)
-        if live is None or live.closing:
-            return
-        live.closing = True
-        if cut:
-            live.summary.cut = Cut(live.steps + 2, live.steps)
-            log.info(
-                "pagedviz live run %s closed as cut after %d quiet seconds", run_id, self.settings.live_idle_s
+            statements.append((APPEND[2], (run_id, run_id, data)))
+        done = await asyncio.to_thread(self._sql, statements)
+        if not done[1][0][0]:  # another batch came first: lines are taken in order only
+            raise ApiError(
+                409, "out_of_order", "body", f"the live run no longer has {steps} steps: send in order"
             )
-        live.feed.put(None)
+        if run_id not in self.held:
+            self.resume(run_id)  # its holder is gone: taken on here
+        return len(lines), steps + len(lines)
 
-    async def _run(self, live: Live) -> None:
+    # --- the replay, and its end -------------------------------------------------------------
+
+    def _beat(self, live: Live, loop: asyncio.AbstractEventLoop) -> None:
+        """The holder is alive (in the replay's thread): said in the database, with the scenario
+        of the steps so far (its requests), which readers then read afresh."""
+        self.db.claim_recording(live.run_id, OWNER)
+        self._sql(
+            [("UPDATE live_runs SET beat=? WHERE run_id=? AND owner=?", (time.time(), live.run_id, OWNER))]
+        )
+        if live.summary.num_steps > live.scenario_steps:
+            live.scenario_steps = live.summary.num_steps
+            scenario = replace(scenario_from(live.header, live.summary), notes=(LIVE_NOTE,))
+            self.db.replace_scenario(live.run_id, scenario_bytes(scenario))
+            loop.call_soon_threadsafe(self.imports.scenarios.pop, live.run_id)
+
+    async def _run(self, live: Live, loop: asyncio.AbstractEventLoop) -> None:
         job, db = live.job, self.db
         try:
             await asyncio.to_thread(db.claim_recording, live.run_id, OWNER)
-            await asyncio.to_thread(replay_live, db, live, self.imports.max_bytes)
-            if not job.cancel.is_set() and live.steps:
+            await asyncio.to_thread(
+                replay_live, db, live, self.imports.max_bytes, lambda: self._beat(live, loop)
+            )
+            if not job.cancel.is_set() and live.ended.is_set():
                 await asyncio.to_thread(self._finish, live)
         except asyncio.CancelledError:
             job.cancel.set()
             raise
-        except (RecordingError, ReplayError, RunTooLargeError, OSError, ValueError) as e:
+        except (RecordingError, ReplayError, RunTooLargeError, OSError, ValueError, ValidationError) as e:
             log.warning("pagedviz live run %s stopped: %s", live.run_id, e)
             problem = (
                 f"too_large:{e.steps_done}"
@@ -280,10 +285,11 @@ class LiveRuns:
             )
             with contextlib.suppress(Exception):
                 db.set_recording_problem(live.run_id, problem)
+                self._sql([("UPDATE live_runs SET state=3 WHERE run_id=?", (live.run_id,))])
         except Exception:
             log.exception("pagedviz live run %s failed", live.run_id)
         finally:
-            self.open_runs.pop(live.run_id, None)
+            self.held.pop(live.run_id, None)
             if self.imports.jobs.get(live.run_id) is job:
                 del self.imports.jobs[live.run_id]
             self.imports.scenarios.pop(live.run_id)
@@ -291,48 +297,63 @@ class LiveRuns:
                 job.done.set_result(None)
 
     def _finish(self, live: Live) -> None:
-        """The closed run as the import of its recording (in a worker thread)."""
-        run_id, db = live.run_id, self.db
+        """The ended run as the import of its recording (in a worker thread): kept as an import's
+        recording and replayed as a posted file is (the steps already stored are kept)."""
+        run_id, db, steps = live.run_id, self.db, live.summary.num_steps
+        closed: list[tuple[str, tuple[object, ...]]] = [
+            ("UPDATE live_runs SET state=3 WHERE run_id=?", (run_id,)),
+            ("DELETE FROM live_lines WHERE run_id=?", (run_id,)),
+        ]
+        if not steps:
+            db.set_recording_problem(run_id, "failed:the live run ended before its first step")
+            self._sql(closed)
+            return
+        if live.state == CUT:
+            live.summary.cut = Cut(steps + 2, steps)
+            log.info("pagedviz live run %s closed as cut at step %d (quiet)", run_id, steps)
         fd, name = tempfile.mkstemp(prefix="pagedviz-live-", suffix=".jsonl")
         path = Path(name)
         try:
-            header = self._row(run_id)
-            batches = self._sql([("SELECT body FROM live_lines WHERE run_id=? ORDER BY seq", (run_id,))])[0]
+            row = self._row(run_id)
+            batches = db.live_read("SELECT body FROM live_lines WHERE run_id=? ORDER BY seq", (run_id,))
             with os.fdopen(fd, "wb") as f:
-                f.write(bytes(header[0] if header else b"") + b"\n")
+                f.write(bytes(row[0] if row else b"") + b"\n")
                 for (body,) in batches:
                     f.write(bytes(body))
             db.put_live_recording(run_id, path)
-            job = ImportJob(run_id, live.steps, time.monotonic(), live.job.done, started=time.monotonic())
+            job = ImportJob(run_id, steps, time.monotonic(), live.job.done, started=time.monotonic())
             job.cancel = live.job.cancel  # the server's stop stops this replay too
             replay_into(db, job, path, self.imports.line_limit, live.summary, self.imports.max_bytes)
-            self._sql(
-                [
-                    ("UPDATE live_runs SET closed=1 WHERE run_id=?", (run_id,)),
-                    ("DELETE FROM live_lines WHERE run_id=?", (run_id,)),
-                ]
-            )
+            if not job.cancel.is_set():
+                self._sql(closed)
         finally:
             path.unlink(missing_ok=True)
 
     async def _watch_idle(self) -> None:
-        """Close, as cut, each live run quiet for PAGEDVIZ_LIVE_IDLE_S seconds."""
-        while self.open_runs:
-            await asyncio.sleep(min(1.0, self.settings.live_idle_s / 4))
-            now = time.monotonic()
-            for run_id, live in list(self.open_runs.items()):
-                if not live.closing and now - live.last > self.settings.live_idle_s:
-                    await self.close(run_id, cut=True)
+        """End, as cut, each live run held here and quiet for PAGEDVIZ_LIVE_IDLE_S seconds."""
+        idle = self.settings.live_idle_s
+        while self.held:
+            await asyncio.sleep(min(1.0, idle / 4))
+            for run_id in list(self.held):
+                quiet = "UPDATE live_runs SET state=2 WHERE run_id=? AND state=0 AND last<?"
+                await asyncio.to_thread(self._sql, [(quiet, (run_id, time.time() - idle))])
 
     async def start(self) -> None:
-        """At the server's start: every open live run of the store resumes (and closes when quiet)."""
+        """At the server's start: each live run not imported yet is taken on (if no other worker
+        holds it), and ends when quiet."""
         if not self.on:
             return
-        rows = await asyncio.to_thread(self._sql, [("SELECT run_id FROM live_runs WHERE closed=0", ())])
+        rows = await asyncio.to_thread(self._sql, [("SELECT run_id FROM live_runs WHERE state<3", ())])
         for (run_id,) in rows[0]:
-            with contextlib.suppress(Exception):
+            try:
                 self.resume(str(run_id))
+            except Exception as e:  # noqa: BLE001 (one run's problem stops no server)
+                log.warning("pagedviz live run %s cannot be taken on: %s", run_id, e)
 
     def shutdown(self) -> None:
-        for live in self.open_runs.values():
+        """The server stops: the replays stop, and the runs held here may be taken on at once."""
+        for live in self.held.values():
             live.job.cancel.set()
+        if self.held:
+            with contextlib.suppress(Exception):
+                self._sql([("UPDATE live_runs SET owner=NULL WHERE owner=?", (OWNER,))])

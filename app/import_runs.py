@@ -202,8 +202,8 @@ class Imports:
         kept = self._kept(run_id)
         if kept is None or kept[1] is not None or self._done_steps(run_id) is not None:
             return None
-        if self.live is not None and (live := self.live.resume(run_id)) is not None:
-            return live  # type: ignore[no-any-return]
+        if self.live is not None and self.live.handles(run_id):  # a live run: its holder replays it
+            return self.live.resume(run_id)  # type: ignore[no-any-return]
         if self.replayed_elsewhere(run_id):
             return None
         fd, name = tempfile.mkstemp(prefix="pagedviz-import-", suffix=".jsonl")
@@ -305,16 +305,18 @@ class Imports:
         the run is complete); None for a run this server does not know. Raises ImportStopped
         for a replay that stopped before step n."""
         job = self._job(run_id)
+        first = time.monotonic() + 60  # a live run's first step is waited for a minute
         while job is not None and job.steps_done < n and not job.done.done():
             arrived = None if self.live is None else self.live.received(run_id)
-            if arrived is not None and n > arrived:  # a live run's step that has not arrived
-                return job.steps_done, False
+            if arrived is not None and n > arrived and (arrived or time.monotonic() > first):
+                return job.steps_done, False  # a live run's step that has not arrived
             await asyncio.sleep(0.01)
         if job is not None and job.steps_done >= n:
             return job.steps_done, False
         while job is None and self.replayed_elsewhere(run_id):  # another worker replays it
             kept = await asyncio.to_thread(self.store.db.rec_steps_kept, run_id)
-            if kept >= n:
+            arrived = None if self.live is None else self.live.received(run_id)
+            if kept >= n or (arrived is not None and n > arrived):  # kept, or not arrived yet
                 return kept, False
             if self._done_steps(run_id) is not None:
                 break

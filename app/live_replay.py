@@ -1,16 +1,17 @@
-"""The replay of a live run's growing recording (app/import_live.py), in a worker thread: the
-recorded scheduler (core/replay_scheduler.py) reads the next step only when the engine asks whether
-one is left, waiting for it to arrive, so each step is replayed and stored as soon as it has
-arrived; each line is checked as an import checks it, and the summary kept as a first pass keeps it.
+"""The replay of a live run's growing recording (app/import_live.py), in a worker thread of the
+worker that holds the run: its lines are read from the database as they are kept there (by any
+worker: table `live_lines`), and the recorded scheduler (core/replay_scheduler.py) reads the next
+step only when the engine asks whether one is left, waiting for it to arrive, so each step is
+replayed and stored as soon as it has arrived. Each line is checked as an import checks it
+(`check_line`), and the summary kept as a first pass keeps it (`add_step`).
 """
 
 from __future__ import annotations
 
 import json
-import queue
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 
 from pydantic import ValidationError
@@ -23,6 +24,10 @@ from pagedviz.app.summaries import step_summary
 from pagedviz.core.recording import Header, RecordingError, Step
 from pagedviz.core.replay import ReplayEngine, ReplayError, Summary, scenario_from
 from pagedviz.core.replay_scheduler import RecordedScheduler
+
+POLL_S = 0.05  # how often the replay looks for new lines while none has come
+BEAT_S = 2.0  # how often the holder of a live run says it is alive (and writes its scenario)
+OPEN, ENDED, CUT, CLOSED = 0, 1, 2, 3  # live_runs.state: taking lines; ended by the recorder; quiet; imported
 
 
 class _LiveScheduler(RecordedScheduler):
@@ -64,37 +69,64 @@ class _LiveEngine(ReplayEngine):
 
 @dataclass
 class Live:
-    """A live run open in this process."""
+    """A live run held (replayed) by this worker."""
 
     run_id: str
     header: Header
     job: ImportJob
-    steps: int = 0  # steps arrived
-    nbytes: int = 0  # bytes of its lines
-    last: float = field(default_factory=time.monotonic)  # when a line last arrived
     summary: Summary = field(default_factory=Summary)
-    feed: queue.Queue[Step | None] = field(default_factory=queue.Queue)
-    scenario_at: float = 0.0  # when its scenario was last written
-    closing: bool = False
+    state: int = OPEN  # as last read: how it ended, once it has
+    scenario_steps: int = 0  # the steps its scenario was last written for
+    ended: threading.Event = field(default_factory=threading.Event)  # no more lines will come
 
 
-def steps_of(q: queue.Queue[Step | None], cancel: threading.Event) -> Iterator[Step]:
-    while True:
-        try:
-            item = q.get(timeout=0.2)
-        except queue.Empty:
-            if cancel.is_set():
-                return
+def add_step(summary: Summary, step: Step) -> None:
+    """The running summary (core/replay.py's summarise, one step at a time)."""
+    summary.num_steps = step.step
+    for a in step.arrivals:
+        summary.arrivals[a.id] = (a, step.step)
+    for rid, toks in (step.sampled or {}).items():
+        summary.produced[rid] = summary.produced.get(rid, 0) + (toks if isinstance(toks, int) else len(toks))
+    summary.finished.update(step.finished)
+
+
+def steps_of(db: RunDB, live: Live, beat: Callable[[], None]) -> Iterator[Step]:
+    """The run's steps as they are kept, from the first; ends once the run has ended (by the
+    recorder or quiet) and every line kept before that is read. `beat` every BEAT_S seconds."""
+    seq, last_beat = 0, time.monotonic()
+    while not live.job.cancel.is_set():
+        if time.monotonic() - last_beat > BEAT_S:
+            beat()
+            last_beat = time.monotonic()
+        # the state first: a batch kept before the run ended is then among the batches read after
+        state = db.live_read("SELECT state FROM live_runs WHERE run_id=?", (live.run_id,))
+        rows = db.live_read(
+            "SELECT seq, body FROM live_lines WHERE run_id=? AND seq>? ORDER BY seq LIMIT 16",
+            (live.run_id, seq),
+        )
+        for n, body in rows:
+            steps = [Step.model_validate_json(raw) for raw in bytes(body).splitlines() if raw.strip()]
+            for step in steps:
+                add_step(live.summary, step)
+            if steps and not live.scenario_steps:
+                beat()  # the run's first requests: its scenario is written before its first step
+            for step in steps:
+                live.job.total = step.step
+                yield step
+            seq = n
+        if rows:
             continue
-        if item is None:
+        live.state = int(state[0][0]) if state else CUT
+        if live.state != OPEN:
+            live.ended.set()
             return
-        yield item
+        time.sleep(POLL_S)
 
 
-def replay_live(db: RunDB, live: Live, max_bytes: int) -> None:
+def replay_live(db: RunDB, live: Live, max_bytes: int, beat: Callable[[], None]) -> None:
     """Replay the run's steps as they arrive (in a worker thread), storing each one at once."""
     job = live.job
-    engine = _LiveEngine(live.header, steps_of(live.feed, job.cancel))
+    engine = _LiveEngine(live.header, steps_of(db, live, beat))
     nbytes = 0
     for t in engine.run():
         if job.cancel.is_set():
@@ -131,13 +163,3 @@ def check_line(raw: bytes, n: int, expected: int, line_limit: int) -> Step:
     if step.step != expected:
         raise RecordingError(n, f"step {step.step} where step {expected} was expected")
     return step
-
-
-def add_step(summary: Summary, step: Step) -> None:
-    """The running summary (core/replay.py's summarise, one step at a time)."""
-    summary.num_steps = step.step
-    for a in step.arrivals:
-        summary.arrivals[a.id] = (a, step.step)
-    for rid, toks in (step.sampled or {}).items():
-        summary.produced[rid] = summary.produced.get(rid, 0) + (toks if isinstance(toks, int) else len(toks))
-    summary.finished.update(step.finished)

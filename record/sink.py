@@ -4,8 +4,10 @@ to a running pagedviz (`pagedviz serve --live-token T`) instead of a file, as th
 The header opens a live run (`POST /api/runs/live`, answered with its run id); then the lines go in
 batches (`POST /api/runs/{id}/lines`, up to MAX_LINES lines or MAX_BATCH_BYTES bytes, or what came
 within MAX_WAIT_S seconds); the last batch, when the scheduler shuts down, says the run ended
-(`end=true`). A recording that never says so (the server killed) is closed by pagedviz, as cut,
-once it has been quiet for a while. `PAGEDVIZ_RECORD_TOKEN` goes as a bearer token.
+(`end=true`). While the server has nothing to schedule, an empty batch every KEEPALIVE_S seconds
+says it is alive; a recording that never says it ended (the server killed) is closed by pagedviz,
+as cut, once it has been quiet for a while (PAGEDVIZ_LIVE_IDLE_S, 300 s by default).
+`PAGEDVIZ_RECORD_TOKEN` goes as a bearer token.
 
 vLLM's scheduler never waits for pagedviz: `write` puts the line on a bounded queue without
 waiting, and a background thread sends. A full queue (pagedviz slower than the server) drops the
@@ -35,6 +37,7 @@ MAX_WAIT_S = 0.2  # a batch goes at the latest this long after its first line
 QUEUE_LINES = 65536  # lines waiting to be sent; past it lines are dropped
 TIMEOUT_S = 10.0  # one request's timeout
 CLOSE_WAIT_S = 5.0  # how long the scheduler's shutdown waits for the last batch
+KEEPALIVE_S = 30.0  # a server quiet this long sends an empty batch (pagedviz ends a run quiet for longer)
 
 
 def is_url(target: str) -> bool:
@@ -138,10 +141,12 @@ class HttpSink:
         logger.info("pagedviz.record: sending each scheduler step to %s/run?run=%s", self.url, self.run_id)
         while True:
             try:  # after a drop: what was queued before it, then no more
-                item = self.queue.get(timeout=MAX_WAIT_S if self.stopped else None)
+                item = self.queue.get(timeout=MAX_WAIT_S if self.stopped else KEEPALIVE_S)
             except queue.Empty:
-                return
-            batch, end = ([], True) if item is None else self._batch(item)
+                if self.stopped:
+                    return
+                item = ""  # a quiet server (no request to schedule): an empty batch keeps the run open
+            batch, end = ([], True) if item is None else self._batch(item) if item else ([], False)
             end = end and not self.stopped  # a recording with a gap does not say it ended: a cut
             try:
                 query = "?end=true" if end else ""

@@ -93,6 +93,7 @@ def test_a_live_run_grows_then_closes_and_equals_the_file_import(client: TestCli
     assert ov["live"] is True and ov["complete"] is False
     assert client.get(f"/api/runs/{rid}/steps/3").json()["step"] == 3
     assert client.get(f"/api/runs/{rid}/steps/5").status_code == 404  # not arrived: answered at once
+    assert post(client, rid, []).json()["accepted"] == 0  # a quiet server's keep-alive
     r = post(client, rid, LINES[4:], end=True)
     assert r.json()["live"] is False and r.json()["steps"] == NUM_STEPS
     assert done(client, rid)["steps_done"] == NUM_STEPS
@@ -118,6 +119,7 @@ def test_a_bad_line_is_a_422_naming_it_and_nothing_of_its_batch_is_kept(client: 
     bad = client.post("/api/runs/live", content=b'{"pagedviz_recording": 99}\n', headers=AUTH)
     assert bad.status_code == 422 and bad.json()["detail"][0]["field"] == "line 1"
     post(client, rid, [], end=True)
+    assert done(client, rid)["steps_done"] == 1
 
 
 def test_the_limits_are_answered_naming_their_setting(client: TestClient) -> None:

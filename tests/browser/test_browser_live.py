@@ -4,7 +4,8 @@ while a real Chromium follows the run: the step bar grows while vLLM schedules, 
 shows and the follow toggle keeps the newest step in view; once the scheduler shuts down the run
 closes, and it equals the same scenario recorded to a file and imported, step for step.
 
-Its own server (the tier's has no live token). Needs vLLM: skipped, saying what is missing, without it."""
+Its own server (the tier's has no live token), with two workers: the recorder's batches and the
+page's reads reach either. Needs vLLM: skipped, saying what is missing, without it."""
 
 from __future__ import annotations
 
@@ -31,7 +32,9 @@ def test_the_page_follows_vllms_scheduler_live_and_the_run_equals_the_file_impor
     browser: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     sc = scenario(64, 4, 16)  # a request every 4 steps, 16 tokens each: 64 steps
-    with running_server("--live-token", TOKEN) as server:
+    # two workers: the recorder's batches and the page's reads reach either; one replays the run
+    env = {"PAGEDVIZ_COMPUTE_IN": "thread"}  # no compute processes: a live run replays in the server
+    with running_server("--workers", "2", "--live-token", TOKEN, env=env) as server:
         opened: queue.Queue[str] = queue.Queue()
         done: list[str] = []
 
