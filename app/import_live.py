@@ -3,21 +3,22 @@ PAGEDVIZ_RECORD=http://HOST:PORT, record/sink.py), replayed step by step as its 
 
 A live run is an imported run (`rec-…` id) whose recording grows: `open` checks the header as an
 import's is checked and keeps it; `append` checks each line as an import checks it (a bad one is
-refused naming its line, nothing of the batch kept), keeps the batch in the database (table
-`live_lines`, so a restart keeps what arrived) and hands its steps to the run's replay, a worker
-thread that replays them through core/replay.py's engine as they come (its recorded scheduler
-reads the next step only when the engine asks for it, so a step is replayed as soon as it has
-arrived) and stores each one as an import's replay does: every reader of imports (steps,
-overview, progress, metrics) reads a live run as it reads an import in flight.
+refused naming its line, nothing of the batch kept) and keeps the batch in the database (table
+`live_lines`: any worker takes a batch, in order, checked against the count kept in `live_runs`;
+a restart keeps what arrived). One worker holds the run (`live_runs.owner`, with a beat every
+BEAT_S seconds; another takes it on once its holder is gone): its replay (app/live_replay.py)
+reads the batches as they are kept and stores each step as an import's replay does, so every
+reader of imports (steps, overview, progress, metrics), in any worker, reads a live run as it
+reads an import in flight; the run's scenario (its requests so far) is rewritten as it grows.
 
-The run closes when the recorder says so (its last batch, `end`) or, cut, after
-PAGEDVIZ_LIVE_IDLE_S seconds without a line; then it becomes the import of its recording: the
-recording is kept as an import's and replayed once more as a posted file is (app/import_replay.py
-`replay_into`, keeping the steps already stored), which gives the scenario and the agreement a
-file import gives, and a cut adds the note a cut last line does. A server that finds an open live
-run (it stopped meanwhile) replays what arrived and takes further lines.
+The run ends when the recorder says so (its last batch, `end`) or, cut, after
+PAGEDVIZ_LIVE_IDLE_S seconds without a batch (a quiet server's recorder sends an empty one now and
+then); then it becomes the import of its recording: the recording is kept as an import's and
+replayed once more as a posted file is (app/import_replay.py `replay_into`, keeping the steps
+already stored), which gives the scenario and the agreement a file import gives, and a cut adds
+the note a cut last line does.
 
-Bounds (app/settings.py): live runs open at once (PAGEDVIZ_MAX_LIVE_RUNS), lines per batch
+Bounds (app/settings.py): live runs not yet imported (PAGEDVIZ_MAX_LIVE_RUNS), lines per batch
 (PAGEDVIZ_MAX_LIVE_LINES), bytes per batch (PAGEDVIZ_MAX_LIVE_BODY_MB), bytes of a run's lines in
 all (PAGEDVIZ_MAX_LIVE_MB), each line (PAGEDVIZ_MAX_RECORD_LINE_MB).
 """

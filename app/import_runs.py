@@ -283,7 +283,8 @@ class Imports:
         return {**out, "max_steps": kept[0], "reason": stopped.message if stopped else ""}
 
     def scenario(self, run_id: str) -> Scenario | None:
-        sc = self.scenarios.get(run_id)
+        live = self.live is not None and self.live.handles(run_id)  # its scenario grows: read afresh
+        sc = None if live else self.scenarios.get(run_id)
         if sc is not None:
             return sc
         try:
@@ -297,7 +298,8 @@ class Imports:
             sc = Scenario.from_dict(json.loads(raw), UNBOUNDED)
         except (ScenarioError, ValueError, RecursionError):
             return None
-        self.scenarios.put(run_id, sc)
+        if not live:
+            self.scenarios.put(run_id, sc)
         return sc
 
     async def wait_for(self, run_id: str, n: int) -> tuple[int, bool] | None:
