@@ -52,6 +52,8 @@ from pagedviz.core.replay import ReplayError, Summary, replay_problem, scenario_
 
 log = logging.getLogger("pagedviz")
 LIVE_NOTE = "live: the recording is still arriving from the server; the agreement is said once it closes"
+# a live run's scenario bounds its steps by this until it ends (then by its steps, as an import's)
+LIVE_MAX_STEPS = 10**9
 HELD_S = 10  # a live run's holder that has not said it is alive for this long may be replaced
 TABLES = [
     (
@@ -192,7 +194,7 @@ class LiveRuns:
             raise ApiError(422, "invalid_recording", "recording", f"line 1: {problem}")
         salt = f"pagedviz {__version__} live\n".encode() + secrets.token_bytes(16)
         run_id = "rec-" + hashlib.sha256(salt + raw).hexdigest()[:16]
-        scenario = replace(scenario_from(header, Summary()), notes=(LIVE_NOTE,))
+        scenario = replace(scenario_from(header, Summary()), notes=(LIVE_NOTE,), max_steps=LIVE_MAX_STEPS)
         fd, name = tempfile.mkstemp(prefix="pagedviz-live-", suffix=".jsonl")
         path = Path(name)
         try:
@@ -261,7 +263,9 @@ class LiveRuns:
         )
         if live.summary.num_steps > live.scenario_steps:
             live.scenario_steps = live.summary.num_steps
-            scenario = replace(scenario_from(live.header, live.summary), notes=(LIVE_NOTE,))
+            scenario = replace(
+                scenario_from(live.header, live.summary), notes=(LIVE_NOTE,), max_steps=LIVE_MAX_STEPS
+            )
             self.db.replace_scenario(live.run_id, scenario_bytes(scenario))
             loop.call_soon_threadsafe(self.imports.scenarios.pop, live.run_id)
 

@@ -353,7 +353,13 @@ class Imports:
 
     async def get(self, run_id: str) -> Any:
         """The run once its replay has ended, its steps read back as they are asked for; None
-        for a run this server does not know."""
+        for a run this server does not know. A live run taking lines is its steps so far (as cut
+        short: `truncated`), at once."""
+        if self.live is not None and self.live.received(run_id) is not None:
+            kept = await asyncio.to_thread(self.store.db.rec_steps_kept, run_id)
+            scenario = self.scenario(run_id)
+            if kept and scenario is not None:
+                return Run(run_id, scenario, StoredSteps(self.store.db, run_id, kept), True, "cpu", 0)  # type: ignore[arg-type]
         job = self._job(run_id)
         if job is not None:
             await asyncio.shield(job.done)

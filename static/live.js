@@ -12,6 +12,7 @@ import { el } from "./views.js";
 
 let box = null, mark = null, toggle = null;
 let following = false, moving = false, timer = null;
+let target = 0;  // the step the follow last moved to: any other step shown was chosen by hand
 
 function setFollow(on) {
   following = on;
@@ -32,12 +33,13 @@ function texts() {
 function show() {
   if (!box) {
     mark = el("span", { class: "live-mark", role: "status", style: "font-weight:600;margin-left:.75em" });
-    toggle = el("button", { type: "button", class: "live-follow", "aria-pressed": "true", onclick: () => setFollow(!following) });
+    toggle = el("button", { type: "button", class: "live-follow", "aria-pressed": "true", onclick: () => { setFollow(!following); tick(); } });
     box = el("span", { id: "live", class: "live" }, [mark, " ", toggle]);
     const label = $("step-label");
     label.parentNode.insertBefore(box, label.nextSibling);
   }
   box.hidden = false;
+  target = state.step;
   toggle.style.display = "";
   document.body.dataset.live = "1";
   setFollow(true);
@@ -52,6 +54,7 @@ function tick() {
   const last = S.overview.num_steps;
   if (last > 0 && state.step !== last) {
     moving = true;
+    target = last;
     Promise.resolve(ctl.showStep(last)).catch(() => {}).finally(() => { moving = false; });
   }
 }
@@ -72,7 +75,7 @@ export function initLive() {
       if (S.created && S.created.live === true && S.overview && S.overview.complete === false) show();
       else if (box) { clearInterval(timer); box.hidden = true; delete document.body.dataset.live; }
     } else if (what === "complete") ended();
-    else if (what === "step" && !moving && following && document.body.dataset.live === "1") setFollow(false);  // chosen by hand
+    else if (what === "step" && following && state.step !== target && document.body.dataset.live === "1") setFollow(false);  // chosen by hand
     else if (what === "lang") texts();
   });
 }

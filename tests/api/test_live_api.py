@@ -94,6 +94,9 @@ def test_a_live_run_grows_then_closes_and_equals_the_file_import(client: TestCli
     assert client.get(f"/api/runs/{rid}/steps/3").json()["step"] == 3
     assert client.get(f"/api/runs/{rid}/steps/5").status_code == 404  # not arrived: answered at once
     assert post(client, rid, []).json()["accepted"] == 0  # a quiet server's keep-alive
+    # the whole-run readers answer at once with the steps so far (they would wait for its end)
+    assert client.get(f"/api/runs/{rid}/steps/3/narration").json()["step"] == 3
+    assert client.get(f"/api/runs/{rid}/metrics").json()["totals"]["steps"] == 3
     r = post(client, rid, LINES[4:], end=True)
     assert r.json()["live"] is False and r.json()["steps"] == NUM_STEPS
     assert done(client, rid)["steps_done"] == NUM_STEPS
@@ -163,3 +166,31 @@ def test_a_restart_keeps_what_arrived_and_the_run_goes_on(tmp_path: Path) -> Non
         assert post(c, rid, LINES[4:], end=True).json()["steps"] == NUM_STEPS
         assert done(c, rid)["steps_done"] == NUM_STEPS
         assert c.get(f"/api/runs/{rid}").json()["live"] is False
+
+
+def test_two_workers_take_a_live_runs_lines_in_turn_and_one_replays_them(tmp_path: Path) -> None:
+    """A real server with two workers: each batch on a new connection (either worker takes it),
+    every step readable from either, and the ended run equals the file import."""
+    import httpx
+
+    from pagedviz.app.serve import running_server
+
+    env = {"PAGEDVIZ_COMPUTE_IN": "thread"}  # no compute processes: a live run replays in the server
+    with running_server("--workers", "2", "--live-token", TOKEN, env=env, timeout=120) as server:
+
+        def call(method: str, path: str, **kw: Any) -> httpx.Response:
+            with httpx.Client(base_url=server.url, timeout=60) as c:  # a new connection each time
+                return c.request(method, path, **kw)
+
+        rid = call("POST", "/api/runs/live", content=LINES[0], headers=AUTH).json()["run_id"]
+        for n, line in enumerate(LINES[1:], start=1):
+            end = n == NUM_STEPS
+            r = call("POST", f"/api/runs/{rid}/lines", params={"end": end}, content=line, headers=AUTH)
+            assert r.status_code == 200 and r.json()["steps"] == n, r.text
+        until(lambda: call("GET", f"/api/runs/{rid}/progress").json()["state"] == "done")
+        file = call("POST", "/api/runs/import", content=EXAMPLE, headers=NDJSON).json()["run_id"]
+        until(lambda: call("GET", f"/api/runs/{file}/progress").json()["state"] == "done")
+        for n in range(1, NUM_STEPS + 1):
+            a, b = (call("GET", f"/api/runs/{r}/steps/{n}").content for r in (rid, file))
+            assert without_timing(a) == without_timing(b), f"step {n}"
+        assert call("GET", f"/api/runs/{rid}").json()["live"] is False

@@ -4,8 +4,8 @@ while a real Chromium follows the run: the step bar grows while vLLM schedules, 
 shows and the follow toggle keeps the newest step in view; once the scheduler shuts down the run
 closes, and it equals the same scenario recorded to a file and imported, step for step.
 
-Its own server (the tier's has no live token), with two workers: the recorder's batches and the
-page's reads reach either. Needs vLLM: skipped, saying what is missing, without it."""
+Its own server (the tier's has no live token; tests/api/test_live_api.py runs one with two
+workers). Needs vLLM: skipped, saying what is missing, without it."""
 
 from __future__ import annotations
 
@@ -32,18 +32,21 @@ def test_the_page_follows_vllms_scheduler_live_and_the_run_equals_the_file_impor
     browser: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     sc = scenario(64, 4, 16)  # a request every 4 steps, 16 tokens each: 64 steps
-    # two workers: the recorder's batches and the page's reads reach either; one replays the run
-    env = {"PAGEDVIZ_COMPUTE_IN": "thread"}  # no compute processes: a live run replays in the server
-    with running_server("--workers", "2", "--live-token", TOKEN, env=env) as server:
+    with running_server("--live-token", TOKEN) as server:
         opened: queue.Queue[str] = queue.Queue()
         done: list[str] = []
+        # vLLM waits at step 8 until the page is open, and at step 40 until the page has been
+        # looked at: the page is read while vLLM is still scheduling, however busy the machine
+        gates = {8: threading.Event(), 40: threading.Event()}
 
         def vllm() -> None:
             def seen(n: int, run_id: str | None) -> None:
                 if run_id and opened.empty():
                     opened.put(run_id)
+                if n in gates:
+                    gates[n].wait(60)
 
-            done.append(record_live(sc, server.url, TOKEN, monkeypatch, pause_s=0.12, on_step=seen))
+            done.append(record_live(sc, server.url, TOKEN, monkeypatch, pause_s=0.1, on_step=seen))
 
         sending = threading.Thread(target=vllm, daemon=True)
         sending.start()
@@ -53,12 +56,20 @@ def test_the_page_follows_vllms_scheduler_live_and_the_run_equals_the_file_impor
             page.wait_for_selector("body[data-ready='1'][data-live='1'][data-follow='1']")
             assert page.locator("#live .live-mark").inner_text() == "● live"
             first = page.locator(STEPS).count()
+            gates[8].set()
             # while vLLM schedules, the step bar grows and the newest step is in view
             page.wait_for_function(f"document.querySelectorAll('{STEPS}').length >= {first + 5}")
             shot(page, "live-run.png", full_page=False)
             assert page.get_attribute("body", "data-live") == "1" and sending.is_alive()
             assert page.locator("#live .live-mark").inner_text() == "● live"
             page.wait_for_function(f"Number(document.body.dataset.step) > {first}")  # followed
+            # a step chosen by hand turns the follow off; the toggle turns it on again
+            page.locator("#timeline [data-step='1']").click()
+            page.wait_for_selector("body[data-follow='0'][data-step='1']")
+            page.locator("#live .live-follow").click()
+            page.wait_for_selector("body[data-follow='1']")
+            page.wait_for_function("Number(document.body.dataset.step) > 1")
+            gates[40].set()
             sending.join(60)
             assert done, "the recorder did not finish"
             page.wait_for_selector("body[data-live='0'][data-complete='1']")
