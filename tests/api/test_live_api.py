@@ -194,3 +194,16 @@ def test_two_workers_take_a_live_runs_lines_in_turn_and_one_replays_them(tmp_pat
             a, b = (call("GET", f"/api/runs/{r}/steps/{n}").content for r in (rid, file))
             assert without_timing(a) == without_timing(b), f"step {n}"
         assert call("GET", f"/api/runs/{rid}").json()["live"] is False
+
+
+def test_the_cli_refuses_an_empty_token_and_a_bad_idle_setting_in_one_line(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pagedviz.app.cli import main
+
+    assert main(["serve", "--live-token", " "]) == 2
+    assert "--live-token" in capsys.readouterr().err.strip()
+    monkeypatch.setenv("PAGEDVIZ_LIVE_IDLE_S", "soon")
+    assert main(["serve", "--port", "1"]) == 2  # stops before listening
+    said = capsys.readouterr().err.strip().splitlines()
+    assert len(said) == 1 and "PAGEDVIZ_LIVE_IDLE_S" in said[0]
