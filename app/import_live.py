@@ -261,13 +261,16 @@ class LiveRuns:
         self._sql(
             [("UPDATE live_runs SET beat=? WHERE run_id=? AND owner=?", (time.time(), live.run_id, OWNER))]
         )
-        if live.summary.num_steps > live.scenario_steps:
-            live.scenario_steps = live.summary.num_steps
-            scenario = replace(
-                scenario_from(live.header, live.summary), notes=(LIVE_NOTE,), max_steps=LIVE_MAX_STEPS
-            )
+        s = live.summary
+        grew = not live.scenario_steps or len(s.arrivals) > live.scenario_requests
+        if s.num_steps and grew and time.monotonic() >= live.scenario_next:
+            start = time.monotonic()
+            live.scenario_steps, live.scenario_requests = s.num_steps, len(s.arrivals)
+            scenario = replace(scenario_from(live.header, s), notes=(LIVE_NOTE,), max_steps=LIVE_MAX_STEPS)
             self.db.replace_scenario(live.run_id, scenario_bytes(scenario))
             loop.call_soon_threadsafe(self.imports.scenarios.pop, live.run_id)
+            # a big scenario (every prompt so far) is written at most a twentieth of the time
+            live.scenario_next = time.monotonic() + 20 * (time.monotonic() - start)
 
     async def _run(self, live: Live, loop: asyncio.AbstractEventLoop) -> None:
         job, db = live.job, self.db

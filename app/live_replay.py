@@ -77,6 +77,8 @@ class Live:
     summary: Summary = field(default_factory=Summary)
     state: int = OPEN  # as last read: how it ended, once it has
     scenario_steps: int = 0  # the steps its scenario was last written for
+    scenario_requests: int = 0  # the requests it held
+    scenario_next: float = 0.0  # when it may be written again (time.monotonic())
     ended: threading.Event = field(default_factory=threading.Event)  # no more lines will come
 
 
