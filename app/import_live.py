@@ -40,6 +40,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from pagedviz.app.cache import BoundedCache
 from pagedviz.app.db import RunDB
 from pagedviz.app.errors import ApiError
 from pagedviz.app.import_replay import ImportJob, replay_into, scenario_bytes
@@ -54,6 +55,7 @@ log = logging.getLogger("pagedviz")
 LIVE_NOTE = "live: the recording is still arriving from the server; the agreement is said once it closes"
 # a live run's scenario bounds its steps by this until it ends (then by its steps, as an import's)
 LIVE_MAX_STEPS = 10**9
+ROW_S = 0.05  # how old a live run's row the readers' hooks take
 HELD_S = 10  # a live run's holder that has not said it is alive for this long may be replaced
 TABLES = [
     (
@@ -102,6 +104,8 @@ class LiveRuns:
         self._tasks: set[asyncio.Task[None]] = set()
         self._watch: asyncio.Task[None] | None = None
         self._ready = False
+        self._rows: BoundedCache[str, tuple[float, tuple]] = BoundedCache(64)
+        self._not_live: BoundedCache[str, bool] = BoundedCache(4096)
         imports.live = self  # the imports' hooks: handles(), resume(), received(), flag()
 
     @property
@@ -117,13 +121,26 @@ class LiveRuns:
             self.db.live_exec(TABLES)
             self._ready = True
 
-    def _row(self, run_id: str) -> tuple | None:
-        """(header, steps, bytes, state, last, owner, beat) of a live run, or None."""
+    def _row(self, run_id: str, fresh: bool = False) -> tuple | None:
+        """(header, steps, bytes, state, last, owner, beat) of a live run, or None. The readers'
+        hooks (asked every few milliseconds while a reader waits) take it up to ROW_S old, and
+        know at once a run that is not live (a live run's row is kept before its id is told)."""
+        if self._not_live.peek(run_id):
+            return None
+        hit = None if fresh else self._rows.peek(run_id)
+        if hit is not None and time.monotonic() - hit[0] < ROW_S:
+            return hit[1]
         self._tables()
         rows = self.db.live_read(
             "SELECT header, steps, bytes, state, last, owner, beat FROM live_runs WHERE run_id=?", (run_id,)
         )
-        return rows[0] if rows else None
+        if fresh:  # (from any thread: the caches are the event loop's)
+            return rows[0] if rows else None
+        if not rows:
+            self._not_live.put(run_id, True)
+            return None
+        self._rows.put(run_id, (time.monotonic(), rows[0]))
+        return rows[0]  # type: ignore[no-any-return]
 
     # --- the hooks app/import_runs.py calls ------------------------------------------------
 
@@ -147,7 +164,7 @@ class LiveRuns:
         worker that ended) or quiet for HELD_S seconds; None where another worker holds it."""
         if run_id in self.held:
             return self.held[run_id].job
-        row = self._row(run_id)
+        row = self._row(run_id, fresh=True)
         if row is None or row[3] == CLOSED:
             return None
         owner, beat = row[5], float(row[6] or 0)
@@ -195,16 +212,20 @@ class LiveRuns:
         salt = f"pagedviz {__version__} live\n".encode() + secrets.token_bytes(16)
         run_id = "rec-" + hashlib.sha256(salt + raw).hexdigest()[:16]
         scenario = replace(scenario_from(header, Summary()), notes=(LIVE_NOTE,), max_steps=LIVE_MAX_STEPS)
+        # the live row first: a reader that knows the run id finds it live
+        row = (run_id, raw.strip(), len(raw), time.time(), OWNER, time.time())
+        await asyncio.to_thread(self._sql, [("INSERT INTO live_runs VALUES (?, ?, 0, ?, 0, ?, ?, ?)", row)])
         fd, name = tempfile.mkstemp(prefix="pagedviz-live-", suffix=".jsonl")
         path = Path(name)
         try:
             with os.fdopen(fd, "wb") as f:
                 f.write(raw.strip() + b"\n")
             await asyncio.to_thread(self.db.put_recording, run_id, scenario_bytes(scenario), path, 0)
+        except BaseException:
+            await asyncio.to_thread(self._sql, [("DELETE FROM live_runs WHERE run_id=?", (run_id,))])
+            raise
         finally:
             path.unlink(missing_ok=True)
-        row = (run_id, raw.strip(), len(raw), time.time(), OWNER, time.time())
-        await asyncio.to_thread(self._sql, [("INSERT INTO live_runs VALUES (?, ?, 0, ?, 0, ?, ?, ?)", row)])
         self._start(run_id, header)
         log.info("pagedviz live run %s opened (%s)", run_id, header.scheduler)
         return run_id
@@ -212,7 +233,7 @@ class LiveRuns:
     async def append(self, run_id: str, body: bytes, end: bool) -> tuple[int, int]:
         """Keep a batch of lines (each checked first: a bad one refuses the batch, naming its line);
         `end`: the recorder closes the run. (lines of the batch, the run's steps)."""
-        row = await asyncio.to_thread(self._row, run_id)
+        row = await asyncio.to_thread(self._row, run_id, True)
         if row is None:
             raise ApiError(
                 404, "not_found", "run_id", f"no live run {run_id[:40]!r} (POST /api/runs/live opens one)"
@@ -322,7 +343,7 @@ class LiveRuns:
         fd, name = tempfile.mkstemp(prefix="pagedviz-live-", suffix=".jsonl")
         path = Path(name)
         try:
-            row = self._row(run_id)
+            row = self._row(run_id, fresh=True)
             batches = db.live_read("SELECT body FROM live_lines WHERE run_id=? ORDER BY seq", (run_id,))
             with os.fdopen(fd, "wb") as f:
                 f.write(bytes(row[0] if row else b"") + b"\n")
