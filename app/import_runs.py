@@ -104,7 +104,7 @@ class Imports:
         self.scenarios: BoundedCache[str, Scenario] = BoundedCache(16)
         self._tasks: set[asyncio.Task[None]] = set()
         self._slots: asyncio.Semaphore | None = None
-        self.live: Any = None  # the live runs (app/import_live.py): resume(), received(), flag()
+        self.live: Any = None  # the live runs (app/import_live.py): handles(), resume(), received(), flag()
 
     @property
     def max_bytes(self) -> int:
