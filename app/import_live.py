@@ -56,7 +56,7 @@ LIVE_NOTE = "live: the recording is still arriving from the server; the agreemen
 # a live run's scenario bounds its steps by this until it ends (then by its steps, as an import's)
 LIVE_MAX_STEPS = 10**9
 ROW_S = 0.05  # how old a live run's row the readers' hooks take
-HELD_S = 10  # a live run's holder that has not said it is alive for this long may be replaced
+HELD_S = 30  # a live run's holder that has not said it is alive for this long may be replaced
 TABLES = [
     (
         "CREATE TABLE IF NOT EXISTS live_runs(run_id TEXT PRIMARY KEY, header BLOB NOT NULL, "
@@ -167,7 +167,8 @@ class LiveRuns:
         row = self._row(run_id, fresh=True)
         if row is None or row[3] == CLOSED:
             return None
-        owner, beat = row[5], float(row[6] or 0)
+        # alive: its beat, or a step stored (its end replays the whole recording without a beat)
+        owner, beat = row[5], max(float(row[6] or 0), float(self.db.recording_owner(run_id)[1]))
         now = time.time()
         if owner is not None and owner != OWNER and now - beat < HELD_S and not _gone(owner):
             return None

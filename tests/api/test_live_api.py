@@ -179,7 +179,7 @@ def test_two_workers_take_a_live_runs_lines_in_turn_and_one_replays_them(tmp_pat
     with running_server("--workers", "2", "--live-token", TOKEN, env=env, timeout=120) as server:
 
         def call(method: str, path: str, **kw: Any) -> httpx.Response:
-            with httpx.Client(base_url=server.url, timeout=60) as c:  # a new connection each time
+            with httpx.Client(base_url=server.url, timeout=120) as c:  # a new connection each time
                 return c.request(method, path, **kw)
 
         rid = call("POST", "/api/runs/live", content=LINES[0], headers=AUTH).json()["run_id"]
@@ -187,9 +187,9 @@ def test_two_workers_take_a_live_runs_lines_in_turn_and_one_replays_them(tmp_pat
             end = n == NUM_STEPS
             r = call("POST", f"/api/runs/{rid}/lines", params={"end": end}, content=line, headers=AUTH)
             assert r.status_code == 200 and r.json()["steps"] == n, r.text
-        until(lambda: call("GET", f"/api/runs/{rid}/progress").json()["state"] == "done")
+        until(lambda: call("GET", f"/api/runs/{rid}/progress").json()["state"] == "done", 120)
         file = call("POST", "/api/runs/import", content=EXAMPLE, headers=NDJSON).json()["run_id"]
-        until(lambda: call("GET", f"/api/runs/{file}/progress").json()["state"] == "done")
+        until(lambda: call("GET", f"/api/runs/{file}/progress").json()["state"] == "done", 120)
         for n in range(1, NUM_STEPS + 1):
             a, b = (call("GET", f"/api/runs/{r}/steps/{n}").content for r in (rid, file))
             assert without_timing(a) == without_timing(b), f"step {n}"
