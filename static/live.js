@@ -13,9 +13,11 @@ import { el } from "./views.js";
 let box = null, mark = null, toggle = null;
 let following = false, moving = false, timer = null;
 let target = 0;  // the step the follow last moved to: any other step shown was chosen by hand
+let chosen = 0;  // the step chosen by hand that turned the follow off (a move under way then yields to it)
 
 function setFollow(on) {
   following = on;
+  chosen = on ? 0 : state.step;
   if (toggle) toggle.setAttribute("aria-pressed", on ? "true" : "false");
   document.body.dataset.follow = on ? "1" : "0";
 }
@@ -55,7 +57,10 @@ function tick() {
   if (last > 0 && state.step !== last) {
     moving = true;
     target = last;
-    Promise.resolve(ctl.showStep(last)).catch(() => {}).finally(() => { moving = false; });
+    Promise.resolve(ctl.showStep(last)).catch(() => {}).finally(() => {
+      moving = false;
+      if (!following && chosen && state.step !== chosen) Promise.resolve(ctl.showStep(chosen)).catch(() => {});  // the reader's choice stands
+    });
   }
 }
 
