@@ -45,6 +45,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         if not args.store.strip():
             raise CliError("--store must name a folder (got an empty name)")
         env["PAGEDVIZ_STORE"] = args.store
+    if args.live_token is not None:
+        if not args.live_token.strip():
+            raise CliError("--live-token must not be empty (it turns POST /api/runs/live on)")
+        env["PAGEDVIZ_LIVE_TOKEN"] = args.live_token.strip()
     try:
         check_listen(args.host, args.port)
     except OSError as e:  # the port is taken, or the host is not this machine's
@@ -94,6 +98,14 @@ def add_serve(sub: Any) -> None:
         default=None,
         help="folder of the run store's database (SQLite): run ids answer across restarts and from"
         " every worker (default: a temporary folder, removed when the server ends; also $PAGEDVIZ_STORE)",
+    )
+    p.add_argument(
+        "--live-token",
+        metavar="T",
+        default=None,
+        help="turn on live runs (POST /api/runs/live: a vLLM server's recorder with PAGEDVIZ_RECORD="
+        "http://HOST:PORT sends its steps as it schedules them) for senders of this bearer token"
+        " (default: off; also $PAGEDVIZ_LIVE_TOKEN)",
     )
     defaults = Settings()
     for key in SERVE_LIMITS:

@@ -269,6 +269,32 @@ class RunDB(RecordingTables):
         with self._lock:
             self.conn.close()
 
+    # --- live recordings (app/import_live.py: its own tables, and the recording once closed) --
+
+    def live_exec(self, statements: list[tuple[str, tuple[object, ...]]]) -> list[list[tuple]]:
+        """Statements on the live tables in one write transaction; each one's rows."""
+        with self._write() as c:
+            return [c.execute(sql, args).fetchall() for sql, args in statements]
+
+    def live_read(self, sql: str, args: tuple[object, ...]) -> list[tuple]:
+        """The rows of one read of the live tables."""
+        with self._lock:
+            return self.conn.execute(sql, args).fetchall()
+
+    def put_live_recording(self, run_id: str, path: Path) -> None:
+        """Keep a closed live run's recording (the file at `path`) as an import's, in chunks."""
+        size = path.stat().st_size
+        with self._write() as c:
+            old = c.execute("SELECT ifnull(sum(length(body)), 0) FROM recordings WHERE run_id=?", (run_id,))
+            size_before = int(old.fetchone()[0])
+            c.execute("DELETE FROM recordings WHERE run_id=?", (run_id,))
+            rowid = c.execute("INSERT INTO recordings VALUES (?, zeroblob(?))", (run_id, size)).lastrowid
+            assert rowid is not None
+            with c.blobopen("recordings", "body", rowid) as blob, open(path, "rb") as f:
+                while chunk := f.read(1 << 20):
+                    blob.write(chunk)
+            c.execute("UPDATE totals SET v=v+? WHERE k='scenarios'", (size - size_before,))
+
 
 def check_store(folder: str) -> None:
     """Open (creating) the named store once, or raise StoreError saying why it cannot be used:

@@ -6,7 +6,7 @@ recording, read back from the store or computed at once from the replay's neares
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, TypeVar
 
 from pagedviz.app.import_replay import ImportJob
@@ -17,6 +17,15 @@ from pagedviz.core.replay import ReplayError
 from pagedviz.core.trace import StepTrace
 
 T = TypeVar("T")
+
+
+class KeptSteps(StoredSteps):
+    """The steps of a live run so far, each stored in full as it was replayed (its recording is
+    not kept whole yet, so none is replayed from the start): iterated, read back one by one."""
+
+    def __iter__(self) -> Iterator[StepTrace]:
+        for i in range(self.num_steps):
+            yield self[i]
 
 
 class ImportStopped(Exception):  # noqa: N818 - a state, like the store's RunTooLargeError
@@ -39,6 +48,24 @@ class ImportReads:
     stopped: Callable[[str], ImportStopped | None]
     replayed_elsewhere: Callable[[str], bool]
     scenario: Callable[[str], Scenario | None]
+    live: Any  # the live runs (app/import_live.py), or None
+    wait_for: Callable[[str, int], Awaitable[tuple[int, bool] | None]]
+
+    def _growing(self, run_id: str) -> bool:
+        """Whether the run is a live run whose steps are replayed in full as its lines arrive
+        (app/live_replay.py, into the store) and not yet imported whole: its steps are read back
+        as they are stored, up to those that have arrived."""
+        return self.live is not None and self.live.handles(run_id) and self._done_steps(run_id) is None
+
+    async def _live_step(self, run_id: str, n: int) -> tuple[bytes, bytes | None, str, bool] | None:
+        where = await self.wait_for(run_id, n)
+        if where is None:
+            return None
+        count, complete = where
+        kept = None if n > count else await asyncio.to_thread(self.store.db.rec_step, run_id, n)
+        if kept is None:
+            raise ImportStopped(404, "not_found", "n", f"step {n} is outside 1..{count}")
+        return (*kept, complete)
 
     async def _seekable(self, run_id: str, n: int) -> tuple[int, bool] | None:
         """(the run's number of steps, whether its replay is complete) when step n of it can be
@@ -86,6 +113,8 @@ class ImportReads:
         """Step n encoded (body, gzipped, ETag, whether the run is complete): read back, or
         computed now; None for a run this server does not know. Raises ImportStopped for a step
         outside the run."""
+        if self._growing(run_id):
+            return await self._live_step(run_id, n)
         where = await self._seekable(run_id, n)
         seeker = None if where is None else self._seeker(run_id, where[0])
         if where is None or seeker is None:
@@ -94,7 +123,13 @@ class ImportReads:
 
     async def get(self, run_id: str) -> Any:
         """The run once its replay has ended, its steps read back or computed as they are asked
-        for; None for a run this server does not know."""
+        for; None for a run this server does not know. A live run taking lines is its steps so far
+        (as cut short: `truncated`), at once."""
+        if self.live is not None and self.live.received(run_id) is not None:
+            kept = await asyncio.to_thread(self.store.db.rec_steps_kept, run_id)
+            scenario = self.scenario(run_id)
+            if kept and scenario is not None:
+                return Run(run_id, scenario, KeptSteps(self.store.db, run_id, kept, scenario), True, "cpu", 0)  # type: ignore[arg-type]
         job = self._job(run_id)
         if job is not None:
             await asyncio.shield(job.done)
@@ -119,6 +154,15 @@ class ImportReads:
     async def trace(self, run_id: str, n: int) -> tuple[StepTrace | None, bool] | None:
         """Step n decoded (None outside the run) and whether the run is complete: read back, or
         computed now; None for a run this server does not know."""
+        if self._growing(run_id):
+            live = await self.wait_for(run_id, n)
+            scenario = self.scenario(run_id)
+            if live is None or scenario is None:
+                return None
+            count, complete = live
+            if not 1 <= n <= count:
+                return None, complete
+            return KeptSteps(self.store.db, run_id, count, scenario)[n - 1], complete
         try:
             where = await self._seekable(run_id, n)
         except ImportStopped as e:

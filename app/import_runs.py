@@ -107,6 +107,7 @@ class Imports(ImportReads):
         self.scenarios: BoundedCache[str, Scenario] = BoundedCache(16)
         self._tasks: set[asyncio.Task[None]] = set()
         self._slots: asyncio.Semaphore | None = None
+        self.live: Any = None  # the live runs (app/import_live.py): handles(), resume(), received(), flag()
 
     @property
     def max_bytes(self) -> int:
@@ -245,6 +246,8 @@ class Imports(ImportReads):
         kept = self._kept(run_id)
         if kept is None or kept[1] is not None or self._done_steps(run_id) is not None:
             return None
+        if self.live is not None and self.live.handles(run_id):  # a live run: its holder replays it
+            return self.live.resume(run_id)  # type: ignore[no-any-return]
         if self.replayed_elsewhere(run_id):
             return None
         fd, name = tempfile.mkstemp(prefix="pagedviz-import-", suffix=".jsonl")
@@ -324,7 +327,8 @@ class Imports(ImportReads):
         return {**out, "max_steps": kept[0], "reason": stopped.message if stopped else ""}
 
     def scenario(self, run_id: str) -> Scenario | None:
-        sc = self.scenarios.get(run_id)
+        live = self.live is not None and self.live.handles(run_id)  # its scenario grows: read afresh
+        sc = None if live else self.scenarios.get(run_id)
         if sc is not None:
             return sc
         try:
@@ -338,7 +342,8 @@ class Imports(ImportReads):
             sc = Scenario.from_dict(json.loads(raw), UNBOUNDED)
         except (ScenarioError, ValueError, RecursionError):
             return None
-        self.scenarios.put(run_id, sc)
+        if not live:
+            self.scenarios.put(run_id, sc)
         return sc
 
     async def wait_for(self, run_id: str, n: int) -> tuple[int, bool] | None:
@@ -346,13 +351,18 @@ class Imports(ImportReads):
         the run is complete); None for a run this server does not know. Raises ImportStopped
         for a replay that stopped before step n."""
         job = self._job(run_id)
+        first = time.monotonic() + 60  # a live run's first step is waited for a minute
         while job is not None and job.steps_done < n and not job.done.done():
+            arrived = None if self.live is None else self.live.received(run_id)
+            if arrived is not None and n > arrived and (arrived or time.monotonic() > first):
+                return job.steps_done, False  # a live run's step that has not arrived
             await asyncio.sleep(0.01)
         if job is not None and job.steps_done >= n:
             return job.steps_done, False
         while job is None and self.replayed_elsewhere(run_id):  # another worker replays it
             kept = await asyncio.to_thread(self.store.db.rec_steps_kept, run_id)
-            if kept >= n:
+            arrived = None if self.live is None else self.live.received(run_id)
+            if kept >= n or (arrived is not None and n > arrived):  # kept, or not arrived yet
                 return kept, False
             if self._done_steps(run_id) is not None:
                 break

@@ -15,7 +15,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from pagedviz.app import errors
 from pagedviz.app.compute import compute_pool
 from pagedviz.app.errors import ApiError
+from pagedviz.app.import_live import LiveRuns
 from pagedviz.app.routes import figures, health, imports, pages, presets, runs, schema, stage_text, teach
+from pagedviz.app.routes import live as live_routes
 from pagedviz.app.settings import Settings
 from pagedviz.app.store import RunStore
 from pagedviz.core import __version__
@@ -147,6 +149,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     # a replay in flight stops at its next step when the server stops (the next server resumes it)
     app.router.on_shutdown.append(app.state.store.imports.close)
+    app.state.live = LiveRuns(app.state.store.imports, settings)  # POST /api/runs/live, with a token
+    app.router.on_startup.append(app.state.live.start)
+    app.router.on_shutdown.append(app.state.live.shutdown)
     app.add_middleware(GZipMiddleware, minimum_size=1024)
     app.add_middleware(
         SecurityHeaders, embed_ancestors=settings.embed_ancestors, page_ancestors=settings.page_ancestors
@@ -156,6 +161,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         health.router,
         presets.router,
         imports.router,
+        live_routes.router,
         runs.router,
         schema.router,
         stage_text.router,

@@ -291,3 +291,21 @@ class StageTextOut(BaseModel):
 
 class StageTextsOut(BaseModel):
     stages: list[StageTextOut]
+
+
+class LiveCreated(BaseModel):
+    """A live run opened (POST /api/runs/live): post its lines to `lines`."""
+
+    run_id: str = Field(examples=["rec-0123456789abcdef"], description="an imported run's id (`rec-…`)")
+    url: str = Field(examples=["/run?run=rec-0123456789abcdef"], description="the page that follows it")
+    lines: str = Field(examples=["/api/runs/rec-0123456789abcdef/lines"], description="where its lines go")
+    live: bool = Field(True, description="the run's overview says `live: true` until it closes")
+
+
+class LinesAccepted(BaseModel):
+    """A batch of a live run's lines kept (POST /api/runs/{id}/lines)."""
+
+    run_id: str
+    accepted: int = Field(examples=[64], description="the lines of this batch")
+    steps: int = Field(examples=[1280], description="the run's steps arrived so far")
+    live: bool = Field(description="false once this batch closed the run (`end=true`)")

@@ -65,6 +65,15 @@ class Settings:
     # who may frame every page (the whole run view): nobody by default; pagedviz.notebook's
     # in-process server, on the loopback address only, lets the notebook's page frame it
     page_ancestors: str = "'none'"
+    # live runs (POST /api/runs/live, app/import_live.py): off without a token; the bounds of
+    # each one (its lines in all), of a batch of lines, of how many at once, and the quiet that
+    # closes one (as cut)
+    live_token: str = ""
+    live_idle_s: int = 300
+    max_live_runs: int = 4
+    max_live_lines: int = 4096  # lines in one POST /api/runs/{id}/lines
+    max_live_body_bytes: int = 16 << 20  # bytes of one POST /api/runs/{id}/lines
+    max_live_bytes: int = 1 << 30  # a live run's lines in all; past it a 413
     limits: Limits = field(default_factory=Limits)
 
     @classmethod
@@ -92,5 +101,11 @@ class Settings:
             page_ancestors=embed_ancestors(
                 os.environ.get("PAGEDVIZ_PAGE_ANCESTORS", d.page_ancestors), "PAGEDVIZ_PAGE_ANCESTORS"
             ),
+            live_token=os.environ.get("PAGEDVIZ_LIVE_TOKEN", "").strip(),
+            live_idle_s=env_int("PAGEDVIZ_LIVE_IDLE_S", d.live_idle_s),
+            max_live_runs=env_int("PAGEDVIZ_MAX_LIVE_RUNS", d.max_live_runs),
+            max_live_lines=env_int("PAGEDVIZ_MAX_LIVE_LINES", d.max_live_lines),
+            max_live_body_bytes=env_int("PAGEDVIZ_MAX_LIVE_BODY_MB", d.max_live_body_bytes >> 20) << 20,
+            max_live_bytes=env_int("PAGEDVIZ_MAX_LIVE_MB", d.max_live_bytes >> 20) << 20,
             limits=Limits.from_env(),
         )

@@ -17,7 +17,9 @@ and each cached request carries its `null_head` per group, read off vLLM's manag
 Settings, read when the scheduler is built (not at import), so that every scheduler of a process
 records its own file:
 - `PAGEDVIZ_RECORD`: the file (default ./pagedviz-trace.jsonl), started afresh; with data
-  parallelism rank r > 0 writes FILE.dpR.jsonl beside it.
+  parallelism rank r > 0 writes FILE.dpR.jsonl beside it. An http:// or https:// URL instead sends
+  the lines to a running pagedviz (record/sink.py: batched, never waited for, dropped with one
+  logged line when pagedviz cannot take them), with `PAGEDVIZ_RECORD_TOKEN` as its bearer token.
 - `PAGEDVIZ_RECORD_MAX_MB` (default 1024): past it the recording stops, with one logged line.
 - `PAGEDVIZ_RECORD_REDACT=1`: token ids are written as their counts.
 
@@ -43,6 +45,7 @@ from vllm.v1.core.sched.async_scheduler import AsyncScheduler
 from vllm.v1.core.sched.scheduler import Scheduler
 
 from pagedviz.core.recording import FORMAT_VERSION, HEADER_KEY
+from pagedviz.record.sink import HttpSink, is_url
 
 logger = init_logger("pagedviz.record")
 
@@ -127,7 +130,9 @@ class _Recorder:
         par = vc.parallel_config
         dp_rank = int(getattr(par, "data_parallel_rank", 0) or 0)
         dp_size = int(getattr(par, "data_parallel_size", 1) or 1)
-        self.path = _record_path(os.environ.get("PAGEDVIZ_RECORD") or DEFAULT_FILE, dp_rank, dp_size)
+        target = os.environ.get("PAGEDVIZ_RECORD") or DEFAULT_FILE
+        # a URL: a running pagedviz (record/sink.py), each rank a live run of its own
+        self.path: Path | str = target if is_url(target) else _record_path(target, dp_rank, dp_size)
         self.redact = os.environ.get("PAGEDVIZ_RECORD_REDACT", "").lower() in ("1", "true", "yes", "on")
         try:
             mb = float(os.environ.get("PAGEDVIZ_RECORD_MAX_MB") or DEFAULT_MAX_MB)
@@ -156,8 +161,11 @@ class _Recorder:
         self.written = 0
         self.file: Any = None
         header = self._header(version, async_on, dp_rank)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.file = open(self.path, "w", encoding="utf-8")  # noqa: SIM115 (held open for the server's life)
+        if isinstance(self.path, str):
+            self.file = HttpSink(self.path, os.environ.get("PAGEDVIZ_RECORD_TOKEN", ""))
+        else:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.file = open(self.path, "w", encoding="utf-8")  # noqa: SIM115 (held open for the server's life)
         self._write(header)
         logger.info("pagedviz.record: recording each scheduler step to %s", self.path)
 

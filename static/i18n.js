@@ -76,6 +76,7 @@ const SERVER_WORDS = {
     [/^pagedviz's scheduler diverges at step (\d+): /, "pagedviz 的调度器在第 $1 步与录制不同："],
     [/^pagedviz's scheduler was not compared: /, "没有与 pagedviz 的调度器对比："],
     [/^the recording is being replayed: whether pagedviz's scheduler agrees with it is said once it ends$/, "录制正在回放：回放结束后才会说明 pagedviz 的调度器是否与它一致"],
+    [/^live: the recording is still arriving from the server; the agreement is said once it closes$/, "实时：录制仍在从服务器到来；结束后才会说明 pagedviz 的调度器是否与它一致"],
     [/^recorded by vLLM (\S+)'s (\w+) \((V1|V2) runner, async scheduling\)$/, "由 vLLM $1 的 $2 录制（$3 运行器，异步调度）"],
     [/^recorded by vLLM (\S+)'s (\w+) \((V1|V2) runner\)$/, "由 vLLM $1 的 $2 录制（$3 运行器）"],
     [/^a redacted recording: token ids are synthetic \(the recording kept only their counts\)$/, "脱敏的录制：token ID 是合成的（录制只保留了它们的数量）"],

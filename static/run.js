@@ -20,6 +20,7 @@ import { clear, el, runHeaderText, showUpstream } from "./views.js";
 import { whenIdle } from "./canvasmap.js";
 import { ctl, emitView } from "./bus.js";
 import { initTeach } from "./teach.js";
+import { initLive } from "./live.js";
 import { narrationOf } from "./narration.js";
 import { placeWindow } from "./overview.js";
 import { liveJsonEditor } from "./jsoneditor.js";
@@ -382,6 +383,7 @@ function wire() {
   $("tok-table").addEventListener("scroll", () => placeWindow());
   Object.assign(ctl, { showStep, setStage, load: loadInPlace, stopPlay });
   initTeach();
+  initLive();  // a live run: its mark and the follow toggle (live.js)
 }
 
 async function boot() {

@@ -268,6 +268,9 @@ async def _import_overview(request: Request, run_id: str) -> Response:
         steps=[],
     ).model_dump()
     del head["steps"]
+    live = imports.live.flag(run_id) if imports.live is not None else None
+    if live is not None:  # a run posted live (POST /api/runs/live): true until it closes
+        head["live"] = live
     chunks = imports.overview_chunks(run_id, head, count)
     return StreamingResponse(iterate_in_threadpool(chunks), media_type="application/json")
 
