@@ -37,7 +37,9 @@ class V1FeatureStages:
         if not sampled:
             return
         rows = np.array([ib.req_id_to_index[r] for r in sampled], dtype=np.int64)
-        ib.token_ids_cpu[rows, ib.num_tokens[rows]] = np.fromiter(sampled.values(), dtype=np.int32)
+        cols = ib.num_tokens[rows]
+        ib.token_ids_cpu[rows, cols] = np.fromiter(sampled.values(), dtype=np.int32)
+        ib.token_changes.wrote_entries(rows, cols)
         ib.num_tokens[rows] += 1
 
     @stage(
