@@ -25,12 +25,21 @@ from pagedviz.core.table_versions import EMPTY, MAX_DEPTH, TableVersion, new_cha
 
 EMPTY_INDEX = np.zeros(0, dtype=np.int64)
 # when a step's table is copied whole rather than found by change, in entries the copy moves
-# (measured on a 2-core machine: a copy moves about 13,000 int32 entries a microsecond; finding
-# the change costs 2-3 us, and 10-15 us when rows were cleared or moved):
+# (measured on a 2-core machine: a copy moves 13,000-23,000 int32 entries a microsecond; finding
+# the change costs 2-3 us, and 10-15 us when rows were cleared or moved). A decode step's one
+# entry a row is found by change whenever the table is not small (its copy is what grows a run):
 SMALL_TABLE = 1 << 14  # the rows shown hold at most this many entries (64 KB of int32)
 STRUCTURAL_COPY = 1 << 17  # rows were cleared or moved, and the rows shown hold at most this many
+DELTA_FIXED = 1 << 15  # finding the change otherwise costs as much as copying this many, plus:
 COST_PER_ENTRY = 4  # an entry told written costs as much as copying this many
-COST_PER_SPAN = 1024  # a single-row span told (three Python ints to convert) costs as much as this
+COST_PER_SPAN = 2048  # a single-row span told (a range of its own) costs as much as this
+FEW_SPANS = 8  # past this many single-row spans, they are converted at once (a fixed cost)
+SPANS_FIXED = 1 << 15
+
+
+def span_cost(k: int) -> int:
+    """What finding k single-row spans costs, in entries copied."""
+    return COST_PER_SPAN * k if k <= FEW_SPANS else SPANS_FIXED + 256 * k
 
 
 class TableChanges:
@@ -53,6 +62,7 @@ class TableChanges:
         "prev_len",
         "appended",
         "pending",
+        "stale",
         "last",
     )
 
@@ -75,12 +85,13 @@ class TableChanges:
         # the writes since the last capture, as made: (rows, cols) entries, (rows, lo, hi) spans
         # and single-row spans; folded into origin / lo / hi when a row is cleared or moved
         self.structural = False
-        self.entries: list[tuple[np.ndarray, np.ndarray]] = []
+        self.entries: list[tuple[np.ndarray, np.ndarray | None]] = []  # (flat indices, None) too
         self.spans: list[tuple[np.ndarray, Any, Any]] = []
         self.scalars: tuple[list[int], list[int], list[int]] = ([], [], [])  # rows, starts, stops
         self.prev_len = None if self.lengths is None else self.lengths.copy()
         self.appended = False
         self.pending = 0  # entries told written since the last capture (a span's columns, an entry)
+        self.stale = False  # copied into a plain array last: origin, lo, hi and prev_len unkept
         self.last: TableVersion | None = None
 
     # ------------------------------------------------------------------ what was written
@@ -108,6 +119,12 @@ class TableChanges:
     def grew(self) -> None:
         """Some row's length grew by appending (a table with `lengths`)."""
         self.appended = True
+
+    def wrote_flat(self, index: np.ndarray) -> None:
+        """The entries at these flat indices (row * columns + column) were written: a writer that
+        scatters through the flat table tells the same indices."""
+        self.entries.append((index, None))
+        self.pending += len(index)
 
     def wrote_entries(self, rows: np.ndarray, cols: np.ndarray) -> None:
         """The entries (rows[i], cols[i]) were written."""
@@ -161,7 +178,10 @@ class TableChanges:
             rows, lo, hi, _ = grown
             self.lo[rows] = np.minimum(self.lo[rows], lo)
             self.hi[rows] = np.maximum(self.hi[rows], hi)
+        C = self.table.shape[1]
         for rows, cols in self.entries:
+            if cols is None:  # flat indices
+                rows, cols = np.divmod(rows, C)
             np.minimum.at(self.lo, rows, cols)
             np.maximum.at(self.hi, rows, np.asarray(cols) + 1)
         for rows, lo, hi in self.spans:
@@ -174,16 +194,19 @@ class TableChanges:
         self._drop_told()
 
     def _drop_told(self) -> None:
-        self.entries.clear()
-        self.spans.clear()
-        for x in self.scalars:
-            x.clear()
+        if self.entries:
+            self.entries.clear()
+        if self.spans:
+            self.spans.clear()
+        if self.scalars[0]:
+            for x in self.scalars:
+                x.clear()
 
     def _written_index(self) -> np.ndarray:
         """Flat indices covering every entry written since the last capture (none cleared or
         moved meanwhile); an entry may repeat."""
         C = self.table.shape[1]
-        parts = [rows * C + cols for rows, cols in self.entries]
+        parts = [rows if cols is None else rows * C + cols for rows, cols in self.entries]
         grown = self._grown()
         if grown is not None:
             rows, lo, hi, unit = grown
@@ -191,34 +214,64 @@ class TableChanges:
         for rows, lo, hi in self.spans:
             n = len(rows)
             parts.append(segment_index(rows, np.broadcast_to(lo, n), np.broadcast_to(hi, n), C))
-        if self.scalars[0]:
-            r, lo, hi = (np.array(x, dtype=np.int64) for x in self.scalars)
-            parts.append(segment_index(r, lo, hi, C))
+        told_rows, told_lo, told_hi = self.scalars
+        if len(told_rows) <= FEW_SPANS:  # a new request or two: a range each
+            parts += [np.arange(r * C + a, r * C + b) for r, a, b in zip(told_rows, told_lo, told_hi)]
+        else:
+            rows, starts, stops = (np.array(x, dtype=np.int64) for x in self.scalars)
+            parts.append(segment_index(rows, starts, stops, C))
         self._drop_told()
         if len(parts) == 1:
             return parts[0]
         return np.concatenate(parts) if parts else EMPTY_INDEX
 
     # ------------------------------------------------------------------ capture
-    def capture(self, n_rows: int | None = None) -> TableVersion:
+    def capture(self, n_rows: int | None = None) -> TableVersion | np.ndarray:
         """The table now, as a version whose first `n_rows` rows (all when None) the trace shows;
-        rows past n_rows must be zero when n_rows is given. Starts the next step's record. The
-        table is copied whole where that costs less than finding what changed (a small table,
-        rows cleared or moved in a table of moderate size, many entries written), and after
-        MAX_DEPTH deltas or as many entries as the table holds (the bound on a read)."""
+        rows past n_rows must be zero when n_rows is given. Starts the next step's record. A
+        small table (SMALL_TABLE entries shown at most) is copied into a plain array, as before
+        capture by change. Otherwise the version is a snapshot where a copy costs less than
+        finding what changed (rows cleared or moved in a table of moderate size, many entries
+        written), and after MAX_DEPTH deltas or as many entries as the table holds (the bound on
+        a read)."""
         table = self.table
         R, C = table.shape
         n = R if n_rows is None else n_rows
+        if n * C <= SMALL_TABLE:  # copied as before: a copy costs less than the bookkeeping
+            self._drop_told()  # the rest is brought up to date by the next snapshot (_forget)
+            self.pending = 0
+            self.appended = False
+            self.stale = True
+            self.last = None
+            return table[:n].copy()
         key = (self.chain, self.count)
         self.count += 1
         prev = self.last
         pending, self.pending = self.pending, 0
+        told = self.entries
+        if (  # the usual decode step: one entry a row, told at once, nothing else
+            len(told) == 1
+            and not (self.structural or self.appended or self.spans or self.scalars[0])
+            and prev is not None
+            and prev.depth < MAX_DEPTH
+            and SMALL_TABLE < n * C > prev.entries + COST_PER_ENTRY * pending
+        ):
+            rows, cols = told.pop()
+            if cols is None:
+                index = rows
+            else:
+                index = rows * C
+                index += cols
+            version = TableVersion(
+                key, prev, n, (R, C), table.dtype, None, EMPTY, EMPTY, index, self.flat.take(index)
+            )
+            self.last = version
+            return version
         if (
-            n * C <= SMALL_TABLE
-            or prev is None
+            prev is None
             or prev.depth >= MAX_DEPTH
             or (self.structural and n * C <= STRUCTURAL_COPY)
-            or COST_PER_ENTRY * pending + COST_PER_SPAN * len(self.scalars[0]) >= n * C
+            or DELTA_FIXED + COST_PER_ENTRY * pending + span_cost(len(self.scalars[0])) >= n * C
         ):  # a copy costs less than finding what changed (or the next read is bounded so)
             self._forget()
             version = TableVersion(key, None, n, (R, C), table.dtype, snapshot=table[:n].copy())
@@ -255,14 +308,16 @@ class TableChanges:
     def _forget(self) -> None:
         """Drop the record of what was written (the table is captured whole)."""
         self._drop_told()
-        if self.structural:
+        self.pending = 0
+        if self.structural or self.stale:
             np.copyto(self.origin, self.rows)
             self.lo.fill(self.table.shape[1])
             self.hi.fill(0)
             self.structural = False
-        if self.appended and self.prev_len is not None and self.lengths is not None:
+        if (self.appended or self.stale) and self.prev_len is not None and self.lengths is not None:
             np.copyto(self.prev_len, self.lengths)
             self.appended = False
+        self.stale = False
 
     def __getstate__(self) -> dict[str, Any]:
         """Copied or pickled, the record starts afresh: the next capture is a snapshot."""

@@ -5,8 +5,8 @@ The runners' persistent tables (V1's `token_ids_cpu` and `block_table`, Model Ru
 table. A version is either a snapshot (a copy of the table's leading rows; the rows past them are
 zero) or a delta on the version before it: the rows whose content came from another row or was
 cleared (`moved`), and the entries written (flat indices) with their values.
-At most MAX_DEPTH deltas follow a snapshot, so reading a version costs one copy and a bounded number
-of small scatters. `read()` materialises the step's table, read-only; the last few materialised
+At most MAX_DEPTH (128) deltas follow a snapshot, so reading a version costs one copy and a bounded
+number of small scatters. `read()` materialises the step's table, read-only; the last few materialised
 tables are kept (bounded in bytes) so that reading a run's steps in order applies one delta each.
 
 A version pickles as its own payload and its parent's key: the compute processes send a run's
@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 # deltas after a snapshot before the next snapshot (the bound on a read's work)
-MAX_DEPTH = 64
+MAX_DEPTH = 128
 # the materialised tables kept for the next read (bytes, all tables together)
 CACHE_BYTES = 64 << 20
 CACHE_ENTRIES = 16

@@ -392,8 +392,10 @@ class ModelRunnerV2(V2Stages, V2SpecDecode, StagedRunner):
         self.last_sampled_tokens[slots] = tokens
         at = self.total_len[slots]
         room = at < self.max_model_len
-        self.all_token_ids[slots[room], at[room]] = tokens[room]
-        self.token_changes.wrote_entries(slots[room], at[room])
+        index = slots[room] * self.max_model_len  # flat: the write and its record share it
+        index += at[room]
+        self.token_changes.flat[index] = tokens[room]
+        self.token_changes.wrote_flat(index)
         self.total_len[slots] += 1
         s_dev = torch.from_numpy(slots).to(dev)
         t_dev = torch.from_numpy(tokens).to(dev)

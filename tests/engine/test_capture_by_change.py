@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pagedviz.core import Scenario, make_engine, table_changes
-from pagedviz.core.table_versions import TableVersion, forget_materialised
+from pagedviz.core.table_versions import MAX_DEPTH, TableVersion, forget_materialised
 from pagedviz.core.trace import StepTrace
 from tests.support.strategies import scenarios
 
@@ -77,7 +77,8 @@ def check_late_reads(scenario: Scenario, seed: int) -> None:
     for i in order:  # out of order, every buffer long overwritten
         entries = steps[i].array_entries
         for name, want in copies[i].items():
-            assert isinstance(entries[name]._data, TableVersion), name
+            kept = entries[name]._data  # a plain copy only for a table of no rows
+            assert isinstance(kept, TableVersion) or kept.size == 0, name
             got = entries[name].data
             assert got.dtype == want.dtype and np.array_equal(got, want), f"step {i + 1}: {name}"
         if i % 3 == 0:
@@ -109,7 +110,7 @@ def test_with_drafts_or_async_scheduling_the_tables_read_late_are_the_tables_at_
     check_late_reads(s, data.draw(st.integers(0, 1 << 16)))
 
 
-def decode_scenario(runner: str, steps: int = 90) -> Scenario:
+def decode_scenario(runner: str, steps: int = 140) -> Scenario:
     """8 requests of 40-token prompts decoding `steps` tokens (past MAX_DEPTH captures)."""
     return Scenario.from_dict(
         {
@@ -137,7 +138,8 @@ def test_a_decode_step_records_its_new_tokens_not_the_table(runner: str) -> None
     name = "all_token_ids" if runner == "v2" else "token_ids_cpu"
     versions = [t.array_entries[name]._data for t in steps]
     deltas = [v for v in versions if v.snapshot is None]
-    assert len(deltas) > len(versions) * 0.9 and max(v.depth for v in versions) >= 64
+    assert len(deltas) > len(versions) * 0.9 and max(v.depth for v in versions) >= 100
+    assert len(versions) - len(deltas) >= 2 and all(v.depth <= MAX_DEPTH for v in versions)
     for v in deltas[1:]:  # one new token a request, not the [rows, max_model_len] table
         assert len(v.values) <= 8 and v.values.nbytes + v.index.nbytes + v.moved.nbytes <= 8 * 12
         assert v.own_nbytes() * 10 < copies[0][name].nbytes
