@@ -4,9 +4,14 @@ in one run.
 
 For each case a scenario is built whose step schedules exactly the named batch: `RxT` is the first
 step of R requests prefilling T/R tokens each; `decode 256x1` is 256 requests decoding one token
-each; `mixed 64x1+448` is 64 decodes beside one 448-token prefill that arrives then. update_states
-runs once; then prepare_inputs is timed repeatedly on the same batch, with trace capture on and
-off, beside the bare reference (asserted identical first).
+each after a 16-token prompt, `decode 256x1 ctx 512` the same after a 512-token prompt with
+max_model_len 1024 (a [256, 1024] token table); `mixed 64x1+448` is 64 decodes beside one
+448-token prefill that arrives then. update_states runs once; then prepare_inputs is timed
+repeatedly on the same batch, with trace capture off and on, beside the bare reference (asserted
+identical first). Capture is timed twice, side by side: `before`, the runners' persistent tables
+copied whole every step as before issue 40 (benchmarks/capture_before.py), and `after`, recorded
+by change (core/table_changes.py), with what the step wrote to its tables told again before each
+call and the snapshot every MAX_DEPTH steps counted at its frequency (`Captures`).
 
 - V1 (core/runners/v1.py, gpu_model_runner.py's _prepare_inputs): also against a straightforward
   per-token loop in nano-vllm's style that computes the same arrays.
@@ -16,8 +21,9 @@ off, beside the bare reference (asserted identical first).
   the gathered block table, slot_mapping).
 
 Both scenarios pin their runner with synchronous scheduling and no CUDA graphs. Targets: engine/bare
-<= 1.2x and capture/bare <= 1.3x for both runners; V1's loop at least 40x slower than the engine
-at 8192 tokens.
+<= 1.2x and capture (after)/bare <= 1.3x for both runners at every size, decode 256x1 ctx 512
+included (issue 40); V1's loop at least 40x slower than the engine at 8192 tokens. `--cases
+decode` runs only the cases whose label holds that text.
 
 A second pass runs the same cases with two KV cache groups (`layer_types` sliding_attention then
 full_attention, a window of 64 tokens): the bare references then compute every group's arrays as

@@ -30,7 +30,7 @@ EMPTY_INDEX = np.zeros(0, dtype=np.int64)
 # entry a row is found by change whenever the table is not small (its copy is what grows a run):
 SMALL_TABLE = 1 << 14  # the rows shown hold at most this many entries (64 KB of int32)
 STRUCTURAL_COPY = 1 << 17  # rows were cleared or moved, and the rows shown hold at most this many
-DELTA_FIXED = 1 << 15  # finding the change otherwise costs as much as copying this many, plus:
+DELTA_FIXED = 1 << 16  # finding the change otherwise costs as much as copying this many, plus:
 COST_PER_ENTRY = 4  # an entry told written costs as much as copying this many
 COST_PER_SPAN = 2048  # a single-row span told (a range of its own) costs as much as this
 FEW_SPANS = 8  # past this many single-row spans, they are converted at once (a fixed cost)

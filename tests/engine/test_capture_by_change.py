@@ -26,7 +26,14 @@ from tests.support.strategies import scenarios
 def every_table_by_change() -> Any:
     """These scenarios' tables are small, which capture copies whole: here every one is
     recorded by change."""
-    names = ("SMALL_TABLE", "STRUCTURAL_COPY", "COST_PER_ENTRY", "COST_PER_SPAN")
+    names = (
+        "SMALL_TABLE",
+        "STRUCTURAL_COPY",
+        "DELTA_FIXED",
+        "COST_PER_ENTRY",
+        "COST_PER_SPAN",
+        "SPANS_FIXED",
+    )
     costs = {name: getattr(table_changes, name) for name in names}
     for name in names:
         setattr(table_changes, name, 0)
@@ -123,7 +130,7 @@ def decode_scenario(runner: str, steps: int = 140) -> Scenario:
                 "max_model_len": 256,
                 "max_num_reqs": 8,
                 "max_num_batched_tokens": 512,
-                "num_kv_blocks": 8 * 40 + 1,
+                "num_kv_blocks": 8 * 64 + 1,  # no preemption: a resumed request rewrites its row
                 "model": None,
             },
             "requests": [{"id": str(i), "prompt_len": 40, "max_tokens": steps} for i in range(8)],
