@@ -20,7 +20,7 @@ Two ratios, side by side for each size, against the targets of issue 32:
   run's bytes (app.run.measured_bytes) over the same.
 
 Each size runs twice, side by side: `before`, the capture as it was before capture by change
-(every step copied the runners' whole persistent tables: benchmarks/capture_before.py, installed
+(every step copied the runners' whole persistent tables: benchmarks/common.py, installed
 in the server's processes through a sitecustomize), and `after`, the capture by change.
 
 Targets: the first step in under 1 s at 1024 requests. Requests have 64-token prompts and
@@ -40,8 +40,15 @@ from typing import Any
 
 import httpx
 import numpy as np
-from capture_before import ModelRunner, ModelRunnerV2, full_copy_v1, full_copy_v2, sitecustomize_dir
-from common import tree_growth_mb, tree_rss_mb
+from common import (
+    ModelRunner,
+    ModelRunnerV2,
+    full_copy_v1,
+    full_copy_v2,
+    sitecustomize_dir,
+    tree_growth_mb,
+    tree_rss_mb,
+)
 
 from pagedviz.app.run import measured_bytes
 from pagedviz.app.serve import running_server

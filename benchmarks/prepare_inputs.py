@@ -9,7 +9,7 @@ max_model_len 1024 (a [256, 1024] token table); `mixed 64x1+448` is 64 decodes b
 448-token prefill that arrives then. update_states runs once; then prepare_inputs is timed
 repeatedly on the same batch, with trace capture off and on, beside the bare reference (asserted
 identical first). Capture is timed twice, side by side: `before`, the runners' persistent tables
-copied whole every step as before issue 40 (benchmarks/capture_before.py), and `after`, recorded
+copied whole every step as before issue 40 (benchmarks/common.py), and `after`, recorded
 by change (core/table_changes.py), with what the step wrote to its tables told again before each
 call and the snapshot every MAX_DEPTH steps counted at its frequency (`Captures`).
 
@@ -41,8 +41,7 @@ import time
 from typing import Any
 
 import numpy as np
-from capture_before import full_copy
-from common import bench_dict
+from common import bench_dict, full_copy
 
 from pagedviz.core import Engine, Limits, Scenario, make_engine
 from pagedviz.core.device import StageTimer
@@ -329,7 +328,7 @@ def change_logs(runner: Any) -> list[TableChanges]:
 
 class Captures:
     """prepare_inputs with the trace captured, before (main's whole copies of the persistent
-    tables, benchmarks/capture_before.py) and after (by change), each call as the case's step
+    tables, benchmarks/common.py) and after (by change), each call as the case's step
     does it: the runner's record of what the step wrote to its tables (the prefills' new rows,
     the decodes' one token a row) is put back before each call, and successive calls extend one
     run's versions, so that the snapshot every MAX_DEPTH steps is paid too: the after figure
