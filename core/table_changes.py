@@ -34,6 +34,7 @@ DELTA_FIXED = 1 << 16  # finding the change otherwise costs as much as copying t
 COST_PER_ENTRY = 4  # an entry told written costs as much as copying this many
 COST_PER_SPAN = 2048  # a single-row span told (a range of its own) costs as much as this
 FEW_SPANS = 8  # past this many single-row spans, they are converted at once (a fixed cost)
+MAX_TOLD, MAX_TOLD_SPANS = 16, 4096  # records kept as told before they are folded (capture off)
 SPANS_FIXED = 1 << 15
 
 
@@ -103,11 +104,14 @@ class TableChanges:
             starts.append(lo)
             stops.append(hi)
             self.pending += hi - lo
+            if len(rows) > MAX_TOLD_SPANS:
+                self._bound()
 
     def wrote_rows(self, rows: np.ndarray, lo: Any, hi: Any) -> None:
         """Columns [lo, hi) (arrays or numbers) of each of `rows` were written."""
         self.spans.append((rows, lo, hi))
         self.pending += len(rows)
+        self._bound()
 
     def rewrote(self, row: int, n: int) -> None:
         """A row of a table with `lengths` was written from column 0 and its length set to n
@@ -125,11 +129,20 @@ class TableChanges:
         scatters through the flat table tells the same indices."""
         self.entries.append((index, None))
         self.pending += len(index)
+        self._bound()
 
     def wrote_entries(self, rows: np.ndarray, cols: np.ndarray) -> None:
         """The entries (rows[i], cols[i]) were written."""
         self.entries.append((rows, cols))
         self.pending += len(rows)
+        self._bound()
+
+    def _bound(self) -> None:
+        """Steps that are not captured (an engine with capture off) keep telling: past a few
+        records, they are folded into each row's span, which is bounded by the rows."""
+        if len(self.entries) + len(self.spans) > MAX_TOLD or len(self.scalars[0]) > MAX_TOLD_SPANS:
+            self._fold()
+            self.structural = True
 
     def reset(self, row: int) -> None:
         """The row is cleared (zeros): what was written to it before no longer counts. With

@@ -173,6 +173,34 @@ def test_steps_pickled_one_by_one_read_back_in_another_process_state(runner: str
     assert again.array_entries[name]._data is got[-1].array_entries[name]._data
 
 
+@pytest.mark.parametrize("runner", ["v1", "v2"])
+def test_without_capture_what_the_runner_was_told_stays_bounded_and_capture_resumes_exactly(
+    runner: str,
+) -> None:
+    engine = make_engine(decode_scenario(runner, steps=60))
+    r = engine.runner
+    capture_state = r.capture_state
+    copies: list[dict[str, np.ndarray]] = []
+
+    def spy(values: dict[str, Any]) -> None:
+        capture_state(values)
+        copies.append(live_tables(r))
+
+    r.capture_state = spy
+    engine.capture = False
+    for _ in range(50):
+        engine.step()
+    log = r.token_changes if runner == "v2" else r.input_batch.token_changes
+    assert len(log.entries) + len(log.spans) <= table_changes.MAX_TOLD
+    assert len(log.scalars[0]) <= table_changes.MAX_TOLD_SPANS
+    engine.capture = True
+    steps = [engine.step() for _ in range(5)]
+    forget_materialised()
+    name = "all_token_ids" if runner == "v2" else "token_ids_cpu"
+    for t, want in zip(steps, copies):
+        assert np.array_equal(t.array_entries[name].data, want[name]), f"step {t.step}"
+
+
 def test_a_step_received_without_the_steps_before_it_says_so_when_read() -> None:
     steps, _ = run_with_copies(decode_scenario("v1", steps=8))
     message = pickle.dumps(steps[5])
