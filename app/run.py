@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from pagedviz.core import Scenario, make_engine
+from pagedviz.core.table_versions import TableVersion
 from pagedviz.core.trace import StepTrace
 
 if TYPE_CHECKING:
@@ -67,7 +68,8 @@ def measured_bytes(root: Any) -> int:
     """Bytes an object graph holds in memory: sys.getsizeof of every container reached (each
     once), numpy buffers by their nbytes, and every scalar (int, float, str) that the graph alone
     holds. A scalar referenced from elsewhere too (a constant name, a small int, an id the block
-    pool also holds) is shared, not this graph's: it is not counted."""
+    pool also holds) is shared, not this graph's: it is not counted. A table recorded by change
+    (TableVersion) counts its own payload, not the steps before it that it is read from."""
     seen: set[int] = set()
     stack = [root]
     total = 0
@@ -78,6 +80,9 @@ def measured_bytes(root: Any) -> int:
         seen.add(id(o))
         if isinstance(o, np.ndarray):
             total += sys.getsizeof(o) + (o.nbytes if o.base is not None else 0)
+            continue
+        if isinstance(o, TableVersion):
+            total += o.own_nbytes()
             continue
         total += sys.getsizeof(o)
         if isinstance(o, dict):

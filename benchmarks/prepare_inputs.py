@@ -4,9 +4,14 @@ in one run.
 
 For each case a scenario is built whose step schedules exactly the named batch: `RxT` is the first
 step of R requests prefilling T/R tokens each; `decode 256x1` is 256 requests decoding one token
-each; `mixed 64x1+448` is 64 decodes beside one 448-token prefill that arrives then. update_states
-runs once; then prepare_inputs is timed repeatedly on the same batch, with trace capture on and
-off, beside the bare reference (asserted identical first).
+each after a 16-token prompt, `decode 256x1 ctx 512` the same after a 512-token prompt with
+max_model_len 1024 (a [256, 1024] token table); `mixed 64x1+448` is 64 decodes beside one
+448-token prefill that arrives then. update_states runs once; then prepare_inputs is timed
+repeatedly on the same batch, with trace capture off and on, beside the bare reference (asserted
+identical first). Capture is timed twice, side by side: `before`, the runners' persistent tables
+copied whole every step as before issue 40 (benchmarks/common.py), and `after`, recorded
+by change (core/table_changes.py), with what the step wrote to its tables told again before each
+call and the snapshot every MAX_DEPTH steps counted at its frequency (`Captures`).
 
 - V1 (core/runners/v1.py, gpu_model_runner.py's _prepare_inputs): also against a straightforward
   per-token loop in nano-vllm's style that computes the same arrays.
@@ -16,8 +21,9 @@ off, beside the bare reference (asserted identical first).
   the gathered block table, slot_mapping).
 
 Both scenarios pin their runner with synchronous scheduling and no CUDA graphs. Targets: engine/bare
-<= 1.2x and capture/bare <= 1.3x for both runners; V1's loop at least 40x slower than the engine
-at 8192 tokens.
+<= 1.2x and capture (after)/bare <= 1.3x for both runners at every size, decode 256x1 ctx 512
+included (issue 40); V1's loop at least 40x slower than the engine at 8192 tokens. `--cases
+decode` runs only the cases whose label holds that text.
 
 A second pass runs the same cases with two KV cache groups (`layer_types` sliding_attention then
 full_attention, a window of 64 tokens): the bare references then compute every group's arrays as
@@ -32,27 +38,33 @@ from __future__ import annotations
 
 import argparse
 import time
+from typing import Any
 
 import numpy as np
-from common import bench_dict
+from common import bench_dict, full_copy
 
 from pagedviz.core import Engine, Limits, Scenario, make_engine
 from pagedviz.core.device import StageTimer
+from pagedviz.core.table_changes import TableChanges
+from pagedviz.core.table_versions import MAX_DEPTH
 from pagedviz.core.trace import StepTrace
 
 # the batches the performance targets name: (label, requests, scheduled tokens, extra prefill):
 # the first step of `requests` prefills of tokens/requests tokens each; a decode step of
 # `requests` requests (tokens == requests: one token each); a decode step of `requests` requests
 # beside one prefill of `extra` tokens that arrives then (mixed)
+# the decodes' context: 16 tokens, or 512 with max_model_len 1024 (issue 40's decode 256x1)
 CASES = [
-    ("prefill", 8, 256, 0),
-    ("prefill", 64, 1024, 0),
-    ("prefill", 256, 4096, 0),
-    ("prefill", 256, 8192, 0),
-    ("prefill", 1024, 16384, 0),
-    ("decode", 256, 256, 0),
-    ("mixed", 64, 64, 448),
+    ("prefill", 8, 256, 0, 0),
+    ("prefill", 64, 1024, 0, 0),
+    ("prefill", 256, 4096, 0, 0),
+    ("prefill", 256, 8192, 0, 0),
+    ("prefill", 1024, 16384, 0, 0),
+    ("decode", 256, 256, 0, 16),
+    ("decode", 256, 256, 0, 512),
+    ("mixed", 64, 64, 448, 16),
 ]
+LONG_CONTEXT_MODEL_LEN = 1024
 
 
 # the two-group pass: gpt-oss style layers (groups [sliding, full]) and a window in tokens
@@ -60,17 +72,22 @@ HYBRID_LAYERS = ["sliding_attention", "full_attention"]
 HYBRID_WINDOW = 64
 
 
-def build(kind: str, requests: int, tokens: int, extra: int, runner: str, groups: int = 1) -> Engine:
+def build(
+    kind: str, requests: int, tokens: int, extra: int, runner: str, groups: int = 1, context: int = 16
+) -> Engine:
     """An engine whose next prepare_inputs is the case's step (update_states already done); with
     groups=2 its model has a sliding-window layer beside a full-attention one (two block tables)."""
     if kind == "prefill":
         d = bench_dict(requests, tokens, model=False, runner=runner)
     else:
-        # the decodes first prefill 16 tokens each (step 1); the mixed case's prefill arrives at step 2
-        d = bench_dict(requests, requests * 16, model=False, runner=runner)
+        # the decodes first prefill `context` tokens each (step 1); the mixed case's prefill arrives
+        # at step 2
+        d = bench_dict(requests, requests * context, model=False, runner=runner)
         for r in d["requests"]:
             r["max_tokens"] = 4
         cfg = d["config"]
+        if context > 16:
+            cfg["max_model_len"] = LONG_CONTEXT_MODEL_LEN
         if extra:
             d["requests"].append({"id": "p", "prompt_len": extra, "max_tokens": 1, "arrival_step": 2})
             cfg["max_num_reqs"] = requests + 1
@@ -81,7 +98,14 @@ def build(kind: str, requests: int, tokens: int, extra: int, runner: str, groups
         cfg = d["config"]
         cfg.update(layer_types=HYBRID_LAYERS, sliding_window=HYBRID_WINDOW)
         cfg["num_kv_blocks"] = 2 * cfg["num_kv_blocks"]  # every group holds its own blocks
-    engine = make_engine(Scenario.from_dict(d, Limits(max_requests=requests + 1, max_step_mflop=1 << 30)))
+    limits = Limits(
+        max_requests=requests + 1,
+        max_step_mflop=1 << 30,
+        max_tokens_per_step=1 << 20,
+        max_total_tokens=1 << 24,
+        max_step_trace_kb=1 << 24,
+    )
+    engine = make_engine(Scenario.from_dict(d, limits))
     step = 1
     if kind != "prefill":
         engine.step()
@@ -281,33 +305,133 @@ class BareReferenceV2:
 
 
 def best_of(fn, repeat: int) -> float:
+    """The median microseconds of `repeat` calls."""
+    return float(np.median(calls(fn, repeat))) / 1e3
+
+
+def calls(fn, repeat: int) -> list[int]:
     times = []
     for _ in range(repeat):
         t0 = time.perf_counter_ns()
         fn()
         times.append(time.perf_counter_ns() - t0)
-    return float(np.median(times)) / 1e3
+    return times
+
+
+def change_logs(runner: Any) -> list[TableChanges]:
+    """The runner's records of what it wrote to its persistent tables (core/table_changes.py)."""
+    if runner.runner == "v2":
+        return [runner.token_changes, *runner.tables.changes]
+    ib = runner.input_batch
+    return [ib.token_changes, *(t.changes for t in ib.block_tables.block_tables)]
+
+
+class Captures:
+    """prepare_inputs with the trace captured, before (main's whole copies of the persistent
+    tables, benchmarks/common.py) and after (by change), each call as the case's step
+    does it: the runner's record of what the step wrote to its tables (the prefills' new rows,
+    the decodes' one token a row) is put back before each call, and successive calls extend one
+    run's versions, so that the snapshot every MAX_DEPTH steps is paid too: the after figure
+    weighs the median time of the calls that made no snapshot and of those that made one (of
+    which table) by how often each came (a mean would follow this machine's load: a call
+    descheduled for milliseconds outweighs a hundred others)."""
+
+    def __init__(self, engine: Engine, reset: Any) -> None:
+        self.runner = runner = engine.runner
+        self.reset = reset
+        self.timer = StageTimer(engine.device)
+        self.logs = change_logs(runner)
+        self.written = [
+            (c.origin.copy(), c.lo.copy(), c.hi.copy(), c.structural, [*c.entries], [*c.spans], c.pending)
+            for c in self.logs
+        ]
+        self.scalars = [tuple(list(x) for x in c.scalars) for c in self.logs]
+        self.appended = [c.appended for c in self.logs]
+        # the lengths of the rows that grow by appending (block tables) at the step before
+        self.prev_len = [None if c.prev_len is None else c.prev_len.copy() for c in self.logs]
+        self.after_capture = runner.capture_state
+        self.after_times: dict[tuple[bool, ...], list[int]] = {}
+
+    def _restore_writes(self) -> None:
+        for c, (origin, lo, hi, structural, entries, spans, pending) in zip(self.logs, self.written):
+            if structural:
+                np.copyto(c.origin, origin)
+                np.copyto(c.lo, lo)
+                np.copyto(c.hi, hi)
+            c.structural = structural
+            c.entries[:], c.spans[:], c.pending = entries, spans, pending
+        for c, scalars, appended, prev_len in zip(self.logs, self.scalars, self.appended, self.prev_len):
+            for told, x in zip(c.scalars, scalars):
+                told[:] = x
+            c.appended = appended
+            if prev_len is not None:
+                np.copyto(c.prev_len, prev_len)
+
+    def _on(self) -> StepTrace:
+        self.reset()
+        trace = StepTrace(step=1)
+        self.runner.prepare_inputs(trace, self.timer)
+        self.runner.record_batch(trace)
+        return trace
+
+    def before(self) -> None:
+        full_copy(self.runner)
+        try:
+            self._on()
+        finally:
+            self.runner.capture_state = self.after_capture
+
+    def after(self) -> None:
+        self._restore_writes()
+        self._on()
+
+    def time_after(self, repeat: int) -> None:
+        for _ in range(repeat):
+            self._restore_writes()  # made by the writes themselves, not by the capture: not timed
+            t0 = time.perf_counter_ns()
+            self._on()
+            t = time.perf_counter_ns() - t0
+            kind = tuple(c.last is not None and c.last.snapshot is not None for c in self.logs)
+            self.after_times.setdefault(kind, []).append(t)
+
+    def check(self) -> None:
+        """Both record the same tables."""
+        full = self._on_with(full_copy)
+        self._restore_writes()
+        by_change = self._on()
+        for name, entry in full.array_entries.items():
+            assert np.array_equal(entry.data, by_change.array_entries[name].data), name
+
+    def _on_with(self, install: Any) -> StepTrace:
+        install(self.runner)
+        try:
+            return self._on()
+        finally:
+            self.runner.capture_state = self.after_capture
+
+    @property
+    def after_median(self) -> float:
+        n = sum(len(t) for t in self.after_times.values())
+        return sum(len(t) * float(np.median(t)) for t in self.after_times.values()) / n / 1e3
 
 
 def measure(
-    kind: str, R: int, T: int, extra: int, repeat: int, groups: int = 1
-) -> tuple[float, float, float, float]:
-    """V1, median microseconds: bare reference, capture off, capture on, per-token loop."""
-    engine = build(kind, R, T, extra, "v1", groups)
+    kind: str, R: int, T: int, extra: int, repeat: int, groups: int = 1, context: int = 16
+) -> tuple[float, float, float, float, float]:
+    """V1, microseconds: bare reference, capture off, capture before, capture after, per-token loop."""
+    engine = build(kind, R, T, extra, "v1", groups, context)
     runner = engine.runner
     timer = StageTimer(engine.device)
     state = dict(runner.v)
 
-    def off() -> None:
+    def reset() -> None:
         runner.v = dict(state)
+
+    def off() -> None:
+        reset()
         runner.prepare_inputs(None, timer)
 
-    def on() -> None:
-        runner.v = dict(state)
-        trace = StepTrace(step=1)
-        runner.prepare_inputs(trace, timer)
-        runner.record_batch(trace)
-
+    captures = Captures(engine, reset)
     off()
     ref = loop_prepare(engine)
     assert ref["slot_mapping"] == runner.v["slot_mapping"].tolist()
@@ -316,42 +440,42 @@ def measure(
     for name, want in bare().items():
         got = runner.v["scalars"][name] if name.startswith("max_") else runner.v[name]
         assert np.array_equal(got, want), f"{name} differs from the bare reference"
+    captures.check()
     # interleave the measurements so that drift of this machine's speed touches each alike
-    t_bare, t_off, t_on, t_loop = [], [], [], []
+    t_bare, t_off, t_before, t_loop = [], [], [], []
     for _ in range(5):
         t_bare.append(best_of(bare, max(1, repeat // 5)))
         t_off.append(best_of(off, max(1, repeat // 5)))
-        t_on.append(best_of(on, max(1, repeat // 5)))
+        t_before.append(best_of(captures.before, max(1, repeat // 5)))
+        captures.time_after(max(MAX_DEPTH + 1, repeat // 5))
         t_loop.append(best_of(lambda: loop_prepare(engine), max(1, repeat // 100)))
     return (
         float(np.median(t_bare)),
         float(np.median(t_off)),
-        float(np.median(t_on)),
+        float(np.median(t_before)),
+        captures.after_median,
         float(np.median(t_loop)),
     )
 
 
 def measure_v2(
-    kind: str, R: int, T: int, extra: int, repeat: int, groups: int = 1
-) -> tuple[float, float, float]:
-    """Model Runner V2, median microseconds: bare reference, capture off, capture on."""
-    engine = build(kind, R, T, extra, "v2", groups)
+    kind: str, R: int, T: int, extra: int, repeat: int, groups: int = 1, context: int = 16
+) -> tuple[float, float, float, float]:
+    """Model Runner V2, microseconds: bare reference, capture off, capture before, capture after."""
+    engine = build(kind, R, T, extra, "v2", groups, context)
     runner = engine.runner
     timer = StageTimer(engine.device)
     state = dict(runner.v)
 
-    def off() -> None:
+    def reset() -> None:
         runner.v = dict(state)
         runner.v["scalars"] = {}
+
+    def off() -> None:
+        reset()
         runner.prepare_inputs(None, timer)
 
-    def on() -> None:
-        runner.v = dict(state)
-        runner.v["scalars"] = {}
-        trace = StepTrace(step=1)
-        runner.prepare_inputs(trace, timer)
-        runner.record_batch(trace)
-
+    captures = Captures(engine, reset)
     off()
     bare = BareReferenceV2(engine)
     for name, want in bare().items():
@@ -360,58 +484,62 @@ def measure_v2(
             continue
         got = runner.v["scalars"][name] if name.startswith("max_") else runner.v[name]
         assert np.array_equal(got, want), f"V2 {name} differs from the bare reference"
-    trace = StepTrace(step=1)
-    on_v = runner.prepare_inputs(trace, timer)
-    assert np.array_equal(trace.arrays["slot_mapping"].data, on_v["slot_mapping"])
-    t_bare, t_off, t_on = [], [], []
+    captures.check()
+    t_bare, t_off, t_before = [], [], []
     for _ in range(5):
         t_bare.append(best_of(bare, max(1, repeat // 5)))
         t_off.append(best_of(off, max(1, repeat // 5)))
-        t_on.append(best_of(on, max(1, repeat // 5)))
-    return float(np.median(t_bare)), float(np.median(t_off)), float(np.median(t_on))
+        t_before.append(best_of(captures.before, max(1, repeat // 5)))
+        captures.time_after(max(MAX_DEPTH + 1, repeat // 5))
+    after = captures.after_median
+    return float(np.median(t_bare)), float(np.median(t_off)), float(np.median(t_before)), after
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=100)
     ap.add_argument("--groups", type=int, choices=(1, 2), nargs="*", default=[1, 2], help="KV cache groups")
+    ap.add_argument("--cases", default="", help="only the cases whose label contains this (e.g. decode)")
     args = ap.parse_args()
+    cases = [c for c in CASES if args.cases in label(*c)]
     for groups in args.groups:
-        run_pass(args.repeat, groups)
+        run_pass(args.repeat, groups, cases)
 
 
-def run_pass(repeat: int, groups: int) -> None:
+def run_pass(repeat: int, groups: int, cases: list[tuple[str, int, int, int, int]]) -> None:
     if groups == 2:
         print(f"\n=== two KV cache groups: layer_types {HYBRID_LAYERS}, sliding_window {HYBRID_WINDOW} ===")
     print("V1 runner (core/runners/v1.py) against its bare numpy transcription and a per-token loop")
-    print(
-        f"{'batch':>14} | {'bare us':>8} {'engine us':>9} {'capture us':>10} | "
-        f"{'engine/bare':>11} {'capture/bare':>12} | {'loop us':>9} {'loop/engine':>11}"
+    print("capture: before = whole copies of the persistent tables (main), after = by change")
+    head = (
+        f"{'batch':>21} | {'bare us':>8} {'engine us':>9} {'before us':>9} {'after us':>8} | "
+        f"{'engine/bare':>11} {'before/bare':>11} {'after/bare':>10}"
     )
-    for kind, R, T, extra in CASES:
-        t_bare, t_off, t_on, t_loop = measure(kind, R, T, extra, repeat, groups)
+    print(head + f" | {'loop us':>9} {'loop/engine':>11}")
+    for kind, R, T, extra, context in cases:
+        t_bare, t_off, t_before, t_after, t_loop = measure(kind, R, T, extra, repeat, groups, context)
         print(
-            f"{label(kind, R, T, extra):>14} | {t_bare:>8.1f} {t_off:>9.1f} {t_on:>10.1f} | "
-            f"{t_off / t_bare:>10.2f}x {t_on / t_bare:>11.2f}x | {t_loop:>9.1f} {t_loop / t_off:>10.1f}x"
+            f"{label(kind, R, T, extra, context):>21} | {t_bare:>8.1f} {t_off:>9.1f} {t_before:>9.1f} "
+            f"{t_after:>8.1f} | {t_off / t_bare:>10.2f}x {t_before / t_bare:>10.2f}x "
+            f"{t_after / t_bare:>9.2f}x | {t_loop:>9.1f} {t_loop / t_off:>10.1f}x"
         )
     print("\nModel Runner V2 (core/runners/v2.py) against its bare numpy transcription")
-    print(
-        f"{'batch':>14} | {'bare us':>8} {'engine us':>9} {'capture us':>10} | "
-        f"{'engine/bare':>11} {'capture/bare':>12}"
-    )
-    for kind, R, T, extra in CASES:
-        t_bare, t_off, t_on = measure_v2(kind, R, T, extra, repeat, groups)
+    print(head)
+    for kind, R, T, extra, context in cases:
+        t_bare, t_off, t_before, t_after = measure_v2(kind, R, T, extra, repeat, groups, context)
         print(
-            f"{label(kind, R, T, extra):>14} | {t_bare:>8.1f} {t_off:>9.1f} {t_on:>10.1f} | "
-            f"{t_off / t_bare:>10.2f}x {t_on / t_bare:>11.2f}x"
+            f"{label(kind, R, T, extra, context):>21} | {t_bare:>8.1f} {t_off:>9.1f} {t_before:>9.1f} "
+            f"{t_after:>8.1f} | {t_off / t_bare:>10.2f}x {t_before / t_bare:>10.2f}x "
+            f"{t_after / t_bare:>9.2f}x"
         )
 
 
-def label(kind: str, R: int, T: int, extra: int) -> str:
-    """8x256 (requests x tokens of the step), decode 256x1, mixed 64x1+448."""
+def label(kind: str, R: int, T: int, extra: int, context: int = 16) -> str:
+    """8x256 (requests x tokens of the step), decode 256x1, decode 256x1 ctx 512, mixed 64x1+448."""
     if kind == "prefill":
         return f"{R}x{T}"
-    return f"{kind} {R}x1" + (f"+{extra}" if extra else "")
+    ctx = f" ctx {context}" if context > 16 else ""
+    return f"{kind} {R}x1" + (f"+{extra}" if extra else "") + ctx
 
 
 if __name__ == "__main__":

@@ -4,6 +4,8 @@ Rows of `token_ids_cpu` (max_num_reqs, max_model_len) and of the block table
 (max_num_reqs, ceil(max_model_len / block_size)) belong to requests and persist across steps, so a
 decode step only writes what changed. Removing a request leaves a hole; adding one fills the
 lowest hole; `condense` moves the last rows into the holes so the active rows are 0..num_reqs-1.
+Each write to `token_ids_cpu` or a block table also tells the table's `TableChanges`
+(core/table_changes.py), from which the trace records each step's tables by change.
 Each table is a torch tensor (`x_cpu_tensor`) with a numpy view (`x_cpu` / `x_np`) on the same
 memory, pinned when the device is CUDA.
 """
@@ -14,6 +16,8 @@ import heapq
 
 import numpy as np
 import torch
+
+from pagedviz.core.table_changes import TableChanges
 
 
 def cpu_tensor(shape: tuple[int, ...], dtype: torch.dtype, pin: bool) -> torch.Tensor:
@@ -28,8 +32,12 @@ class BlockTable:
         self.block_table_cpu = cpu_tensor((max_num_reqs, max_num_blocks_per_req), torch.int32, pin)
         self.block_table_np = self.block_table_cpu.numpy()
         self.num_blocks_per_row = np.zeros(max_num_reqs, dtype=np.int32)
+        # what the trace records of each step: appends are read from num_blocks_per_row (each
+        # says it grew); a row cleared or moved is told before it changes
+        self.changes = TableChanges(self.block_table_np, self.num_blocks_per_row)
 
     def add_row(self, block_ids: list[int], row: int) -> None:
+        self.changes.reset(row)
         n = len(block_ids)
         self.block_table_np[row, :n] = block_ids
         self.block_table_np[row, n:] = 0
@@ -39,15 +47,19 @@ class BlockTable:
         start = int(self.num_blocks_per_row[row])
         self.block_table_np[row, start : start + len(block_ids)] = block_ids
         self.num_blocks_per_row[row] = start + len(block_ids)
+        self.changes.grew()
 
     def clear_row(self, row: int) -> None:
+        self.changes.reset(row)
         self.block_table_np[row] = 0
         self.num_blocks_per_row[row] = 0
 
     def move_row(self, src: int, dst: int) -> None:
+        self.changes.move(src, dst)
         self.block_table_np[dst] = self.block_table_np[src]
         self.num_blocks_per_row[dst] = self.num_blocks_per_row[src]
-        self.clear_row(src)
+        self.block_table_np[src] = 0
+        self.num_blocks_per_row[src] = 0
 
 
 class MultiGroupBlockTable:
@@ -98,6 +110,8 @@ class InputBatch:
         self.max_model_len = max_model_len
         self.token_ids_cpu_tensor = cpu_tensor((max_num_reqs, max_model_len), torch.int32, pin)
         self.token_ids_cpu = self.token_ids_cpu_tensor.numpy()
+        # every write to token_ids_cpu tells token_changes (the trace records each step's by change)
+        self.token_changes = TableChanges(self.token_ids_cpu)
         self.num_computed_tokens_cpu_tensor = cpu_tensor((max_num_reqs,), torch.int32, pin)
         self.num_computed_tokens_cpu = self.num_computed_tokens_cpu_tensor.numpy()
         self.num_tokens = np.zeros(max_num_reqs, dtype=np.int32)
@@ -139,6 +153,8 @@ class InputBatch:
         n = len(token_ids)
         self.token_ids_cpu[row, :n] = token_ids
         self.token_ids_cpu[row, n:] = 0
+        self.token_changes.reset(row)
+        self.token_changes.wrote(row, 0, n)
         self.num_tokens[row] = n
         self.num_prompt_tokens[row] = num_prompt_tokens
         self.num_computed_tokens_cpu[row] = num_computed
@@ -152,6 +168,7 @@ class InputBatch:
         self._req_ids[row] = None
         heapq.heappush(self._holes, row)
         self.token_ids_cpu[row] = 0
+        self.token_changes.reset(row)
         self.num_tokens[row] = 0
         self.num_computed_tokens_cpu[row] = 0
         self.block_tables.clear_row(row)
@@ -179,6 +196,7 @@ class InputBatch:
             ):
                 arr[dst] = arr[src]
                 arr[src] = 0
+            self.token_changes.move(src, dst)
             self.block_tables.move_row(src, dst)
             moves.append({"req_id": req_id, "from": src, "to": dst})
         while self._req_ids and self._req_ids[-1] is None:

@@ -3,7 +3,9 @@
 
 Each array keeps its name (vLLM's), its level (request / token / system / scalar), the stage that
 wrote it and the side it was read from (cpu or device). System tables are stored as their active
-rows plus the full shape (rows past the active ones are zero), so capturing stays cheap.
+rows plus the full shape (rows past the active ones are zero), so capturing stays cheap; the
+runners' persistent tables are recorded by change (core/table_changes.py) and materialised when a
+step's entry is read.
 Padded buffers say how much of them is real (`valid`): slot_mapping's `data` runs to the
 CUDA-graph size with -1 past `valid`; query_start_loc and seq_lens keep one entry per request (one
 more for query_start_loc) in `data` and the whole persistent buffer, padding included, in `buffer`.
@@ -18,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from pagedviz.core.table_versions import TableVersion
+
 # what to record of each array: (name, level, stage, side, full shape or None)
 PlanItem = tuple[str, str, str, str, "tuple[int, ...] | None"]
 Padding = Mapping[str, tuple["int | None", "np.ndarray | None"]]
@@ -26,18 +30,47 @@ NO_PADDING: tuple[None, None] = (None, None)
 POOL_LISTS = ("free_block_queue", "ref_cnt")
 
 
-@dataclass(slots=True)
 class TraceArray:
-    name: str
-    level: str
-    data: np.ndarray  # for system tables: the active rows only
-    stage: str
-    side: str = "cpu"
-    shape: tuple[int, ...] | None = None  # full shape when `data` holds only leading rows
-    # padding: `valid` leading entries are real. With `buffer` set, that is the whole persistent
-    # buffer the kernels are handed (data keeps its level's length); else `data` itself is padded.
-    valid: int | None = None
-    buffer: np.ndarray | None = None
+    """One recorded array: name, level, the stage that wrote it, the side it was read from, and
+    its data. A persistent table recorded by change (a TableVersion, core/table_versions.py) is
+    materialised when `data` is read."""
+
+    __slots__ = ("name", "level", "_data", "stage", "side", "shape", "valid", "buffer")
+
+    def __init__(
+        self,
+        name: str,
+        level: str,
+        data: np.ndarray | TableVersion,
+        stage: str,
+        side: str = "cpu",
+        shape: tuple[int, ...] | None = None,
+        valid: int | None = None,
+        buffer: np.ndarray | None = None,
+    ) -> None:
+        self.name = name
+        self.level = level
+        self._data = data  # for system tables: the active rows only
+        self.stage = stage
+        self.side = side
+        self.shape = shape  # full shape when `data` holds only leading rows
+        # padding: `valid` leading entries are real. With `buffer` set, that is the whole
+        # persistent buffer the kernels are handed (data keeps its level's length); else `data`
+        # itself is padded.
+        self.valid = valid
+        self.buffer = buffer
+
+    @property
+    def data(self) -> np.ndarray:
+        d = self._data
+        return d if isinstance(d, np.ndarray) else d.read()
+
+    @data.setter
+    def data(self, value: np.ndarray) -> None:
+        self._data = value
+
+    def __repr__(self) -> str:
+        return f"TraceArray({self.name!r}, {self.level!r}, shape={self.full_shape}, stage={self.stage!r})"
 
     @property
     def value(self) -> np.ndarray:
@@ -50,7 +83,7 @@ class TraceArray:
 
     @property
     def full_shape(self) -> tuple[int, ...]:
-        return self.shape if self.shape is not None else tuple(self.data.shape)
+        return self.shape if self.shape is not None else tuple(self._data.shape)
 
     def to_dict(self) -> dict[str, Any]:
         v = self.value

@@ -211,6 +211,7 @@ class ModelRunner(V1Stages, StagedRunner):
                 # num_tokens does not count them
                 n = int(ib.num_tokens[row])
                 ib.token_ids_cpu[row, n : n + len(s.spec_token_ids)] = s.spec_token_ids
+                ib.token_changes.wrote(row, n, n + len(s.spec_token_ids))
                 num_draft[row] = len(s.spec_token_ids)
         self.v = {
             "num_scheduled_tokens": num_scheduled,
@@ -254,13 +255,15 @@ class ModelRunner(V1Stages, StagedRunner):
             row = ib.req_id_to_index[req_id]
             n = int(ib.num_tokens[row])
             ib.token_ids_cpu[row, n : n + len(tokens)] = tokens
+            ib.token_changes.wrote(row, n, n + len(tokens))
             ib.num_tokens[row] = n + len(tokens)
 
     def capture_state(self, values: dict[str, Any]) -> None:
-        """The request-level batch arrays and the system tables after update_states, copied into
-        the stages' recording. Nothing writes them between prepare_inputs and the end of the
-        step's forward (tests/test_trace_ownership.py), and the stages' copy of num_tokens serves
-        for both records."""
+        """The request-level batch arrays (copied) and the system tables (by change:
+        core/table_changes.py) after update_states, into the stages' recording. Nothing writes
+        them between prepare_inputs and the end of the step's forward
+        (tests/test_trace_ownership.py), and the stages' copy of num_tokens serves for both
+        records."""
         ib, v = self.input_batch, self.v
         n = v["num_reqs"]  # update_states condensed the batch: the active rows are 0..n-1
         num_tokens = values.get("num_tokens")
@@ -268,10 +271,10 @@ class ModelRunner(V1Stages, StagedRunner):
             num_tokens = ib.num_tokens[:n].copy()
         values["num_tokens"] = num_tokens
         values["num_computed_tokens_cpu"] = ib.num_computed_tokens_cpu[:n].copy()
-        values["token_ids_cpu"] = ib.token_ids_cpu[:n].copy()
-        values["block_table"] = ib.block_table.block_table_np[:n].copy()
+        values["token_ids_cpu"] = ib.token_changes.capture(n)  # rows past n are zero (condensed)
+        values["block_table"] = ib.block_table.changes.capture(n)
         for g in range(1, self.num_groups):
-            values[group_name("block_table", g)] = ib.block_tables[g].block_table_np[:n].copy()
+            values[group_name("block_table", g)] = ib.block_tables[g].changes.capture(n)
         # num_scheduled_tokens: made afresh by update_states, already in values
 
     def record_batch(self, trace: StepTrace) -> None:

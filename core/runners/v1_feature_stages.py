@@ -30,6 +30,7 @@ class V1FeatureStages:
     prev_req_id_to_index: dict[str, int]
     prev_sampled_token_ids: torch.Tensor | None
     pending_sampled: dict[str, int]
+    token_ids_flat_np: np.ndarray
 
     def _write_tokens(self, sampled: dict[str, int]) -> None:
         ib = self.input_batch
@@ -37,7 +38,10 @@ class V1FeatureStages:
         if not sampled:
             return
         rows = np.array([ib.req_id_to_index[r] for r in sampled], dtype=np.int64)
-        ib.token_ids_cpu[rows, ib.num_tokens[rows]] = np.fromiter(sampled.values(), dtype=np.int32)
+        index = rows * self.max_model_len  # flat: the write and its record share it
+        index += ib.num_tokens[rows]
+        self.token_ids_flat_np[index] = np.fromiter(sampled.values(), dtype=np.int32)
+        ib.token_changes.wrote_flat(index)
         ib.num_tokens[rows] += 1
 
     @stage(

@@ -32,6 +32,7 @@ from pagedviz.core.runners.v2_spec import V2SpecDecode
 from pagedviz.core.runners.v2_stages import PAD_SLOT_ID, V2Stages
 from pagedviz.core.scenario_parts import EngineConfig
 from pagedviz.core.scheduler_output import SchedulerOutput
+from pagedviz.core.table_changes import TableChanges
 from pagedviz.core.trace import PlanItem, Stage, StepTrace
 
 UPSTREAM_V2 = "vLLM 0.33.0 · Model Runner V2 (vllm/v1/worker/gpu/)"
@@ -121,6 +122,8 @@ class ModelRunnerV2(V2Stages, V2SpecDecode, StagedRunner):
         self.free_indices: list[int] = list(range(M))
         self.req_id_to_index: dict[str, int] = {}
         self.all_token_ids = np.zeros((M, config.max_model_len), dtype=np.int32)
+        # every write to all_token_ids tells token_changes (the trace records each step's by change)
+        self.token_changes = TableChanges(self.all_token_ids)
         self.prompt_len = np.zeros(M, dtype=np.int32)
         self.prefill_len = np.zeros(M, dtype=np.int32)
         self.total_len = np.zeros(M, dtype=np.int32)
@@ -229,6 +232,7 @@ class ModelRunnerV2(V2Stages, V2SpecDecode, StagedRunner):
             self.req_id_to_index[req_id] = slot
             n = len(s.token_ids)
             self.all_token_ids[slot, :n] = s.token_ids
+            self.token_changes.wrote(slot, 0, n)
             self.prompt_len[slot] = s.num_prompt_tokens
             self.prefill_len[slot] = self.total_len[slot] = n
             self.num_computed_tokens[slot] = self.num_computed_tokens_np[slot] = s.num_computed_tokens
@@ -281,16 +285,16 @@ class ModelRunnerV2(V2Stages, V2SpecDecode, StagedRunner):
 
     # ---------------------------------------------------------------- after prepare_inputs
     def capture_state(self, values: dict[str, Any]) -> None:
-        """The slot state after finish_and_add and update_requests (what this step's kernels read),
-        copied into the stages' recording: nothing changes it before post_update, after the
-        forward."""
+        """The slot state after finish_and_add and update_requests (what this step's kernels read)
+        into the stages' recording, the per-slot vectors copied and the tables by change
+        (core/table_changes.py): nothing changes it before post_update, after the forward."""
         values["num_computed_tokens"] = self.num_computed_tokens.copy()
         values["prefill_len"] = self.prefill_len.copy()
         values["total_len"] = self.total_len.copy()
         values["num_blocks"] = self.num_blocks.copy()
         values["last_sampled_tokens"] = self.last_sampled_tokens.copy()
-        values["all_token_ids"] = self.all_token_ids.copy()
-        values["block_tables"] = self.block_tables.copy()
+        values["all_token_ids"] = self.token_changes.capture()
+        values["block_tables"] = self.tables.changes[0].capture()
         self.tables.capture(values)  # groups 1..
         if self.num_spec:
             values["draft_tokens"] = self.draft_tokens.copy()
@@ -388,7 +392,10 @@ class ModelRunnerV2(V2Stages, V2SpecDecode, StagedRunner):
         self.last_sampled_tokens[slots] = tokens
         at = self.total_len[slots]
         room = at < self.max_model_len
-        self.all_token_ids[slots[room], at[room]] = tokens[room]
+        index = slots[room] * self.max_model_len  # flat: the write and its record share it
+        index += at[room]
+        self.token_changes.flat[index] = tokens[room]
+        self.token_changes.wrote_flat(index)
         self.total_len[slots] += 1
         s_dev = torch.from_numpy(slots).to(dev)
         t_dev = torch.from_numpy(tokens).to(dev)

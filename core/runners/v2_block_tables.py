@@ -12,6 +12,7 @@ import torch
 from pagedviz.core.kv_groups import KVCacheGroup
 from pagedviz.core.runners.stages import group_name
 from pagedviz.core.runners.v2_stages import PAD_SLOT_ID
+from pagedviz.core.table_changes import TableChanges
 from pagedviz.core.trace import PlanItem, Stage
 
 
@@ -31,6 +32,9 @@ class SlotBlockTables:
         ]
         self.tables = [np.zeros((M, K), dtype=np.int32) for _ in range(G)]
         self.num_blocks = np.zeros((G, M), dtype=np.int32)
+        # what the trace records of each step (by change): appends are read from num_blocks (each
+        # says it grew), a new request's blocks from column 0 are told
+        self.changes = [TableChanges(t, self.num_blocks[g]) for g, t in enumerate(self.tables)]
         self.input_tables = [np.zeros((M, K), dtype=np.int32) for _ in range(G)]
         self.slot_mapping_np = [np.full(T_pad, PAD_SLOT_ID, dtype=np.int64) for _ in range(G)]
         self.tables_dev = [torch.zeros((M, K), dtype=torch.int32, device=device) for _ in range(G)]
@@ -49,6 +53,10 @@ class SlotBlockTables:
                 continue
             start = 0 if overwrite else int(self.num_blocks[g, slot])
             self.tables[g][slot, start : start + len(ids)] = ids
+            if overwrite:
+                self.changes[g].rewrote(slot, len(ids))
+            else:
+                self.changes[g].grew()
             self.num_blocks[g, slot] = start + len(ids)
 
     def stage_to_device(self, touched: list[int]) -> None:
@@ -63,10 +71,10 @@ class SlotBlockTables:
             self.tables_dev[g][:, :w].index_copy_(0, rows, src)
 
     def capture(self, values: dict[str, object]) -> None:
-        """Copies of groups 1.. per-slot tables and block counts for the trace (group 0's are
-        recorded with the slot state)."""
+        """Groups 1.. per-slot tables (by change) and block counts (copies) for the trace (group
+        0's are recorded with the slot state)."""
         for g in range(1, self.num_groups):
-            values[group_name("block_tables", g)] = self.tables[g].copy()
+            values[group_name("block_tables", g)] = self.changes[g].capture()
             values[group_name("num_blocks", g)] = self.num_blocks[g].copy()
 
     def group_records(self, finish: Stage) -> tuple[Stage, list[PlanItem]]:

@@ -20,6 +20,7 @@ import torch
 from pagedviz.core.ngram_v2 import ngram_propose_v2
 from pagedviz.core.runners.stages import stage
 from pagedviz.core.scenario_parts import EngineConfig
+from pagedviz.core.table_changes import TableChanges
 
 
 class V2SpecDecode:
@@ -32,6 +33,7 @@ class V2SpecDecode:
     max_model_len: int
     draft_tokens: np.ndarray
     draft_tokens_dev: torch.Tensor
+    token_changes: TableChanges
     last_sampled_tokens: np.ndarray
     last_sampled_dev: torch.Tensor
     num_computed_tokens: np.ndarray
@@ -118,6 +120,7 @@ class V2SpecDecode:
         tokens = target[keep].astype(np.int64)
         room = at < self.max_model_len
         self.all_token_ids[slots[room], at[room]] = tokens[room]
+        self.token_changes.wrote_entries(slots[room], at[room])
         sampled = num_sampled > 0
         self.last_sampled_tokens[idx[sampled]] = target[cu[:-1][sampled] + num_sampled[sampled] - 1]
         self.total_len[idx] += num_sampled
