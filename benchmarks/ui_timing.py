@@ -33,8 +33,8 @@ time with that module answered empty (the page as it was before them), side by s
 static | tar -x -C /tmp/base`): before and after side by side, on the same server, the same load.
 Run:
 
-    .venv/bin/python benchmarks/ui_timing.py [--preset seed-000 | --preset all | --requests 128]
-        [--runner v2|v1] [--view top|system|both] [--stream 1024] [--repeat 3]
+    .venv/bin/python benchmarks/ui_timing.py [--preset seed-000[,demo-v2-slots…] | --preset all
+        | --requests 128] [--runner v2|v1] [--view top|system|both] [--stream 1024] [--repeat 3]
         [--run-charts on|off|both] [--baseline-static DIR]
 """
 
@@ -220,7 +220,9 @@ def main() -> None:
     from playwright.sync_api import sync_playwright
 
     ap = argparse.ArgumentParser()
-    ap.add_argument("--preset", default="seed-000", help="a preset's id, or 'all' for every preset")
+    ap.add_argument(
+        "--preset", default="seed-000", help="a preset's id, several (a,b,c), or 'all': every preset"
+    )
     ap.add_argument("--requests", type=int, default=0, help="a generated N-request scenario instead")
     ap.add_argument(
         "--stream", type=int, default=0, help="also open a new N-request run and time its first step"
@@ -275,7 +277,7 @@ def main() -> None:
             ids = (
                 [p["id"] for p in httpx.get(f"{base}/api/presets").json()]
                 if args.preset == "all"
-                else [args.preset]
+                else args.preset.split(",")
             )
             for pid in ids:
                 scenario = httpx.get(f"{base}/api/presets/{pid}").json()["scenario"]

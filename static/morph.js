@@ -50,11 +50,12 @@ export function morph(live, fresh) {
 }
 
 // `parent`'s children made like `fresh` (detached nodes), position by position: the first ones
-// morphed, any further fresh ones appended, any further live ones removed
-export function morphChildren(parent, fresh) {
+// morphed, any further fresh ones appended, any further live ones removed (kept with `keep`: a
+// row whose later cells are redrawn after the frame)
+export function morphChildren(parent, fresh, { keep = false } = {}) {
   const live = parent.childNodes;
   const n = Math.min(live.length, fresh.length);
   for (let i = 0; i < n; i++) morph(live[i], fresh[i]);
   if (fresh.length > n) parent.append(...fresh.slice(n));
-  while (live.length > fresh.length) parent.lastChild.remove();
+  if (!keep) while (live.length > fresh.length) parent.lastChild.remove();
 }

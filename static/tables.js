@@ -73,10 +73,12 @@ let slides = null;  // rows to slide once the whole step is drawn: [table, tops 
 // the request rows' places, read before a step change writes anything (a read on an unchanged page
 // costs no layout; the same read after the other views were rebuilt would lay the page out twice)
 let topsBefore = null;
-export function noteRowTops() { topsBefore = drawnStep !== null ? rowTops($("request-table")) : null; }
+// (only where rows moved: Model Runner V2's batch, sorted afresh every step, has no moves to slide,
+// and 128 rows' places are 128 reads)
+export function noteRowTops() { topsBefore = drawnStep !== null && rowMoves().length ? rowTops($("request-table")) : null; }
 
 export function renderRequestTable() {
-  const before = drawnStep !== null && drawnStep !== state.step ? topsBefore || rowTops($("request-table")) : new Map();
+  const before = drawnStep !== null && drawnStep !== state.step && rowMoves().length ? topsBefore || rowTops($("request-table")) : new Map();
   topsBefore = null;
   drawnStep = state.step;
   const box = $("req-table");
