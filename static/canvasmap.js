@@ -36,6 +36,9 @@ export function hoverText(tpl, fig, r, c) {
     });
 }
 
+// a cell's text as hoverText writes %{text}
+const cellText = (v) => (v === null || v === undefined ? "" : Array.isArray(v) ? v.join(", ") : String(v));
+
 // A heatmap out of view can wait: while deferDraws(true) is on, drawHeatmap keeps the figure and
 // draws it once the page is idle after the next frame (one heatmap at a time), or at once when
 // anything reads the heatmap (its `_cm` parts or its `layout`), so a step change paints what is in
@@ -49,12 +52,12 @@ export function deferDraws(on) { deferring = Boolean(on); }
 // callbacks queue (so a "painted" timestamp taken there is not held up by work put off to here)
 export function afterFrame(f) { putOff(1); requestAnimationFrame(() => setTimeout(() => setTimeout(() => done(f), 0), 0)); }
 
-// f runs once the page is idle (within `timeout` ms when one is given); where the browser has no
-// idle callbacks, in a task 50 ms on
+// f runs once the page is idle (within `timeout` ms when one is given), given the idle period's
+// deadline (IdleDeadline; null where the browser has no idle callbacks: then in a task 50 ms on)
 export function whenIdle(f, timeout) {
   putOff(1);
-  if (window.requestIdleCallback) window.requestIdleCallback(() => done(f), timeout ? { timeout } : undefined);
-  else setTimeout(() => done(f), 50);
+  if (window.requestIdleCallback) window.requestIdleCallback((deadline) => done(() => f(deadline)), timeout ? { timeout } : undefined);
+  else setTimeout(() => done(() => f(null)), 50);
 }
 // readiness flag: body[data-put-off] counts the jobs put off above still to run ("0": the page
 // drew all it put off); tests wait on it rather than on time
@@ -82,17 +85,23 @@ export function fillTable(box, fill, after) {
 
 function flush(div) { if (pending.delete(div)) draw(div); }
 
-// the heatmaps put off are drawn once the page is idle after the frame (within 300 ms), one an idle
-// period: a reader stepping quickly pays for the heatmaps in view only
+// the heatmaps put off are drawn once the page is idle after the frame (within 300 ms), as many an
+// idle period as it has time for (one at least; all of them where the page has nothing else to
+// do, so that the step is whole after one more frame, not one frame per heatmap): a reader
+// stepping quickly pays for the heatmaps in view only
 const idle = (f) => whenIdle(f, 300);
+const SPARE_MS = 8;  // an idle period with less time left than this draws no further heatmap
 function drawLater(div) {
   pending.add(div);
   if (flushing) return;
   flushing = true;
-  const next = () => {
-    const [div0] = pending;
-    if (div0 === undefined) { flushing = false; return; }
-    flush(div0);
+  const next = (deadline) => {
+    do {
+      const [div0] = pending;
+      if (div0 === undefined) break;
+      flush(div0);
+    } while (deadline && !deadline.didTimeout && deadline.timeRemaining() > SPARE_MS);
+    if (!pending.size) { flushing = false; return; }
     idle(next);
   };
   afterFrame(() => idle(next));
@@ -301,11 +310,18 @@ function draw(div) {
     ctx.textAlign = "center";
     ctx.textBaseline = "middle";
     if (ch >= size) {
+      // (the usual template, the cell's own text, is read directly; a text's width is measured once)
+      const plain = fig.texttemplate === "%{text}";
+      const widths = new Map();
       for (let i = 0; i < rows; i++) {
+        const textRow = fig.text[i];
         for (let j = 0; j < cols; j++) {
           if (z[i][j] === null || z[i][j] === undefined) continue;
-          const s = hoverText(fig.texttemplate, fig, i, j);
-          if (s && ctx.measureText(s).width <= cw - 2) ctx.fillText(s, l + (j + 0.5) * cw, t + (i + 0.5) * ch + 0.5);
+          const s = plain ? cellText(textRow ? textRow[j] : "") : hoverText(fig.texttemplate, fig, i, j);
+          if (!s) continue;
+          let w = widths.get(s);
+          if (w === undefined) { w = ctx.measureText(s).width; widths.set(s, w); }
+          if (w <= cw - 2) ctx.fillText(s, l + (j + 0.5) * cw, t + (i + 0.5) * ch + 0.5);
         }
       }
     }

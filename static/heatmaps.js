@@ -6,6 +6,7 @@
 // heatmap's click-to-select live here too; the KV cache has its own module, kvgrid.js.
 
 import { fillTable } from "./canvasmap.js";
+import { morph } from "./morph.js";
 import { perGroup } from "./groups.js";
 import { pngButton } from "./export.js";
 import { applySelection, select, shapesFor } from "./hover.js";
@@ -112,8 +113,14 @@ function lateTable() {
   applySelection({ plots: false });
   document.dispatchEvent(new Event("pagedviz:late-cells"));
 }
+// (a table like the one in the box, a later step's, is morphed into it: only the cells whose
+// text or marks changed cost the browser anything)
 export function putTable(box, make) {
-  const fill = () => clear(box).append(make());
+  const fill = () => {
+    const fresh = make(), live = box.firstChild;
+    if (live && box.childNodes.length === 1 && live.nodeName === fresh.nodeName && live.id === fresh.id) morph(live, fresh);
+    else clear(box).append(fresh);
+  };
   if (bigBatch()) fillTable(box, fill, lateTable);
   else fill();
 }

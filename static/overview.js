@@ -7,6 +7,7 @@
 import { $, A, L, S, bigBatch, blockSize, reqColor, reqOfTokens, scenarioReqIds, scheduledRequests, state, tokenCount } from "./context.js";
 import { setHover } from "./hover.js";
 import { clear, el } from "./views.js";
+import { morph } from "./morph.js";
 
 const SVG = "http://www.w3.org/2000/svg";
 const SEGMENTS = ["cached", "computed", "scheduled", "remaining"];
@@ -53,13 +54,23 @@ export function requestBars() {
   return bars;
 }
 
+// A step change redraws the bars into the ones on the page (morph.js: a big batch's hundreds of
+// bars keep their nodes, only their heights and titles change) and keeps the focus box where
+// nothing it shows changed; the minimap is a new canvas.
+let focusKey = "";
 export function renderOverview(onPick) {
-  const box = clear($("overview"));
+  const box = $("overview");
   if (!box || !S.trace) return;
   document.body.classList.toggle("big-batch", bigBatch());
-  box.append(focusControl(onPick));
-  box.append(stackedBars(onPick));
-  box.append(minimap(onPick));
+  const key = JSON.stringify([state.req || "", Boolean(S.focusOnly), state.lang, S.created && S.created.run_id]);
+  const [focus, bars, map] = box.children;
+  if (box.children.length === 3 && key === focusKey && focus.classList.contains("ov-focus") && !focus.contains(document.activeElement)) {
+    morph(bars, stackedBars(onPick));
+    map.replaceWith(minimap(onPick));
+    return;
+  }
+  focusKey = key;
+  clear(box).append(focusControl(onPick), stackedBars(onPick), minimap(onPick));
 }
 
 // text for markup: every character that could end an attribute or open a tag is escaped

@@ -16,7 +16,8 @@
 import { afterFrame, whenIdle } from "./canvasmap.js";
 import { exportMenu } from "./export.js";
 import { applySelection, select, setHover } from "./hover.js";
-import { $, A, L, S, bigBatch, isV2, reqColor, reqTint } from "./context.js";
+import { $, A, L, S, bigBatch, isV2, reqColor, reqTint, state } from "./context.js";
+import { morph, morphChildren } from "./morph.js";
 import { clear, el, fmtList } from "./views.js";
 
 const ROW = 30;              // px: every row of both columns, the header included (style.css)
@@ -68,15 +69,21 @@ function runLaterOnScroll(box) {
   box.addEventListener("scroll", () => { if (later) later(); }, { passive: true, capture: true });
 }
 
+// the slot map on the page, whole (every row drawn): what it was drawn from, as a key; a step
+// whose map is the same (a decode step after another) redraws the per-slot state's values only
+let drawnMap = "";
+let laterMap = false;  // whether the job still to come (`later`) adds rows of the map
+
 export function renderSlots() {
   const panel = $("slots-panel");
   if (!panel) return;
+  const pending = later && laterMap;  // rows of the map still to come (not only the state's later cells)
   later = null;
   const on = Boolean(S.trace && isV2() && S.trace.batch && S.trace.batch.slots);
   panel.hidden = !on;
   document.body.classList.toggle("runner-v2", on);  // presentation mode places the panel (style.css)
-  const box = clear($("slots"));
-  if (!on) return;
+  const box = $("slots");
+  if (!on) { clear(box); drawnMap = ""; return; }
   const lazy = bigBatch();
   if (lazy) runLaterOnScroll(box);
   const rest = [];  // what a big batch's panel draws after the frame: [parent, nodes]
@@ -94,6 +101,14 @@ export function renderSlots() {
   const yOfSlot = new Map(shown.map((j, k) => [j, k]));
   const rows = ids.slice(0, MAX_ROWS);
   const rowH = document.body.classList.contains("present") ? ROW_PRESENT : ROW;
+  const mapKey = JSON.stringify([S.created && S.created.run_id, ids, idx, slots, free, events, state.lang, rowH, M, lazy]);
+  const stateBox = box.querySelector(":scope > .sm-state");
+  if (!pending && mapKey === drawnMap && stateBox && $("slotmap")) {
+    redrawState(box, stateBox, M, occupant, lazy);
+    return;
+  }
+  clear(box);
+  drawnMap = "";
 
   // the batch order, sorted this step: row, request, idx_mapping
   const left = el("div", { class: "sm-grid sm-rows", role: "table", "aria-label": L("v2_batch_order") });
@@ -169,7 +184,37 @@ export function renderSlots() {
     el("code", { class: "sm-raw", text: ` free_slots = ${fmtList(free, 16)}` })]));
   box.append(el("p", { class: "sm-legend muted", text: L("v2_mapping_legend") }));
   box.append(slotStateTable(M, occupant, lazy ? EAGER_SLOTS : M, rest));
-  if (rest.length) addLater(box, () => { for (const [parent, nodes] of rest) parent.append(...(typeof nodes === "function" ? nodes() : nodes)); });
+  if (rest.length) {
+    laterMap = true;
+    addLater(box, () => {
+      for (const [parent, nodes] of rest) parent.append(...(typeof nodes === "function" ? nodes() : nodes));
+      drawnMap = mapKey;
+    });
+  } else drawnMap = mapKey;
+}
+
+// the per-slot state redrawn into the table on the page: a big batch's first columns now, the
+// others (each row's later cells) once the page is idle, as a new table's would be
+function redrawState(box, stateBox, M, occupant, lazy) {
+  const rest = [];
+  const fresh = slotStateTable(M, occupant, lazy ? EAGER_SLOTS : M, rest);
+  const live = stateBox.querySelector("table"), made = fresh.querySelector("table");
+  const liveRows = live ? [...live.rows] : [], freshRows = made ? [...made.rows] : [];
+  const same = rest.length && liveRows.length === freshRows.length && freshRows.every((r, k) => r.dataset.array === liveRows[k].dataset.array);
+  if (!same) { morph(stateBox, slotStateTable(M, occupant, M, [])); return; }
+  // the wrap's other parts as usual; each row's first cells morphed, its later ones kept for now
+  const kids = [...fresh.childNodes], liveKids = [...stateBox.childNodes];
+  if (kids.length !== liveKids.length) { morph(stateBox, slotStateTable(M, occupant, M, [])); return; }
+  kids.forEach((kid, i) => { if (kid !== made) morph(liveKids[i], kid); });
+  liveRows.forEach((row, k) => morphChildren(row, [...freshRows[k].childNodes], { keep: true }));
+  laterMap = false;
+  addLater(box, () => {
+    rest.forEach(([, cells], k) => {
+      const row = liveRows[k], late = cells(), at = freshRows[k].childNodes.length;
+      late.forEach((cell, j) => { const was = row.children[at + j]; if (was) morph(was, cell); else row.append(cell); });
+      while (row.children.length > at + late.length) row.lastChild.remove();
+    });
+  });
 }
 
 // the arrays of level "slot" (one entry per state slot, [max_num_reqs]): a row per array, a column

@@ -3,13 +3,14 @@
 // order (the current stage's writes and reads marked, later stages dimmed). Cells are tinted by
 // request and tagged (data-r, data-t) for the linked highlighting in hover.js.
 
-import { afterFrame, whenIdle } from "./canvasmap.js";
+import { addLater, dropLater, scrolled, shown } from "./bigtable.js";
 import { exportMenu } from "./export.js";
 import { applySelection, select, setHover } from "./hover.js";
 import { rowTops, slideRows } from "./motion.js";
 import { writeState } from "./urlstate.js";
 import { $, L, S, bigBatch, blockSize, reqOfTokens, reqTint, rowMoves, stageIndex, state, tokenCount, writerStage } from "./context.js";
 import { clear, el, fmtList } from "./views.js";
+import { morph, morphChildren } from "./morph.js";
 
 // the request table's causes before its effects: what the batch holds (computed so far, the
 // sequence's length, this step's share), then every other array in the order its stage runs
@@ -63,57 +64,6 @@ function deltaToggle() {
     } }), ` ${L("delta_toggle")}`]);
 }
 
-// Whether the reader has scrolled `box` along `axis` ("scrollTop" or "scrollLeft"), watched from
-// its first draw on: a scrolled box gets every row or column at once, not its first ones first.
-// A scroll also brings in at once the rest of the table still to come (below).
-const scrolledBoxes = new WeakMap();
-function scrolled(box, axis) {
-  if (!scrolledBoxes.has(box)) {
-    scrolledBoxes.set(box, false);
-    box.addEventListener("scroll", () => {
-      scrolledBoxes.set(box, box[axis] > 0);
-      const job = lateJobs.get(box);
-      if (job) job();
-    }, { passive: true });
-  }
-  return scrolledBoxes.get(box);
-}
-
-// How many rows or columns a big table's box shows, from its size as last laid out (watched, never
-// read in the middle of a redraw, where the read would cost a layout); `fallback` before the first.
-const boxSizes = new WeakMap();
-const sizeWatch = window.ResizeObserver ? new ResizeObserver((entries) => {
-  for (const e of entries) boxSizes.set(e.target, e.contentRect);
-}) : null;
-function shown(box, axis, cell, fallback) {
-  if (sizeWatch && !boxSizes.has(box)) { boxSizes.set(box, null); sizeWatch.observe(box); }
-  const r = boxSizes.get(box);
-  const extent = r ? r[axis] : 0;
-  return extent > 0 ? Math.ceil(extent / cell) + 4 : fallback;
-}
-
-// The rest of a big table, added by `add` once the page is idle after the frame that shows the
-// step (at once when the reader scrolls its box), unless the table was redrawn meanwhile: a reader
-// stepping quickly pays for what the box shows only. The late cells get what the views did to the
-// others: the selection's highlight, and (predict.js and compare.js listen) a checkpoint's
-// concealed answers and a comparison's marks. A table with all its rows and columns is marked
-// data-whole="1".
-const lateJobs = new Map();  // box -> the job still to run
-function addLater(box, table, add) {
-  table.dataset.whole = "0";
-  const job = () => {
-    if (lateJobs.get(box) !== job) return;
-    lateJobs.delete(box);
-    if (!table.isConnected) return;
-    add();
-    table.dataset.whole = "1";
-    applySelection({ plots: false });
-    document.dispatchEvent(new Event("pagedviz:late-cells"));
-  };
-  lateJobs.set(box, job);
-  afterFrame(() => whenIdle(job, 1000));
-}
-
 // the rows drawn before the frame that shows the step: those the box shows (a row is at least 20 px
 // high), 24 before its size is known
 const EAGER_ROWS = 24;
@@ -123,17 +73,19 @@ let slides = null;  // rows to slide once the whole step is drawn: [table, tops 
 // the request rows' places, read before a step change writes anything (a read on an unchanged page
 // costs no layout; the same read after the other views were rebuilt would lay the page out twice)
 let topsBefore = null;
-export function noteRowTops() { topsBefore = drawnStep !== null ? rowTops($("request-table")) : null; }
+// (only where rows moved: Model Runner V2's batch, sorted afresh every step, has no moves to slide,
+// and 128 rows' places are 128 reads)
+export function noteRowTops() { topsBefore = drawnStep !== null && rowMoves().length ? rowTops($("request-table")) : null; }
 
 export function renderRequestTable() {
-  const before = drawnStep !== null && drawnStep !== state.step ? topsBefore || rowTops($("request-table")) : new Map();
+  const before = drawnStep !== null && drawnStep !== state.step && rowMoves().length ? topsBefore || rowTops($("request-table")) : new Map();
   topsBefore = null;
   drawnStep = state.step;
-  const box = clear($("req-table"));
-  lateJobs.delete(box);  // a job still to come for the table this replaces
+  const box = $("req-table");
+  const pending = dropLater(box);  // a job still to come for the table this replaces
   const tr = S.trace;
   const ids = tr.batch.req_ids;
-  if (!ids.length) { box.append(el("p", { class: "muted", text: L("idle_step") })); return; }
+  if (!ids.length) { clear(box).append(el("p", { class: "muted", text: L("idle_step") })); return; }
   const names = causesFirst(Object.keys(tr.arrays).filter((n) => tr.arrays[n].level === "request" && tr.arrays[n].shape[0] === ids.length));
   const extra = Object.keys(tr.arrays).filter((n) => tr.arrays[n].level === "request" && tr.arrays[n].shape[0] === ids.length + 1);
   const moved = new Map(rowMoves().map((m) => [m.req_id, m]));
@@ -170,9 +122,42 @@ export function renderRequestTable() {
   const eager = bigBatch() && rows.length > first && !scrolled(box, "scrollTop") ? Math.max(first, at + 1) : rows.length;
   body.append(...rows.slice(0, eager).map(rowOf));
   table.dataset.whole = "1";
-  if (eager < rows.length) addLater(box, table, () => body.append(...rows.slice(eager).map(rowOf)));
   table.append(body);
+  // the table on the page, whole (no rows still to come), is redrawn in place: its rows the box
+  // shows now, the others once the page is idle
+  const live = box.firstChild;
+  if (live && live.id === "request-table" && live.dataset.whole === "1" && !pending && live.tBodies.length === 1) {
+    for (const node of [...box.childNodes].slice(1)) node.remove();
+    const liveBody = live.tBodies[0];
+    morph(live.caption, table.caption);
+    morph(live.tHead, table.tHead);
+    morphChildren(live, [live.caption, live.tHead, liveBody]);
+    const have = liveBody.rows.length;
+    const fresh = [...body.rows];
+    for (let k = 0; k < Math.min(have, fresh.length); k++) morph(liveBody.rows[k], fresh[k]);
+    if (fresh.length > have) liveBody.append(...fresh.slice(have));
+    for (const k in table.dataset) live.dataset[k] = table.dataset[k];
+    if (eager < rows.length) {
+      addLater(box, live, () => {
+        for (let k = eager; k < rows.length; k++) {
+          if (k < liveBody.rows.length) morph(liveBody.rows[k], rowOf(rows[k])); else liveBody.append(rowOf(rows[k]));
+        }
+        while (liveBody.rows.length > rows.length) liveBody.lastChild.remove();
+      });
+    } else while (liveBody.rows.length > rows.length) liveBody.lastChild.remove();
+    finishRequestTable(box, live, liveBody, at, rows, extra, moved, before);
+    return;
+  }
+  clear(box);
+  if (eager < rows.length) addLater(box, table, () => body.append(...rows.slice(eager).map(rowOf)));
   box.append(table);
+  finishRequestTable(box, table, body, at, rows, extra, moved, before);
+}
+
+// what follows the request table's rows: the focused row brought into the box's view, the
+// request-level arrays of another length, and the rows that moved (slid once the step is drawn)
+function finishRequestTable(box, table, body, at, rows, extra, moved, before) {
+  const tr = S.trace;
   // a big batch's table scrolls in its own box: the focused row is brought into that box's view
   if (at > 0 && box.classList.contains("big-box")) {
     const row = body.children[at];
@@ -245,23 +230,10 @@ export function focusRow() {
   return S.trace.batch.req_ids.map(String).indexOf(state.req);
 }
 
-// a cell drawn again into the one on the page: its class, text, colour and labels (a cell with
-// children, or of another kind, is replaced)
-function patchCell(a, b) {
-  if (a.tagName !== b.tagName || a.childElementCount || b.childElementCount) { a.replaceWith(b); return; }
-  if (a.className !== b.className) a.className = b.className;
-  if (a.textContent !== b.textContent) a.textContent = b.textContent;
-  if (a.style.cssText !== b.style.cssText) a.style.cssText = b.style.cssText;
-  for (const name of ["title", "aria-label", "data-t", "data-gap", "tabindex", "scope"]) {
-    const v = b.getAttribute(name);
-    if (v === null) { if (a.hasAttribute(name)) a.removeAttribute(name); } else if (a.getAttribute(name) !== v) a.setAttribute(name, v);
-  }
-}
-
 export function renderTokenTable() {
   const box = $("tok-table");
   const old = box.querySelector("#token-table");
-  lateJobs.delete(box);
+  dropLater(box);
   if ($("tok-tools")) clear($("tok-tools"));
   const tr = S.trace;
   const T = tokenCount();
@@ -372,10 +344,10 @@ export function renderTokenTable() {
     const bodyRows = [...table.tBodies[0].rows];
     const have = headRow.cells.length - 1;  // the columns drawn so far (the later ones may still be to come)
     const patch = (from, to) => {
-      for (let k = from; k < to; k++) patchCell(headRow.cells[k + 1], headCell(cols[k]));
+      for (let k = from; k < to; k++) morph(headRow.cells[k + 1], headCell(cols[k]));
       names.forEach((n, j) => {
         const row = bodyRows[j], data = tr.arrays[n].data;
-        for (let k = from; k < to; k++) patchCell(row.cells[k + 1], bodyCell(cols[k], data));
+        for (let k = from; k < to; k++) morph(row.cells[k + 1], bodyCell(cols[k], data));
       });
     };
     names.forEach((n, j) => { const cls = rowClass(n); if (bodyRows[j].className !== cls) bodyRows[j].className = cls; });

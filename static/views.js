@@ -25,7 +25,11 @@ export function el(tag, attrs = {}, children = []) {
     else if (k === "class") node.className = v;
     else if (k === "style") node.style.cssText = v;
     else if (k === "dataset") Object.assign(node.dataset, v);
-    else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
+    else if (k.startsWith("on")) {
+      // kept on the node too, so that morph.js can move them to the node a redraw keeps
+      node.addEventListener(k.slice(2), v);
+      (node.__on || (node.__on = [])).push([k.slice(2), v]);
+    }
     else node.setAttribute(k, v === true ? "" : String(v));
   }
   for (const c of [].concat(children)) {
