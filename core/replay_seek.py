@@ -38,6 +38,7 @@ from pagedviz.core.replay import ReplayEngine
 from pagedviz.core.replay_scheduler import ReplayError
 from pagedviz.core.scenario import Scenario
 from pagedviz.core.scheduler_output import SchedulerOutput
+from pagedviz.core.table_changes import TableChanges
 from pagedviz.core.trace import StepTrace
 
 CHUNK = 1 << 16
@@ -268,8 +269,13 @@ def _value(dst: Any, src: Any) -> Any:
         return src
     if _code(src):
         return dst  # bound to the fresh runner
+    if isinstance(src, TableChanges) and isinstance(dst, TableChanges):
+        # the fresh runner's record of a table's writes, on its own buffer (an unpickled one
+        # would watch a copy): it starts afresh, its next capture a snapshot from the table now
+        dst.stale = True
+        return dst
     if isinstance(src, list) and isinstance(dst, list) and len(src) == len(dst):
-        if any(isinstance(x, (np.ndarray, torch.Tensor)) or hasattr(x, "__dict__") for x in src):
+        if any(isinstance(x, (np.ndarray, torch.Tensor, TableChanges)) or hasattr(x, "__dict__") for x in src):
             dst[:] = [_value(d, s) for d, s in zip(dst, src)]
             return dst
         return src
