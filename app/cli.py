@@ -8,7 +8,6 @@ import sys
 from typing import Any
 
 from pagedviz.app.db import StoreError
-from pagedviz.app.serve import check_listen, serve
 from pagedviz.app.settings import Settings
 from pagedviz.core.cli import build_parser
 from pagedviz.core.cli import main as core_main
@@ -45,6 +44,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         if not args.store.strip():
             raise CliError("--store must name a folder (got an empty name)")
         env["PAGEDVIZ_STORE"] = args.store
+    # here, once the arguments are valid: uvicorn, and the device line's torch, only for a server
+    from pagedviz.app.serve import check_listen, serve
+
     try:
         check_listen(args.host, args.port)
     except OSError as e:  # the port is taken, or the host is not this machine's
