@@ -310,3 +310,40 @@ def test_a_run_shows_a_progress_bar_on_a_terminal_once_it_takes_a_while(tmp_path
     # stderr not a terminal (a pipe, or the capture here): nothing, whatever the delay
     piped = in_process("run", str(path), "--step", "600", env={"PAGEDVIZ_PROGRESS_AFTER_S": "0"})
     assert piped.returncode == 0 and piped.stderr == ""
+
+
+NO_TORCH = """
+import contextlib, io, sys
+from pagedviz.app.cli import main
+for argv in {argvs!r}:
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        try:
+            main(argv)
+        except SystemExit:
+            pass
+    heavy = sorted(m for m in ("torch", "pydantic", "uvicorn") if m in sys.modules)
+    print(" ".join(argv), "->", heavy or "-")
+"""
+
+
+def test_commands_that_build_no_engine_import_no_torch(tmp_path: Path) -> None:
+    """`--version`, `--help`, `presets`, a refused argument, an invalid scenario, a server that cannot
+    start: each answers without importing torch (1.5 s or more of a process's start), so the command
+    and the tests that run it stay quick (core/__init__.py imports its names on first use)."""
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"requests": [{"id": "a", "prompt_len": 0}]}))
+    argvs = [
+        ["--version"],
+        ["run", "--help"],
+        ["presets"],
+        ["run", "no-such-preset"],
+        ["run", str(bad)],
+        ["serve", "--port", "0"],
+        ["serve", "--store", str(bad)],
+    ]
+    r = subprocess.run(
+        [sys.executable, "-c", NO_TORCH.format(argvs=argvs)], capture_output=True, text=True, timeout=120
+    )
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.strip().splitlines()
+    assert len(lines) == len(argvs) and all("torch" not in line for line in lines), lines
