@@ -101,12 +101,10 @@ SLOW_FIRST = (
 
 
 def workers(config: pytest.Config) -> int:
-    """How many pytest-xdist workers share the run (1 without xdist)."""
-    count = os.environ.get("PYTEST_XDIST_WORKER_COUNT")  # set in each worker
-    if count and count.isdigit():
-        return max(1, int(count))
-    n = getattr(config.option, "numprocesses", None)
-    return n if isinstance(n, int) and n > 0 else 1
+    """How many pytest-xdist workers share the run, as a worker is told (1 without xdist; the
+    controller collects nothing)."""
+    workerinput = getattr(config, "workerinput", None)
+    return int(workerinput.get("workercount", 1)) if workerinput else 1
 
 
 def slow_first(items: list[pytest.Item], shares: int) -> list[pytest.Item]:
@@ -133,7 +131,7 @@ def slow_first(items: list[pytest.Item], shares: int) -> list[pytest.Item]:
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if workers(config) > 1 or os.environ.get("PYTEST_XDIST_WORKER"):
+    if workers(config) > 1:
         items[:] = slow_first(items, workers(config))
 
 
