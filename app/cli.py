@@ -8,7 +8,6 @@ import sys
 from typing import Any
 
 from pagedviz.app.db import StoreError
-from pagedviz.app.serve import check_listen, serve
 from pagedviz.app.settings import Settings
 from pagedviz.core.cli import build_parser
 from pagedviz.core.cli import main as core_main
@@ -49,6 +48,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         if not args.live_token.strip():
             raise CliError("--live-token must not be empty (it turns POST /api/runs/live on)")
         env["PAGEDVIZ_LIVE_TOKEN"] = args.live_token.strip()
+    # here, once the arguments are valid: uvicorn, and the device line's torch, only for a server
+    from pagedviz.app.serve import check_listen, serve
+
     try:
         check_listen(args.host, args.port)
     except OSError as e:  # the port is taken, or the host is not this machine's

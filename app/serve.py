@@ -22,7 +22,6 @@ import uvicorn
 
 from pagedviz.app.db import check_store
 from pagedviz.app.settings import Settings
-from pagedviz.core.device import resolve_device
 
 
 def check_listen(host: str, port: int) -> None:
@@ -57,6 +56,10 @@ def serve(
     else:
         # no store named: the workers share one in a temporary folder, for as long as the server lives
         temporary = os.environ["PAGEDVIZ_STORE"] = tempfile.mkdtemp(prefix="pagedviz-store-")
+    # here, once the settings and the store are known to be usable: it imports torch (a second and
+    # more), which a server that stops at start has no use for
+    from pagedviz.core.device import resolve_device
+
     shown = "localhost" if host in ("127.0.0.1", "0.0.0.0") else host
     print(
         f"pagedviz: serving on http://{shown}:{port}/ (device: {resolve_device('auto')}, workers: {workers})"

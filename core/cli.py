@@ -22,17 +22,17 @@ from rich.table import Table
 from pagedviz.core import __version__
 from pagedviz.core.cli_common import HELP, CliError, OneLineParser, make_console, print_tables
 from pagedviz.core.cli_import import add_import
-from pagedviz.core.cli_tables import render_step
-from pagedviz.core.device import DeviceUnavailableError
 from pagedviz.core.limits import SettingError
-from pagedviz.core.narrate import narrate
 from pagedviz.core.presets import list_presets, preset_dict
 from pagedviz.core.registry import make_engine
 from pagedviz.core.scenario import Scenario
 from pagedviz.core.scenario_parts import ENGINES, ScenarioError
-from pagedviz.core.schema import scenario_schema
 from pagedviz.core.trace import StepTrace
 from pagedviz.core.upstream import UPSTREAM, upstream_of
+
+# Imported where used, not here: the tables (cli_tables), the narration, the schema's pydantic
+# models and the device module all import torch or pydantic, which `--version`, `--help`, `presets`
+# and a refused argument never need (a process that imports torch starts 1.5 s slower)
 
 VLLM_VERSION = UPSTREAM["vllm"]["version"]
 
@@ -105,6 +105,10 @@ class RunProgress:
 def cmd_run(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario, args.engine)
     engine = make_engine(scenario)
+    # here, once the scenario is valid: they import torch (as the engine just did)
+    from pagedviz.core.cli_tables import render_step
+    from pagedviz.core.narrate import narrate
+
     if args.step is not None and not 1 <= args.step <= scenario.max_steps:
         raise CliError(f"--step must be between 1 and max_steps={scenario.max_steps} (got {args.step})")
     traces: list[StepTrace] = []
@@ -158,6 +162,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def render_narration(t: StepTrace, prev: StepTrace | None, scenario: Scenario, lang: str, last: bool) -> str:
     """The step's narration (core/narrate.py): what happened and why, then each stage's numbers."""
+    from pagedviz.core.narrate import narrate
+
     lines = [f"step {t.step}" + (" (idle)" if t.idle else "")]
     for item in narrate(t, prev, scenario.config, last):
         stage = f"[{item['stage']}] " if item["key"].startswith("stage:") else ""
@@ -177,6 +183,8 @@ def cmd_presets(args: argparse.Namespace) -> int:
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
+    from pagedviz.core.schema import scenario_schema
+
     json.dump(scenario_schema(), sys.stdout, indent=2, ensure_ascii=False)
     sys.stdout.write("\n")
     return 0
@@ -233,8 +241,6 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
         return fail("invalid scenario: " + "; ".join(f"{loc}: {msg}" for loc, msg in e.errors))
     except (SettingError, CliError) as e:
         return fail(str(e))
-    except DeviceUnavailableError as e:
-        return fail(f"{e.field}: {e}")
     except BrokenPipeError:
         # the reader (`| head`) went away: stop quietly, as other command-line tools do
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -242,7 +248,17 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
     except (MemoryError, RecursionError) as e:
         return fail(f"the scenario is too large for this machine ({type(e).__name__})")
     except Exception as e:  # never a traceback: one line, and the exit code of every other error
+        if is_device_error(e):
+            return fail(f"{e.field}: {e}")  # type: ignore[attr-defined]
         return fail(f"unexpected error: {type(e).__name__}: {str(e)[:200]}")
+
+
+def is_device_error(e: Exception) -> bool:
+    """Whether `e` is the core's DeviceUnavailableError (a scenario's `config.device` this machine
+    lacks). Only code that imported pagedviz.core.device (and so torch) can raise it: when that
+    module is not loaded, the answer is no, without importing torch to say so."""
+    device = sys.modules.get("pagedviz.core.device")
+    return device is not None and isinstance(e, device.DeviceUnavailableError)
 
 
 def fail(message: str) -> int:

@@ -13,7 +13,6 @@ import sys
 from typing import Any
 
 from pagedviz.core.cli_common import HELP, CliError, make_console
-from pagedviz.core.cli_tables import render_step
 from pagedviz.core.upstream import upstream_of
 
 
@@ -91,6 +90,8 @@ def _print_step(args: argparse.Namespace, n: int, limit: int) -> int:
 
 
 def _print(imp: Any, args: argparse.Namespace) -> int:
+    from pagedviz.core.cli_tables import render_step  # imports torch: only once there is a step to show
+
     out = sys.stdout
     if args.json:
         head = {"scenario": imp.scenario.to_dict(), "upstream": upstream_of(imp.scenario), "truncated": False}

@@ -29,11 +29,13 @@ pkgs=(
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 
-# pip install --no-deps "$@", saying what it could not install and pip's last lines
+# pip install --no-deps "$@", saying what it could not install and pip's last lines. --no-compile:
+# pip byte-compiles nothing (vLLM, transformers, openai and triton are some 8,400 modules, of which
+# the tests import about 2,000; Python compiles those, once, when first imported), as setup.sh does
 install() {
   local what=$1
   shift
-  if ! "$PY" -m pip install -q --no-deps "$@" >"$log" 2>&1; then
+  if ! "$PY" -m pip install -q --no-deps --no-compile "$@" >"$log" 2>&1; then
     echo "fidelity-deps: could not install $what; pip said:" >&2
     tail -3 "$log" | sed 's/^/    /' >&2
   fi

@@ -12,6 +12,9 @@
   when CI=true, the profile "dev" (hypothesis' defaults, random seeds) otherwise; HYPOTHESIS_PROFILE
   names another. The run's header says which, and what the seed is.
 - `@pytest.mark.cuda` tests skip, saying so, where torch sees no CUDA GPU.
+- The order of the modules, for pytest-xdist (SLOW_FIRST, `pytest_collection_modifyitems`): the
+  modules with the longest tests go first in each worker's share of the run, so that no worker
+  starts a 20 s test while the others have run out of work.
 - With CI=true, a skipped test of the browser tier (tests/browser) or the fidelity tier
   (tests/fidelity) fails the run: the end of the run lists each with its tier and reason. Without
   CI the list is printed and the run passes. Under pytest-xdist the controller collects the skips
@@ -66,6 +69,70 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
         if not torch.cuda.is_available():
             pytest.skip("needs a CUDA GPU (torch sees none)")
+
+
+# The modules whose tests take longest (10-30 s each on 2 cores under load; the junit of a CI
+# run), longest first. pytest-xdist's worksteal gives each of its N workers one Nth of the list,
+# in order, and an idle worker steals from the end of another's share: these modules are dealt
+# round-robin to the front of each share, so the long tests start first and the run ends on short
+# ones. A module missing here only runs in its usual place.
+SLOW_FIRST = (
+    "tests/api/test_compute.py",
+    "tests/browser/test_browser_lesson.py",
+    "tests/api/test_run_store_db.py",
+    "tests/api/test_import_api.py",
+    "tests/browser/test_browser_zh.py",
+    "tests/fidelity/test_vllm_v2_fidelity.py",
+    "tests/browser/test_browser_lesson_look.py",
+    "tests/api/test_server_logs.py",
+    "tests/browser/test_browser_canvas.py",
+    "tests/api/test_server.py",
+    "tests/api/test_hostile_server.py",
+    "tests/fidelity/test_vllm_priority_n.py",
+    "tests/engine/test_import_cli.py",
+    "tests/api/test_served_arrays.py",
+    "tests/browser/test_browser_v2_teach.py",
+    "tests/browser/test_browser_view.py",
+    "tests/engine/test_engine_choice.py",
+    "tests/engine/test_notebooks.py",
+    "tests/browser/test_browser_runcharts.py",
+    "tests/browser/test_browser.py",
+)
+
+
+def workers(config: pytest.Config) -> int:
+    """How many pytest-xdist workers share the run, as a worker is told (1 without xdist; the
+    controller collects nothing)."""
+    workerinput = getattr(config, "workerinput", None)
+    return int(workerinput.get("workercount", 1)) if workerinput else 1
+
+
+def slow_first(items: list[pytest.Item], shares: int) -> list[pytest.Item]:
+    """`items` with SLOW_FIRST's modules dealt round-robin to the front of each of the `shares`
+    equal parts of the list (whole modules, each in its own order); the others after them, in
+    their order. The same on every worker (xdist checks that each collected the same list)."""
+    by_module: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        by_module.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
+    slow = [m for m in SLOW_FIRST if m in by_module]
+    rest = [m for m in by_module if m not in slow]
+    share = -(-len(items) // shares)  # xdist's first share; the others are as long or one shorter
+    ordered: list[pytest.Item] = []
+    for k in range(shares):
+        for module in slow[k::shares]:
+            ordered += by_module[module]
+        # then the other modules, up to where the next share begins
+        while rest and len(ordered) < share * (k + 1):
+            ordered += by_module[rest.pop(0)]
+    for module in rest:
+        ordered += by_module[module]
+    return ordered
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if workers(config) > 1:
+        items[:] = slow_first(items, workers(config))
 
 
 def tier_of(nodeid: str, keywords: Any) -> str | None:

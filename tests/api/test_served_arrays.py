@@ -4,14 +4,13 @@ the presets' notes."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 from fastapi.testclient import TestClient
 
 from pagedviz.app.main import create_app
 from pagedviz.app.settings import Settings
 from pagedviz.core.presets import preset_dict
+from tests.support.cli import in_process
 
 
 def test_cli_json_carries_every_new_array_under_vllms_names() -> None:
@@ -29,24 +28,12 @@ def test_cli_json_carries_every_new_array_under_vllms_names() -> None:
         "demo-max-model-len": {"token_indices_whatif", "input_ids_whatif", "whatif_wrong"},
     }
     for preset, want in names.items():
-        r = subprocess.run(
-            [sys.executable, "-m", "pagedviz.app.cli", "run", preset, "--json"],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        r = in_process("run", preset, "--json")  # the command's real main(), in this process
         assert r.returncode == 0, r.stderr
         doc = json.loads(r.stdout)
         seen = set().union(*(s["arrays"] for s in doc["steps"]))
         assert want <= seen, (preset, want - seen)
-    step1 = json.loads(
-        subprocess.run(
-            [sys.executable, "-m", "pagedviz.app.cli", "run", "demo-cudagraph-padding", "--json"],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        ).stdout
-    )["steps"][0]
+    step1 = json.loads(in_process("run", "demo-cudagraph-padding", "--json").stdout)["steps"][0]
     assert step1["arrays"]["slot_mapping"]["valid"] == 5
     assert step1["arrays"]["query_start_loc"]["buffer"] == [0, 3, 5, 5, 5]
     assert step1["kv_cache"]["shape"][0] == 2

@@ -1,11 +1,12 @@
 """中文 complete (issue 37, point 8): every page in a real Chromium against a real uvicorn, in 中文,
 shows no English phrase of three or more words outside code and names. One server, one browser,
-one walk: the landing page, run pages of V1, V2, ascend, nano-vllm and the feature presets (every
-step, and every stage of one step), every compare link of the landing page, the shipped recording
-and the import flow (a good file and a bad one), error pages, every section of every shipped lesson
-(Next through all, each checkpoint's hint and answer, the wrap-up), present mode, embedded figures,
-the keyboard help, and the documents (/docs-md/NAME?lang=zh, reached from the footer's link). Every
-phrase found is listed with where it was, then the test fails."""
+one walk in six parts (WALK_PARTS: so that two workers share it): the landing page, run pages of
+V1, V2, ascend, nano-vllm and the feature presets (every step, and every stage of one step), every
+compare link of the landing page, the shipped recording and the import flow (a good file and a bad
+one), error pages, every section of every shipped lesson (Next through all, each checkpoint's hint
+and answer, the wrap-up), present mode, embedded figures, the keyboard help, and the documents
+(/docs-md/NAME?lang=zh, reached from the footer's link). Every phrase found is listed with where it
+was, then the part fails."""
 
 from __future__ import annotations
 
@@ -150,11 +151,10 @@ PRESETS = [
 STAGE_WALKS = {"seed-001": 2, "demo-v2-slots": 2, "seed-001-ascend": 2, "nanovllm-prefix-cache": 2}
 
 
-def test_every_page_and_lesson_section_in_chinese_has_no_english_phrase(zh_page: Any, tmp_path: Path) -> None:
-    w = Walk(zh_page)
-    page = zh_page
-
-    # the landing page, every part of it (the lesson loader's details opened)
+def _landing(w: Walk) -> tuple[list[str], list[str]]:
+    """The landing page, every part of it (the lesson loader's details opened); its compare links
+    and shipped recordings."""
+    page = w.page
     w.goto("/")
     page.wait_for_selector("#recording-list li a")
     page.wait_for_selector("#gallery .preset-card")
@@ -163,6 +163,12 @@ def test_every_page_and_lesson_section_in_chinese_has_no_english_phrase(zh_page:
     recordings = page.eval_on_selector_all("#recording-list a", "as => as.map((a) => a.getAttribute('href'))")
     assert len(contrasts) >= 6 and len(recordings) == len(EXAMPLES)
     assert all("lang=zh" in h for h in contrasts + recordings), contrasts + recordings
+    return contrasts, recordings
+
+
+def _landing_import_recordings_and_error_pages(w: Walk, tmp_path: Path) -> None:
+    page = w.page
+    _, recordings = _landing(w)
     # the footer says in Chinese which runner is the default ("by default, … on request" in English)
     page.wait_for_function("/默认/.test(document.getElementById('upstream').textContent)")
 
@@ -183,14 +189,32 @@ def test_every_page_and_lesson_section_in_chinese_has_no_english_phrase(zh_page:
         w.goto(href)
         _walk_steps(w, href, most=6)
 
-    # run pages: every step, and every stage of one step
-    for preset in PRESETS:
+    # error pages: the reader is told in Chinese, the server's own lines are quoted as English
+    for path in ("/run?preset=no-such-preset", "/run?run=rec-0000000000000000", "/run?s=not-a-scenario"):
+        w.goto(path, ready=None)
+        page.wait_for_selector("#error:not([hidden]) li")
+        assert HAN.search(page.locator("#error").inner_text()), path
+        w.scan(path)
+
+
+def _runs(w: Walk, presets: list[str]) -> None:
+    """Run pages: every step, and every stage of one step."""
+    for preset in presets:
         w.goto(f"/run?preset={preset}")
         w.scan(preset)
         _walk_steps(w, preset)
         if preset in STAGE_WALKS:
-            page.click(f"#timeline [data-step='{STAGE_WALKS[preset]}']")
+            w.page.click(f"#timeline [data-step='{STAGE_WALKS[preset]}']")
             _walk_stages(w, f"{preset} step {STAGE_WALKS[preset]}")
+
+
+def _first_runs(w: Walk, tmp_path: Path) -> None:
+    _runs(w, PRESETS[:5])
+
+
+def _other_runs_help_present_and_figures(w: Walk, tmp_path: Path) -> None:
+    page = w.page
+    _runs(w, PRESETS[5:])
     page.click("#btn-help")  # the keyboard help
     page.wait_for_selector("#help:not([hidden])")
     w.scan("keyboard help", root="#help")
@@ -200,20 +224,28 @@ def test_every_page_and_lesson_section_in_chinese_has_no_english_phrase(zh_page:
         w.goto(f"/run?preset=demo-v2-slots&step=6&embed={card}")
         w.scan(f"embedded {card}")
 
-    # every compare link of the landing page, at its first difference and at every step after
-    for href in contrasts:
+
+def _compare_links(w: Walk, half: int) -> None:
+    """Every other compare link of the landing page (from the first or the second), at its first
+    difference and at every step after."""
+    contrasts, _ = _landing(w)
+    for href in contrasts[half::2]:
         w.goto(href)
-        page.wait_for_selector("#compare:not([hidden]) #cmp-heads span")
+        w.page.wait_for_selector("#compare:not([hidden]) #cmp-heads span")
         w.scan(href)
         _walk_steps(w, href, most=6)
 
-    # error pages: the reader is told in Chinese, the server's own lines are quoted as English
-    for path in ("/run?preset=no-such-preset", "/run?run=rec-0000000000000000", "/run?s=not-a-scenario"):
-        w.goto(path, ready=None)
-        page.wait_for_selector("#error:not([hidden]) li")
-        assert HAN.search(page.locator("#error").inner_text()), path
-        w.scan(path)
 
+def _compare_links_from_the_first(w: Walk, tmp_path: Path) -> None:
+    _compare_links(w, 0)
+
+
+def _compare_links_from_the_second(w: Walk, tmp_path: Path) -> None:
+    _compare_links(w, 1)
+
+
+def _lessons_and_documents(w: Walk, tmp_path: Path) -> None:
+    page = w.page
     # every shipped lesson, every section
     for lesson in [x["id"] for x in list_lessons()]:
         _walk_lesson(w, lesson)
@@ -232,7 +264,27 @@ def test_every_page_and_lesson_section_in_chinese_has_no_english_phrase(zh_page:
             for phrase in english_phrases(prose_of(text)):
                 w.found.setdefault(phrase, set()).add(f"/docs-md/{doc.name}?lang=zh")
 
-    assert not w.found, f"English phrases on the pages in 中文 ({len(w.found)}):\n{w.report()}"
+
+# The walk in six parts of about equal length, each on a page of its own, so that pytest-xdist's
+# workers share it (as one test of 73 s it held a worker alone at the end of a CI run); together
+# they visit every page the one walk did
+WALK_PARTS = {
+    "landing-import-recordings-errors": _landing_import_recordings_and_error_pages,
+    "runs-first-half": _first_runs,
+    "runs-second-half-help-present-figures": _other_runs_help_present_and_figures,
+    "compare-links-odd": _compare_links_from_the_first,
+    "compare-links-even": _compare_links_from_the_second,
+    "lessons-documents": _lessons_and_documents,
+}
+
+
+@pytest.mark.parametrize("part", list(WALK_PARTS))
+def test_every_page_and_lesson_section_in_chinese_has_no_english_phrase(
+    zh_page: Any, tmp_path: Path, part: str
+) -> None:
+    w = Walk(zh_page)
+    WALK_PARTS[part](w, tmp_path)
+    assert not w.found, f"English phrases on the pages in 中文 ({len(w.found)}, {part}):\n{w.report()}"
 
 
 def prose_of(markdown: str) -> str:

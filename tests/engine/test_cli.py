@@ -1,4 +1,7 @@
-"""The `pagedviz` command as a user runs it: a real subprocess."""
+"""The `pagedviz` command as a user runs it. What it prints and its exit code come from the real
+main() in this process (tests.support.cli.in_process: no interpreter and torch start per command);
+what only a process shows runs as a real subprocess: the exit code the shell sees (a refused
+argument and --version), a reader closing the pipe early, the progress bar on a terminal."""
 
 from __future__ import annotations
 
@@ -12,19 +15,13 @@ from pathlib import Path
 import pytest
 
 from pagedviz.core import __version__
+from tests.support.cli import in_process
+from tests.support.cli import pagedviz as subprocess_pagedviz
 
 
 def pagedviz(*args: str, columns: int | None = None) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
-    if columns is not None:
-        env["COLUMNS"] = str(columns)
-    return subprocess.run(
-        [sys.executable, "-m", "pagedviz.app.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-    )
+    """`pagedviz ARGS...` through main() in this process, at `columns` (else 80, as on a pipe)."""
+    return in_process(*args, columns=columns or 80)
 
 
 def table_row(stdout: str, name: str) -> list[str]:
@@ -109,7 +106,7 @@ def test_bad_scenario_file_exits_non_zero_naming_the_field(tmp_path: Path) -> No
 
 
 def test_unknown_preset_and_broken_json_exit_non_zero(tmp_path: Path) -> None:
-    r = pagedviz("run", "no-such-preset")
+    r = subprocess_pagedviz("run", "no-such-preset")  # the exit code a shell sees
     assert r.returncode == 2 and "unknown preset 'no-such-preset'" in r.stderr
     assert "did you mean" not in r.stderr  # nothing close: no guess
     broken = tmp_path / "broken.json"
@@ -258,7 +255,7 @@ def test_long_request_ids_are_shortened_unless_wide(tmp_path: Path) -> None:
 
 
 def test_version_and_defaults_in_help() -> None:
-    r = pagedviz("--version")
+    r = subprocess_pagedviz("--version")  # the command's own entry, exit 0
     assert r.returncode == 0 and r.stdout.strip() == f"pagedviz {__version__}"
     serve = pagedviz("serve", "--help", columns=200).stdout
     for option, default in [("--host", "127.0.0.1"), ("--port", "8000"), ("--workers", "1")]:
@@ -310,12 +307,43 @@ def test_a_run_shows_a_progress_bar_on_a_terminal_once_it_takes_a_while(tmp_path
     assert "pagedviz: step" in text and "(at most 600)" in text
     # a run shorter than the delay shows nothing
     assert on_a_terminal("run", str(path), "--step", "600", PAGEDVIZ_PROGRESS_AFTER_S="1000") == ""
-    # stderr to a pipe: nothing, whatever the delay
-    piped = subprocess.run(
-        [sys.executable, "-m", "pagedviz.app.cli", "run", str(path), "--step", "600"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "PAGEDVIZ_PROGRESS_AFTER_S": "0"},
-    )
+    # stderr not a terminal (a pipe, or the capture here): nothing, whatever the delay
+    piped = in_process("run", str(path), "--step", "600", env={"PAGEDVIZ_PROGRESS_AFTER_S": "0"})
     assert piped.returncode == 0 and piped.stderr == ""
+
+
+NO_TORCH = """
+import contextlib, io, sys
+from pagedviz.app.cli import main
+for argv in {argvs!r}:
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        try:
+            main(argv)
+        except SystemExit:
+            pass
+    heavy = sorted(m for m in ("torch", "pydantic", "uvicorn") if m in sys.modules)
+    print(" ".join(argv), "->", heavy or "-")
+"""
+
+
+def test_commands_that_build_no_engine_import_no_torch(tmp_path: Path) -> None:
+    """`--version`, `--help`, `presets`, a refused argument, an invalid scenario, a server that cannot
+    start: each answers without importing torch (1.5 s or more of a process's start), so the command
+    and the tests that run it stay quick (core/__init__.py imports its names on first use)."""
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"requests": [{"id": "a", "prompt_len": 0}]}))
+    argvs = [
+        ["--version"],
+        ["run", "--help"],
+        ["presets"],
+        ["run", "no-such-preset"],
+        ["run", str(bad)],
+        ["serve", "--port", "0"],
+        ["serve", "--store", str(bad)],
+    ]
+    r = subprocess.run(
+        [sys.executable, "-c", NO_TORCH.format(argvs=argvs)], capture_output=True, text=True, timeout=120
+    )
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.strip().splitlines()
+    assert len(lines) == len(argvs) and all("torch" not in line for line in lines), lines

@@ -1,5 +1,6 @@
 """Issue 14 for the `pagedviz` command: every error is one line on stderr and exit code 2, never a
-traceback, whatever the file holds (a real subprocess, and hypothesis through the real main())."""
+traceback, whatever the file holds (through the real main(), tests.support.cli.in_process, and
+hypothesis; the terminal's encoding in a real subprocess)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from hypothesis import strategies as st
 from pagedviz.app.cli import main
 from pagedviz.app.serve import free_port
 from pagedviz.core.presets import preset_dict
-from tests.support.cli import one_line_exit_2, pagedviz
+from tests.support.cli import in_process, one_line_exit_2, pagedviz
 
 
 @pytest.mark.parametrize(
@@ -34,7 +35,7 @@ from tests.support.cli import one_line_exit_2, pagedviz
 def test_hostile_files_are_one_line_and_exit_2(tmp_path: Path, content: bytes, says: str) -> None:
     path = tmp_path / "s.json"
     path.write_bytes(content)
-    assert says in one_line_exit_2(pagedviz("run", str(path)))
+    assert says in one_line_exit_2(in_process("run", str(path)))
 
 
 def test_text_the_terminal_cannot_encode_prints_escaped(tmp_path: Path) -> None:
@@ -48,12 +49,12 @@ def test_text_the_terminal_cannot_encode_prints_escaped(tmp_path: Path) -> None:
 
 
 def test_bad_settings_and_bad_arguments_are_one_line(tmp_path: Path) -> None:
-    msg = one_line_exit_2(pagedviz("run", "seed-001", env={"PAGEDVIZ_MAX_TOTAL_TOKENS": "-1"}))
+    msg = one_line_exit_2(in_process("run", "seed-001", env={"PAGEDVIZ_MAX_TOTAL_TOKENS": "-1"}))
     assert msg == "pagedviz: PAGEDVIZ_MAX_TOTAL_TOKENS must be a positive integer (got '-1')"
     port = str(free_port())
-    msg = one_line_exit_2(pagedviz("serve", "--port", port, env={"PAGEDVIZ_MAX_RUNS": "abc"}))
+    msg = one_line_exit_2(in_process("serve", "--port", port, env={"PAGEDVIZ_MAX_RUNS": "abc"}))
     assert "PAGEDVIZ_MAX_RUNS must be a positive integer" in msg
-    assert "--step" in one_line_exit_2(pagedviz("run", "seed-001", "--step", "two"))
+    assert "--step" in one_line_exit_2(in_process("run", "seed-001", "--step", "two"))
 
 
 json_values = st.recursive(

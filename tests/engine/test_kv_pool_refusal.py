@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +16,7 @@ from fastapi.testclient import TestClient
 from pagedviz.app.main import create_app
 from pagedviz.app.settings import Settings
 from pagedviz.core import Limits, Scenario, ScenarioError
+from tests.support.cli import in_process
 
 LIMITS = Limits()
 
@@ -89,12 +88,7 @@ def test_the_api_refuses_the_pool_with_a_422_naming_the_field() -> None:
 def test_the_cli_refuses_the_pool_with_exit_2_and_one_line(tmp_path: Path) -> None:
     path = tmp_path / "pool.json"
     path.write_text(json.dumps(scenario("ascend", 15)))
-    r = subprocess.run(
-        [sys.executable, "-m", "pagedviz.app.cli", "run", str(path)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    r = in_process("run", str(path))  # the command's real main(), in this process
     assert r.returncode == 2
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and "config.num_kv_blocks: To serve at least one request" in lines[0], r.stderr

@@ -10,10 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +26,7 @@ from pagedviz.core.narrate import narrate
 from pagedviz.core.presets import preset_dict
 from pagedviz.core.recording import read_recording
 from pagedviz.core.replay import import_recording
+from tests.support.cli import in_process
 from tests.support.recording_cases import EXAMPLE, LINES, scenario, write_recording
 
 POOL = "KV pool (usable blocks)"
@@ -139,13 +137,7 @@ def test_a_recording_whose_free_count_its_block_lists_contradict_is_noted_naming
 def test_the_cli_import_never_prints_block_0_in_the_free_queue(tmp_path: Path) -> None:
     path = tmp_path / "rec.jsonl"
     path.write_bytes(EXAMPLE)
-    r = subprocess.run(
-        [sys.executable, "-m", "pagedviz.app.cli", "import", str(path)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "COLUMNS": "200"},
-    )
+    r = in_process("import", str(path), columns=200)  # the command's real main(), in this process
     assert r.returncode == 0, r.stderr
     queues = re.findall(r"free_block_queue \(head first\): \[([^\]]*)\]", r.stdout)
     want = recorded_free(list(LINES))

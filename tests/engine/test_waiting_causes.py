@@ -6,8 +6,6 @@ random scenarios."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from typing import Any
 
 import pytest
@@ -19,6 +17,7 @@ from pagedviz.core.async_scheduler import AsyncScheduler
 from pagedviz.core.presets import list_presets, preset_dict
 from pagedviz.core.recording import read_recording
 from pagedviz.core.replay import import_recording
+from tests.support.cli import in_process
 from tests.support.recording_cases import LINES, write_recording
 from tests.support.scenarios import make_scenario, run_all
 
@@ -359,14 +358,13 @@ def test_pagedviz_run_file_json_carries_both_keys_on_every_step(tmp_path: Any) -
     d["config"].update(enable_chunked_prefill=False, max_num_batched_tokens=240, model=None)
     path = tmp_path / "chunked-off.json"
     path.write_text(json.dumps(d))
-    run = [sys.executable, "-m", "pagedviz.app.cli", "run", str(path)]
-    r = subprocess.run([*run, "--json"], capture_output=True, text=True, timeout=120)
+    r = in_process("run", str(path), "--json")  # the command's real main(), in this process
     assert r.returncode == 0, r.stderr
     steps = json.loads(r.stdout)["steps"]
     assert all({"waiting_causes", "preemption_causes"} <= set(s["scheduler"]) for s in steps)
     assert steps[1]["scheduler"]["waiting_causes"] == {
         "4": {"cause": "token_budget", "tokens_needed": 120, "tokens_left": 70}
     }
-    text = subprocess.run([*run, "--step", "2"], capture_output=True, text=True, timeout=120).stdout
+    text = in_process("run", str(path), "--step", "2").stdout
     want = "waiting_causes: {'4': {'cause': 'token_budget', 'tokens_needed': 120, 'tokens_left': 70}}"
     assert want in " ".join(text.split())  # the console may wrap the line
