@@ -85,6 +85,8 @@ def _print_step(args: argparse.Namespace, n: int, limit: int) -> int:
     console = make_console(args.wide)
     console.print(scenario.name, highlight=False)
     console.print()
+    from pagedviz.core.cli_tables import render_step
+
     render_step(t, console, args.wide)
     return 0
 

@@ -275,7 +275,8 @@ def _value(dst: Any, src: Any) -> Any:
         dst.stale = True
         return dst
     if isinstance(src, list) and isinstance(dst, list) and len(src) == len(dst):
-        if any(isinstance(x, (np.ndarray, torch.Tensor, TableChanges)) or hasattr(x, "__dict__") for x in src):
+        kept = (np.ndarray, torch.Tensor, TableChanges)
+        if any(isinstance(x, kept) or hasattr(x, "__dict__") for x in src):
             dst[:] = [_value(d, s) for d, s in zip(dst, src)]
             return dst
         return src
