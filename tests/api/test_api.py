@@ -17,6 +17,7 @@ from pagedviz.app.main import create_app
 from pagedviz.app.settings import Settings
 from pagedviz.core import Limits
 from pagedviz.core.presets import preset_dict
+from tests.support.aio import run as run_to_end
 
 
 @pytest.fixture()
@@ -259,7 +260,7 @@ def test_concurrent_requests_for_one_run_compute_once() -> None:
         runs = await asyncio.gather(*(store.get(rid) for _ in range(6)))
         return {r.run_id for r in runs if r is not None}, store.computations
 
-    ids, computations = asyncio.run(go())
+    ids, computations = run_to_end(go())
     assert len(ids) == 1 and computations == 1
 
 

@@ -28,6 +28,7 @@ from pagedviz.app.store import RunStore
 from pagedviz.core import Limits, Scenario, ScenarioError, load_preset, make_engine
 from pagedviz.core.engine import RunTooLongError
 from pagedviz.core.limits import SettingError
+from tests.support.aio import run as run_to_end
 from tests.support.hostile_cases import assert_refusal_names_its_governor, worst_scenarios
 from tests.support.scenarios import LONG_RUN
 
@@ -354,7 +355,7 @@ def test_at_most_max_in_progress_runs_compute_the_rest_queue_then_get_busy() -> 
         results = await asyncio.gather(*tasks, return_exceptions=True)
         return results, states, store.computations
 
-    results, states, computations = asyncio.run(go())
+    results, states, computations = run_to_end(go())
     assert [s["state"] if s else None for s in states[:2]] == ["computing", "queued"]
     assert states[1] is not None and states[1]["queue_ahead"] == 0
     assert isinstance(results[2], BusyError) and results[2].retry_after >= 1

@@ -19,6 +19,7 @@ from pagedviz.app.routes import steps as steps_route
 from pagedviz.app.settings import Settings
 from pagedviz.core import Scenario
 from pagedviz.core.presets import preset_dict
+from tests.support.aio import run as run_to_end
 from tests.support.scenarios import LONG_RUN
 
 
@@ -92,7 +93,7 @@ def test_readers_asking_for_a_step_at_once_share_one_encoding(monkeypatch: Any) 
             run_id = (await c.post("/api/runs", json=preset_dict("seed-000"))).json()["run_id"]
             return await asyncio.gather(*(c.get(f"/api/runs/{run_id}/steps/2") for _ in range(16)))
 
-    answers = asyncio.run(readers())
+    answers = run_to_end(readers())
     assert all(r.status_code == 200 for r in answers) and len({r.content for r in answers}) == 1
     # step 2 is encoded once: by its first reader or by the pre-encoding of a completed run
     assert calls.count(2) == 1

@@ -1,6 +1,8 @@
 """`pagedviz import FILE.jsonl` (issue 30): the shipped recording of vLLM 0.33.0's own scheduler
 replays step for step, with the agreement line; every bad recording is one line on stderr naming
-its line, exit 2 (a real subprocess). No vLLM needed."""
+its line, exit 2. No vLLM needed. The commands run through the CLI's real main() in the test process
+(tests/support/cli.py `in_process`); a missing file's refusal runs in a real subprocess, for the
+process's own exit code."""
 
 from __future__ import annotations
 
@@ -14,12 +16,17 @@ from pathlib import Path
 import pytest
 
 from pagedviz.core.recordings import example_bytes
+from tests.support.cli import in_process
 from tests.support.recording_cases import CUT, CUT_SAYS, EXAMPLE, LINES, NUM_STEPS, cases
 
 LIMIT_MB = 1
 
 
 def pagedviz(*args: str) -> subprocess.CompletedProcess[str]:
+    return in_process(*args, env={"PAGEDVIZ_MAX_RECORD_LINE_MB": str(LIMIT_MB)})
+
+
+def pagedviz_process(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "pagedviz.app.cli", *args],
         capture_output=True,
@@ -125,7 +132,7 @@ def test_the_per_line_limit_names_the_setting(tmp_path: Path) -> None:
 
 
 def test_a_missing_file_is_one_line(tmp_path: Path) -> None:
-    r = pagedviz("import", str(tmp_path / "nope.jsonl"))
+    r = pagedviz_process("import", str(tmp_path / "nope.jsonl"))
     assert r.returncode == 2 and "nope.jsonl" in r.stderr
 
 
