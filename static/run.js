@@ -62,10 +62,11 @@ async function loadRun() {
   if (!ov.ok || !stages.ok) return showError(ov.ok ? stages.data : ov.data);
   S.overview = ov.data;
   S.stages = stages.data;
-  document.body.dataset.complete = streaming ? "0" : "1";
+  document.body.dataset.complete = "0";
   const sc = ov.data.scenario;
   showTitle(sc);
-  showNotes(sc);
+  // complete once the notes are shown too (in 中文 they wait for the presets' translations)
+  showNotes(sc).then(() => { if (!streaming && !superseded(g)) document.body.dataset.complete = "1"; });
   $("flavor-badge").textContent = sc.flavor;
   showRunHeader();
   S.editorRun = null;
@@ -127,7 +128,8 @@ async function followRun(runId) {
   setStatus("");
   showUpstream(S.overview);
   showRunHeader();
-  showNotes(S.overview.scenario);  // an imported recording's notes say how far pagedviz's scheduler agrees, once replayed
+  await showNotes(S.overview.scenario);  // an imported recording's notes say how far pagedviz's scheduler agrees, once replayed
+  if (S.created !== mine) return;
   drawTimeline();
   renderTimelineActive();
   document.body.dataset.complete = "1";
