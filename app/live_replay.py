@@ -3,7 +3,7 @@ worker that holds the run: its lines are read from the database as they are kept
 worker: table `live_lines`), and the recorded scheduler (core/replay_scheduler.py) reads the next
 step only when the engine asks whether one is left, waiting for it to arrive, so each step is
 replayed and stored as soon as it has arrived. Each line is checked as an import checks it
-(`check_line`), and the summary kept as a first pass keeps it (`add_step`).
+(`check_line`), and the summary kept as a first pass keeps it (core/replay.py's `add_step`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pagedviz.app.import_replay import ImportJob
 from pagedviz.app.run import RunTooLargeError
 from pagedviz.app.summaries import step_summary
 from pagedviz.core.recording import Header, RecordingError, Step
-from pagedviz.core.replay import ReplayEngine, ReplayError, Summary, scenario_from
+from pagedviz.core.replay import ReplayEngine, ReplayError, Summary, add_step, scenario_from
 from pagedviz.core.replay_scheduler import RecordedScheduler
 
 POLL_S = 0.05  # how often the replay looks for new lines while none has come
@@ -80,16 +80,6 @@ class Live:
     scenario_requests: int = 0  # the requests it held
     scenario_next: float = 0.0  # when it may be written again (time.monotonic())
     ended: threading.Event = field(default_factory=threading.Event)  # no more lines will come
-
-
-def add_step(summary: Summary, step: Step) -> None:
-    """The running summary (core/replay.py's summarise, one step at a time)."""
-    summary.num_steps = step.step
-    for a in step.arrivals:
-        summary.arrivals[a.id] = (a, step.step)
-    for rid, toks in (step.sampled or {}).items():
-        summary.produced[rid] = summary.produced.get(rid, 0) + (toks if isinstance(toks, int) else len(toks))
-    summary.finished.update(step.finished)
 
 
 def steps_of(db: RunDB, live: Live, beat: Callable[[], None]) -> Iterator[Step]:

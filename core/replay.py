@@ -59,15 +59,20 @@ class Summary:
     cut: Cut | None = None  # the recording's last line, cut mid-write
 
 
+def add_step(s: Summary, step: Step) -> None:
+    """One more step into the summary (a live run's recording, which grows, is summarised so)."""
+    s.num_steps = step.step
+    for a in step.arrivals:
+        s.arrivals[a.id] = (a, step.step)
+    for rid, toks in (step.sampled or {}).items():
+        s.produced[rid] = s.produced.get(rid, 0) + (toks if isinstance(toks, int) else len(toks))
+    s.finished.update(step.finished)
+
+
 def summarise(steps: Iterable[Step]) -> Summary:
     s = Summary()
     for step in steps:
-        s.num_steps = step.step
-        for a in step.arrivals:
-            s.arrivals[a.id] = (a, step.step)
-        for rid, toks in (step.sampled or {}).items():
-            s.produced[rid] = s.produced.get(rid, 0) + (toks if isinstance(toks, int) else len(toks))
-        s.finished.update(step.finished)
+        add_step(s, step)
     s.cut = getattr(steps, "cut", None)  # known once the steps are read
     return s
 
