@@ -37,6 +37,40 @@ def prompt_ids(req_id: str, ids: list[int] | int, vocab: int) -> np.ndarray:
     return np.asarray(ids, dtype=np.int32)
 
 
+class TokenLog:
+    """A live request's known token ids (prompt, then outputs), appended in place: `ids()` is a
+    view of those known, with no copy (the ids it shows are never written again: later ones go
+    past them, a full buffer is replaced by a larger copy), so a long request costs nothing per
+    step (a list converted to an array every step did)."""
+
+    def __init__(self, ids: np.ndarray) -> None:
+        self.n = len(ids)
+        self.buf = np.empty(max(16, 2 * self.n), dtype=np.int32)
+        self.buf[: self.n] = ids
+
+    def __len__(self) -> int:
+        return self.n
+
+    def ids(self) -> np.ndarray:
+        return self.buf[: self.n]
+
+    def append(self, token: int) -> None:
+        if self.n == len(self.buf):
+            self.extend([token])
+            return
+        self.buf[self.n] = token
+        self.n += 1
+
+    def extend(self, tokens: list[int]) -> None:
+        end = self.n + len(tokens)
+        if end > len(self.buf):
+            grown = np.empty(2 * end, dtype=np.int32)
+            grown[: self.n] = self.buf[: self.n]
+            self.buf = grown
+        self.buf[self.n : end] = tokens
+        self.n = end
+
+
 class _Blocks:
     """The recorded server's blocks as seen from its scheduler outputs: each live request's blocks,
     the free count and, where the recording holds it (each step's `freed`), vLLM's free queue in
@@ -134,6 +168,10 @@ class _Blocks:
 class RecordedScheduler:
     """Stands in for pagedviz's scheduler: each schedule() is the next recorded step."""
 
+    # blocks_of's lists are the output's own (OutputAdapter need not copy them): made for this
+    # step or the step line's, and never written afterwards
+    fresh_lists = True
+
     def __init__(self, header: Header, steps: Iterator[Step], vocab: int) -> None:
         self.header = header
         self.steps = steps
@@ -142,7 +180,7 @@ class RecordedScheduler:
         layers = recorded_layers(header)
         groups = plan_kv_cache_groups(layers.layer_types, layers.sliding_window)
         self.kv = _Blocks(header.num_kv_blocks, self.problems, groups)
-        self.tokens: dict[str, list[int]] = {}
+        self.tokens: dict[str, TokenLog] = {}
         self.num_prompt: dict[str, int] = {}
         # the recorded outputs as pagedviz's (core/vllm_output.py, as the engine vllm converts vLLM's)
         self.adapter = OutputAdapter(header.runner, len(groups))
@@ -166,7 +204,7 @@ class RecordedScheduler:
         self.current = s
         for a in s.arrivals:
             ids = prompt_ids(a.id, a.prompt_token_ids, self.vocab)
-            self.tokens[a.id] = ids.tolist()
+            self.tokens[a.id] = TokenLog(ids)
             self.num_prompt[a.id] = len(ids)
         for rid in s.finished:  # nothing of a finished request is kept (a long recording's memory)
             self.adapter.forget(rid)
@@ -193,10 +231,11 @@ class RecordedScheduler:
         rid = s.req_id
         if s.is_new and rid not in self.tokens:
             ids = prompt_ids(rid, s.prompt_token_ids, self.vocab)
-            self.tokens[rid] = ids.tolist()
+            self.tokens[rid] = TokenLog(ids)
             self.num_prompt[rid] = len(ids)
         num_prompt = self.num_prompt[rid] if s.is_new else self.num_prompt.get(rid, 0)
-        return np.asarray(self.tokens.get(rid, []), dtype=np.int32), num_prompt
+        known = self.tokens.get(rid)
+        return (known.ids() if known is not None else np.zeros(0, dtype=np.int32)), num_prompt
 
     def blocks_of(self, s: Scheduled, kind: str) -> tuple[list[list[int]], list[list[int]]]:
         """The request's blocks per group after this step, kept here from the recorded lines: a
@@ -231,7 +270,7 @@ class RecordedScheduler:
             raise ReplayError(
                 f"step {step}: {rid!r} has block ids for {len(recorded)} KV cache group(s), the header {n}"
             )
-        return [list(g) for g in recorded]
+        return recorded  # the step line's own lists: parsed for this step, never written
 
     def sampled_for(self, req_ids: list[str], v: dict[str, Any]) -> np.ndarray | None:
         """The recorded token of each logits row (None: a redacted recording, tokens are
@@ -253,6 +292,12 @@ class RecordedScheduler:
             [t for toks, n in zip(per_req, rows) for t in (toks + toks[-1:] * n)[:n]], dtype=np.int32
         )
 
+    def _log(self, rid: str) -> TokenLog:
+        known = self.tokens.get(rid)
+        if known is None:
+            known = self.tokens[rid] = TokenLog(np.zeros(0, dtype=np.int32))
+        return known
+
     def update_from_spec_output(
         self, out: SchedulerOutput, generated: dict[str, list[int]], rejected: dict[str, int]
     ) -> None:
@@ -265,7 +310,7 @@ class RecordedScheduler:
                 f"{sorted(s.sampled)}"
             )
         for rid, toks in generated.items():
-            self.tokens.setdefault(rid, []).extend(int(t) for t in toks)
+            self._log(rid).extend([int(t) for t in toks])
         for rid in s.finished:
             self.done_ids.add(rid)
 
@@ -286,6 +331,6 @@ class RecordedScheduler:
                 f"{sorted(recorded)}"
             )
         for rid, tok in sampled.items():
-            self.tokens.setdefault(rid, []).append(int(tok))
+            self._log(rid).append(int(tok))
         for rid in s.finished:
             self.done_ids.add(rid)

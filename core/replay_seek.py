@@ -20,7 +20,6 @@ the store's database).
 from __future__ import annotations
 
 import functools
-import json
 import pickle
 import types
 import zlib
@@ -94,7 +93,7 @@ class StepLines(Iterator[Step]):
             if not line.strip():
                 continue
             self.remaining -= 1
-            return Step.model_validate(json.loads(line))
+            return Step.model_validate_json(line)  # checked at the import: parsed in one pass
         raise StopIteration
 
 

@@ -13,6 +13,11 @@ of those entries, not a copy of the table.
 
 Values are read from the table when the step is captured, not when written, so a span may cover
 more than was written: an entry that did not change is recorded with its own value.
+
+While no version has been captured since the record started afresh (`last` is None: an engine with
+capture off, a small table copied whole, a runner restored from a checkpoint), the next capture is
+a snapshot whatever was written, so nothing is recorded: a write only marks the record `stale` (its
+per-row state is rebuilt by that snapshot). A replay's cheap steps (core/replay_seek.py) pay nothing.
 """
 
 from __future__ import annotations
@@ -98,6 +103,9 @@ class TableChanges:
     # ------------------------------------------------------------------ what was written
     def wrote(self, row: int, lo: int, hi: int) -> None:
         """Columns [lo, hi) of one row were written."""
+        if self.last is None:  # the next capture is a snapshot: nothing to record
+            self.stale = True
+            return
         if hi > lo:
             rows, starts, stops = self.scalars
             rows.append(row)
@@ -109,6 +117,9 @@ class TableChanges:
 
     def wrote_rows(self, rows: np.ndarray, lo: Any, hi: Any) -> None:
         """Columns [lo, hi) (arrays or numbers) of each of `rows` were written."""
+        if self.last is None:  # the next capture is a snapshot: nothing to record
+            self.stale = True
+            return
         self.spans.append((rows, lo, hi))
         self.pending += len(rows)
         self._bound()
@@ -116,23 +127,35 @@ class TableChanges:
     def rewrote(self, row: int, n: int) -> None:
         """A row of a table with `lengths` was written from column 0 and its length set to n
         (what lay past n stays as it was)."""
+        if self.last is None:  # the next capture is a snapshot: nothing to record
+            self.stale = True
+            return
         self.wrote(row, 0, n)
         if self.prev_len is not None:
             self.prev_len[row] = n
 
     def grew(self) -> None:
         """Some row's length grew by appending (a table with `lengths`)."""
+        if self.last is None:  # the next capture is a snapshot: nothing to record
+            self.stale = True
+            return
         self.appended = True
 
     def wrote_flat(self, index: np.ndarray) -> None:
         """The entries at these flat indices (row * columns + column) were written: a writer that
         scatters through the flat table tells the same indices."""
+        if self.last is None:  # the next capture is a snapshot: nothing to record
+            self.stale = True
+            return
         self.entries.append((index, None))
         self.pending += len(index)
         self._bound()
 
     def wrote_entries(self, rows: np.ndarray, cols: np.ndarray) -> None:
         """The entries (rows[i], cols[i]) were written."""
+        if self.last is None:  # the next capture is a snapshot: nothing to record
+            self.stale = True
+            return
         self.entries.append((rows, cols))
         self.pending += len(rows)
         self._bound()
@@ -147,6 +170,9 @@ class TableChanges:
     def reset(self, row: int) -> None:
         """The row is cleared (zeros): what was written to it before no longer counts. With
         `lengths`, told before the row and its length are cleared."""
+        if self.last is None:  # the next capture is a snapshot: nothing to record
+            self.stale = True
+            return
         self._fold()
         self.structural = True
         self.origin[row] = -1
@@ -159,6 +185,9 @@ class TableChanges:
     def move(self, src: int, dst: int) -> None:
         """Row src is copied to row dst, then cleared. With `lengths`, told before the rows and
         their lengths are moved."""
+        if self.last is None:  # the next capture is a snapshot: nothing to record
+            self.stale = True
+            return
         self._fold()
         self.origin[dst] = self.origin[src]
         self.lo[dst] = self.lo[src]

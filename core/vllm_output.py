@@ -120,6 +120,9 @@ class RequestSide(Protocol):
         """All the request's known token ids (prompt and outputs) and its prompt's length."""
         ...
 
+    # (optional) fresh_lists: True where blocks_of's lists are made for this output alone and
+    # never written afterwards, so that the adapter need not copy them
+
 
 class OutputAdapter:
     """vLLM's scheduler outputs, in order, as pagedviz's: it keeps which requests it has seen
@@ -143,10 +146,14 @@ class OutputAdapter:
         """pagedviz's `SchedulerOutput` of one step: the scheduled requests, preempted and finished
         (the waiting ones and the causes are each caller's)."""
         out = SchedulerOutput(step=step_no, runner=self.runner, num_groups=self.num_groups)
+        # the side's lists copied unless they are the output's own already (RequestSide)
+        fresh = getattr(side, "fresh_lists", False)
         for s in view.scheduled:
             kind = self.kind(s)
             blocks, added = side.blocks_of(s, kind)
             tokens, num_prompt = side.tokens_of(s)
+            if not fresh:
+                blocks, added = [list(g) for g in blocks], [list(g) for g in added]
             out.scheduled.append(
                 ScheduledRequest(
                     s.req_id,
@@ -155,11 +162,11 @@ class OutputAdapter:
                     s.num_scheduled,
                     num_prompt,
                     tokens,
-                    list(blocks[0]),
-                    list(added[0]),
-                    list(s.spec_token_ids),
-                    group_block_ids=[list(g) for g in blocks],
-                    new_group_block_ids=[list(g) for g in added],
+                    blocks[0],
+                    added[0],
+                    s.spec_token_ids,
+                    group_block_ids=blocks,
+                    new_group_block_ids=added,
                 )
             )
             self.seen.add(s.req_id)
