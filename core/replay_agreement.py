@@ -78,15 +78,24 @@ class _RecordedTokens(PagedvizEngine):
     cursor: dict[str, int]
 
     def _forward_and_sample(self, v: dict[str, Any], trace: StepTrace, timer: Any) -> np.ndarray:
-        tokens = super()._forward_and_sample(v, trace, timer)
-        for row, rid in enumerate(self.runner.row_req_ids):
-            if v["discard_request_mask"][row]:
+        # the recorded token of each row that samples; the synthetic ones are made only when some
+        # row has none (the rows that do not sample keep theirs: the runner discards them)
+        discard = v["discard_request_mask"].tolist()
+        recorded: list[int | None] = []
+        for rid, skip in zip(self.runner.row_req_ids, discard):
+            if skip:
+                recorded.append(None)
                 continue
             i = self.cursor.get(rid, 0)
             toks = self.outputs.get(rid)
-            if toks is not None and i < len(toks):
-                tokens[row] = toks[i]
+            recorded.append(toks[i] if toks is not None and i < len(toks) else None)
             self.cursor[rid] = i + 1
+        if self.model is None and len(recorded) == len(v["logits_indices"]) and None not in recorded:
+            return np.array(recorded, dtype=np.int32)
+        tokens = super()._forward_and_sample(v, trace, timer)
+        for row, tok in enumerate(recorded):
+            if tok is not None:
+                tokens[row] = tok
         return tokens
 
 

@@ -240,25 +240,33 @@ class RecordedScheduler:
     def blocks_of(self, s: Scheduled, kind: str) -> tuple[list[list[int]], list[list[int]]]:
         """The request's blocks per group after this step, kept here from the recorded lines: a
         new or resumed request's are the recorded ones, a running request's those it held and the
-        new ones, its first blocks null where a sliding window dropped them (`null_head`)."""
-        rid, num_groups = s.req_id, len(self.kv.groups)
+        new ones, its first blocks null where a sliding window dropped them (`null_head`). A list
+        kept here is never written afterwards: a running request that adds no block and drops
+        none keeps the same list, step after step (no copy per step)."""
+        rid, group_blocks = s.req_id, self.kv.group_blocks
         added = self._per_group(self._step, rid, s.new_block_ids)
         if kind == "running":
-            held = [blocks.get(rid, []) for blocks in self.kv.group_blocks]
-            groups = [h + a for h, a in zip(held, added)]
+            groups = []
+            for blocks_of, a in zip(group_blocks, added):
+                held = blocks_of.get(rid)
+                groups.append([*held, *a] if held is not None and a else held if held is not None else list(a))
         else:
             groups = [list(g) for g in added]
-        if not s.is_new:
-            if s.null_head is not None and len(s.null_head) != num_groups:
+        if not s.is_new and s.null_head is not None:
+            if len(s.null_head) != len(group_blocks):
                 raise ReplayError(
                     f"step {self._step}: {rid!r} has a null head for {len(s.null_head)} KV cache "
-                    f"group(s), the header {num_groups}"
+                    f"group(s), the header {len(group_blocks)}"
                 )
-            for blocks, k in zip(groups, s.null_head or ()):
-                blocks[:k] = [NULL_BLOCK] * min(k, len(blocks))  # a sliding window's dropped blocks
-        for g, blocks in enumerate(groups):
-            self.kv.group_blocks[g][rid] = blocks
-        self._taken += [b for a in added for b in a if b != NULL_BLOCK]
+            for g, k in enumerate(s.null_head):
+                blocks = groups[g]
+                k = min(k, len(blocks))
+                if any(b != NULL_BLOCK for b in blocks[:k]):  # a sliding window's dropped blocks
+                    groups[g] = [NULL_BLOCK] * k + blocks[k:]
+        for blocks_of, blocks in zip(group_blocks, groups):
+            blocks_of[rid] = blocks
+        if any(added):
+            self._taken += [b for a in added for b in a if b != NULL_BLOCK]
         return groups, added
 
     def _per_group(self, step: int, rid: str, recorded: list[list[int]] | None) -> list[list[int]]:

@@ -169,10 +169,7 @@ def _overview(e: ReplayEngine, out: SchedulerOutput, v: dict[str, Any]) -> dict[
         kind = "decode" if decode.all() else "prefill" if not decode.any() else "mixed"
         cached = {rid: int(computed[r]) for r, rid in enumerate(req_ids) if rid in admitted}
     kv = e.scheduler.kv  # type: ignore[attr-defined]
-    held: set[int] = set()
-    for blocks_of in kv.group_blocks:
-        for blocks in blocks_of.values():
-            held.update(blocks)
+    held: set[int] = set().union(*(b for blocks_of in kv.group_blocks for b in blocks_of.values()))
     held.discard(NULL_BLOCK)
     sched = out
     return {
