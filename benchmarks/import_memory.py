@@ -16,16 +16,16 @@ the first, middle and last steps read back. Printed: the server process's peak R
 all that, the time to the 202 answer and to the end of the replay, and the store's size.
 
 Seek (issue 40), `--seek`: for each recording (synthetic, or `--recording FILE`, e.g. vLLM's own
-scheduler written by benchmarks/vllm_recording.py), through a fresh real server with `--store`:
-the answer's time, then the first, a middle and the last step each read once right after the
-answer (seconds since the answer when each is readable), a second visit of the three and a step
-near the middle not read before (from a checkpoint), the replay's end with those reads (the
-replay pauses while a reader computes a step), the store's size and the peak RSS of the server and of its compute processes; then the replay's
-own pace: the same import into a fresh server and store with nothing read, seconds from the
-answer to the replay's end and steps/s. With `--before
-PYTHON` (another checkout's interpreter, e.g. main's `.venv/bin/python`, whose `pagedviz` is that
-checkout) the same is measured against that server first, side by side in one run. `--replay`:
-the import's replay alone, in one process with a temporary store (steps/s). Without
+scheduler written by benchmarks/vllm_recording.py), through a fresh real server with `--store`: the
+answer's time, then the first, a middle and the last step each read once right after the answer
+(seconds since the answer when each is readable), a second visit of the three and a step near the
+middle not read before (from a checkpoint), the replay's end with those reads (the replay pauses
+while a reader computes a step), the store's size and the peak RSS of the server and of its compute
+processes; then the replay's own pace: the same import into a fresh server and store with nothing
+read, seconds from the answer to the replay's end and steps/s. With `--before PYTHON` (another
+checkout's interpreter, e.g. main's `.venv/bin/python`, whose `pagedviz` is that checkout) the same
+is measured against that server first, side by side in one run. `--replay`: the import's replay
+alone, in one process with a temporary store (steps/s). Without
 `--rest`, the CLI: `pagedviz import FILE --step N` for the same three steps, and the whole import
 (`--json`, steps/s). Run:
 
@@ -190,16 +190,19 @@ def seek_rest(python: str, path: Path) -> dict[str, float]:
             out["server MB"], out["worker MB"] = peak_rss_mb(pid)
         out["store MB"] = sum(p.stat().st_size for p in Path(store).iterdir()) / (1 << 20)
     # the replay's own pace: the same import into a fresh server and store, nothing read meanwhile
-    with tempfile.TemporaryDirectory() as store, serve(python, store, env) as (url, pid):
-        with httpx.Client(base_url=url, timeout=3600) as c:
-            with open(path, "rb") as f:
-                r = c.post("/api/runs/import", content=f, headers={"Content-Type": "application/x-ndjson"})
-            answered = time.monotonic()
-            rid = r.json()["run_id"]
-            while c.get(f"/api/runs/{rid}/progress").json()["state"] != "done":
-                time.sleep(0.05)
-            out["replay s"] = time.monotonic() - answered
-            out["steps/s"] = n / out["replay s"]
+    with (
+        tempfile.TemporaryDirectory() as store,
+        serve(python, store, env) as (url, pid),
+        httpx.Client(base_url=url, timeout=3600) as c,
+    ):
+        with open(path, "rb") as f:
+            r = c.post("/api/runs/import", content=f, headers={"Content-Type": "application/x-ndjson"})
+        answered = time.monotonic()
+        rid = r.json()["run_id"]
+        while c.get(f"/api/runs/{rid}/progress").json()["state"] != "done":
+            time.sleep(0.05)
+        out["replay s"] = time.monotonic() - answered
+        out["steps/s"] = n / out["replay s"]
     return out
 
 

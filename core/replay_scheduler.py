@@ -249,7 +249,10 @@ class RecordedScheduler:
             groups = []
             for blocks_of, a in zip(group_blocks, added):
                 held = blocks_of.get(rid)
-                groups.append([*held, *a] if held is not None and a else held if held is not None else list(a))
+                if held is None:
+                    groups.append(list(a))
+                else:
+                    groups.append([*held, *a] if a else held)
         else:
             groups = [list(g) for g in added]
         if not s.is_new and s.null_head is not None:
