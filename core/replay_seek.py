@@ -114,9 +114,10 @@ def header_end(source: Source) -> int:
 # --- the cheap step -----------------------------------------------------------------------------
 
 
-def cheap_step(e: ReplayEngine) -> tuple[dict[str, Any], SchedulerOutput]:
+def cheap_step(e: ReplayEngine, overview: bool = True) -> tuple[dict[str, Any], SchedulerOutput]:
     """One recorded step applied without its trace (module docstring): the step's overview line,
-    as app/summaries.py's step_summary makes it from the full trace, and the scheduler output."""
+    as app/summaries.py's step_summary makes it from the full trace (empty without `overview`: a
+    seek rolling forward needs none), and the scheduler output."""
     e.step_no += 1
     timer = StageTimer(e.device)
     out = e.scheduler.schedule(e.step_no)
@@ -124,7 +125,7 @@ def cheap_step(e: ReplayEngine) -> tuple[dict[str, Any], SchedulerOutput]:
     runner.update_states(out)
     v = runner.prepare_inputs(None, timer)
     scratch = StepTrace(step=e.step_no, idle=not out.scheduled)
-    line = _overview(e, out, v)
+    line = _overview(e, out, v) if overview else {}
     spec = e.scenario.config.num_speculative_tokens
     sampled: dict[str, int] = {}
     generated: dict[str, list[int]] = {}
@@ -320,7 +321,7 @@ class Seeker:
         else:
             e, lines = fresh(self.header, self.scenario, self.source, self.total)
         while e.step_no < n:
-            cheap_step(e)
+            cheap_step(e, overview=False)
             if e.step_no % self.every == 0:
                 self.keep(checkpoint(e, lines))
         return e, lines

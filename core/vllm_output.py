@@ -25,7 +25,7 @@ import numpy as np
 from pagedviz.core.scheduler_output import ScheduledRequest, SchedulerOutput
 
 
-@dataclass
+@dataclass(slots=True)
 class Scheduled:
     """One scheduled request as vLLM's output carries it."""
 
