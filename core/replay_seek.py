@@ -19,6 +19,7 @@ the store's database).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import pickle
 import types
@@ -192,6 +193,15 @@ def _overview(e: ReplayEngine, out: SchedulerOutput, v: dict[str, Any]) -> dict[
 # --- checkpoints ----------------------------------------------------------------------------------
 
 
+# what a checkpoint holds changes with the replay's own classes: one kept by another version is
+# not used (the seek rolls forward from the start, and keeps checkpoints of this format)
+CHECKPOINT_FORMAT = 2
+
+
+class StaleCheckpointError(Exception):
+    """A checkpoint kept by a pagedviz whose replay state had another form."""
+
+
 @dataclass
 class Checkpoint:
     """The engine after step `n`, and where the recording's next step line starts (None: the
@@ -211,7 +221,8 @@ def checkpoint(e: ReplayEngine, lines: StepLines) -> Checkpoint:
     saved = (sched.steps, sched._next)
     sched.steps = sched._next = None
     try:
-        state = (e.step_no, e.truncated, sched, {k: v for k, v in vars(e.runner).items() if not _code(v)})
+        runner = {k: v for k, v in vars(e.runner).items() if not _code(v)}
+        state = (CHECKPOINT_FORMAT, e.step_no, e.truncated, sched, runner)
         body = zlib.compress(pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL), 1)
     finally:
         sched.steps, sched._next = saved
@@ -224,7 +235,10 @@ def restore(
     """The engine of a checkpoint, reading the recording (`total` steps) on from its offset: a
     fresh engine whose runner's buffers take the saved values in place (a pickled runner's
     numpy views of its torch buffers would come back as copies of their own)."""
-    step_no, truncated, sched, runner = pickle.loads(zlib.decompress(cp.body))  # noqa: S301 - our store's
+    state = pickle.loads(zlib.decompress(cp.body))  # noqa: S301 - our store's
+    if len(state) != 5 or state[0] != CHECKPOINT_FORMAT:
+        raise StaleCheckpointError(f"a checkpoint of another format than {CHECKPOINT_FORMAT}")
+    _, step_no, truncated, sched, runner = state
     lines = StepLines(source, cp.offset or 0, 0 if cp.offset is None else total - cp.n)
     e = ReplayEngine(scenario, header, iter(()))
     for k, value in runner.items():
@@ -316,10 +330,11 @@ class Seeker:
     def engine_at(self, n: int) -> tuple[ReplayEngine, StepLines]:
         """The engine after step n (n = 0: before the first)."""
         cp = self.nearest(n)
+        restored = None
         if cp is not None and cp.n <= n:
-            e, lines = restore(cp, self.header, self.scenario, self.source, self.total)
-        else:
-            e, lines = fresh(self.header, self.scenario, self.source, self.total)
+            with contextlib.suppress(StaleCheckpointError):
+                restored = restore(cp, self.header, self.scenario, self.source, self.total)
+        e, lines = restored or fresh(self.header, self.scenario, self.source, self.total)
         while e.step_no < n:
             cheap_step(e, overview=False)
             if e.step_no % self.every == 0:

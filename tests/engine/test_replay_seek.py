@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import io
 import json
+import pickle
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +21,7 @@ from pagedviz.core.recording import read_recording
 from pagedviz.core.recordings import example_bytes
 from pagedviz.core.replay import import_recording, scenario_of
 from pagedviz.core.replay_scheduler import ReplayError
-from pagedviz.core.replay_seek import Checkpoint, FileSource, Seeker, cheap_step, fresh
+from pagedviz.core.replay_seek import Checkpoint, FileSource, Seeker, cheap_step, checkpoint, fresh
 from tests.support.recording_cases import write_recording
 
 
@@ -102,3 +104,23 @@ def test_a_step_outside_the_recording_is_refused_naming_it() -> None:
     for n in (0, len(steps) + 1):
         with pytest.raises(ReplayError, match=f"step {n} is outside 1..{len(steps)}"):
             seeker.step(n)
+
+
+def test_a_checkpoint_of_another_format_is_passed_over_and_the_step_rolled_from_the_start() -> None:
+    header, steps = read_recording(PREEMPTION.splitlines(keepends=True))
+    full = import_recording(header, steps).traces
+    scenario = scenario_of(header, steps)
+    source = FileSource(io.BytesIO(PREEMPTION))
+    e, lines = fresh(header, scenario, source, len(steps))
+    for _ in range(3):
+        cheap_step(e)
+    good = checkpoint(e, lines)
+    # a checkpoint as an earlier pagedviz kept it: its state without the format's number
+    old_state = pickle.loads(zlib.decompress(good.body))[1:]
+    old = Checkpoint(good.n, good.offset, zlib.compress(pickle.dumps(old_state)))
+    kept: list[Checkpoint] = []
+    seeker = Seeker(header, scenario, source, len(steps), 2, lambda n: old, kept.append)
+    assert _plain(seeker.step(5)) == _plain(full[4])
+    assert [c.n for c in kept] == [2, 4]  # rolled from the start, keeping this format's
+    again = Seeker(header, scenario, source, len(steps), 2, lambda n: kept[-1])
+    assert _plain(again.step(5)) == _plain(full[4])
