@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -66,6 +67,19 @@ def serve(
         + (", access log on" if access_log else ""),
         flush=True,
     )
+    # uvicorn stops on SIGTERM, then raises it again with the handler it found: the default one
+    # ends the process there, before the finally below (a server stopped by `docker stop`,
+    # systemd or a test left its temporary store behind). This one removes the store first, then
+    # ends the process as the default would have, at once (the compute processes end as their
+    # pipe closes).
+    def on_sigterm(signum: int, frame: Any) -> None:
+        if temporary is not None:
+            shutil.rmtree(temporary, ignore_errors=True)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, on_sigterm)
     try:
         uvicorn.run(
             "pagedviz.app.main:create_app",
@@ -78,6 +92,7 @@ def serve(
             access_log=access_log,
         )
     finally:
+        signal.signal(signal.SIGTERM, previous)
         if temporary is not None:  # made here, so removed here
             os.environ.pop("PAGEDVIZ_STORE", None)
             shutil.rmtree(temporary, ignore_errors=True)

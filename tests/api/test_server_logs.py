@@ -54,6 +54,11 @@ def test_server_and_helpers_leave_nothing_in_the_temp_directory(
     own.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(own))
     before = set(os.listdir(tempfile.gettempdir()))
+    # one worker, stopped by SIGTERM (running_server's terminate): uvicorn raises the signal again
+    # once it has stopped, and the store made for it goes before the process ends
+    with running_server(env={"TMPDIR": str(tmp)}):
+        assert [p.name.startswith("pagedviz-store-") for p in tmp.iterdir()] == [True]
+    assert list(tmp.iterdir()) == []
     # two workers share their run store (a database) in a folder of the server's temporary directory
     with running_server("--workers", "2", env={"TMPDIR": str(tmp)}) as server:
         with httpx.Client(base_url=server.url, timeout=60) as c:
