@@ -12,7 +12,8 @@ entries as the table holds. A decode step writes one entry a row, so capturing i
 of those entries, not a copy of the table.
 
 Values are read from the table when the step is captured, not when written, so a span may cover
-more than was written: an entry that did not change is recorded with its own value.
+more than was written: an entry that did not change is recorded with its own value. A table small
+as a whole (SMALL_TABLE entries at most) is copied at every capture and keeps no record (`quiet`).
 """
 
 from __future__ import annotations
@@ -49,6 +50,11 @@ class TableChanges:
     __slots__ = (
         "table",
         "flat",
+        "all_rows",
+        "columns",
+        "small_rows",
+        "copy_rows",
+        "quiet",
         "chain",
         "count",
         "rows",
@@ -73,10 +79,20 @@ class TableChanges:
         # growth since the last capture is read from it (`grew` says that some row grew)
         self.lengths = lengths
         self.flat = table.reshape(-1)  # a view: the table is contiguous
+        self._limits()
         self.chain = new_chain()
         self.count = 0
         self.rows = np.arange(table.shape[0], dtype=np.int64)
         self._clear()
+
+    def _limits(self) -> None:
+        """The row counts below which a capture copies (SMALL_TABLE, DELTA_FIXED), once."""
+        R, C = self.table.shape
+        self.all_rows, self.columns = R, C
+        self.small_rows = SMALL_TABLE // max(C, 1)
+        self.copy_rows = DELTA_FIXED // max(C, 1)
+        # a table small as a whole is copied at every capture: its writes need not be told
+        self.quiet = self.small_rows >= R
 
     def _clear(self) -> None:
         R, C = self.table.shape
@@ -98,6 +114,8 @@ class TableChanges:
     # ------------------------------------------------------------------ what was written
     def wrote(self, row: int, lo: int, hi: int) -> None:
         """Columns [lo, hi) of one row were written."""
+        if self.quiet:
+            return
         if hi > lo:
             rows, starts, stops = self.scalars
             rows.append(row)
@@ -109,6 +127,8 @@ class TableChanges:
 
     def wrote_rows(self, rows: np.ndarray, lo: Any, hi: Any) -> None:
         """Columns [lo, hi) (arrays or numbers) of each of `rows` were written."""
+        if self.quiet:
+            return
         self.spans.append((rows, lo, hi))
         self.pending += len(rows)
         self._bound()
@@ -116,23 +136,31 @@ class TableChanges:
     def rewrote(self, row: int, n: int) -> None:
         """A row of a table with `lengths` was written from column 0 and its length set to n
         (what lay past n stays as it was)."""
+        if self.quiet:
+            return
         self.wrote(row, 0, n)
         if self.prev_len is not None:
             self.prev_len[row] = n
 
     def grew(self) -> None:
         """Some row's length grew by appending (a table with `lengths`)."""
+        if self.quiet:
+            return
         self.appended = True
 
     def wrote_flat(self, index: np.ndarray) -> None:
         """The entries at these flat indices (row * columns + column) were written: a writer that
         scatters through the flat table tells the same indices."""
+        if self.quiet:
+            return
         self.entries.append((index, None))
         self.pending += len(index)
         self._bound()
 
     def wrote_entries(self, rows: np.ndarray, cols: np.ndarray) -> None:
         """The entries (rows[i], cols[i]) were written."""
+        if self.quiet:
+            return
         self.entries.append((rows, cols))
         self.pending += len(rows)
         self._bound()
@@ -147,6 +175,8 @@ class TableChanges:
     def reset(self, row: int) -> None:
         """The row is cleared (zeros): what was written to it before no longer counts. With
         `lengths`, told before the row and its length are cleared."""
+        if self.quiet:
+            return
         self._fold()
         self.structural = True
         self.origin[row] = -1
@@ -159,6 +189,8 @@ class TableChanges:
     def move(self, src: int, dst: int) -> None:
         """Row src is copied to row dst, then cleared. With `lengths`, told before the rows and
         their lengths are moved."""
+        if self.quiet:
+            return
         self._fold()
         self.origin[dst] = self.origin[src]
         self.lo[dst] = self.lo[src]
@@ -247,27 +279,33 @@ class TableChanges:
         finding what changed (rows cleared or moved in a table of moderate size, many entries
         written), and after MAX_DEPTH deltas or as many entries as the table holds (the bound on
         a read)."""
-        table = self.table
-        R, C = table.shape
-        n = R if n_rows is None else n_rows
-        if n * C <= SMALL_TABLE:  # copied as before: a copy costs less than the bookkeeping
-            self._drop_told()  # the rest is brought up to date by the next snapshot (_forget)
-            self.pending = 0
+        if self.quiet:  # copied as before: no record kept
+            return self.table.copy() if n_rows is None else self.table[:n_rows].copy()
+        n = self.all_rows if n_rows is None else n_rows
+        if n <= self.small_rows:  # copied as before: a copy costs less than the bookkeeping
+            if self.pending:
+                self._drop_told()  # the rest is brought up to date by the next snapshot (_forget)
+                self.pending = 0
             self.appended = False
             self.stale = True
             self.last = None
-            return table[:n].copy()
+            return self.table[:n].copy()
+        table = self.table
+        R, C = self.all_rows, self.columns
         key = (self.chain, self.count)
         self.count += 1
         prev = self.last
         pending, self.pending = self.pending, 0
+        if prev is None or prev.depth >= MAX_DEPTH:  # the next read is bounded so
+            self._forget()
+            version = TableVersion(key, None, n, (R, C), table.dtype, table[:n].copy())
+            self.last = version
+            return version
         told = self.entries
         if (  # the usual decode step: one entry a row, told at once, nothing else
             len(told) == 1
             and not (self.structural or self.appended or self.spans or self.scalars[0])
-            and prev is not None
-            and prev.depth < MAX_DEPTH
-            and SMALL_TABLE < n * C > prev.entries + COST_PER_ENTRY * pending
+            and n * C > prev.entries + COST_PER_ENTRY * pending
         ):
             rows, cols = told.pop()
             if cols is None:
@@ -281,8 +319,7 @@ class TableChanges:
             self.last = version
             return version
         if (
-            prev is None
-            or prev.depth >= MAX_DEPTH
+            n <= self.copy_rows
             or (self.structural and n * C <= STRUCTURAL_COPY)
             or DELTA_FIXED + COST_PER_ENTRY * pending + span_cost(len(self.scalars[0])) >= n * C
         ):  # a copy costs less than finding what changed (or the next read is bounded so)
@@ -346,4 +383,5 @@ class TableChanges:
         for name, value in state.items():
             setattr(self, name, value)
         self.flat = self.table.reshape(-1)
+        self._limits()
         self._clear()

@@ -181,7 +181,7 @@ class Stage:
         return out
 
 
-@dataclass
+@dataclass(init=False)
 class StepTrace:
     step: int
     idle: bool = False
@@ -201,6 +201,35 @@ class StepTrace:
         default_factory=list, repr=False, compare=False
     )
     _entries: dict[str, TraceArray] = field(default_factory=dict, repr=False, compare=False)
+
+    def __init__(
+        self,
+        step: int,
+        idle: bool = False,
+        scheduler: dict[str, Any] | None = None,
+        batch: dict[str, Any] | None = None,
+        scalars: dict[str, Any] | None = None,
+        stages: list[Stage] | None = None,
+        sampled_token_ids: dict[str, int] | None = None,
+        kv_cache: dict[str, Any] | None = None,
+        forward: dict[str, Any] | None = None,
+        timing_us: dict[str, float] | None = None,
+        engine_core: dict[str, Any] | None = None,
+    ) -> None:
+        # written out (the dataclass's own __init__ calls a factory per field): one is made a step
+        self.step = step
+        self.idle = idle
+        self.scheduler = {} if scheduler is None else scheduler
+        self.batch = {} if batch is None else batch
+        self.scalars = {} if scalars is None else scalars
+        self.stages = [] if stages is None else stages
+        self.sampled_token_ids = {} if sampled_token_ids is None else sampled_token_ids
+        self.kv_cache = {} if kv_cache is None else kv_cache
+        self.forward = {} if forward is None else forward
+        self.timing_us = {} if timing_us is None else timing_us
+        self.engine_core = engine_core
+        self._pending = []
+        self._entries = {}
 
     @property
     def array_entries(self) -> dict[str, TraceArray]:

@@ -146,6 +146,8 @@ class ModelRunner(V1Stages, StagedRunner):
         # the batch after update_states is recorded with the stages' arrays (capture_state)
         self.record_plan = self.stage_record_plan() + self.batch_plan
         self.stage_records = [update_stage, *self.stage_record_list()]
+        # every group's block table by its name in the trace
+        self.block_table_names = tuple(group_name("block_table", g) for g in range(G))
         # the flattened token table, a view on its memory, for the input_ids gather
         self.token_ids_flat = self.input_batch.token_ids_cpu_tensor.view(-1)
         self.token_ids_flat_np = self.input_batch.token_ids_cpu.reshape(-1)
@@ -264,17 +266,15 @@ class ModelRunner(V1Stages, StagedRunner):
         them between prepare_inputs and the end of the step's forward
         (tests/test_trace_ownership.py), and the stages' copy of num_tokens serves for both
         records."""
-        ib, v = self.input_batch, self.v
-        n = v["num_reqs"]  # update_states condensed the batch: the active rows are 0..n-1
+        ib = self.input_batch
+        n = values["num_reqs"]  # update_states condensed the batch: the active rows are 0..n-1
         num_tokens = values.get("num_tokens")
         if num_tokens is None or len(num_tokens) != n:
-            num_tokens = ib.num_tokens[:n].copy()
-        values["num_tokens"] = num_tokens
+            values["num_tokens"] = ib.num_tokens[:n].copy()
         values["num_computed_tokens_cpu"] = ib.num_computed_tokens_cpu[:n].copy()
         values["token_ids_cpu"] = ib.token_changes.capture(n)  # rows past n are zero (condensed)
-        values["block_table"] = ib.block_table.changes.capture(n)
-        for g in range(1, self.num_groups):
-            values[group_name("block_table", g)] = ib.block_tables[g].changes.capture(n)
+        for name, table in zip(self.block_table_names, ib.block_tables.block_tables):
+            values[name] = table.changes.capture(n)
         # num_scheduled_tokens: made afresh by update_states, already in values
 
     def record_batch(self, trace: StepTrace) -> None:

@@ -88,10 +88,13 @@ class V1Stages(V1FeatureStages):
         v = self.v
         n = v["num_scheduled_tokens"]
         cu = np.add.accumulate(n, dtype=np.int64)  # = n.cumsum(dtype=np.int64), in half the time
-        v["T"] = int(cu[-1]) if len(cu) else 0
+        T = v["T"] = int(cu[-1]) if len(cu) else 0
         v["cu_num_tokens"] = cu
+        if len(n) == T:  # one token a request (every scheduled request has one at least): zeros
+            v["arange"] = np.zeros(T, dtype=np.int64)
+            return
         offsets = (cu - n).repeat(n)
-        v["arange"] = np.subtract(self.arange_np[: v["T"]], offsets, out=offsets)
+        v["arange"] = np.subtract(self.arange_np[:T], offsets, out=offsets)
 
     @stage(
         "positions",

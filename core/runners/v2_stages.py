@@ -415,9 +415,11 @@ class V2Stages:
         s["num_reqs"] = R
         s["total_num_scheduled_tokens"] = v["T"]
         n = v["num_scheduled_tokens"]
-        upper = self.num_computed_tokens_np[v["idx_mapping"]] + n
-        s["max_query_len"] = int(n.max()) if R else 0
-        s["max_seq_len"] = int(upper.max()) if R else 0
+        upper = self.num_computed_tokens_np[v["idx_mapping"]]
+        upper += n
+        # a[a.argmax()] is a.max() without the ufunc reduction's fixed cost (a third of it)
+        s["max_query_len"] = int(n[n.argmax()]) if R else 0
+        s["max_seq_len"] = int(upper[upper.argmax()]) if R else 0
         s["num_input_tokens"] = v["num_tokens_after_padding"]
         if len(self.group_block_tables) > 1:
             s["num_kv_cache_groups"] = len(self.group_block_tables)
