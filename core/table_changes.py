@@ -58,6 +58,8 @@ class TableChanges:
         "chain",
         "count",
         "rows",
+        "fresh",
+        "spans_state",
         "origin",
         "lo",
         "hi",
@@ -96,9 +98,10 @@ class TableChanges:
 
     def _clear(self) -> None:
         R, C = self.table.shape
-        self.origin = self.rows.copy()
-        self.lo = np.full(R, C, dtype=np.int64)
-        self.hi = np.zeros(R, dtype=np.int64)
+        # origin, lo and hi in one array, brought back to `fresh` (no row moved, none written) at once
+        self.fresh = np.stack([self.rows, np.full(R, C, dtype=np.int64), np.zeros(R, dtype=np.int64)])
+        self.spans_state = self.fresh.copy()
+        self.origin, self.lo, self.hi = self.spans_state
         # the writes since the last capture, as made: (rows, cols) entries, (rows, lo, hi) spans
         # and single-row spans; folded into origin / lo / hi when a row is cleared or moved
         self.structural = False
@@ -360,9 +363,7 @@ class TableChanges:
         self._drop_told()
         self.pending = 0
         if self.structural or self.stale:
-            np.copyto(self.origin, self.rows)
-            self.lo.fill(self.table.shape[1])
-            self.hi.fill(0)
+            np.copyto(self.spans_state, self.fresh)
             self.structural = False
         if (self.appended or self.stale) and self.prev_len is not None and self.lengths is not None:
             np.copyto(self.prev_len, self.lengths)

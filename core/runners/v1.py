@@ -146,8 +146,11 @@ class ModelRunner(V1Stages, StagedRunner):
         # the batch after update_states is recorded with the stages' arrays (capture_state)
         self.record_plan = self.stage_record_plan() + self.batch_plan
         self.stage_records = [update_stage, *self.stage_record_list()]
-        # every group's block table by its name in the trace
+        # every group's block table by its name in the trace, and its block_numbers and slot_mapping
         self.block_table_names = tuple(group_name("block_table", g) for g in range(G))
+        self.slot_mapping_names = tuple(
+            (group_name("block_numbers", g), group_name("slot_mapping", g)) for g in range(G)
+        )
         # the flattened token table, a view on its memory, for the input_ids gather
         self.token_ids_flat = self.input_batch.token_ids_cpu_tensor.view(-1)
         self.token_ids_flat_np = self.input_batch.token_ids_cpu.reshape(-1)

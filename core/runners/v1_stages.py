@@ -42,6 +42,7 @@ class V1Stages(V1FeatureStages):
     seq_lens_np: np.ndarray
     slot_mapping_np: np.ndarray
     group_slot_mapping_np: list[np.ndarray]
+    slot_mapping_names: tuple[tuple[str, str], ...]  # each group's block_numbers and slot_mapping
     kv_cache_groups: tuple[KVCacheGroup, ...]
     token_ids_flat: torch.Tensor
     token_ids_flat_np: np.ndarray
@@ -251,15 +252,16 @@ class V1Stages(V1FeatureStages):
         T = v["T"]
         # with CUDA graphs the batch is padded to a capture size; padded slots are -1 (written nowhere)
         P = v["num_input_tokens"] = self.config.pad_for_cudagraph(T) if T else 0
-        for g, buf in enumerate(self.group_slot_mapping_np):
-            suffix = f"_g{g}" if g else ""
+        offsets, bs = v["block_offsets"], self.block_size
+        for (numbers, name), buf in zip(self.slot_mapping_names, self.group_slot_mapping_np):
             out = buf[:T]
-            np.multiply(v["block_numbers" + suffix], self.block_size, out=out, dtype=np.int64)
-            np.add(out, v["block_offsets"], out=out)
+            np.multiply(v[numbers], bs, out=out, dtype=np.int64)
+            np.add(out, offsets, out=out)
             if P > T:
                 buf[T:P] = -1
-                self.pad["slot_mapping" + suffix] = (T, None)
-            v["slot_mapping" + suffix] = buf[:P]
+                self.pad[name] = (T, None)
+                out = buf[:P]
+            v[name] = out
 
     @stage(
         "query_start_loc",
