@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from pagedviz.core.shared_values import share
 from pagedviz.core.table_versions import TableVersion
 
 # what to record of each array: (name, level, stage, side, full shape or None)
@@ -122,6 +123,15 @@ class BlockOwners(Mapping[str, list[str]]):
         self.req_ids = tuple(ids)
         self._perm = np.argsort(self.blocks, kind="stable")
         self._sorted = self.blocks[self._perm]
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.__slots__}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Unpickled: the request ids are shared with the steps this process holds."""
+        for name, value in state.items():
+            setattr(self, name, value)
+        self.req_ids = tuple(sys.intern(r) for r in self.req_ids)
 
     def _index(self, key: object) -> int:
         try:
@@ -230,6 +240,13 @@ class StepTrace:
         self.engine_core = engine_core
         self._pending = []
         self._entries = {}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Unpickled (a step sent by a compute process): its request ids and small numbers are
+        shared with the steps this process already holds (core/shared_values.py)."""
+        self.__dict__.update(state)
+        for part in (self.scheduler, self.batch, self.sampled_token_ids, self.kv_cache):
+            share(part)
 
     @property
     def array_entries(self) -> dict[str, TraceArray]:
