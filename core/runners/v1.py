@@ -79,6 +79,8 @@ class ModelRunner(V1Stages, StagedRunner):
         T_pad = max(T, *(config.cudagraph_capture_sizes or (T,)))
         self.input_batch = InputBatch(R, config.max_model_len, self.max_num_blocks_per_req, pin, G)
         self.arange_np = np.arange(max(R, T_pad) + 1, dtype=np.int64)
+        self.row_starts_m = self.arange_np * config.max_model_len
+        self.row_starts_k = self.arange_np * self.max_num_blocks_per_req
         self.input_ids_cpu = cpu_tensor((T_pad,), torch.int32, pin)
         self.input_ids_np = self.input_ids_cpu.numpy()
         self.positions_cpu = cpu_tensor((T_pad,), torch.int64, pin)

@@ -36,6 +36,8 @@ class V1Stages(V1FeatureStages):
     max_model_len: int
     max_num_blocks_per_req: int
     arange_np: np.ndarray
+    row_starts_m: np.ndarray  # arange_np * max_model_len: each row's start in the flat token table
+    row_starts_k: np.ndarray  # arange_np * max_num_blocks_per_req: in the flat block table
     positions_np: np.ndarray
     input_ids_np: np.ndarray
     query_start_loc_np: np.ndarray
@@ -130,6 +132,9 @@ class V1Stages(V1FeatureStages):
     )
     def _token_indices(self) -> None:
         v = self.v
+        if v["T"] == v["num_reqs"]:  # one token a request: req_indices is arange(T)
+            v["token_indices"] = self.row_starts_m[: v["T"]] + v["positions"]
+            return
         token_indices = v["req_indices"] * self.max_model_len
         token_indices += v["positions"]
         v["token_indices"] = token_indices
@@ -183,7 +188,10 @@ class V1Stages(V1FeatureStages):
         # a power-of-two block size divides by a shift (positions are never negative)
         shift = self.block_shift
         indices = positions // self.block_size if shift is None else positions >> shift
-        indices += v["req_indices"] * self.max_num_blocks_per_req
+        if v["T"] == v["num_reqs"]:  # one token a request: req_indices is arange(T)
+            indices += self.row_starts_k[: v["T"]]
+        else:
+            indices += v["req_indices"] * self.max_num_blocks_per_req
         v["block_table_indices"] = indices
 
     @stage(
