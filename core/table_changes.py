@@ -52,6 +52,7 @@ class TableChanges:
         "flat",
         "all_rows",
         "columns",
+        "shape",
         "small_rows",
         "copy_rows",
         "quiet",
@@ -91,6 +92,7 @@ class TableChanges:
         """The row counts below which a capture copies (SMALL_TABLE, DELTA_FIXED), once."""
         R, C = self.table.shape
         self.all_rows, self.columns = R, C
+        self.shape = (R, C)
         self.small_rows = SMALL_TABLE // max(C, 1)
         self.copy_rows = DELTA_FIXED // max(C, 1)
         # a table small as a whole is copied at every capture: its writes need not be told
@@ -294,14 +296,15 @@ class TableChanges:
             self.last = None
             return self.table[:n].copy()
         table = self.table
-        R, C = self.all_rows, self.columns
+        R, C = shape = self.shape
+        dtype = table.dtype
         key = (self.chain, self.count)
         self.count += 1
         prev = self.last
         pending, self.pending = self.pending, 0
         if prev is None or prev.depth >= MAX_DEPTH:  # the next read is bounded so
             self._forget()
-            version = TableVersion(key, None, n, (R, C), table.dtype, table[:n].copy())
+            version = TableVersion(key, None, n, shape, dtype, self._copy(n))
             self.last = version
             return version
         told = self.entries
@@ -317,7 +320,7 @@ class TableChanges:
                 index = rows * C
                 index += cols
             version = TableVersion(
-                key, prev, n, (R, C), table.dtype, None, EMPTY, EMPTY, index, self.flat.take(index)
+                key, prev, n, shape, dtype, None, EMPTY, EMPTY, index, self.flat.take(index)
             )
             self.last = version
             return version
@@ -327,14 +330,14 @@ class TableChanges:
             or DELTA_FIXED + COST_PER_ENTRY * pending + span_cost(len(self.scalars[0])) >= n * C
         ):  # a copy costs less than finding what changed (or the next read is bounded so)
             self._forget()
-            version = TableVersion(key, None, n, (R, C), table.dtype, snapshot=table[:n].copy())
+            version = TableVersion(key, None, n, shape, dtype, snapshot=self._copy(n))
             self.last = version
             return version
         if self.structural:  # rows cleared or moved: from each row's origin and span
             moved = np.flatnonzero(self.origin != self.rows)
             if prev.entries + moved.size * C >= n * C:  # most rows are new: a copy costs less
                 self._forget()
-                version = TableVersion(key, None, n, (R, C), table.dtype, snapshot=table[:n].copy())
+                version = TableVersion(key, None, n, shape, dtype, snapshot=self._copy(n))
                 self.last = version
                 return version
             self._fold()
@@ -349,14 +352,18 @@ class TableChanges:
             moved = moved_from = EMPTY
             index = self._written_index()
         if index is EMPTY_INDEX and not moved.size:
-            version = TableVersion(key, prev, n, (R, C), table.dtype)  # nothing written
+            version = TableVersion(key, prev, n, shape, dtype)  # nothing written
         elif prev.entries + len(index) + moved.size * C >= n * C:
-            version = TableVersion(key, None, n, (R, C), table.dtype, snapshot=table[:n].copy())
+            version = TableVersion(key, None, n, shape, dtype, snapshot=self._copy(n))
         else:
             values = self.flat.take(index)
-            version = TableVersion(key, prev, n, (R, C), table.dtype, None, moved, moved_from, index, values)
+            version = TableVersion(key, prev, n, shape, dtype, None, moved, moved_from, index, values)
         self.last = version
         return version
+
+    def _copy(self, n: int) -> np.ndarray:
+        """The table's first n rows, copied."""
+        return self.table.copy() if n == self.all_rows else self.table[:n].copy()
 
     def _forget(self) -> None:
         """Drop the record of what was written (the table is captured whole)."""
