@@ -182,6 +182,13 @@ class TableChanges:
         `lengths`, told before the row and its length are cleared."""
         if self.quiet:
             return
+        last = self.last
+        if self.lengths is None and last is not None and row >= last.n_rows and self.origin[row] == row:
+            # zero when last captured (rows past those shown are), and no other row moved here
+            # since: cleared, it is as it was then, and what is written to it next is told
+            self.lo[row] = self.columns
+            self.hi[row] = 0
+            return
         self._fold()
         self.structural = True
         self.origin[row] = -1
@@ -197,6 +204,7 @@ class TableChanges:
         if self.quiet:
             return
         self._fold()
+        self.structural = True
         self.origin[dst] = self.origin[src]
         self.lo[dst] = self.lo[src]
         self.hi[dst] = self.hi[src]
