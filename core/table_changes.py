@@ -12,7 +12,8 @@ entries as the table holds. A decode step writes one entry a row, so capturing i
 of those entries, not a copy of the table.
 
 Values are read from the table when the step is captured, not when written, so a span may cover
-more than was written: an entry that did not change is recorded with its own value.
+more than was written: an entry that did not change is recorded with its own value. A table small
+as a whole (SMALL_TABLE entries at most) is copied at every capture and keeps no record (`quiet`).
 
 While no version has been captured since the record started afresh (`last` is None: an engine with
 capture off, a small table copied whole, a runner restored from a checkpoint), the next capture is
@@ -54,9 +55,17 @@ class TableChanges:
     __slots__ = (
         "table",
         "flat",
+        "all_rows",
+        "columns",
+        "shape",
+        "small_rows",
+        "copy_rows",
+        "quiet",
         "chain",
         "count",
         "rows",
+        "fresh",
+        "spans_state",
         "origin",
         "lo",
         "hi",
@@ -78,16 +87,28 @@ class TableChanges:
         # growth since the last capture is read from it (`grew` says that some row grew)
         self.lengths = lengths
         self.flat = table.reshape(-1)  # a view: the table is contiguous
+        self._limits()
         self.chain = new_chain()
         self.count = 0
         self.rows = np.arange(table.shape[0], dtype=np.int64)
         self._clear()
 
+    def _limits(self) -> None:
+        """The row counts below which a capture copies (SMALL_TABLE, DELTA_FIXED), once."""
+        R, C = self.table.shape
+        self.all_rows, self.columns = R, C
+        self.shape = (R, C)
+        self.small_rows = SMALL_TABLE // max(C, 1)
+        self.copy_rows = DELTA_FIXED // max(C, 1)
+        # a table small as a whole is copied at every capture: its writes need not be told
+        self.quiet = self.small_rows >= R
+
     def _clear(self) -> None:
         R, C = self.table.shape
-        self.origin = self.rows.copy()
-        self.lo = np.full(R, C, dtype=np.int64)
-        self.hi = np.zeros(R, dtype=np.int64)
+        # origin, lo and hi in one array, brought back to `fresh` (no row moved, none written) at once
+        self.fresh = np.stack([self.rows, np.full(R, C, dtype=np.int64), np.zeros(R, dtype=np.int64)])
+        self.spans_state = self.fresh.copy()
+        self.origin, self.lo, self.hi = self.spans_state
         # the writes since the last capture, as made: (rows, cols) entries, (rows, lo, hi) spans
         # and single-row spans; folded into origin / lo / hi when a row is cleared or moved
         self.structural = False
@@ -103,6 +124,8 @@ class TableChanges:
     # ------------------------------------------------------------------ what was written
     def wrote(self, row: int, lo: int, hi: int) -> None:
         """Columns [lo, hi) of one row were written."""
+        if self.quiet:
+            return
         if self.last is None:  # the next capture is a snapshot: nothing to record
             self.stale = True
             return
@@ -117,6 +140,8 @@ class TableChanges:
 
     def wrote_rows(self, rows: np.ndarray, lo: Any, hi: Any) -> None:
         """Columns [lo, hi) (arrays or numbers) of each of `rows` were written."""
+        if self.quiet:
+            return
         if self.last is None:  # the next capture is a snapshot: nothing to record
             self.stale = True
             return
@@ -127,6 +152,8 @@ class TableChanges:
     def rewrote(self, row: int, n: int) -> None:
         """A row of a table with `lengths` was written from column 0 and its length set to n
         (what lay past n stays as it was)."""
+        if self.quiet:
+            return
         if self.last is None:  # the next capture is a snapshot: nothing to record
             self.stale = True
             return
@@ -136,6 +163,8 @@ class TableChanges:
 
     def grew(self) -> None:
         """Some row's length grew by appending (a table with `lengths`)."""
+        if self.quiet:
+            return
         if self.last is None:  # the next capture is a snapshot: nothing to record
             self.stale = True
             return
@@ -144,6 +173,8 @@ class TableChanges:
     def wrote_flat(self, index: np.ndarray) -> None:
         """The entries at these flat indices (row * columns + column) were written: a writer that
         scatters through the flat table tells the same indices."""
+        if self.quiet:
+            return
         if self.last is None:  # the next capture is a snapshot: nothing to record
             self.stale = True
             return
@@ -153,6 +184,8 @@ class TableChanges:
 
     def wrote_entries(self, rows: np.ndarray, cols: np.ndarray) -> None:
         """The entries (rows[i], cols[i]) were written."""
+        if self.quiet:
+            return
         if self.last is None:  # the next capture is a snapshot: nothing to record
             self.stale = True
             return
@@ -170,8 +203,17 @@ class TableChanges:
     def reset(self, row: int) -> None:
         """The row is cleared (zeros): what was written to it before no longer counts. With
         `lengths`, told before the row and its length are cleared."""
+        if self.quiet:
+            return
         if self.last is None:  # the next capture is a snapshot: nothing to record
             self.stale = True
+            return
+        last = self.last
+        if self.lengths is None and last is not None and row >= last.n_rows and self.origin[row] == row:
+            # zero when last captured (rows past those shown are), and no other row moved here
+            # since: cleared, it is as it was then, and what is written to it next is told
+            self.lo[row] = self.columns
+            self.hi[row] = 0
             return
         self._fold()
         self.structural = True
@@ -185,10 +227,13 @@ class TableChanges:
     def move(self, src: int, dst: int) -> None:
         """Row src is copied to row dst, then cleared. With `lengths`, told before the rows and
         their lengths are moved."""
+        if self.quiet:
+            return
         if self.last is None:  # the next capture is a snapshot: nothing to record
             self.stale = True
             return
         self._fold()
+        self.structural = True
         self.origin[dst] = self.origin[src]
         self.lo[dst] = self.lo[src]
         self.hi[dst] = self.hi[src]
@@ -276,27 +321,34 @@ class TableChanges:
         finding what changed (rows cleared or moved in a table of moderate size, many entries
         written), and after MAX_DEPTH deltas or as many entries as the table holds (the bound on
         a read)."""
-        table = self.table
-        R, C = table.shape
-        n = R if n_rows is None else n_rows
-        if n * C <= SMALL_TABLE:  # copied as before: a copy costs less than the bookkeeping
-            self._drop_told()  # the rest is brought up to date by the next snapshot (_forget)
-            self.pending = 0
+        if self.quiet:  # copied as before: no record kept
+            return self.table.copy() if n_rows is None else self.table[:n_rows].copy()
+        n = self.all_rows if n_rows is None else n_rows
+        if n <= self.small_rows:  # copied as before: a copy costs less than the bookkeeping
+            if self.pending:
+                self._drop_told()  # the rest is brought up to date by the next snapshot (_forget)
+                self.pending = 0
             self.appended = False
             self.stale = True
             self.last = None
-            return table[:n].copy()
+            return self.table[:n].copy()
+        table = self.table
+        R, C = shape = self.shape
+        dtype = table.dtype
         key = (self.chain, self.count)
         self.count += 1
         prev = self.last
         pending, self.pending = self.pending, 0
+        if prev is None or prev.depth >= MAX_DEPTH:  # the next read is bounded so
+            self._forget()
+            version = TableVersion(key, None, n, shape, dtype, self._copy(n))
+            self.last = version
+            return version
         told = self.entries
         if (  # the usual decode step: one entry a row, told at once, nothing else
             len(told) == 1
             and not (self.structural or self.appended or self.spans or self.scalars[0])
-            and prev is not None
-            and prev.depth < MAX_DEPTH
-            and SMALL_TABLE < n * C > prev.entries + COST_PER_ENTRY * pending
+            and n * C > prev.entries + COST_PER_ENTRY * pending
         ):
             rows, cols = told.pop()
             if cols is None:
@@ -305,25 +357,24 @@ class TableChanges:
                 index = rows * C
                 index += cols
             version = TableVersion(
-                key, prev, n, (R, C), table.dtype, None, EMPTY, EMPTY, index, self.flat.take(index)
+                key, prev, n, shape, dtype, None, EMPTY, EMPTY, index, self.flat.take(index)
             )
             self.last = version
             return version
         if (
-            prev is None
-            or prev.depth >= MAX_DEPTH
+            n <= self.copy_rows
             or (self.structural and n * C <= STRUCTURAL_COPY)
             or DELTA_FIXED + COST_PER_ENTRY * pending + span_cost(len(self.scalars[0])) >= n * C
         ):  # a copy costs less than finding what changed (or the next read is bounded so)
             self._forget()
-            version = TableVersion(key, None, n, (R, C), table.dtype, snapshot=table[:n].copy())
+            version = TableVersion(key, None, n, shape, dtype, snapshot=self._copy(n))
             self.last = version
             return version
         if self.structural:  # rows cleared or moved: from each row's origin and span
             moved = np.flatnonzero(self.origin != self.rows)
             if prev.entries + moved.size * C >= n * C:  # most rows are new: a copy costs less
                 self._forget()
-                version = TableVersion(key, None, n, (R, C), table.dtype, snapshot=table[:n].copy())
+                version = TableVersion(key, None, n, shape, dtype, snapshot=self._copy(n))
                 self.last = version
                 return version
             self._fold()
@@ -338,23 +389,25 @@ class TableChanges:
             moved = moved_from = EMPTY
             index = self._written_index()
         if index is EMPTY_INDEX and not moved.size:
-            version = TableVersion(key, prev, n, (R, C), table.dtype)  # nothing written
+            version = TableVersion(key, prev, n, shape, dtype)  # nothing written
         elif prev.entries + len(index) + moved.size * C >= n * C:
-            version = TableVersion(key, None, n, (R, C), table.dtype, snapshot=table[:n].copy())
+            version = TableVersion(key, None, n, shape, dtype, snapshot=self._copy(n))
         else:
             values = self.flat.take(index)
-            version = TableVersion(key, prev, n, (R, C), table.dtype, None, moved, moved_from, index, values)
+            version = TableVersion(key, prev, n, shape, dtype, None, moved, moved_from, index, values)
         self.last = version
         return version
+
+    def _copy(self, n: int) -> np.ndarray:
+        """The table's first n rows, copied."""
+        return self.table.copy() if n == self.all_rows else self.table[:n].copy()
 
     def _forget(self) -> None:
         """Drop the record of what was written (the table is captured whole)."""
         self._drop_told()
         self.pending = 0
         if self.structural or self.stale:
-            np.copyto(self.origin, self.rows)
-            self.lo.fill(self.table.shape[1])
-            self.hi.fill(0)
+            np.copyto(self.spans_state, self.fresh)
             self.structural = False
         if (self.appended or self.stale) and self.prev_len is not None and self.lengths is not None:
             np.copyto(self.prev_len, self.lengths)
@@ -375,4 +428,5 @@ class TableChanges:
         for name, value in state.items():
             setattr(self, name, value)
         self.flat = self.table.reshape(-1)
+        self._limits()
         self._clear()

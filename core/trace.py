@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from pagedviz.core.shared_values import share
 from pagedviz.core.table_versions import TableVersion
 
 # what to record of each array: (name, level, stage, side, full shape or None)
@@ -123,6 +124,15 @@ class BlockOwners(Mapping[str, list[str]]):
         self._perm = np.argsort(self.blocks, kind="stable")
         self._sorted = self.blocks[self._perm]
 
+    def __getstate__(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.__slots__}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Unpickled: the request ids are shared with the steps this process holds."""
+        for name, value in state.items():
+            setattr(self, name, value)
+        self.req_ids = tuple(sys.intern(r) for r in self.req_ids)
+
     def _index(self, key: object) -> int:
         try:
             b = int(str(key))
@@ -181,7 +191,7 @@ class Stage:
         return out
 
 
-@dataclass
+@dataclass(init=False)
 class StepTrace:
     step: int
     idle: bool = False
@@ -201,6 +211,42 @@ class StepTrace:
         default_factory=list, repr=False, compare=False
     )
     _entries: dict[str, TraceArray] = field(default_factory=dict, repr=False, compare=False)
+
+    def __init__(
+        self,
+        step: int,
+        idle: bool = False,
+        scheduler: dict[str, Any] | None = None,
+        batch: dict[str, Any] | None = None,
+        scalars: dict[str, Any] | None = None,
+        stages: list[Stage] | None = None,
+        sampled_token_ids: dict[str, int] | None = None,
+        kv_cache: dict[str, Any] | None = None,
+        forward: dict[str, Any] | None = None,
+        timing_us: dict[str, float] | None = None,
+        engine_core: dict[str, Any] | None = None,
+    ) -> None:
+        # written out (the dataclass's own __init__ calls a factory per field): one is made a step
+        self.step = step
+        self.idle = idle
+        self.scheduler = {} if scheduler is None else scheduler
+        self.batch = {} if batch is None else batch
+        self.scalars = {} if scalars is None else scalars
+        self.stages = [] if stages is None else stages
+        self.sampled_token_ids = {} if sampled_token_ids is None else sampled_token_ids
+        self.kv_cache = {} if kv_cache is None else kv_cache
+        self.forward = {} if forward is None else forward
+        self.timing_us = {} if timing_us is None else timing_us
+        self.engine_core = engine_core
+        self._pending = []
+        self._entries = {}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Unpickled (a step sent by a compute process): its request ids and small numbers are
+        shared with the steps this process already holds (core/shared_values.py)."""
+        self.__dict__.update(state)
+        for part in (self.scheduler, self.batch, self.sampled_token_ids, self.kv_cache):
+            share(part)
 
     @property
     def array_entries(self) -> dict[str, TraceArray]:

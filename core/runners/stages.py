@@ -259,12 +259,14 @@ class StagedRunner:
         handed over as that buffer's copy (the trace takes its first `valid` entries as the
         array). The runner's own state joins the same record (capture_state)."""
         trace.stages.extend(self.stage_records)
-        values = self.v.copy()
-        padding: dict[str, tuple[int, np.ndarray | None]] = {}
-        for name, (valid, buffer) in self.pad.items():
+        # the step's arrays and padding are made afresh by update_states and nothing writes them
+        # after prepare_inputs: the trace takes both dicts as they are (a view of a persistent
+        # buffer is replaced by its copy, which reads the same)
+        values, padding = self.v, self.pad
+        for name, (valid, buffer) in padding.items():
             if buffer is not None:
-                buffer = values[name] = buffer.copy()
-            padding[name] = (valid, buffer)
+                padding[name] = (valid, buffer.copy())
+                values[name] = padding[name][1]
         for name in self.view_names:  # a buffer's copy (above) has no base: not copied again
             data = values.get(name)
             if data is not None and data.base is not None:

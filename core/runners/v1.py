@@ -79,6 +79,8 @@ class ModelRunner(V1Stages, StagedRunner):
         T_pad = max(T, *(config.cudagraph_capture_sizes or (T,)))
         self.input_batch = InputBatch(R, config.max_model_len, self.max_num_blocks_per_req, pin, G)
         self.arange_np = np.arange(max(R, T_pad) + 1, dtype=np.int64)
+        self.row_starts_m = self.arange_np * config.max_model_len
+        self.row_starts_k = self.arange_np * self.max_num_blocks_per_req
         self.input_ids_cpu = cpu_tensor((T_pad,), torch.int32, pin)
         self.input_ids_np = self.input_ids_cpu.numpy()
         self.positions_cpu = cpu_tensor((T_pad,), torch.int64, pin)
@@ -146,6 +148,11 @@ class ModelRunner(V1Stages, StagedRunner):
         # the batch after update_states is recorded with the stages' arrays (capture_state)
         self.record_plan = self.stage_record_plan() + self.batch_plan
         self.stage_records = [update_stage, *self.stage_record_list()]
+        # every group's block table by its name in the trace, and its block_numbers and slot_mapping
+        self.block_table_names = tuple(group_name("block_table", g) for g in range(G))
+        self.slot_mapping_names = tuple(
+            (group_name("block_numbers", g), group_name("slot_mapping", g)) for g in range(G)
+        )
         # the flattened token table, a view on its memory, for the input_ids gather
         self.token_ids_flat = self.input_batch.token_ids_cpu_tensor.view(-1)
         self.token_ids_flat_np = self.input_batch.token_ids_cpu.reshape(-1)
@@ -264,17 +271,15 @@ class ModelRunner(V1Stages, StagedRunner):
         them between prepare_inputs and the end of the step's forward
         (tests/test_trace_ownership.py), and the stages' copy of num_tokens serves for both
         records."""
-        ib, v = self.input_batch, self.v
-        n = v["num_reqs"]  # update_states condensed the batch: the active rows are 0..n-1
+        ib = self.input_batch
+        n = values["num_reqs"]  # update_states condensed the batch: the active rows are 0..n-1
         num_tokens = values.get("num_tokens")
         if num_tokens is None or len(num_tokens) != n:
-            num_tokens = ib.num_tokens[:n].copy()
-        values["num_tokens"] = num_tokens
+            values["num_tokens"] = ib.num_tokens[:n].copy()
         values["num_computed_tokens_cpu"] = ib.num_computed_tokens_cpu[:n].copy()
         values["token_ids_cpu"] = ib.token_changes.capture(n)  # rows past n are zero (condensed)
-        values["block_table"] = ib.block_table.changes.capture(n)
-        for g in range(1, self.num_groups):
-            values[group_name("block_table", g)] = ib.block_tables[g].changes.capture(n)
+        for name, table in zip(self.block_table_names, ib.block_tables.block_tables):
+            values[name] = table.changes.capture(n)
         # num_scheduled_tokens: made afresh by update_states, already in values
 
     def record_batch(self, trace: StepTrace) -> None:

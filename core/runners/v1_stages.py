@@ -36,12 +36,15 @@ class V1Stages(V1FeatureStages):
     max_model_len: int
     max_num_blocks_per_req: int
     arange_np: np.ndarray
+    row_starts_m: np.ndarray  # arange_np * max_model_len: each row's start in the flat token table
+    row_starts_k: np.ndarray  # arange_np * max_num_blocks_per_req: in the flat block table
     positions_np: np.ndarray
     input_ids_np: np.ndarray
     query_start_loc_np: np.ndarray
     seq_lens_np: np.ndarray
     slot_mapping_np: np.ndarray
     group_slot_mapping_np: list[np.ndarray]
+    slot_mapping_names: tuple[tuple[str, str], ...]  # each group's block_numbers and slot_mapping
     kv_cache_groups: tuple[KVCacheGroup, ...]
     token_ids_flat: torch.Tensor
     token_ids_flat_np: np.ndarray
@@ -88,10 +91,13 @@ class V1Stages(V1FeatureStages):
         v = self.v
         n = v["num_scheduled_tokens"]
         cu = np.add.accumulate(n, dtype=np.int64)  # = n.cumsum(dtype=np.int64), in half the time
-        v["T"] = int(cu[-1]) if len(cu) else 0
+        T = v["T"] = int(cu[-1]) if len(cu) else 0
         v["cu_num_tokens"] = cu
+        if len(n) == T:  # one token a request (every scheduled request has one at least): zeros
+            v["arange"] = np.zeros(T, dtype=np.int64)
+            return
         offsets = (cu - n).repeat(n)
-        v["arange"] = np.subtract(self.arange_np[: v["T"]], offsets, out=offsets)
+        v["arange"] = np.subtract(self.arange_np[:T], offsets, out=offsets)
 
     @stage(
         "positions",
@@ -126,6 +132,9 @@ class V1Stages(V1FeatureStages):
     )
     def _token_indices(self) -> None:
         v = self.v
+        if v["T"] == v["num_reqs"]:  # one token a request: req_indices is arange(T)
+            v["token_indices"] = self.row_starts_m[: v["T"]] + v["positions"]
+            return
         token_indices = v["req_indices"] * self.max_model_len
         token_indices += v["positions"]
         v["token_indices"] = token_indices
@@ -179,7 +188,10 @@ class V1Stages(V1FeatureStages):
         # a power-of-two block size divides by a shift (positions are never negative)
         shift = self.block_shift
         indices = positions // self.block_size if shift is None else positions >> shift
-        indices += v["req_indices"] * self.max_num_blocks_per_req
+        if v["T"] == v["num_reqs"]:  # one token a request: req_indices is arange(T)
+            indices += self.row_starts_k[: v["T"]]
+        else:
+            indices += v["req_indices"] * self.max_num_blocks_per_req
         v["block_table_indices"] = indices
 
     @stage(
@@ -248,15 +260,16 @@ class V1Stages(V1FeatureStages):
         T = v["T"]
         # with CUDA graphs the batch is padded to a capture size; padded slots are -1 (written nowhere)
         P = v["num_input_tokens"] = self.config.pad_for_cudagraph(T) if T else 0
-        for g, buf in enumerate(self.group_slot_mapping_np):
-            suffix = f"_g{g}" if g else ""
+        offsets, bs = v["block_offsets"], self.block_size
+        for (numbers, name), buf in zip(self.slot_mapping_names, self.group_slot_mapping_np):
             out = buf[:T]
-            np.multiply(v["block_numbers" + suffix], self.block_size, out=out, dtype=np.int64)
-            np.add(out, v["block_offsets"], out=out)
+            np.multiply(v[numbers], bs, out=out, dtype=np.int64)
+            np.add(out, offsets, out=out)
             if P > T:
                 buf[T:P] = -1
-                self.pad["slot_mapping" + suffix] = (T, None)
-            v["slot_mapping" + suffix] = buf[:P]
+                self.pad[name] = (T, None)
+                out = buf[:P]
+            v[name] = out
 
     @stage(
         "query_start_loc",

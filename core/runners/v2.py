@@ -145,6 +145,8 @@ class ModelRunnerV2(V2Stages, V2SpecDecode, StagedRunner):
         self.num_blocks = self.group_num_blocks[0]
         self.input_block_tables = self.group_input_block_tables[0]
         self.dirty_rows = 0
+        self.dirty_tokens = 0
+        self.slot_mapping_names = tuple(group_name("slot_mapping", g) for g in range(self.num_groups))
         # InputBuffers (input_batch.py): persistent, so unwritten tails keep stale values
         self.query_start_loc_np = np.zeros(M + 1, dtype=np.int32)
         self.seq_lens_np = np.zeros(M, dtype=np.int32)
