@@ -25,9 +25,10 @@ Targets: first paint with heatmaps under 1 s for every preset and under 1.5 s fo
 (issue 17); a step change, painted settled (the "settled" column), under 50 ms median on the
 presets and under 100 ms at 128 requests with the defaults (issue 40); step 1 of a new
 1024-request run on the page in under 1 s.
-The run-level charts under the page (static/runcharts.js, plotly.js loaded once the first step
-is painted and the page idle) are on by default; --run-charts both measures each run a second
-time with that module answered empty (the page as it was before them), side by side in one run.
+The run-level charts under the page (static/runcharts.js: plotly.js loaded once the first step
+is painted, the page idle and the reader within a screen of them) are on by default; --run-charts
+both measures each run a second time with that module answered empty (the page as it was before
+them), side by side in one run.
 --baseline-static DIR measures each run a second time, just after, with the page's static files
 (its script and styles) answered from DIR, e.g. another commit's `static/` (`git archive <commit>
 static | tar -x -C /tmp/base`): before and after side by side, on the same server, the same load.

@@ -2,8 +2,10 @@
 // (GET /api/runs/{id}/figures/{name}, plotly JSON in the page's theme and language) drawn with
 // plotly.js served by the app (/vendor/plotly.min.js, from the installed plotly package). Loaded
 // lazily: plotly.js (4.8 MB) is asked for only once the run's first step is painted, the run is
-// computed whole, the reader has stayed on one step for 1.5 s or scrolled near the charts, and the
-// page is idle, so neither first paint nor a step change waits for it.
+// computed whole, the reader has come within a screen of the charts, and the page is idle, so
+// neither first paint nor a step change waits for it, and a reader who never goes down to the
+// charts never fetches it (4.8 MB a student on a class server's network; drawing the two charts
+// costs about a second of CPU on a small machine).
 // A step change moves a marker over both figures (a transform, no redraw); a click on a figure
 // opens the step under the pointer. Listens through bus.js; run.js does not know this module.
 
@@ -13,7 +15,6 @@ import { $, L, S, state } from "./context.js";
 import { el } from "./views.js";
 
 const FIGURES = ["run_metrics", "timeline"];
-const QUIET_MS = 1500;  // plotly.js is loaded after this long on one step, or at once when scrolled near
 const dark = window.matchMedia("(prefers-color-scheme: dark)");
 let plotly = null;  // the promise of window.Plotly
 let drawn = null;   // {runId, theme, lang} of the figures on show
@@ -44,19 +45,12 @@ function bodyFlag(name) {
 }
 const idle = () => new Promise((r) => (window.requestIdleCallback ? requestIdleCallback(() => r(), { timeout: 3000 }) : setTimeout(r, 200)));
 
-// resolves once the charts' box comes within half a screen of the view
+// resolves once the charts' box comes within a screen of the view (they are drawn by the time the
+// reader scrolling down reaches them)
 function nearView(node) {
   return new Promise((resolve) => {
-    const io = new IntersectionObserver((es) => { if (es.some((e) => e.isIntersecting)) { io.disconnect(); resolve(); } }, { rootMargin: "50% 0px" });
+    const io = new IntersectionObserver((es) => { if (es.some((e) => e.isIntersecting)) { io.disconnect(); resolve(); } }, { rootMargin: "100% 0px" });
     io.observe(node);
-  });
-}
-// resolves once no step has changed for `ms` (a reader stepping quickly is not slowed by the load)
-let lastStep = performance.now();
-function quietFor(ms) {
-  return new Promise((resolve) => {
-    const check = () => { const left = lastStep + ms - performance.now(); if (left <= 0) resolve(); else setTimeout(check, left); };
-    check();
   });
 }
 
@@ -72,8 +66,8 @@ async function draw() {
   root.dataset.phase = "complete";
   await bodyFlag("complete");
   root.hidden = false;  // its heading, below the step's panels: the box the charts will fill
-  root.dataset.phase = "near-or-quiet";
-  if (!plotly) await Promise.race([nearView(root), quietFor(QUIET_MS)]);
+  root.dataset.phase = "near";
+  if (!plotly) await nearView(root);
   root.dataset.phase = "idle";
   await idle();
   const want = { runId: S.created.run_id, theme: dark.matches ? "dark" : "light", lang: state.lang };
@@ -155,7 +149,6 @@ function moveMarker(fig) {
 onView((what) => {
   if (what === "run" || what === "lang") draw();
   else if (what === "step") {
-    lastStep = performance.now();
     if (drawn) for (const fig of box().querySelectorAll(".rc-figure")) moveMarker(fig);
   }
 });

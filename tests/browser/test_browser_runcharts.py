@@ -1,7 +1,7 @@
 """The run-level charts under the run page (static/runcharts.js), read as a person sees them at
 1280×720: both plotly figures painted (plotly.js from the app itself, under the page's CSP), in
 the page's colours, light and dark, English and Chinese; the step marker follows the step; a click
-on a figure opens the step under it."""
+on a figure opens the step under it; plotly.js is fetched only when the reader comes near them."""
 
 from __future__ import annotations
 
@@ -46,12 +46,27 @@ def small(browser: Any, base_url: str) -> Iterator[Any]:
 
 
 def charts(page: Any) -> list[dict[str, Any]]:
+    """The charts as drawn once the reader scrolls to them (they load when within a screen)."""
     try:
+        page.locator("#run-charts").scroll_into_view_if_needed(timeout=60_000)
         page.wait_for_selector(DRAWN, state="attached", timeout=60_000)
     except Exception as exc:  # what the page shows, to tell why the charts are not drawn
         raise AssertionError(f"run charts not drawn: {page.evaluate(WHY)}") from exc
-    page.locator("#run-charts").scroll_into_view_if_needed()
     return page.evaluate(READ)
+
+
+def test_plotly_is_fetched_only_when_the_reader_comes_near_the_charts(small: Any) -> None:
+    """A reader who stays at the top of the page never fetches plotly.js (4.8 MB) nor the figures:
+    the charts wait for the reader to come within a screen of them, then draw."""
+    asked: list[str] = []
+    small.on("request", lambda r: asked.append(r.url) if "plotly" in r.url or "/figures/" in r.url else None)
+    tb.open_run(small, "preset=seed-000&step=2")
+    tb.settle(small)
+    small.wait_for_selector("#run-charts[data-phase='near']", state="attached", timeout=60_000)
+    assert small.evaluate("typeof window.Plotly") == "undefined"
+    assert asked == []
+    assert [g["marker"] for g in charts(small)] == [2, 2]
+    assert any("plotly.min.js" in u for u in asked) and sum("/figures/" in u for u in asked) == 2
 
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])
@@ -114,6 +129,7 @@ def test_plotly_loads_from_the_app_under_the_strict_csp(browser: Any, base_url: 
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.goto(f"{base_url}/run?preset=seed-000")
     try:
+        page.locator("#run-charts").scroll_into_view_if_needed(timeout=60_000)
         page.wait_for_selector(DRAWN, state="attached", timeout=60_000)
     except Exception as exc:  # what the page shows, to tell why the charts are not drawn
         seen = page.evaluate(WHY)
@@ -154,6 +170,7 @@ def test_the_charts_are_drawn_when_their_script_comes_after_the_run_has_loaded(
     page.wait_for_selector("body[data-first-paint='1']", state="attached", timeout=60_000)
     assert len(held) == 1  # the run is on the page, its charts' script still on its way
     held[0].continue_()
+    page.locator("#run-charts").scroll_into_view_if_needed(timeout=60_000)
     page.wait_for_selector(DRAWN, state="attached", timeout=60_000)
     assert page.evaluate(READ)[0]["marker"] == 2
     context.close()
