@@ -77,7 +77,6 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 # round-robin to the front of each share, so the long tests start first and the run ends on short
 # ones. A module missing here only runs in its usual place.
 SLOW_FIRST = (
-    "tests/api/test_compute.py",
     "tests/browser/test_browser_lesson.py",
     "tests/api/test_run_store_db.py",
     "tests/api/test_import_api.py",
