@@ -5,7 +5,7 @@
   they start (servers, commands). With a thread per core in each of pytest-xdist's workers, the
   threads spin against each other: seed-000's run took 2.5 to 6 s of CPU with two threads on this
   2-core machine under load, 0.06 s with one; test_trace_ownership.py 115 s of CPU against 6 s.
-  The app's compute processes set their own count (app/compute.py).
+  The app's compute processes set their own count (app/compute.py), no more than this.
 - PAGEDVIZ_COMPUTE_NICE=0 (unless set): the compute workers at the tests' own priority.
 - Hypothesis: the profile "ci" (no deadline, derandomized: each test's seed is a digest of its own
   code, so every CI run draws the same examples; a failure prints its reproduction blob) is loaded
@@ -77,7 +77,6 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 # round-robin to the front of each share, so the long tests start first and the run ends on short
 # ones. A module missing here only runs in its usual place.
 SLOW_FIRST = (
-    "tests/api/test_compute.py",
     "tests/browser/test_browser_lesson.py",
     "tests/api/test_run_store_db.py",
     "tests/api/test_import_api.py",

@@ -17,7 +17,7 @@ import torch
 from fastapi.testclient import TestClient
 
 from pagedviz.app import compute_watchdog
-from pagedviz.app.compute import ComputePool, compute_pool
+from pagedviz.app.compute import ComputePool, compute_pool, worker_threads
 from pagedviz.app.compute_stream import CancelledRunError, WorkerError
 from pagedviz.app.main import create_app
 from pagedviz.app.run import Progress, RunTooLargeError, compute, measured_bytes
@@ -31,6 +31,9 @@ from tests.support.scenarios import LONG_RUN
 
 # the tiny model over many steps: seconds of computing on a small machine
 HEAVY = {**LONG_RUN, "name": "heavy", "max_steps": 400}
+# a HEAVY run that tests wait out to its end: a sixth of its steps, still a couple of seconds on a
+# small machine (about 25 ms a step alone on 2 cores, several times that beside the other tiers)
+HEAVY_TO_THE_END = {**HEAVY, "max_steps": 60}
 # the time budget of a HEAVY run where the budget is not what a test is about: generous, since the
 # pool's workers run niced (app/compute_worker.py) and under pytest-xdist share the cores with the
 # other tiers' servers and browsers
@@ -84,10 +87,11 @@ def test_a_run_computed_in_a_worker_is_the_run_computed_here(pool: ComputePool, 
     scenario = load_preset(preset)
     there = pool.compute("x", scenario, 60)
     # computed here with as many torch threads as the pool gives its workers (app/compute.py: the
-    # cores shared out among them), since each step's paged_vs_dense_max_abs_diff, a float error,
-    # depends on the count (tests/conftest.py gives test processes one)
+    # cores shared out among them, no more than OMP_NUM_THREADS), since each step's
+    # paged_vs_dense_max_abs_diff, a float error, depends on the count (tests/conftest.py gives test
+    # processes one)
     threads = torch.get_num_threads()
-    torch.set_num_threads(max(1, (os.cpu_count() or 1) // pool.max_workers))
+    torch.set_num_threads(worker_threads(pool.max_workers))
     try:
         here = compute("x", scenario, 60)
     finally:
@@ -120,11 +124,12 @@ def test_the_server_holds_a_run_to_max_run_bytes_by_its_own_measure(pool: Comput
 
 def test_steps_arrive_while_later_steps_compute(pool: ComputePool) -> None:
     steps: list[Any] = []
-    job = pool.submit("heavy", Scenario.from_dict(HEAVY), BUDGET_S, None, None, steps)
+    job = pool.submit("heavy", Scenario.from_dict(HEAVY_TO_THE_END), BUDGET_S, None, None, steps)
     wait_for(lambda: len(steps) >= 1)
     assert not job.future.done()  # step 1 is readable while the run goes on
     run = job.future.result(400)
     assert run.steps is steps and [t.step for t in steps] == list(range(1, len(steps) + 1))
+    assert len(steps) == HEAVY_TO_THE_END["max_steps"]  # every step came, to the last
 
 
 def test_a_new_run_overtakes_a_long_one_in_the_same_worker(pool: ComputePool) -> None:
@@ -258,14 +263,16 @@ def test_compute_in_threads_is_a_setting(monkeypatch: Any) -> None:
 
 def test_past_the_memory_budget_only_the_oldest_run_goes_on() -> None:
     with own_pool(1) as pool:  # any run in flight passes it
-        # HEAVY's 300 steps take seconds, well past the half second below on a fast machine too
-        # (a 60-step run could end within it, and the second then rightly went on)
-        first = pool.submit("heavy", Scenario.from_dict(HEAVY), BUDGET_S)
+        first = pool.submit("heavy", Scenario.from_dict(HEAVY_TO_THE_END), BUDGET_S)
         wait_for(lambda: len(first.steps) >= 1)
         progress = Progress(max_steps=60, queued=time.monotonic())
         second = pool.submit("small", load_preset("seed-001"), 60, progress)
         assert second.paused and progress.paused  # started paused: the first holds more than the budget
-        time.sleep(0.5)
+        # the worker goes on with the first for ten more steps, and gives the second none, though
+        # the second has had the least time (not paused, it would have had the next step): a
+        # count of steps, not a time, so that a fast machine cannot end the first meanwhile
+        seen = len(first.steps)
+        wait_for(lambda: len(first.steps) >= seen + 10)
         assert not second.steps and not first.future.done()
         first.future.result(400)
         run = second.future.result(60)  # the first's bytes left: the second went on
@@ -299,6 +306,15 @@ def test_a_run_paused_for_memory_on_a_worker_that_dies_goes_on_in_a_fresh_one() 
         run = second.future.result(60)  # it had not: it went to a fresh worker, and on
         assert not progress.paused and pool.moved == 1
         assert len(run.steps) == len(compute("small", load_preset("seed-001")).steps)
+
+
+def test_a_workers_torch_threads_share_out_the_cores_and_keep_to_omp_num_threads(monkeypatch: Any) -> None:
+    cores = os.cpu_count() or 1
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    assert worker_threads(1) == cores and worker_threads(cores + 1) == 1
+    for value, want in (("1", 1), (str(cores + 5), cores), ("0", cores), ("x", cores), ("", cores)):
+        monkeypatch.setenv("OMP_NUM_THREADS", value)
+        assert worker_threads(1) == want, value
 
 
 def test_the_workers_niceness_comes_from_the_environment_when_it_is_a_whole_number_up_to_19(
