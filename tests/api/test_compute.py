@@ -112,7 +112,10 @@ def test_a_big_kv_pool_costs_the_server_what_it_costs_in_process(pool: ComputePo
     assert scenario.config.num_kv_blocks > 100_000
     assert 0.8 < there.nbytes / here.nbytes < 1.25
     assert there.nbytes < 12 * scenario.config.num_kv_blocks * len(there.steps)  # bytes a block a step
-    assert measured_bytes(there.steps) <= there.nbytes
+    # the server's count, made as each step arrived, is what it holds now, within 0.1%: a scalar
+    # counted only where no other object holds it (measured_bytes) can change sides as later steps
+    # come to share it (core/shared_values.py), by a few objects either way
+    assert measured_bytes(there.steps) <= there.nbytes * 1.001
 
 
 def test_the_server_holds_a_run_to_max_run_bytes_by_its_own_measure(pool: ComputePool) -> None:
