@@ -208,6 +208,7 @@ function hintList(array, shape, wrong) {
 
 async function check() {
   const cp = P.cp;
+  if (!cp) return;
   const inputs = [...cp.container.querySelectorAll(".predict-in")];
   const values = inputs.map((i) => { const v = i.value.trim(); return /^-?\d+(\.\d+)?$/.test(v) ? Number(v) : v; });
   cp.values = inputs.map((i) => i.value);
@@ -219,6 +220,7 @@ async function check() {
     return;
   }
   const r = await postJSON(`/api/runs/${S.created.run_id}/steps/${cp.step}/check`, { array: cp.array, indices: cp.indices, values });
+  if (P.cp !== cp) return;  // the reader moved on (another section, the checkpoint closed) meanwhile
   if (!r.ok) {
     const msg = $("predict-msg");
     msg.textContent = errorLines(r.data).map((l) => l.replace(/^values\[(\d+)\]/, (_, k) => entryName(cp.array, arr && arr.shape, cp.indices[Number(k)]))).join("; ");
@@ -238,7 +240,9 @@ async function check() {
 // "Just show me": the answers in the checkpoint itself, each with its cause, and the views again
 async function showMe() {
   const cp = P.cp;
+  if (!cp) return;
   const r = await postJSON(`/api/runs/${S.created.run_id}/steps/${cp.step}/check`, { array: cp.array, indices: cp.indices, values: null });
+  if (P.cp !== cp) return;  // the reader moved on meanwhile
   if (!r.ok) { $("predict-msg").textContent = errorLines(r.data).join("; "); return; }
   document.dispatchEvent(new CustomEvent("pagedviz:checked", { detail: { source: cp.source, all_correct: false, shown: true } }));
   P.result = r.data;

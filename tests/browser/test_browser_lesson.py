@@ -576,6 +576,26 @@ def test_a_wrong_answer_gets_a_hint_then_the_cause_and_just_show_me_shows_the_an
     shot(page, f"lesson-shown-{lang}.png")
 
 
+def test_an_answer_that_comes_back_after_the_reader_moved_on_changes_nothing(page: Any) -> None:
+    """"Just show me", then Next before the server answers: the answer, when it comes, belongs to
+    a checkpoint no longer open; nothing is revealed and nothing fails (the page raised a TypeError
+    reading the closed checkpoint)."""
+    lesson, k = _checkpoints()[0]
+    open_section(page, lesson, k, "en")
+    held: list[Any] = []
+    page.route("**/check", lambda route: held.append(route))
+    with page.expect_request("**/check"):
+        page.click("#predict-reveal")
+    page.click("#lesson-next")
+    page.wait_for_selector(f"body[data-lesson-section='{k + 1}'][data-lesson-ready='1']")
+    assert len(held) == 1
+    with page.expect_response("**/check"):
+        held[0].continue_()
+    page.evaluate("new Promise((r) => setTimeout(r, 0))")  # the answer's handler has run
+    assert page.get_attribute("body", "data-predict") != "revealed"
+    page.unroute("**/check")  # (the page fixture fails the test on any page error)
+
+
 # ------------------------------------------------------------------ 7. 中文
 def test_the_language_choice_is_remembered_by_links_that_do_not_carry_it(page: Any) -> None:
     page.goto(f"{page.base}/?lang=zh")
