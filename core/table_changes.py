@@ -13,7 +13,8 @@ of those entries, not a copy of the table.
 
 Values are read from the table when the step is captured, not when written, so a span may cover
 more than was written: an entry that did not change is recorded with its own value. A table small
-as a whole (SMALL_TABLE entries at most) is copied at every capture and keeps no record (`quiet`).
+as a whole (SMALL_TABLE entries at most) is copied at every capture and keeps no record (`quiet`:
+it never has a captured version, so what follows holds for it at every step).
 
 While no version has been captured since the record started afresh (`last` is None: an engine with
 capture off, a small table copied whole, a runner restored from a checkpoint), the next capture is
@@ -124,9 +125,7 @@ class TableChanges:
     # ------------------------------------------------------------------ what was written
     def wrote(self, row: int, lo: int, hi: int) -> None:
         """Columns [lo, hi) of one row were written."""
-        if self.quiet:
-            return
-        if self.last is None:  # the next capture is a snapshot: nothing to record
+        if self.last is None:  # the next capture is a snapshot (or a quiet table's copy): nothing to record
             self.stale = True
             return
         if hi > lo:
@@ -140,9 +139,7 @@ class TableChanges:
 
     def wrote_rows(self, rows: np.ndarray, lo: Any, hi: Any) -> None:
         """Columns [lo, hi) (arrays or numbers) of each of `rows` were written."""
-        if self.quiet:
-            return
-        if self.last is None:  # the next capture is a snapshot: nothing to record
+        if self.last is None:  # the next capture is a snapshot (or a quiet table's copy): nothing to record
             self.stale = True
             return
         self.spans.append((rows, lo, hi))
@@ -152,9 +149,7 @@ class TableChanges:
     def rewrote(self, row: int, n: int) -> None:
         """A row of a table with `lengths` was written from column 0 and its length set to n
         (what lay past n stays as it was)."""
-        if self.quiet:
-            return
-        if self.last is None:  # the next capture is a snapshot: nothing to record
+        if self.last is None:  # the next capture is a snapshot (or a quiet table's copy): nothing to record
             self.stale = True
             return
         self.wrote(row, 0, n)
@@ -163,9 +158,7 @@ class TableChanges:
 
     def grew(self) -> None:
         """Some row's length grew by appending (a table with `lengths`)."""
-        if self.quiet:
-            return
-        if self.last is None:  # the next capture is a snapshot: nothing to record
+        if self.last is None:  # the next capture is a snapshot (or a quiet table's copy): nothing to record
             self.stale = True
             return
         self.appended = True
@@ -173,9 +166,7 @@ class TableChanges:
     def wrote_flat(self, index: np.ndarray) -> None:
         """The entries at these flat indices (row * columns + column) were written: a writer that
         scatters through the flat table tells the same indices."""
-        if self.quiet:
-            return
-        if self.last is None:  # the next capture is a snapshot: nothing to record
+        if self.last is None:  # the next capture is a snapshot (or a quiet table's copy): nothing to record
             self.stale = True
             return
         self.entries.append((index, None))
@@ -184,9 +175,7 @@ class TableChanges:
 
     def wrote_entries(self, rows: np.ndarray, cols: np.ndarray) -> None:
         """The entries (rows[i], cols[i]) were written."""
-        if self.quiet:
-            return
-        if self.last is None:  # the next capture is a snapshot: nothing to record
+        if self.last is None:  # the next capture is a snapshot (or a quiet table's copy): nothing to record
             self.stale = True
             return
         self.entries.append((rows, cols))
@@ -203,13 +192,10 @@ class TableChanges:
     def reset(self, row: int) -> None:
         """The row is cleared (zeros): what was written to it before no longer counts. With
         `lengths`, told before the row and its length are cleared."""
-        if self.quiet:
-            return
-        if self.last is None:  # the next capture is a snapshot: nothing to record
+        if self.last is None:  # the next capture is a snapshot (or a quiet table's copy): nothing to record
             self.stale = True
             return
-        last = self.last
-        if self.lengths is None and last is not None and row >= last.n_rows and self.origin[row] == row:
+        if self.lengths is None and row >= self.last.n_rows and self.origin[row] == row:
             # zero when last captured (rows past those shown are), and no other row moved here
             # since: cleared, it is as it was then, and what is written to it next is told
             self.lo[row] = self.columns
@@ -227,9 +213,7 @@ class TableChanges:
     def move(self, src: int, dst: int) -> None:
         """Row src is copied to row dst, then cleared. With `lengths`, told before the rows and
         their lengths are moved."""
-        if self.quiet:
-            return
-        if self.last is None:  # the next capture is a snapshot: nothing to record
+        if self.last is None:  # the next capture is a snapshot (or a quiet table's copy): nothing to record
             self.stale = True
             return
         self._fold()
