@@ -2,7 +2,7 @@
 # Create .venv with torch and pagedviz installed. Installs only what is missing: torch once, the
 # package again only when pyproject.toml changed (a stamp in .venv holds its hash), so a second
 # start costs well under a second. With --test, also the test tools, the notebook extra (the example
-# notebooks run in the tests) and Debian's chromium for the
+# notebooks run in the tests) and Debian's chromium-headless-shell for the
 # browser tests (installed with apt when running as root).
 #
 # Torch: the CPU build when there is no NVIDIA GPU (nvidia-smi absent or failing), PyPI's default
@@ -100,19 +100,21 @@ if [ "${OLD_HASH:-}" != "$HASH" ] || { [ "$MODE" = test ] && [ "${OLD_MODE:-}" !
   fi
   echo "$HASH $MODE" >"$STAMP"
 fi
-if [ "$MODE" = test ] && { [ ! -x /usr/bin/chromium ] || [ ! -d /usr/share/fonts/opentype/noto ]; }; then
+if [ "$MODE" = test ] && { [ ! -x /usr/bin/chromium-headless-shell ] || [ ! -d /usr/share/fonts/opentype/noto ]; }; then
   if [ "$(id -u)" = "0" ] && [ -z "${PAGEDVIZ_NO_APT:-}" ]; then
-    # chromium for the browser tests; Noto CJK so that 简体中文 renders in their screenshots
+    # Chromium's headless shell for the browser tests (Debian's build of the same Chromium without
+    # the desktop browser around it: the browser tier takes about a third less CPU with it than
+    # with chromium, benchmarks/README.md); Noto CJK so that 简体中文 renders in their screenshots
     log=$(mktemp)
-    if ! (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium fonts-noto-cjk) >"$log" 2>&1; then
+    if ! (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium-headless-shell fonts-noto-cjk) >"$log" 2>&1; then
       cat "$log" >&2
       rm -f "$log"
-      echo "setup: installing chromium and fonts-noto-cjk with apt failed (see above)" >&2
+      echo "setup: installing chromium-headless-shell and fonts-noto-cjk with apt failed (see above)" >&2
       exit 1
     fi
     rm -f "$log"
   else
-    echo "note: /usr/bin/chromium is missing and not installed here (not root, or PAGEDVIZ_NO_APT);" \
+    echo "note: /usr/bin/chromium-headless-shell is missing and not installed here (not root, or PAGEDVIZ_NO_APT);" \
       "browser tests will be skipped" >&2
   fi
 fi
