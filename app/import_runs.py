@@ -385,11 +385,12 @@ class Imports(ImportReads):
 
     def overview_chunks(self, run_id: str, head: dict[str, Any], count: int) -> Iterator[bytes]:
         """The run's overview as JSON, written in chunks: `head` and the overview lines of steps
-        1..count read from the database a thousand at a time."""
+        1..count read from the database a thousand at a time; the lines the replay stored after
+        `count` was taken are left out, so that the steps listed are the `num_steps` in `head`."""
         text = json.dumps(head, separators=(",", ":"))
         yield text[:-1].encode() + b',"steps":['
         for start in range(1, count + 1, 1000):
-            lines = self.store.db.rec_summaries(run_id, start, 1000)
+            lines = self.store.db.rec_summaries(run_id, start, min(1000, count + 1 - start))
             yield (b"," if start > 1 and lines else b"") + b",".join(lines)
         yield b"]}"
 

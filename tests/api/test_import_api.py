@@ -265,6 +265,18 @@ def test_the_import_answers_at_once_and_its_steps_and_progress_are_readable_whil
     assert CLIENT.get(f"/api/runs/{rid}/steps/{total + 1}").status_code == 404
 
 
+def test_an_overview_lists_the_steps_it_counts_though_the_replay_stored_more_meanwhile() -> None:
+    """The overview's head says how many steps it lists (`num_steps`, taken when it was asked);
+    lines the replay stores while it is written are not listed past that count (a CI run caught
+    500 lines under num_steps 1)."""
+    rid = CLIENT.post("/api/runs/import", content=EXAMPLE, headers=NDJSON).json()["run_id"]
+    assert finished(CLIENT, rid)["state"] == "done"
+    imports = CLIENT.app.state.store.imports
+    for count in (1, 2, NUM_STEPS):
+        ov = json.loads(b"".join(imports.overview_chunks(rid, {"num_steps": count}, count)))
+        assert [s["step"] for s in ov["steps"]] == list(range(1, count + 1))
+
+
 def test_an_imported_run_outlives_eviction_from_memory_with_the_same_content() -> None:
     caps = Settings(
         max_runs=1, max_store_bytes=1 << 16, max_scenarios=1, max_scenario_bytes=1, compute_in="thread"
