@@ -1,9 +1,11 @@
 """The browser tier: real Chromium (Debian's, driven by Playwright) against a real uvicorn.
 
 One server (`pagedviz serve` on 127.0.0.1, on a port the OS gives) and one Chromium per session,
-that is per pytest-xdist worker; each test gets a page of its own browser context (`page`, or a
-module's own `page` fixture at another size, built with tests.support.browser.watched_page). Tests
-that need a server configured otherwise (tighter limits, ...) start their own and say why.
+that is per pytest-xdist worker; each test gets a page of its own (`page`, or a module's own `page`
+fixture at another size, built with tests.support.browser.watched_page) in the browser context that
+the worker's tests at that window size share, its storage emptied between tests. Tests that need a
+server or a context configured otherwise (tighter limits, a colour scheme, ...) make their own and
+say why.
 
 Every test here is marked `browser`; where Chromium is missing each one is skipped, saying so."""
 

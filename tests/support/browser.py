@@ -32,13 +32,45 @@ LAUNCH_ARGS = [
 ARTIFACTS = Path(__file__).resolve().parent.parent.parent / "test-artifacts"
 
 
+# The browser contexts that watched_page shares, one per browser and window size: a test's page
+# opens in a context that earlier tests used, so that the page's scripts (plotly.js's 4.8 MB among
+# them) come from the context's HTTP cache, compiled code and all. A fresh context per test cost
+# the tier about 15% more CPU (benchmarks/README.md). What a page keeps is cleared between tests:
+# the pages are closed and the storage of each origin they were on is emptied (the page keeps the
+# reader's language in localStorage; nothing else).
+_CONTEXTS: dict[tuple[int, int, int], Any] = {}
+
+
+def _shared_context(browser: Any, width: int, height: int) -> Any:
+    key = (id(browser), width, height)
+    context = _CONTEXTS.get(key)
+    if context is None:
+        viewport = {"width": width, "height": height}
+        context = _CONTEXTS[key] = browser.new_context(viewport=viewport, bypass_csp=True)
+    return context
+
+
+def _leave_clean(browser: Any, width: int, height: int) -> None:
+    """Closes the context's pages, emptying the storage of the origin each was on; a context whose
+    page will not say (crashed, closed) is closed and dropped, and the next test gets a new one."""
+    key = (id(browser), width, height)
+    context = _CONTEXTS[key]
+    try:
+        for pg in list(context.pages):
+            if pg.url.startswith("http"):
+                pg.evaluate("() => { localStorage.clear(); sessionStorage.clear(); }")
+            pg.close()
+    except Exception:  # noqa: BLE001 (any failure: the context is not reused)
+        del _CONTEXTS[key]
+        context.close()
+
+
 def watched_page(browser: Any, base_url: str, width: int, height: int, timeout_ms: int = 0) -> Iterator[Any]:
-    """A page of its own browser context at width × height, with `page.base` the server's URL; it
-    fails the test that used it on any console error or uncaught page error. Playwright's
-    wait_for_function evaluates strings in the page, which the pages' CSP forbids, so the CSP is
-    bypassed here (test_hostile_browser.py checks the CSP itself)."""
-    context = browser.new_context(viewport={"width": width, "height": height}, bypass_csp=True)
-    pg = context.new_page()
+    """A page at width × height, with `page.base` the server's URL, in the browser context that the
+    tests at that size share (_CONTEXTS); it fails the test that used it on any console error or
+    uncaught page error. Playwright's wait_for_function evaluates strings in the page, which the
+    pages' CSP forbids, so the CSP is bypassed here (test_hostile_browser.py checks the CSP itself)."""
+    pg = _shared_context(browser, width, height).new_page()
     if timeout_ms:
         pg.set_default_timeout(timeout_ms)
     problems: list[str] = []
@@ -46,7 +78,7 @@ def watched_page(browser: Any, base_url: str, width: int, height: int, timeout_m
     pg.on("pageerror", lambda e: problems.append(f"page error: {e}"))
     pg.base = base_url
     yield pg
-    context.close()
+    _leave_clean(browser, width, height)
     assert problems == [], problems  # no console errors on any page
 
 
