@@ -38,22 +38,22 @@ ARTIFACTS = Path(__file__).resolve().parent.parent.parent / "test-artifacts"
 # the tier about 15% more CPU (benchmarks/README.md). What a page keeps is cleared between tests:
 # the pages are closed and the storage of each origin they were on is emptied (the page keeps the
 # reader's language in localStorage; nothing else).
-_CONTEXTS: dict[tuple[int, int, int], Any] = {}
+# Keyed by the browser itself, not its id: a browser closed and another made could share an id.
+_CONTEXTS: dict[tuple[Any, int, int], Any] = {}
 
 
-def _shared_context(browser: Any, width: int, height: int) -> Any:
-    key = (id(browser), width, height)
+def _shared_context(key: tuple[Any, int, int]) -> Any:
     context = _CONTEXTS.get(key)
     if context is None:
+        browser, width, height = key
         viewport = {"width": width, "height": height}
         context = _CONTEXTS[key] = browser.new_context(viewport=viewport, bypass_csp=True)
     return context
 
 
-def _leave_clean(browser: Any, width: int, height: int) -> None:
+def _leave_clean(key: tuple[Any, int, int]) -> None:
     """Closes the context's pages, emptying the storage of the origin each was on; a context whose
     page will not say (crashed, closed) is closed and dropped, and the next test gets a new one."""
-    key = (id(browser), width, height)
     context = _CONTEXTS[key]
     try:
         for pg in list(context.pages):
@@ -70,7 +70,8 @@ def watched_page(browser: Any, base_url: str, width: int, height: int, timeout_m
     tests at that size share (_CONTEXTS); it fails the test that used it on any console error or
     uncaught page error. Playwright's wait_for_function evaluates strings in the page, which the
     pages' CSP forbids, so the CSP is bypassed here (test_hostile_browser.py checks the CSP itself)."""
-    pg = _shared_context(browser, width, height).new_page()
+    key = (browser, width, height)
+    pg = _shared_context(key).new_page()
     if timeout_ms:
         pg.set_default_timeout(timeout_ms)
     problems: list[str] = []
@@ -78,7 +79,7 @@ def watched_page(browser: Any, base_url: str, width: int, height: int, timeout_m
     pg.on("pageerror", lambda e: problems.append(f"page error: {e}"))
     pg.base = base_url
     yield pg
-    _leave_clean(browser, width, height)
+    _leave_clean(key)
     assert problems == [], problems  # no console errors on any page
 
 
