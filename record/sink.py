@@ -99,12 +99,14 @@ class HttpSink:
             return json.loads(r.read() or b"null")
 
     def _fail(self, what: str, e: BaseException) -> None:
+        said = self.stopped  # a drop was already logged: the recording costs the server one line
         self.stopped = self.failed = True
         reason = e.reason if isinstance(e, urllib.error.URLError) else e
         if isinstance(e, urllib.error.HTTPError):
             with contextlib.suppress(Exception):
                 reason = f"{e.code} {e.read()[:300].decode('utf-8', 'replace')}"
-        logger.warning(
+        logger.log(
+            logging.INFO if said else logging.WARNING,
             "pagedviz.record: %s %s failed (%s): the live recording stops, the server runs on",
             what,
             self.url,
