@@ -31,7 +31,7 @@ trap 'rm -f "$log"' EXIT
 
 # pip install --no-deps "$@", saying what it could not install and pip's last lines. --no-compile:
 # pip byte-compiles nothing (vLLM, transformers, openai and triton are some 8,400 modules, of which
-# the tests import about 2,000; Python compiles those, once, when first imported), as setup.sh does
+# the tests import about 2,000: scripts/compile_imports.py compiles those, below), as setup.sh does
 install() {
   local what=$1
   shift
@@ -43,6 +43,10 @@ install() {
 install "the vLLM 0.33.0 wheel and the packages its scheduler and runners import" "${pkgs[@]}"
 # apart, so that without Triton only the V2 group skips
 install "triton 3.9.0 (Model Runner V2's kernels)" "triton==3.9.0"
+
+# the .pyc files of what the tier imports (pip compiled nothing; scripts/compile_imports.py), which
+# also makes the check below quick
+"$PY" scripts/compile_imports.py fidelity >/dev/null 2>&1 || true
 
 # what the tier imports, one line per thing still missing (tests/support/fidelity_env.py asks the
 # same questions when the tests skip)

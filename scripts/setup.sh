@@ -30,7 +30,7 @@ for arg in "$@"; do
 done
 read -r -a PIP <<<"${PAGEDVIZ_PIP:-.venv/bin/python -m pip}"
 # pip installs without byte-compiling every module (torch, plotly, sympy...: about 11,000 files and
-# most of the install's time); Python compiles what it imports, once, when it first imports it
+# most of the install's time); what pagedviz imports is compiled after the install, below
 INSTALL=(install -q --no-compile)
 
 # The index that answers within a few seconds, or nothing
@@ -98,6 +98,12 @@ if [ "${OLD_HASH:-}" != "$HASH" ] || { [ "$MODE" = test ] && [ "${OLD_MODE:-}" !
   else
     "${PIP[@]}" "${INSTALL[@]}" -e .
   fi
+  # the .pyc files of what the server, its compute workers and the CLI import (with --test, the
+  # test tools too): pip compiled nothing, and where PYTHONDONTWRITEBYTECODE is set Python never
+  # writes them itself, so that each process would compile them again (scripts/compile_imports.py)
+  groups=(app)
+  [ "$MODE" = test ] && groups+=(test)
+  .venv/bin/python scripts/compile_imports.py "${groups[@]}" >/dev/null 2>&1 || true
   echo "$HASH $MODE" >"$STAMP"
 fi
 if [ "$MODE" = test ] && { [ ! -x /usr/bin/chromium-headless-shell ] || [ ! -d /usr/share/fonts/opentype/noto ]; }; then

@@ -171,3 +171,34 @@ def test_test_mode_adds_the_test_tools_once(fake_repo: Path) -> None:
     setup("--test", cwd=fake_repo, **env)
     setup(cwd=fake_repo, **env)
     assert pip_calls(fake_repo) == []
+
+
+def test_compile_imports_writes_the_pyc_files_that_pythondontwritebytecode_withholds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """scripts/compile_imports.py imports a group's modules with bytecode writing on, so that the
+    modules they import get their .pyc files even where PYTHONDONTWRITEBYTECODE is set; a module
+    that fails to import is passed over in silence, an unknown group is refused."""
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location("compile_imports", ROOT / "scripts" / "compile_imports.py")
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    pkg = tmp_path / "warm_pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from warm_pkg import b\nprint('a says something')\n")
+    (pkg / "b.py").write_text("VALUE = 1\n")
+    (pkg / "broken.py").write_text("raise RuntimeError('no')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)  # as PYTHONDONTWRITEBYTECODE=1 leaves it
+    monkeypatch.setitem(script.GROUPS, "tiny", ["warm_pkg.broken", "warm_pkg.a"])
+    assert script.main(["tiny"]) == 0
+    cached = {p.name.split(".")[0] for p in (pkg / "__pycache__").glob("*.pyc")}
+    assert cached == {"__init__", "a", "b", "broken"}  # broken compiles, then fails as it runs
+    assert capsys.readouterr() == ("", "")
+    assert script.main(["tiny", "nope"]) == 2 and "'nope'" in capsys.readouterr().err
+    for name in ("warm_pkg", "warm_pkg.a", "warm_pkg.b"):
+        sys.modules.pop(name, None)
