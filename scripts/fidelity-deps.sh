@@ -44,16 +44,18 @@ install "the vLLM 0.33.0 wheel and the packages its scheduler and runners import
 # apart, so that without Triton only the V2 group skips
 install "triton 3.9.0 (Model Runner V2's kernels)" "triton==3.9.0"
 
-# the .pyc files of what the tier imports (pip compiled nothing; scripts/compile_imports.py), which
-# also makes the check below quick
-"$PY" scripts/compile_imports.py fidelity >/dev/null 2>&1 || true
-
 # what the tier imports, one line per thing still missing (tests/support/fidelity_env.py asks the
-# same questions when the tests skip)
+# same questions when the tests skip); first, in the same process, the .pyc files of what the tier
+# imports (pip compiled nothing: scripts/compile_imports.py), which leaves the check's imports done
 missing=$("$PY" - 2>/dev/null <<'PYEOF' || echo "  - $PY cannot run (create .venv first: bash scripts/setup.sh --test)"
+import contextlib
 import importlib
 import importlib.util
+import runpy
 from importlib import metadata
+
+with contextlib.suppress(Exception):
+    runpy.run_path("scripts/compile_imports.py")["main"](["fidelity"])
 
 try:
     version = metadata.version("vllm")
