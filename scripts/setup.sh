@@ -119,11 +119,16 @@ if [ "$MODE" = test ] && { [ ! -x /usr/bin/chromium-headless-shell ] || [ ! -d /
       exit 1
     fi
     rm -f "$log"
-  elif [ ! -x /usr/bin/chromium ]; then
-    echo "note: /usr/bin/chromium-headless-shell is missing and not installed here (not root, or PAGEDVIZ_NO_APT);" \
-      "browser tests will be skipped" >&2
   else
-    echo "note: /usr/bin/chromium-headless-shell is missing and not installed here (not root, or PAGEDVIZ_NO_APT);" \
-      "browser tests run on /usr/bin/chromium, with about a third more CPU" >&2
+    why="not installed here (not root, or PAGEDVIZ_NO_APT)"
+    if [ ! -x /usr/bin/chromium-headless-shell ] && [ ! -x /usr/bin/chromium ]; then
+      echo "note: /usr/bin/chromium-headless-shell is missing and $why; browser tests will be skipped" >&2
+    elif [ ! -x /usr/bin/chromium-headless-shell ]; then
+      echo "note: /usr/bin/chromium-headless-shell is missing and $why;" \
+        "browser tests run on /usr/bin/chromium, with about a third more CPU" >&2
+    fi
+    if [ ! -d /usr/share/fonts/opentype/noto ]; then
+      echo "note: fonts-noto-cjk is missing and $why; the browser tests' screenshots may show 简体中文 as boxes" >&2
+    fi
   fi
 fi
