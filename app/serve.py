@@ -17,6 +17,7 @@ import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import IO, Any
 
 import uvicorn
@@ -56,7 +57,9 @@ def serve(
         check_store(os.environ["PAGEDVIZ_STORE"])  # a store that cannot be used stops here (StoreError)
     else:
         # no store named: the workers share one in a temporary folder, for as long as the server lives
-        temporary = os.environ["PAGEDVIZ_STORE"] = tempfile.mkdtemp(prefix="pagedviz-store-")
+        # (named with this process's id: running_server removes it after killing a server that
+        # would not stop)
+        temporary = os.environ["PAGEDVIZ_STORE"] = tempfile.mkdtemp(prefix=f"pagedviz-store-{os.getpid()}-")
     # here, once the settings and the store are known to be usable: it imports torch (a second and
     # more), which a server that stops at start has no use for
     from pagedviz.core.device import resolve_device
@@ -120,11 +123,14 @@ class RunningServer:
 
 @contextmanager
 def running_server(
-    *extra: str, env: dict[str, str] | None = None, timeout: float = 60
+    *extra: str, env: dict[str, str] | None = None, timeout: float = 60, stop_timeout: float = 10
 ) -> Iterator[RunningServer]:
     """`pagedviz serve` in a subprocess on a free loopback port, until /healthz answers; yields
-    its URL and pid and stops it afterwards (for tests, benchmarks and notebooks)."""
+    its URL and pid and stops it afterwards (for tests, benchmarks and notebooks): SIGTERM, and
+    SIGKILL if it has not ended within stop_timeout seconds, after which the temporary store it
+    could not remove is removed here."""
     port = free_port()
+    child_env = {**os.environ, **(env or {})}
     # an unnamed file (unlinked at once): the output never blocks the server, and nothing is left behind
     with tempfile.TemporaryFile(mode="w+", encoding="utf-8") as log:
         proc = subprocess.Popen(
@@ -133,7 +139,7 @@ def running_server(
             stdout=log,
             stderr=subprocess.STDOUT,
             text=True,
-            env={**os.environ, **(env or {})},
+            env=child_env,
         )
         server = RunningServer(f"http://127.0.0.1:{port}", proc.pid, log)
         try:
@@ -154,7 +160,12 @@ def running_server(
         finally:
             proc.terminate()
             try:
-                proc.wait(timeout=10)
+                proc.wait(timeout=stop_timeout)
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+                # the server's own temporary store (serve), which a killed server leaves
+                for left in Path(child_env.get("TMPDIR") or tempfile.gettempdir()).glob(
+                    f"pagedviz-store-{proc.pid}-*"
+                ):
+                    shutil.rmtree(left, ignore_errors=True)

@@ -4,6 +4,7 @@ the server and the test helpers leave nothing in the temporary directory."""
 from __future__ import annotations
 
 import os
+import signal
 import tempfile
 import time
 from pathlib import Path
@@ -68,3 +69,14 @@ def test_server_and_helpers_leave_nothing_in_the_temp_directory(
     # running_server's own output file is unnamed: no pagedviz entry appeared in the test's temp dir
     new = set(os.listdir(tempfile.gettempdir())) - before
     assert not [n for n in new if "pagedviz" in n]
+
+
+def test_a_server_that_will_not_stop_is_killed_and_its_temporary_store_removed(tmp_path: Path) -> None:
+    """running_server sends SIGTERM, then SIGKILL once stop_timeout has passed; the store the
+    killed server could not remove (its temporary one, named with its pid) is removed for it."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    with running_server(env={"TMPDIR": str(tmp)}, stop_timeout=1) as server:
+        assert [p.name.startswith(f"pagedviz-store-{server.pid}-") for p in tmp.iterdir()] == [True]
+        os.kill(server.pid, signal.SIGSTOP)  # SIGTERM now waits; SIGKILL does not
+    assert list(tmp.iterdir()) == []
