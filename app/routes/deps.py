@@ -1,10 +1,11 @@
 """What the routes share: the run store and settings of the app a request came to, the request's
-JSON body read within its bound, a run or a step looked up with the 404 that names what is
-missing, and the error responses the OpenAPI document lists for them."""
+body read within a bound (as it streams, whole, or as JSON), a run or a step looked up with the
+404 that names what is missing, and the error responses the OpenAPI document lists for them."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import Request
@@ -31,19 +32,31 @@ def settings_of(request: Request) -> Settings:
     return request.app.state.settings
 
 
+async def body_chunks(request: Request, limit: int, too_large: str) -> AsyncIterator[bytes]:
+    """The request's body chunk by chunk as it comes; once past `limit` bytes, a 413 whose message
+    is `too_large` (it names the setting that raises the limit)."""
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise ApiError(413, "body_too_large", "body", too_large)
+        yield chunk
+
+
+async def read_body(request: Request, limit: int, too_large: str) -> bytes:
+    """The request's body, whole, within `limit` bytes (body_chunks)."""
+    return b"".join([chunk async for chunk in body_chunks(request, limit, too_large)])
+
+
 async def read_json(request: Request) -> Any:
     """The request's body as JSON: a 413 past the settings' max_body_bytes, a 422 when it is not
     JSON (or nested too deeply)."""
     limit = settings_of(request).max_body_bytes
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            msg = f"the body is over the limit of {limit} bytes (PAGEDVIZ_MAX_BODY_KB raises it)"
-            raise ApiError(413, "body_too_large", "body", msg)
-        chunks.append(chunk)
+    body = await read_body(
+        request, limit, f"the body is over the limit of {limit} bytes (PAGEDVIZ_MAX_BODY_KB raises it)"
+    )
     try:
-        return json.loads(b"".join(chunks))
+        return json.loads(body)
     except RecursionError:
         raise ApiError(422, "invalid_json", "body", "the JSON is nested too deeply") from None
     except (ValueError, UnicodeDecodeError) as e:

@@ -22,6 +22,7 @@ from fastapi.responses import JSONResponse
 from pagedviz.app.errors import ApiError
 from pagedviz.app.import_replay import first_pass, scenario_bytes
 from pagedviz.app.links import pack
+from pagedviz.app.routes.deps import body_chunks
 from pagedviz.app.schemas import ErrorOut, ImportCreated, RecordingCut
 from pagedviz.app.settings import Settings
 from pagedviz.app.store import RunStore
@@ -59,18 +60,11 @@ async def _spool(request: Request, limit: int) -> tuple[Path, str]:
     past `limit` bytes a 413 naming PAGEDVIZ_MAX_IMPORT_MB (the file is removed)."""
     digest = hashlib.sha256(f"pagedviz {__version__}\n".encode())
     fd, name = tempfile.mkstemp(prefix="pagedviz-import-", suffix=".jsonl")
-    path, size = Path(name), 0
+    path = Path(name)
     try:
         with os.fdopen(fd, "wb") as f:
-            async for chunk in request.stream():
-                size += len(chunk)
-                if size > limit:
-                    raise ApiError(
-                        413,
-                        "body_too_large",
-                        "body",
-                        f"the recording is over {limit >> 20} MB (PAGEDVIZ_MAX_IMPORT_MB raises the limit)",
-                    )
+            too_large = f"the recording is over {limit >> 20} MB (PAGEDVIZ_MAX_IMPORT_MB raises the limit)"
+            async for chunk in body_chunks(request, limit, too_large):
                 digest.update(chunk)
                 f.write(chunk)
     except BaseException:

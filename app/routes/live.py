@@ -15,6 +15,7 @@ from fastapi import APIRouter, Query, Request
 
 from pagedviz.app.errors import ApiError
 from pagedviz.app.import_live import LiveRuns
+from pagedviz.app.routes.deps import read_body
 from pagedviz.app.schemas import ErrorOut, LinesAccepted, LiveCreated
 
 router = APIRouter(prefix="/api", tags=["runs"])
@@ -60,20 +61,8 @@ def _live(request: Request) -> LiveRuns:
     return live
 
 
-async def _read(request: Request, limit: int) -> bytes:
-    """The body, refused (413 naming PAGEDVIZ_MAX_LIVE_BODY_MB) past `limit` bytes."""
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise ApiError(
-                413,
-                "body_too_large",
-                "body",
-                f"the batch is over {limit >> 20} MB (PAGEDVIZ_MAX_LIVE_BODY_MB)",
-            )
-        chunks.append(chunk)
-    return b"".join(chunks)
+def _too_large(limit: int) -> str:
+    return f"the batch is over {limit >> 20} MB (PAGEDVIZ_MAX_LIVE_BODY_MB)"
 
 
 @router.post(
@@ -91,7 +80,8 @@ async def open_live(request: Request) -> LiveCreated:
     recorder closes it or it has been quiet for PAGEDVIZ_LIVE_IDLE_S seconds (then it closes as
     cut). Needs the server's live token (`pagedviz serve --live-token T`)."""
     live = _live(request)
-    raw = await _read(request, min(live.settings.max_live_body_bytes, live.imports.line_limit + 2))
+    limit = min(live.settings.max_live_body_bytes, live.imports.line_limit + 2)
+    raw = await read_body(request, limit, _too_large(limit))
     run_id = await live.open(raw)
     return LiveCreated(run_id=run_id, url=f"/run?run={run_id}", lines=f"/api/runs/{run_id}/lines")
 
@@ -112,6 +102,7 @@ async def post_lines(
     they come. `end=true` closes the run. Bounds: PAGEDVIZ_MAX_LIVE_LINES lines and
     PAGEDVIZ_MAX_LIVE_BODY_MB a batch, PAGEDVIZ_MAX_LIVE_MB a run."""
     live = _live(request)
-    body = await _read(request, live.settings.max_live_body_bytes)
+    limit = live.settings.max_live_body_bytes
+    body = await read_body(request, limit, _too_large(limit))
     accepted, steps = await live.append(run_id, body, end)
     return LinesAccepted(run_id=run_id, accepted=accepted, steps=steps, live=not end)

@@ -143,6 +143,18 @@ def test_the_limits_are_answered_naming_their_setting(client: TestClient) -> Non
     until(lambda: client.post("/api/runs/live", content=LINES[0], headers=AUTH).status_code == 201)
 
 
+def test_a_batch_over_the_body_limit_is_a_413_naming_its_setting_and_the_run_goes_on() -> None:
+    settings = Settings(compute_in="thread", live_token=TOKEN, max_live_body_bytes=1 << 20)
+    with TestClient(create_app(settings), raise_server_exceptions=False) as c:
+        rid = opened(c)
+        r = c.post(f"/api/runs/{rid}/lines", content=b"x" * ((1 << 20) + 1), headers=AUTH)
+        assert r.status_code == 413, r.text
+        said = r.json()["detail"][0]
+        assert said["field"] == "body" and "over 1 MB (PAGEDVIZ_MAX_LIVE_BODY_MB)" in said["message"]
+        assert post(c, rid, LINES[1:], end=True).status_code == 200  # nothing of the refused batch was kept
+        assert done(c, rid)["state"] == "done"
+
+
 def test_a_quiet_run_closes_as_cut_with_nothing_lost() -> None:
     settings = Settings(compute_in="thread", live_token=TOKEN, live_idle_s=1)
     with TestClient(create_app(settings), raise_server_exceptions=False) as c:
