@@ -80,8 +80,14 @@ async def open_live(request: Request) -> LiveCreated:
     recorder closes it or it has been quiet for PAGEDVIZ_LIVE_IDLE_S seconds (then it closes as
     cut). Needs the server's live token (`pagedviz serve --live-token T`)."""
     live = _live(request)
-    limit = min(live.settings.max_live_body_bytes, live.imports.line_limit + 2)
-    raw = await read_body(request, limit, _too_large(limit))
+    limit, line = live.settings.max_live_body_bytes, live.imports.line_limit
+    if line + 2 < limit:  # the header is one line: the per-line limit binds (with its line end)
+        too_large = (
+            f"the header is longer than the per-line limit of {line} bytes (PAGEDVIZ_MAX_RECORD_LINE_MB)"
+        )
+        raw = await read_body(request, line + 2, too_large)
+    else:
+        raw = await read_body(request, limit, _too_large(limit))
     run_id = await live.open(raw)
     return LiveCreated(run_id=run_id, url=f"/run?run={run_id}", lines=f"/api/runs/{run_id}/lines")
 

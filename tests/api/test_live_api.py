@@ -143,7 +143,7 @@ def test_the_limits_are_answered_naming_their_setting(client: TestClient) -> Non
     until(lambda: client.post("/api/runs/live", content=LINES[0], headers=AUTH).status_code == 201)
 
 
-def test_a_batch_over_the_body_limit_is_a_413_naming_its_setting_and_the_run_goes_on() -> None:
+def test_a_batch_or_header_over_its_limit_is_a_413_naming_its_setting_and_the_run_goes_on() -> None:
     settings = Settings(compute_in="thread", live_token=TOKEN, max_live_body_bytes=1 << 20)
     with TestClient(create_app(settings), raise_server_exceptions=False) as c:
         rid = opened(c)
@@ -153,6 +153,15 @@ def test_a_batch_over_the_body_limit_is_a_413_naming_its_setting_and_the_run_goe
         assert said["field"] == "body" and "over 1 MB (PAGEDVIZ_MAX_LIVE_BODY_MB)" in said["message"]
         assert post(c, rid, LINES[1:], end=True).status_code == 200  # nothing of the refused batch was kept
         assert done(c, rid)["state"] == "done"
+    # a header (one line) is bound by the per-line limit where that is the smaller, and says so
+    settings = Settings(
+        compute_in="thread", live_token=TOKEN, max_record_line_bytes=1 << 20, max_live_body_bytes=4 << 20
+    )
+    with TestClient(create_app(settings), raise_server_exceptions=False) as c:
+        r = c.post("/api/runs/live", content=b"x" * (2 << 20), headers=AUTH)
+        assert r.status_code == 413, r.text
+        said = r.json()["detail"][0]["message"]
+        assert f"per-line limit of {1 << 20} bytes (PAGEDVIZ_MAX_RECORD_LINE_MB)" in said, said
 
 
 def test_a_quiet_run_closes_as_cut_with_nothing_lost() -> None:
